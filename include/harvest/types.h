@@ -1,0 +1,43 @@
+/* harvest — common types: status codes and the per-thread last error. */
+#ifndef HARVEST_TYPES_H
+#define HARVEST_TYPES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Every libharvest function that can fail returns one of these. Negative values are
+ * failures; on a failure, hv_error_last() describes it. */
+typedef enum hv_status {
+	HV_OK = 0,
+	HV_DONE = 1,      /* an iterator has nothing more to give */
+	HV_WARN = 2,      /* a non-fatal problem (hv_error_last() says what); iteration goes on */
+	HV_EIO = -1,      /* a system call or I/O failed at run time */
+	HV_EUSAGE = -2,   /* a bad argument or option value */
+	HV_ENOTDIR = -3,  /* a path does not exist or is not a directory */
+	HV_ENOMEM = -4,   /* out of memory */
+	HV_EDB = -5,      /* the database is not ours, corrupt, read-only or unusable */
+	HV_ECHILD = -6,   /* a child process could not be started */
+} hv_status;
+
+/* The message of the last failure or warning in the calling thread, e.g.
+ * "out/data: Permission denied". Never NULL; valid until the thread's next libharvest call. */
+const char *hv_error_last(void);
+
+/* The status that came with the last error in this thread. */
+int hv_error_last_status(void);
+
+/* Clears the calling thread's last error. */
+void hv_error_clear(void);
+
+/* The version string of libharvest, e.g. "0.1.0". */
+const char *hv_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,20 @@
+# Sourced by setup.sh and test.sh: installs the Debian 12 packages harvest builds, tests and
+# benchmarks with, when any is missing. Needs root (or sudo) the first time only.
+HV_PACKAGES="cmake make gcc pkg-config libmagic-dev libmagic-mgc file libsqlite3-dev sqlite3
+libcmocka-dev libssl-dev shared-mime-info bfs time python3"
+
+hv_install_deps() {
+	local missing=()
+	local p
+	for p in $HV_PACKAGES; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+			missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	echo "harvest: installing ${missing[*]}" >&2
+	local sudo=
+	[ "$(id -u)" -eq 0 ] || sudo=sudo
+	$sudo apt-get update -qq &&
+		DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+			"${missing[@]}" >/dev/null
+}

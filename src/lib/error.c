@@ -1,0 +1,120 @@
+/* The per-thread last error and the growing buffer. Thread-local, so two handles used from
+ * two threads never see each other's messages. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HV_ERROR_MAX 4096
+
+static _Thread_local char last_message[HV_ERROR_MAX];
+static _Thread_local int last_status;
+
+const char *hv_error_last(void)
+{
+	return last_message;
+}
+
+int hv_error_last_status(void)
+{
+	return last_status;
+}
+
+void hv_error_clear(void)
+{
+	last_message[0] = '\0';
+	last_status = HV_OK;
+}
+
+int hv_error_set(int status, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(last_message, sizeof(last_message), fmt, ap);
+	va_end(ap);
+	last_status = status;
+	return status;
+}
+
+int hv_error_errno(int status, const char *path, int errnum)
+{
+	return hv_error_set(status, "%s: %s", path, strerror(errnum));
+}
+
+const char *hv_version(void)
+{
+	return HARVEST_VERSION;
+}
+
+int hv_buf_reserve(hv_buf *b, size_t n)
+{
+	if (b->cap - b->len > n)
+		return HV_OK;
+	size_t cap = b->cap ? b->cap : 64;
+	while (cap - b->len <= n) {
+		if (cap > SIZE_MAX / 2)
+			return hv_error_set(HV_ENOMEM, "out of memory");
+		cap *= 2;
+	}
+	char *p = realloc(b->data, cap);
+	if (!p)
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	b->data = p;
+	b->cap = cap;
+	return HV_OK;
+}
+
+int hv_buf_append(hv_buf *b, const void *data, size_t n)
+{
+	int rc = hv_buf_reserve(b, n);
+	if (rc != HV_OK)
+		return rc;
+	if (n)
+		memcpy(b->data + b->len, data, n);
+	b->len += n;
+	b->data[b->len] = '\0';
+	return HV_OK;
+}
+
+int hv_buf_append_str(hv_buf *b, const char *s)
+{
+	return hv_buf_append(b, s, strlen(s));
+}
+
+int hv_buf_append_char(hv_buf *b, char c)
+{
+	return hv_buf_append(b, &c, 1);
+}
+
+int hv_buf_printf(hv_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	va_list ap2;
+	va_copy(ap2, ap);
+	int n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	int rc = n < 0 ? hv_error_set(HV_EIO, "bad format") : hv_buf_reserve(b, (size_t)n);
+	if (rc == HV_OK) {
+		vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap2);
+		b->len += (size_t)n;
+	}
+	va_end(ap2);
+	return rc;
+}
+
+void hv_buf_truncate(hv_buf *b, size_t n)
+{
+	if (n < b->len) {
+		b->len = n;
+		b->data[n] = '\0';
+	}
+}
+
+void hv_buf_free(hv_buf *b)
+{
+	free(b->data);
+	b->data = NULL;
+	b->len = b->cap = 0;
+}
