@@ -21,6 +21,8 @@ typedef struct hv_json hv_json;
 hv_status hv_json_new_fd(hv_json **out, int fd, hv_case kase);
 /* A writer that accumulates everything in memory; read it with hv_json_buffer(). */
 hv_status hv_json_new_buffer(hv_json **out, hv_case kase);
+/* Frees the writer; an fd writer first flushes what is pending (check hv_json_flush()
+ * before, to see the error). */
 void hv_json_free(hv_json *j);
 
 hv_case hv_json_case(const hv_json *j);
@@ -32,7 +34,8 @@ void hv_json_buffer_reset(hv_json *j);
 /* Writes out what is buffered (fd writers). Returns HV_EIO on a write error (e.g. EPIPE);
  * the first write error is sticky and returned by every later flush. */
 hv_status hv_json_flush(hv_json *j);
-/* The sticky write status: HV_OK or HV_EIO. */
+/* The sticky status: HV_OK, HV_EIO (a write error) or HV_ENOMEM (a buffer writer could not
+ * grow). After an error the writer discards further output; calls remain safe. */
 hv_status hv_json_status(const hv_json *j);
 /* Bytes buffered and not yet written. */
 size_t hv_json_pending(const hv_json *j);
@@ -42,7 +45,8 @@ void hv_json_object_begin(hv_json *j);
 void hv_json_object_end(hv_json *j);
 void hv_json_array_begin(hv_json *j);
 void hv_json_array_end(hv_json *j);
-/* Ends a top-level value with '\n' (a jsonl record). */
+/* Ends a top-level value with '\n' (a jsonl record). It does not flush: call
+ * hv_json_flush() where a record must reach the reader now. */
 void hv_json_newline(hv_json *j);
 
 /* A member key, given in snake_case ("is_dir"), written as "isDir" in camel case. */
@@ -64,10 +68,15 @@ void hv_json_base64(hv_json *j, const void *data, size_t len);
 /* Already-valid JSON text, inserted as one value. */
 void hv_json_raw(hv_json *j, const char *text, size_t len);
 
-/* Appends the JSON string form of bytes (with quotes) to a caller's growing buffer via the
- * writer's escaping rules; for tests and other modules. Returns the number of bytes the
- * escaped form takes. */
+/* The JSON string form of bytes (with quotes), by the writer's escaping rules, into out,
+ * snprintf-style: at most cap bytes are stored, always NUL-terminated when cap > 0 (the form
+ * is cut short when it does not fit). Returns the length of the whole form, without the NUL;
+ * it never exceeds 6 * len + 2, so a buffer of 6 * len + 3 always suffices. */
 size_t hv_json_escape(const char *bytes, size_t len, char *out, size_t cap);
+
+/* The length (1 to 4) of the valid, complete (strict) UTF-8 character that starts bytes,
+ * or 0 when bytes does not start with one. For printers that escape everything else. */
+size_t hv_utf8_char_length(const char *bytes, size_t len);
 
 #ifdef __cplusplus
 }

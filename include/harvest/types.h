@@ -37,6 +37,11 @@ void hv_error_clear(void);
 /* The version string of libharvest, e.g. "0.1.0". */
 const char *hv_version(void);
 
+/* The versions of the libraries libharvest runs with: libmagic as "5.44", SQLite as
+ * "3.40.1". Static strings. */
+const char *hv_libmagic_version(void);
+const char *hv_sqlite_version(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,7 +1,51 @@
-#include "harvest.h"
-#include <stdio.h>
-int main(void)
+/* harvest: the command-line entry point. Dispatches to one file per command. */
+#include "cli.h"
+
+#include <string.h>
+
+static const struct command {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *summary;
+} commands[] = {
+	{"ls", cmd_ls, "FileInfo of each entry of a directory"},
+	{"walk", cmd_walk, "FileInfo of every entry below a directory"},
+	{"snapshot", cmd_snapshot, "record the state of a tree, to collect what changes later"},
+	{"collect", cmd_collect, "OutputFile records of the files below a directory"},
+	{NULL, NULL, NULL},
+};
+
+static void usage(FILE *out)
 {
-	printf("harvest %s\n", hv_version());
-	return 0;
+	fputs("usage: harvest COMMAND [options] [args]\n"
+	      "List sandbox directories, harvest the files a run produced, run commands.\n\n"
+	      "Commands:\n",
+	      out);
+	for (const struct command *c = commands; c->name; c++)
+		fprintf(out, "  %-10s %s\n", c->name, c->summary);
+	fputs("\n'harvest COMMAND --help' describes a command; 'harvest --version' the versions.\n",
+	      out);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	const char *cmd = argv[1];
+	if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+		usage(stdout);
+		return EXIT_DONE;
+	}
+	if (strcmp(cmd, "--version") == 0) {
+		printf("harvest %s\nlibmagic %s\nSQLite %s\n", hv_version(), hv_libmagic_version(),
+		       hv_sqlite_version());
+		return EXIT_DONE;
+	}
+	for (const struct command *c = commands; c->name; c++)
+		if (strcmp(cmd, c->name) == 0)
+			return c->run(argc - 2, argv + 2);
+	fprintf(stderr, "harvest: unknown command '%s' (see 'harvest --help')\n", cmd);
+	return EXIT_USAGE;
 }

@@ -2,6 +2,8 @@
  * two threads never see each other's messages. */
 #include "internal.h"
 
+#include <magic.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +47,19 @@ int hv_error_errno(int status, const char *path, int errnum)
 const char *hv_version(void)
 {
 	return HARVEST_VERSION;
+}
+
+const char *hv_libmagic_version(void)
+{
+	static _Thread_local char text[32];
+	int v = magic_version();
+	snprintf(text, sizeof(text), "%d.%02d", v / 100, v % 100);
+	return text;
+}
+
+const char *hv_sqlite_version(void)
+{
+	return sqlite3_libversion();
 }
 
 int hv_buf_reserve(hv_buf *b, size_t n)

@@ -34,4 +34,24 @@ int hv_buf_printf(hv_buf *b, const char *fmt, ...) HV_ATTR_PRINTF(2, 3);
 void hv_buf_truncate(hv_buf *b, size_t n);
 void hv_buf_free(hv_buf *b);
 
+/* The hv_stat of a struct stat (from <sys/stat.h>; callers include it). */
+#define HV_STAT_FROM(st, out)                                                                \
+	do {                                                                                 \
+		(out)->dev = (st)->st_dev;                                                   \
+		(out)->ino = (st)->st_ino;                                                   \
+		(out)->size = (uint64_t)(st)->st_size;                                       \
+		(out)->mode = (st)->st_mode;                                                 \
+		(out)->mtime_ns = (int64_t)(st)->st_mtim.tv_sec * 1000000000 +               \
+				  (st)->st_mtim.tv_nsec;                                     \
+		(out)->ctime_ns = (int64_t)(st)->st_ctim.tv_sec * 1000000000 +               \
+				  (st)->st_ctim.tv_nsec;                                     \
+	} while (0)
+
+/* SHA-256 (OpenSSL's libcrypto) as 64 lower-case hex digits plus NUL. */
+int hv_sha256_hex(const void *data, size_t len, char hex[65]);
+/* The SHA-256 of what fd holds from its current offset to the end, reading at most max
+ * bytes: HV_OK, HV_EIO (errno-style message naming path), or HV_WARN when the file holds
+ * more than max bytes. */
+int hv_sha256_fd(int fd, uint64_t max, const char *path, char hex[65]);
+
 #endif

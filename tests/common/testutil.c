@@ -232,3 +232,250 @@ int tu_as_nobody(int (*fn)(void *arg), void *arg)
 		;
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
+
+/* ---- Helpers for the ls/walk end-to-end tests. ---- */
+#include <dirent.h>
+
+#include "tjson.h"
+
+void tu_rmrf_deep(const char *path)
+{
+	struct stat st;
+	if (lstat(path, &st) != 0)
+		return;
+	if (!S_ISDIR(st.st_mode)) {
+		unlink(path);
+		return;
+	}
+	chmod(path, 0700);
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		rmdir(path);
+		return;
+	}
+	/* The names of the directories entered below path: the way back up by "..". */
+	char **names = NULL;
+	size_t depth = 0, cap = 0;
+	for (;;) {
+		int dfd = dup(fd);
+		DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+		if (!d) {
+			if (dfd >= 0)
+				close(dfd);
+			break;
+		}
+		rewinddir(d); /* the dup shares the offset of an earlier scan of this directory */
+		char *sub = NULL;
+		struct dirent *e;
+		while ((e = readdir(d)) != NULL) {
+			if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+				continue;
+			struct stat s;
+			if (fstatat(fd, e->d_name, &s, AT_SYMLINK_NOFOLLOW) != 0)
+				continue;
+			if (!S_ISDIR(s.st_mode))
+				unlinkat(fd, e->d_name, 0);
+			else if (!sub)
+				sub = strdup(e->d_name);
+		}
+		closedir(d);
+		if (sub) {
+			fchmodat(fd, sub, 0700, 0);
+			int nfd = openat(fd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (nfd < 0) {
+				int gone = unlinkat(fd, sub, AT_REMOVEDIR) == 0;
+				free(sub);
+				if (gone)
+					continue;
+				break; /* stuck: give up rather than loop */
+			}
+			if (depth == cap) {
+				cap = cap ? cap * 2 : 64;
+				char **n = realloc(names, cap * sizeof(*names));
+				if (!n) {
+					close(nfd);
+					free(sub);
+					break;
+				}
+				names = n;
+			}
+			names[depth++] = sub;
+			close(fd);
+			fd = nfd;
+			continue;
+		}
+		if (depth == 0)
+			break;
+		int pfd = openat(fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (pfd < 0)
+			break;
+		close(fd);
+		fd = pfd;
+		char *name = names[--depth];
+		int removed = unlinkat(fd, name, AT_REMOVEDIR) == 0;
+		free(name);
+		if (!removed)
+			break; /* e.g. a mount point (EBUSY): entering it again would loop */
+	}
+	close(fd);
+	while (depth > 0)
+		free(names[--depth]);
+	free(names);
+	rmdir(path);
+}
+
+int tu_run_to_file(const char *cwd, char *const argv[], const char *out_path, char **err,
+		   size_t *err_len)
+{
+	int ep[2];
+	assert_int_equal(pipe2(ep, O_CLOEXEC), 0);
+	int ofd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (ofd < 0)
+		fail_msg("%s: %s", out_path, strerror(errno));
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (cwd && chdir(cwd) != 0)
+			_exit(126);
+		int in = open("/dev/null", O_RDONLY);
+		dup2(in, 0);
+		dup2(ofd, 1);
+		dup2(ep[1], 2);
+		signal(SIGPIPE, SIG_DFL);
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	close(ofd);
+	close(ep[1]);
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+	append(&buf, &len, &cap, "", 0);
+	char chunk[65536];
+	for (;;) {
+		ssize_t n = read(ep[0], chunk, sizeof(chunk));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		append(&buf, &len, &cap, chunk, (size_t)n);
+	}
+	close(ep[0]);
+	int st;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (err) {
+		*err = buf;
+	} else {
+		free(buf);
+	}
+	if (err_len)
+		*err_len = len;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* A short, printable rendering of bytes for failure messages (static buffer: one at a time). */
+static const char *tu_show(const char *s, size_t len)
+{
+	static char buf[512];
+	size_t o = 0;
+	for (size_t i = 0; i < len && o + 8 < sizeof(buf); i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c >= 0x20 && c < 0x7f && c != '\\')
+			buf[o++] = (char)c;
+		else
+			o += (size_t)snprintf(buf + o, sizeof(buf) - o, "\\x%02x", c);
+	}
+	buf[o] = '\0';
+	return buf;
+}
+
+void tu_recs_parse(tu_recs *rs, const char *out, size_t len, bool jsonl, const char *key,
+		   bool camel)
+{
+	memset(rs, 0, sizeof(*rs));
+	if (!tj_utf8_valid(out, len))
+		fail_msg("harvest's output is not valid UTF-8");
+	if (jsonl && len == 0)
+		return;
+	if (jsonl) {
+		if (len > 0 && out[len - 1] != '\n')
+			fail_msg("jsonl output does not end with a newline");
+		rs->doc = tj_parse_lines(out, len, NULL);
+	} else {
+		rs->doc = tj_parse(out, len);
+	}
+	if (!rs->doc)
+		fail_msg("harvest's output is not valid %s: %.300s", jsonl ? "jsonl" : "json", out);
+	if (tj_type(rs->doc) != TJ_ARRAY)
+		fail_msg("json output is not an array: %.300s", out);
+	rs->n = tj_len(rs->doc);
+	rs->v = calloc(rs->n ? rs->n : 1, sizeof(*rs->v));
+	assert_non_null(rs->v);
+	const char *dir_key = camel ? "isDir" : "is_dir";
+	const char *other_dir_key = camel ? "is_dir" : "isDir";
+	for (size_t i = 0; i < rs->n; i++) {
+		const tj_value *o = tj_at(rs->doc, i);
+		tu_rec *r = &rs->v[i];
+		r->obj = o;
+		if (tj_type(o) != TJ_OBJECT)
+			fail_msg("record %zu is not an object", i);
+		r->key = tj_str(tj_get(o, key), &r->key_len);
+		if (!r->key)
+			fail_msg("record %zu has no string \"%s\"", i, key);
+		if (tj_get(o, other_dir_key))
+			fail_msg("record %zu (%s) has the key \"%s\" in %s case", i,
+				 tu_show(r->key, r->key_len), other_dir_key, camel ? "camel" : "snake");
+		const tj_value *d = tj_get(o, dir_key), *s = tj_get(o, "size");
+		if (!d)
+			r->is_dir = TU_ABSENT;
+		else if (tj_is_null(d))
+			r->is_dir = TU_NULL;
+		else if (tj_type(d) == TJ_BOOL)
+			r->is_dir = tj_bool(d);
+		else
+			fail_msg("record %zu (%s): \"%s\" is not a bool", i, tu_show(r->key, r->key_len),
+				 dir_key);
+		if (!s)
+			r->size = TU_ABSENT;
+		else if (tj_is_null(s))
+			r->size = TU_NULL;
+		else if (tj_type(s) == TJ_INT && tj_int(s) >= 0)
+			r->size = tj_int(s);
+		else
+			fail_msg("record %zu (%s): \"size\" is not a size", i, tu_show(r->key, r->key_len));
+		/* Unknown values: null in snake case, left out in camel case — never mixed. */
+		if (camel ? (r->is_dir == TU_NULL || r->size == TU_NULL)
+			  : (r->is_dir == TU_ABSENT || r->size == TU_ABSENT))
+			fail_msg("record %zu (%s): unknown is_dir/size must be %s in %s case", i,
+				 tu_show(r->key, r->key_len), camel ? "left out" : "null",
+				 camel ? "camel" : "snake");
+		if ((r->is_dir < 0) != (r->size < 0))
+			fail_msg("record %zu (%s): is_dir and size must be known or unknown together", i,
+				 tu_show(r->key, r->key_len));
+		if (strcmp(key, "path") == 0 && tj_get(o, "name")) {
+			size_t nlen;
+			const char *name = tj_str(tj_get(o, "name"), &nlen);
+			const char *slash = memrchr(r->key, '/', r->key_len);
+			const char *base = slash ? slash + 1 : r->key;
+			size_t blen = r->key_len - (size_t)(base - r->key);
+			if (!name || nlen != blen || memcmp(name, base, blen) != 0)
+				fail_msg("record %zu: \"name\" is not the last component of \"path\" (%s)", i,
+					 tu_show(r->key, r->key_len));
+		}
+	}
+}
+
+const tu_rec *tu_recs_find(const tu_recs *rs, const char *key, size_t len)
+{
+	for (size_t i = 0; i < rs->n; i++)
+		if (rs->v[i].key_len == len && memcmp(rs->v[i].key, key, len) == 0)
+			return &rs->v[i];
+	return NULL;
+}
+
+void tu_recs_free(tu_recs *rs)
+{
+	free(rs->v);
+	tj_free(rs->doc);
+	memset(rs, 0, sizeof(*rs));
+}

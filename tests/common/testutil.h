@@ -40,4 +40,53 @@ void tu_result_free(tu_result *r);
  * returns the child's exit status. For permission-denied tests, which root would pass. */
 int tu_as_nobody(int (*fn)(void *arg), void *arg);
 
+
+/* ---- Helpers for the ls/walk end-to-end tests (tests/cli/walk*_cli_test.c). ---- */
+#include <stdbool.h>
+
+struct tj_value;
+
+/* Removes a tree of any depth, deeper than PATH_MAX too: it never builds a full path, but
+ * moves through the tree with directory descriptors (down by name, up by ".."), opening up
+ * unreadable directories on the way. No symlink is followed. */
+void tu_rmrf_deep(const char *path);
+
+/* Runs argv (argv[0] looked up in PATH) in cwd (NULL: the current one) with stdin from
+ * /dev/null, stdout written to the file out_path (created or truncated) and stderr captured
+ * in *err (malloc'd, NUL-terminated; the caller frees it). Returns the exit code, or 128+N
+ * when killed by signal N. For outputs too big to hold in memory comfortably. */
+int tu_run_to_file(const char *cwd, char *const argv[], const char *out_path, char **err,
+		   size_t *err_len);
+
+/* Values of tu_rec.is_dir and tu_rec.size that are not a value. */
+#define TU_NULL (-1)   /* the key is there with JSON null */
+#define TU_ABSENT (-2) /* the key is not there */
+
+/* One FileInfo record of harvest's output. */
+typedef struct tu_rec {
+	const char *key; /* the bytes of "path" (walk) or "name" (ls), decoded */
+	size_t key_len;
+	int is_dir;      /* 0, 1, TU_NULL or TU_ABSENT */
+	int64_t size;    /* >= 0, TU_NULL or TU_ABSENT */
+	const struct tj_value *obj;
+} tu_rec;
+
+typedef struct tu_recs {
+	tu_rec *v;
+	size_t n;
+	struct tj_value *doc;
+} tu_recs;
+
+/* Parses FileInfo output: jsonl (one object a line) or json (one array of objects). key is
+ * "path" or "name". Fails the test unless the output is valid, strict-UTF-8 JSON of the right
+ * shape: every record an object with a string key, "name" equal to the last component of
+ * "path" when both are there, "is_dir" a bool and "size" a non-negative integer or, when
+ * unknown, null (snake case) or left out (camel case, where the key is "isDir" and "is_dir"
+ * must not appear). */
+void tu_recs_parse(tu_recs *rs, const char *out, size_t len, bool jsonl, const char *key,
+		   bool camel);
+/* The record whose key is exactly these bytes, or NULL. */
+const tu_rec *tu_recs_find(const tu_recs *rs, const char *key, size_t len);
+void tu_recs_free(tu_recs *rs);
+
 #endif

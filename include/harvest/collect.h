@@ -1,0 +1,102 @@
+/* harvest — snapshots and the artifact collector: the files below a directory, or those a
+ * run produced since a snapshot, as OutputFile records {name, path, mime_type, size, sha256,
+ * content}.
+ *
+ * Safety (SPEC 6): the tree is read through the walker (directory descriptors opened one
+ * component at a time with O_NOFOLLOW); a file is opened relative to its directory with
+ * O_NOFOLLOW|O_NONBLOCK|O_CLOEXEC and checked with fstat, so a file swapped for a FIFO or a
+ * symlink between the walk and the open is skipped, never read or followed. Symlinks, FIFOs,
+ * sockets and devices are never opened. Memory is bounded by the limits. */
+#ifndef HARVEST_COLLECT_H
+#define HARVEST_COLLECT_H
+
+#include "store.h"
+#include "types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct hv_collect_opts {
+	int64_t since_snapshot;      /* > 0: only files created or changed since that snapshot */
+	uint64_t max_file_bytes;     /* larger files are skipped as too_large (default 32 MiB) */
+	uint64_t max_files;          /* at most this many artifacts (default 1000) */
+	uint64_t max_total_bytes;    /* at most this many bytes of artifacts (default 256 MiB) */
+	bool no_content;             /* do not return contents (a MIME cache hit opens nothing) */
+	bool include_hidden;         /* do not leave out names starting with '.' and __pycache__ */
+	const char *const *excludes; /* more fnmatch globs on names; excluded dirs not entered */
+	size_t n_excludes;
+	bool no_cache;               /* do not use or fill the MIME cache */
+	int threads;                 /* walker and detection threads; 0: online CPUs, at most 8 */
+	/* Called with each warning of the walk ("dir/sub: Permission denied"); may be NULL. */
+	void (*on_warning)(void *ctx, const char *message);
+	void *ctx;
+	/* Tests only: called with a file's relative path right before it is opened. */
+	void (*test_before_open)(void *ctx, const char *path);
+} hv_collect_opts;
+
+/* One artifact: an OutputFile. */
+typedef struct hv_output_file {
+	char *path;              /* relative to the collected root, NUL-terminated */
+	size_t path_len;
+	const char *name;        /* the base name: the last component of path */
+	size_t name_len;
+	char *mime_type;
+	uint64_t size;
+	char sha256[65];         /* hex; empty when not computed (a --no-content cache hit) */
+	unsigned char *content;  /* the bytes, or NULL with no_content */
+	size_t content_len;
+} hv_output_file;
+
+/* One file that would have been an artifact but was not. */
+typedef struct hv_skipped_file {
+	char *path;
+	size_t path_len;
+	const char *reason;      /* "symlink", "not_regular", "too_large", "limit", "error" */
+	bool has_size;
+	uint64_t size;
+	char *error;             /* for "error": the message ("out/x: Permission denied") */
+} hv_skipped_file;
+
+typedef struct hv_collection {
+	hv_output_file *files;
+	size_t n_files;
+	hv_skipped_file *skipped;
+	size_t n_skipped;
+	bool incomplete;         /* something was skipped as too_large, limit or error */
+	uint64_t warnings;       /* warnings of the walk (unreadable directories) */
+	char *root;              /* the absolute root */
+} hv_collection;
+
+/* Fills opts with the defaults of SPEC 2. */
+void hv_collect_opts_init(hv_collect_opts *opts);
+
+/* Records the lstat state of every entry below dir (with opts' excludes: a collect with the
+ * same options sees the same tree) as a new snapshot; regular files whose mtime or ctime is
+ * within 2 s of the snapshot's time also get their SHA-256 (the racy rule). *id and *entries
+ * (may be NULL) get the snapshot's id and size. HV_ENOTDIR when dir is not a directory. */
+hv_status hv_snapshot_take(hv_store *st, const char *dir, const hv_collect_opts *opts,
+			   int64_t *id, uint64_t *entries);
+
+/* Collects the regular files below dir (or those produced since opts->since_snapshot) into
+ * *out (free with hv_collection_free). st may be NULL only with no_cache and no
+ * since_snapshot. The database's own files are never artifacts. HV_ENOTDIR when dir is not
+ * a directory; HV_DONE when the snapshot does not exist. */
+hv_status hv_collect(hv_store *st, const char *dir, const hv_collect_opts *opts,
+		     hv_collection **out);
+
+/* Records c as the artifacts of a run (contents stored when c has them) in one transaction:
+ * begins a run described by start unless *run_id > 0 already names a begun one, and finishes
+ * it with end (NULL: a collect, which has no exit code). *run_id gets the id. */
+hv_status hv_collection_record(hv_store *st, const hv_collection *c, const hv_run_start *start,
+			       const hv_run_end *end, int64_t *run_id);
+
+/* The collection's skipped list as a JSON array text (malloc'd), for hv_run_end.skipped_json. */
+char *hv_collection_skipped_json(const hv_collection *c, int kase);
+
+void hv_collection_free(hv_collection *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

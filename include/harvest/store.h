@@ -1,0 +1,332 @@
+/* harvest — the one SQLite database: MIME cache, snapshots, runs, artifacts and contents.
+ *
+ * Location: an explicit path, else $HARVEST_DB, else
+ * ${XDG_DATA_HOME:-$HOME/.local/share}/harvest/harvest.db. The database runs in WAL mode with a
+ * busy timeout; every write is a short `BEGIN IMMEDIATE` transaction, so any number of
+ * processes can share it and a process killed at any moment leaves it consistent.
+ *
+ * Refusal: a file that is not a SQLite database, a SQLite database that is not harvest's (its
+ * `application_id` is not HV_STORE_APPLICATION_ID), a schema newer than this harvest knows, a
+ * corrupt database, or (for a writing open) a read-only file or directory gets HV_EDB and a
+ * one-line message naming the path; the file is never modified and no -wal/-shm/-journal file
+ * is created next to it. A missing or empty (0-byte) file is a new database.
+ *
+ * Strings: paths, names, labels and stream data are bytes (any value but NUL, not necessarily
+ * UTF-8) given and returned as (pointer, length). Times are int64 nanoseconds since the epoch
+ * (CLOCK_REALTIME). SHA-256 digests are 64 hex digits (accepted in either case, returned in
+ * lower case).
+ *
+ * Threads: a handle and everything made from it are used by one thread at a time; two handles
+ * (in one process or several) do not interfere. */
+#ifndef HARVEST_STORE_H
+#define HARVEST_STORE_H
+
+#include "types.h"
+#include "walk.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The `PRAGMA application_id` of a harvest database: "HRVS". */
+#define HV_STORE_APPLICATION_ID 0x48525653
+/* The schema version (`PRAGMA user_version`) this library writes. */
+#define HV_STORE_SCHEMA_VERSION 1
+
+typedef struct hv_store hv_store;
+
+/* Flags of hv_store_open(). */
+enum {
+	/* Query only: nothing is written and nothing is created. A missing or empty database reads
+	 * as an empty one (no runs, no artifacts); writes fail with HV_EUSAGE. */
+	HV_STORE_READONLY = 1 << 0,
+};
+
+/* The default path in *out (malloc'd, the caller frees): $HARVEST_DB when set and not empty,
+ * else ${XDG_DATA_HOME:-$HOME/.local/share}/harvest/harvest.db (a relative XDG_DATA_HOME is
+ * ignored, as the XDG spec says). Creates nothing. */
+hv_status hv_store_default_path(char **out);
+
+/* Opens (creating when missing, unless HV_STORE_READONLY) the database at path; NULL means
+ * hv_store_default_path(), and then the missing directories of the XDG location are created
+ * with mode 0700. A new database file is created with mode 0600. Runs the missing schema
+ * migrations in one transaction. HV_EDB (see the refusals above) or HV_ENOMEM on failure. */
+hv_status hv_store_open(hv_store **out, const char *path, int flags);
+
+/* Writes pending MIME cache answers, then closes the handle and frees it (always). Returns the
+ * status of that last write. NULL is allowed. */
+hv_status hv_store_close(hv_store *st);
+
+/* The database file in use, made absolute with its directory's symlinks resolved (so the
+ * collector can recognise it and its -wal/-shm/-journal files). */
+const char *hv_store_path(const hv_store *st);
+
+/* Writes pending MIME cache answers now (they are otherwise written in batches and on close). */
+hv_status hv_store_flush(hv_store *st);
+
+/* Runs `PRAGMA integrity_check`: HV_OK when it says "ok", else HV_EDB with its first line. */
+hv_status hv_store_integrity_check(hv_store *st);
+
+/* CLOCK_REALTIME in nanoseconds since the epoch, the clock of every time in the store. */
+int64_t hv_store_now_ns(void);
+
+/* ---- MIME cache ------------------------------------------------------------------------- */
+
+/* The rule of SPEC 5, kept here: an answer is reused only when the file's type, dev, ino,
+ * size, mtime_ns and ctime_ns and the libmagic fingerprint (its version, database and flags, as
+ * a string of the caller's making) all match, and the file was already more than 2 s old (by
+ * both mtime and ctime) when the answer was stored. The store keeps one answer per (dev, ino):
+ * cache the answer that depends on the inode's content only (libmagic's), not one that also
+ * depends on the name. */
+
+/* Looks up the answer for the file st describes: *mime_out is a malloc'd copy on a hit (the
+ * caller frees) and NULL on a miss. */
+hv_status hv_store_mime_lookup(hv_store *st, const hv_stat *s, const char *fingerprint,
+                               char **mime_out);
+
+/* Remembers mime_type for the file s describes. Answers for files not yet 2 s old are dropped
+ * (they could never be reused). Puts are kept in memory and written in one transaction per
+ * batch (and by hv_store_flush()/hv_store_close()); a lookup does not see unwritten puts. */
+hv_status hv_store_mime_put(hv_store *st, const hv_stat *s, const char *fingerprint,
+                            const char *mime_type);
+
+/* ---- Snapshots -------------------------------------------------------------------------- */
+
+/* Entry paths are relative to the snapshot's root, '/'-separated, as hv_entry.path. A snapshot
+ * becomes visible only when finished: entries are written in short transactions as they come
+ * (so a large snapshot does not hold the write lock), and a snapshot left unfinished by a killed
+ * process stays invisible until hv_store_prune() removes it. */
+
+/* Whether an entry stat'ed for a snapshot taken at created_at_ns is racy: its mtime or ctime is
+ * no more than 2 s before that time (or after it). The collector stores the SHA-256 of racy
+ * regular files, so a same-size rewrite within the clock's resolution is still caught. */
+bool hv_store_stat_is_racy(const hv_stat *s, int64_t created_at_ns);
+
+typedef struct hv_snapshot_writer hv_snapshot_writer;
+
+/* Starts a snapshot of root (an absolute directory path, NUL-terminated); its time is now. */
+hv_status hv_store_snapshot_begin(hv_store *st, const char *root, hv_snapshot_writer **out);
+
+/* The snapshot's time (created_at_ns), for hv_store_stat_is_racy(). */
+int64_t hv_snapshot_writer_created_at(const hv_snapshot_writer *w);
+
+/* Adds one entry: its lstat and, for a racy regular file, its SHA-256 (else NULL). A path
+ * added twice fails with HV_EUSAGE when the batch holding it is written. */
+hv_status hv_snapshot_writer_add(hv_snapshot_writer *w, const char *path, size_t path_len,
+                                 const hv_stat *s, const char *sha256_hex);
+
+/* Writes what is pending and makes the snapshot visible; *id_out (may be NULL) gets its id.
+ * Frees w, whatever the status (on failure, the snapshot stays invisible). */
+hv_status hv_snapshot_writer_finish(hv_snapshot_writer *w, int64_t *id_out);
+
+/* Drops the unfinished snapshot and frees w. NULL is allowed. */
+hv_status hv_snapshot_writer_abort(hv_snapshot_writer *w);
+
+/* One recorded entry. Pointers are valid until the next call on the snapshot. */
+typedef struct hv_snapshot_entry {
+	const char *path;   /* NUL-terminated too */
+	size_t path_len;
+	hv_stat st;
+	const char *sha256; /* 64 hex digits, or NULL when the entry was not racy */
+} hv_snapshot_entry;
+
+typedef struct hv_snapshot hv_snapshot;
+
+/* Opens finished snapshot id for reading: HV_DONE (with hv_error_last() saying so) when there
+ * is no such finished snapshot. */
+hv_status hv_store_snapshot_open(hv_store *st, int64_t id, hv_snapshot **out);
+
+int64_t hv_snapshot_id(const hv_snapshot *sn);
+/* The root given to hv_store_snapshot_begin(), NUL-terminated. */
+const char *hv_snapshot_root(const hv_snapshot *sn, size_t *len);
+int64_t hv_snapshot_created_at(const hv_snapshot *sn);
+uint64_t hv_snapshot_entries(const hv_snapshot *sn);
+
+/* The next entry in *out (HV_OK) or HV_DONE at the end. Entries come in the walker's
+ * HV_SORT_NAME order — pre-order, siblings sorted bytewise by name — which is hv_store_path_cmp()
+ * order, so the collector can merge a sorted walk against the snapshot in one pass. Entries are
+ * read in pages, so the handle can be written between two calls. */
+hv_status hv_snapshot_next(hv_snapshot *sn, const hv_snapshot_entry **out);
+
+/* Finds path: HV_OK with *out filled, HV_DONE when the snapshot has no such entry. Does not
+ * move the iteration. */
+hv_status hv_snapshot_lookup(hv_snapshot *sn, const char *path, size_t path_len,
+                             hv_snapshot_entry *out);
+
+void hv_snapshot_close(hv_snapshot *sn);
+
+/* Compares two relative paths in walk order: component by component, bytewise (memcmp order
+ * with '/' below every other byte). <0, 0 or >0. */
+int hv_store_path_cmp(const char *a, size_t alen, const char *b, size_t blen);
+
+/* Deletes snapshot id (finished or not): `run` drops its own snapshot once it has collected.
+ * HV_DONE when there is no such snapshot. */
+hv_status hv_store_snapshot_delete(hv_store *st, int64_t id);
+
+/* ---- Runs and artifacts ----------------------------------------------------------------- */
+
+/* What is known when a run (or a collect) starts. */
+typedef struct hv_run_start {
+	const char *label;        /* --label, NUL-terminated; NULL: none */
+	const char *command_json; /* the argv array as JSON text; NULL for a collect */
+	const char *dir;          /* the absolute directory, NUL-terminated */
+	int64_t started_at_ns;    /* 0: now */
+} hv_run_start;
+
+/* Records a run that has started (committed at once, so a run killed before it finished shows
+ * in the history with no end). *run_id gets its id. */
+hv_status hv_store_run_begin(hv_store *st, const hv_run_start *r, int64_t *run_id);
+
+/* One artifact to record. */
+typedef struct hv_artifact_in {
+	const char *path;         /* relative to the collected root */
+	size_t path_len;
+	const char *name;         /* the base name */
+	size_t name_len;
+	const char *mime_type;    /* NUL-terminated */
+	uint64_t size;
+	const char *sha256;       /* 64 hex digits of the file's content */
+	const void *content;      /* the bytes to store (deduplicated by SHA-256), or NULL */
+	size_t content_len;       /* must equal size when content is given */
+} hv_artifact_in;
+
+/* How a run ended: everything `history show` needs to print the ExecutionResult again. */
+typedef struct hv_run_end {
+	int64_t ended_at_ns;      /* 0: now */
+	bool has_exit_code;       /* false for a collect (exit_code is then null) */
+	int exit_code;
+	bool timed_out;
+	int64_t duration_ms;      /* -1: unknown (null) */
+	const char *stdout_data;  /* the kept stdout bytes (NULL with length 0: none) */
+	size_t stdout_len;
+	bool stdout_truncated;
+	const char *stderr_data;
+	size_t stderr_len;
+	bool stderr_truncated;
+	const char *skipped_json; /* the `skipped` array as JSON text; NULL: "[]" */
+} hv_run_end;
+
+/* Records the artifacts (with their contents, when given; a content's SHA-256 is checked) and
+ * the end of run run_id, all in one transaction: either all of it is recorded or none.
+ * HV_EUSAGE for a bad digest or a content that does not match it; HV_DONE when the run does
+ * not exist (pruned meanwhile) or has already finished. */
+hv_status hv_store_run_finish(hv_store *st, int64_t run_id, const hv_run_end *end,
+                              const hv_artifact_in *artifacts, size_t n_artifacts);
+
+/* Filters of hv_store_runs(); zero (or NULL) means "any". */
+typedef struct hv_run_filter {
+	int64_t run_id;       /* only this run */
+	int64_t since_ns;     /* started at or after */
+	const char *label;    /* this exact label */
+	uint64_t limit;       /* at most this many */
+	bool with_output;     /* also read stdout, stderr and skipped */
+} hv_run_filter;
+
+/* One run. Pointers are valid until the next call on the iterator. */
+typedef struct hv_run_row {
+	int64_t run_id;
+	const char *label;        /* NULL when none */
+	size_t label_len;
+	const char *command_json; /* NULL for a collect */
+	const char *dir;
+	size_t dir_len;
+	int64_t started_at_ns;
+	bool ended;               /* false while running, or when the process was killed */
+	int64_t ended_at_ns;
+	bool has_exit_code;
+	int exit_code;
+	bool timed_out;
+	int64_t duration_ms;      /* -1: unknown */
+	uint64_t artifacts;       /* how many artifacts were recorded */
+	/* with_output only (else NULL/0/false): */
+	const char *stdout_data;
+	size_t stdout_len;
+	bool stdout_truncated;
+	const char *stderr_data;
+	size_t stderr_len;
+	bool stderr_truncated;
+	const char *skipped_json; /* "[]" when none */
+} hv_run_row;
+
+typedef struct hv_run_iter hv_run_iter;
+
+/* Past runs matching f (NULL: all), newest first. */
+hv_status hv_store_runs(hv_store *st, const hv_run_filter *f, hv_run_iter **out);
+/* The next run in *out (HV_OK) or HV_DONE. Do not write through the store while iterating. */
+hv_status hv_run_iter_next(hv_run_iter *it, const hv_run_row **out);
+void hv_run_iter_free(hv_run_iter *it);
+
+/* Filters of hv_store_artifacts(); zero (or NULL) means "any". */
+typedef struct hv_artifact_filter {
+	int64_t artifact_id;  /* only this artifact */
+	int64_t run_id;       /* only this run's */
+	const char *mime;     /* an fnmatch pattern on the MIME type: "text/plain", "image/" then "*" */
+	const char *name;     /* an fnmatch glob on the base name: "*.png" */
+	const char *sha256;   /* hex digits: the full digest or a prefix of it */
+	int64_t since_ns;     /* recorded at or after */
+	uint64_t limit;       /* at most this many */
+	bool with_content;    /* also read the stored content of the artifacts that stored one */
+} hv_artifact_filter;
+
+/* One artifact. Pointers are valid until the next call on the iterator. */
+typedef struct hv_artifact_row {
+	int64_t artifact_id;
+	int64_t run_id;
+	const char *path;
+	size_t path_len;
+	const char *name;
+	size_t name_len;
+	const char *mime_type;
+	uint64_t size;
+	const char *sha256;
+	int64_t recorded_at_ns;
+	bool content_stored;      /* this run stored the content */
+	const void *content;      /* with_content and content_stored only, else NULL */
+	size_t content_len;
+} hv_artifact_row;
+
+typedef struct hv_artifact_iter hv_artifact_iter;
+
+/* Recorded artifacts matching f (NULL: all): newest run first, and in the order recorded
+ * within a run. HV_EUSAGE for a sha256 filter that is not hex. */
+hv_status hv_store_artifacts(hv_store *st, const hv_artifact_filter *f, hv_artifact_iter **out);
+/* The next artifact in *out (HV_OK) or HV_DONE. Do not write through the store while
+ * iterating. */
+hv_status hv_artifact_iter_next(hv_artifact_iter *it, const hv_artifact_row **out);
+void hv_artifact_iter_free(hv_artifact_iter *it);
+
+/* The stored bytes whose SHA-256 is sha256_hex (64 digits): *data malloc'd (the caller frees;
+ * non-NULL even when empty) and *len. HV_DONE when no content with that digest is stored. */
+hv_status hv_store_content_get(hv_store *st, const char *sha256_hex, void **data, size_t *len);
+
+/* The stored bytes of artifact artifact_id (by its digest, so a content stored by another run
+ * serves as well). HV_DONE when there is no such artifact or no stored content for it. */
+hv_status hv_store_artifact_content(hv_store *st, int64_t artifact_id, void **data,
+                                    size_t *len);
+
+/* ---- Prune ------------------------------------------------------------------------------ */
+
+typedef struct hv_prune_opts {
+	int64_t keep_runs;   /* >= 0: delete all runs but the newest keep_runs; -1: unused */
+	int64_t before_ns;   /* > 0: delete the runs started before this time; 0: unused */
+} hv_prune_opts;
+
+typedef struct hv_prune_result {
+	uint64_t runs;           /* runs deleted */
+	uint64_t artifacts;      /* their artifacts */
+	uint64_t contents;       /* stored contents no remaining artifact references */
+	uint64_t content_bytes;  /* the size of those contents */
+	uint64_t snapshots;      /* snapshots as old as the deleted history, and abandoned ones */
+} hv_prune_result;
+
+/* Deletes, in one transaction, the runs selected by opts (both options: the union), their
+ * artifacts, the contents no remaining artifact has, the snapshots created before before_ns
+ * (with keep_runs alone: before the newest deleted run started) and unfinished snapshots more
+ * than an hour old; then returns freed pages to the file system. HV_EUSAGE when neither option
+ * is set. */
+hv_status hv_store_prune(hv_store *st, const hv_prune_opts *opts, hv_prune_result *res);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,157 @@
+/* The harvest command-line tool: argument parsing and printing over libharvest. */
+#ifndef HARVEST_CLI_H
+#define HARVEST_CLI_H
+
+#include "harvest.h"
+#include "harvest/collect.h"
+#include "harvest/store.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Exit statuses (SPEC section 3). */
+enum {
+	EXIT_DONE = 0,
+	EXIT_WARN = 1,
+	EXIT_USAGE = 2,
+	EXIT_NOTDIR = 3,
+};
+
+typedef enum cli_format { FMT_DEFAULT, FMT_JSON, FMT_JSONL, FMT_TEXT, FMT_NUL } cli_format;
+
+/* Options every command shares. */
+typedef struct cli_common {
+	const char *cmd;       /* "walk", "history runs", ... for messages */
+	cli_format format;
+	hv_case kase;
+	bool quiet;
+	const char *db;        /* --db PATH, or NULL */
+} cli_common;
+
+/* One option of a command's table. has_arg: 0 flag, 1 takes a value. */
+typedef struct cli_opt {
+	const char *name;      /* long name without "--" */
+	char short_name;       /* 0 for none */
+	int has_arg;
+	int id;
+} cli_opt;
+
+/* Option ids shared by all commands; a command's own ids start at OPT_OWN. */
+enum {
+	OPT_HELP = 1,
+	OPT_FORMAT,
+	OPT_CASE,
+	OPT_QUIET,
+	OPT_DB,
+	OPT_OWN = 100,
+};
+
+/* Called for each option; returns 0, or EXIT_USAGE after printing the error. */
+typedef int (*cli_opt_fn)(void *ctx, cli_common *common, int id, const char *value);
+
+/* Parses argv (after the command name): options anywhere, "--" ends them, --name=value or
+ * --name value. The common options (--help, --format, --case, --quiet, --db) are handled
+ * here when the table lists them. Positional arguments land in pos (a NULL-terminated
+ * array owned by the caller's argv). Returns 0, EXIT_USAGE (message printed), or -1 when
+ * --help was printed (the caller exits 0). */
+int cli_parse(cli_common *common, int argc, char **argv, const cli_opt *opts, cli_opt_fn fn,
+	      void *ctx, const char *usage, char ***pos, int *npos);
+
+/* Prints "harvest CMD: MESSAGE" plus a hint to --help on stderr and returns EXIT_USAGE. */
+int cli_usage_error(const cli_common *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints "harvest: MESSAGE" on stderr (unless it is a warning and --quiet). */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void cli_warn(const cli_common *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Value parsers: each prints a usage error naming the option and returns EXIT_USAGE on a
+ * bad value, else 0. */
+int cli_parse_uint(const cli_common *c, const char *opt, const char *v, uint64_t max,
+		   uint64_t *out);
+int cli_parse_int(const cli_common *c, const char *opt, const char *v, int min, int max,
+		  int *out);
+/* Sizes: a number with an optional unit: B, K/KB/KiB, M/MB/MiB, G/GB/GiB, T/TB/TiB (all
+ * binary, as the SPEC's "32MiB"); case-insensitive. */
+int cli_parse_size(const cli_common *c, const char *opt, const char *v, uint64_t *out);
+/* The format for a command, checking it is one of the allowed ones ("json,jsonl"...). */
+int cli_check_format(cli_common *c, cli_format dflt, const char *allowed);
+
+/* Progress on stderr: only when stderr is a terminal, not --quiet, and the command has run
+ * for more than a second. Cheap to call per record. */
+typedef struct cli_progress {
+	bool enabled, shown;
+	uint64_t start_ns, last_ns;
+	unsigned tick;
+} cli_progress;
+void cli_progress_init(cli_progress *p, const cli_common *c);
+void cli_progress_update(cli_progress *p, uint64_t entries, uint64_t files, uint64_t bytes);
+void cli_progress_end(cli_progress *p);
+uint64_t cli_now_ns(void);
+
+/* A JSON writer on stdout, flushed whenever output is due (see cli_output_record). */
+hv_json *cli_json_stdout(const cli_common *c);
+/* Ends one jsonl record or array element; flushes jsonl output that has waited ~50 ms. */
+void cli_output_record(hv_json *j, const cli_common *c);
+/* Flushes and frees; returns EXIT_WARN (message printed) when writing failed. */
+int cli_json_finish(hv_json *j);
+
+/* Opens the store named by --db (else the default location); prints the error and returns
+ * NULL on failure. */
+hv_store *cli_open_store(const cli_common *c, int flags);
+
+/* The collect options shared by `collect` and `run` (SPEC 2). */
+enum {
+	OPT_SINCE = 50,
+	OPT_MAX_FILE_BYTES,
+	OPT_MAX_FILES,
+	OPT_MAX_TOTAL_BYTES,
+	OPT_NO_CONTENT,
+	OPT_INCLUDE_HIDDEN,
+	OPT_COLLECT_EXCLUDE,
+	OPT_LABEL,
+	OPT_NO_HISTORY,
+	OPT_NO_CACHE,
+};
+#define CLI_COLLECT_OPTS                                                                     \
+	{"max-file-bytes", 0, 1, OPT_MAX_FILE_BYTES}, {"max-files", 0, 1, OPT_MAX_FILES},     \
+	{"max-total-bytes", 0, 1, OPT_MAX_TOTAL_BYTES}, {"no-content", 0, 0, OPT_NO_CONTENT}, \
+	{"include-hidden", 0, 0, OPT_INCLUDE_HIDDEN}, {"exclude", 0, 1, OPT_COLLECT_EXCLUDE}, \
+	{"label", 0, 1, OPT_LABEL}, {"no-history", 0, 0, OPT_NO_HISTORY},                     \
+	{"no-cache", 0, 0, OPT_NO_CACHE}
+#define CLI_COLLECT_USAGE                                                                    \
+	"  --max-file-bytes SIZE   skip larger files as too_large (default 32MiB)\n"            \
+	"  --max-files N           at most N artifacts (default 1000)\n"                        \
+	"  --max-total-bytes SIZE  at most SIZE bytes of artifacts (default 256MiB)\n"          \
+	"  --no-content            leave content out (null)\n"                                   \
+	"  --include-hidden        do not leave out dot-files and __pycache__\n"                 \
+	"  --exclude GLOB          leave out names matching GLOB (repeatable)\n"                 \
+	"  --label TEXT            label the history run\n"                                      \
+	"  --no-history            record nothing in the history\n"                              \
+	"  --no-cache              do not use the MIME cache\n"
+
+typedef struct cli_collect {
+	hv_collect_opts opts;
+	const char **excludes;
+	size_t n_excludes;
+	const char *label;
+	bool no_history;
+} cli_collect;
+
+void cli_collect_init(cli_collect *cc);
+/* Handles one of the CLI_COLLECT_OPTS; -2 when id is not one of them. */
+int cli_collect_opt(cli_collect *cc, cli_common *c, int id, const char *v);
+void cli_collect_free(cli_collect *cc);
+/* Prints a collection's output files and skipped list as members of the open object. */
+void cli_print_collection(hv_json *j, const hv_collection *col, bool with_content);
+/* Prints one OutputFile object. */
+void cli_print_output_file(hv_json *j, const char *path, size_t path_len, const char *name,
+			   size_t name_len, const char *mime, uint64_t size, const char *sha256,
+			   const void *content, size_t content_len, bool with_content);
+
+/* Commands. */
+int cmd_ls(int argc, char **argv);
+int cmd_walk(int argc, char **argv);
+int cmd_snapshot(int argc, char **argv);
+int cmd_collect(int argc, char **argv);
+
+#endif

@@ -1,0 +1,303 @@
+/* harvest snapshot and harvest collect: the files below a directory, or those produced since
+ * a snapshot, as OutputFile records. */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+hv_store *cli_open_store(const cli_common *c, int flags)
+{
+	hv_store *st = NULL;
+	if (hv_store_open(&st, c->db, flags) != HV_OK) {
+		cli_error("%s", hv_error_last());
+		return NULL;
+	}
+	return st;
+}
+
+void cli_collect_init(cli_collect *cc)
+{
+	memset(cc, 0, sizeof(*cc));
+	hv_collect_opts_init(&cc->opts);
+}
+
+int cli_collect_opt(cli_collect *cc, cli_common *c, int id, const char *v)
+{
+	uint64_t u;
+	int rc = 0;
+	switch (id) {
+	case OPT_MAX_FILE_BYTES:
+		return cli_parse_size(c, "--max-file-bytes", v, &cc->opts.max_file_bytes);
+	case OPT_MAX_FILES:
+		rc = cli_parse_uint(c, "--max-files", v, UINT64_MAX, &u);
+		cc->opts.max_files = u;
+		return rc;
+	case OPT_MAX_TOTAL_BYTES:
+		return cli_parse_size(c, "--max-total-bytes", v, &cc->opts.max_total_bytes);
+	case OPT_NO_CONTENT: cc->opts.no_content = true; return 0;
+	case OPT_INCLUDE_HIDDEN: cc->opts.include_hidden = true; return 0;
+	case OPT_COLLECT_EXCLUDE: {
+		const char **e = realloc(cc->excludes, (cc->n_excludes + 1) * sizeof(*e));
+		if (!e)
+			return cli_usage_error(c, "out of memory");
+		cc->excludes = e;
+		e[cc->n_excludes++] = v;
+		cc->opts.excludes = e;
+		cc->opts.n_excludes = cc->n_excludes;
+		return 0;
+	}
+	case OPT_LABEL: cc->label = v; return 0;
+	case OPT_NO_HISTORY: cc->no_history = true; return 0;
+	case OPT_NO_CACHE: cc->opts.no_cache = true; return 0;
+	}
+	return -2;
+}
+
+void cli_collect_free(cli_collect *cc)
+{
+	free(cc->excludes);
+}
+
+void cli_print_output_file(hv_json *j, const char *path, size_t path_len, const char *name,
+			   size_t name_len, const char *mime, uint64_t size, const char *sha256,
+			   const void *content, size_t content_len, bool with_content)
+{
+	hv_json_object_begin(j);
+	hv_json_key(j, "name");
+	hv_json_string(j, name, name_len);
+	hv_json_key(j, "path");
+	hv_json_string(j, path, path_len);
+	hv_json_key(j, "mime_type");
+	hv_json_cstring(j, mime);
+	hv_json_key(j, "size");
+	hv_json_uint(j, size);
+	if (sha256 && *sha256) {
+		hv_json_key(j, "sha256");
+		hv_json_cstring(j, sha256);
+	} else {
+		hv_json_key_null(j, "sha256");
+	}
+	if (with_content && content) {
+		hv_json_key(j, "content");
+		hv_json_base64(j, content, content_len);
+	} else {
+		hv_json_key_null(j, "content");
+	}
+	hv_json_object_end(j);
+}
+
+void cli_print_collection(hv_json *j, const hv_collection *col, bool with_content)
+{
+	hv_json_key(j, "output_files");
+	hv_json_array_begin(j);
+	for (size_t i = 0; i < col->n_files; i++) {
+		const hv_output_file *f = &col->files[i];
+		cli_print_output_file(j, f->path, f->path_len, f->name, f->name_len, f->mime_type,
+				      f->size, f->sha256, f->content, f->content_len, with_content);
+	}
+	hv_json_array_end(j);
+	hv_json_key(j, "skipped");
+	char *skipped = hv_collection_skipped_json(col, hv_json_case(j));
+	if (skipped)
+		hv_json_raw(j, skipped, strlen(skipped));
+	else
+		hv_json_null(j);
+	free(skipped);
+}
+
+static void collect_warning(void *ctx, const char *message)
+{
+	cli_warn(ctx, "%s", message);
+}
+
+/* ---- snapshot ---- */
+
+static const cli_opt snapshot_opts[] = {
+	{"help", 'h', 0, OPT_HELP}, {"format", 0, 1, OPT_FORMAT}, {"case", 0, 1, OPT_CASE},
+	{"quiet", 'q', 0, OPT_QUIET}, {"db", 0, 1, OPT_DB}, {"include-hidden", 0, 0, OPT_INCLUDE_HIDDEN},
+	{"exclude", 0, 1, OPT_COLLECT_EXCLUDE}, {NULL, 0, 0, 0},
+};
+
+static const char snapshot_usage[] =
+	"usage: harvest snapshot [options] DIR\n"
+	"Records the lstat state of every entry below DIR in the database, for a later\n"
+	"'harvest collect --since ID DIR'. Prints {\"snapshot_id\", \"root\", \"entries\"}.\n"
+	"  --db PATH           the database (default $HARVEST_DB, else\n"
+	"                      ${XDG_DATA_HOME:-~/.local/share}/harvest/harvest.db)\n"
+	"  --include-hidden    also record dot-files and __pycache__ (left out by default,\n"
+	"                      as collect leaves them out)\n"
+	"  --exclude GLOB      leave out names matching GLOB (repeatable)\n"
+	"  --format F          json (default) or jsonl\n"
+	"  --case C, --quiet\n";
+
+static int snapshot_opt(void *ctx, cli_common *c, int id, const char *v)
+{
+	int rc = cli_collect_opt(ctx, c, id, v);
+	return rc == -2 ? 0 : rc;
+}
+
+int cmd_snapshot(int argc, char **argv)
+{
+	cli_common c = {.cmd = "snapshot"};
+	cli_collect cc;
+	cli_collect_init(&cc);
+	char **pos = NULL;
+	int npos = 0;
+	int rc = cli_parse(&c, argc, argv, snapshot_opts, snapshot_opt, &cc, snapshot_usage, &pos,
+			   &npos);
+	if (rc == 0 && npos != 1)
+		rc = cli_usage_error(&c, npos == 0 ? "missing DIR" : "one DIR at a time");
+	if (rc == 0)
+		rc = cli_check_format(&c, FMT_JSON, "json,jsonl");
+	if (rc != 0) {
+		free(pos);
+		cli_collect_free(&cc);
+		return rc < 0 ? EXIT_DONE : rc;
+	}
+	cc.opts.on_warning = collect_warning;
+	cc.opts.ctx = &c;
+	hv_store *st = cli_open_store(&c, 0);
+	if (!st) {
+		free(pos);
+		cli_collect_free(&cc);
+		return EXIT_WARN;
+	}
+	int64_t id = 0;
+	uint64_t entries = 0;
+	hv_status s = hv_snapshot_take(st, pos[0], &cc.opts, &id, &entries);
+	if (s != HV_OK) {
+		cli_error("%s", hv_error_last());
+		rc = s == HV_ENOTDIR ? EXIT_NOTDIR : EXIT_WARN;
+	} else {
+		char *root = realpath(pos[0], NULL);
+		hv_json *j = cli_json_stdout(&c);
+		if (j) {
+			hv_json_object_begin(j);
+			hv_json_key(j, "snapshot_id");
+			hv_json_int(j, id);
+			hv_json_key(j, "root");
+			hv_json_string(j, root ? root : pos[0], strlen(root ? root : pos[0]));
+			hv_json_key(j, "entries");
+			hv_json_uint(j, entries);
+			hv_json_object_end(j);
+			hv_json_newline(j);
+		}
+		rc = cli_json_finish(j);
+		free(root);
+	}
+	if (hv_store_close(st) != HV_OK && rc == EXIT_DONE) {
+		cli_error("%s", hv_error_last());
+		rc = EXIT_WARN;
+	}
+	free(pos);
+	cli_collect_free(&cc);
+	return rc;
+}
+
+/* ---- collect ---- */
+
+static const cli_opt collect_opts[] = {
+	{"help", 'h', 0, OPT_HELP}, {"format", 0, 1, OPT_FORMAT}, {"case", 0, 1, OPT_CASE},
+	{"quiet", 'q', 0, OPT_QUIET}, {"db", 0, 1, OPT_DB}, {"since", 0, 1, OPT_SINCE},
+	CLI_COLLECT_OPTS, {NULL, 0, 0, 0},
+};
+
+static const char collect_usage[] =
+	"usage: harvest collect [options] DIR\n"
+	"OutputFile records {name, path, mime_type, size, sha256, content} for the regular files\n"
+	"below DIR, or with --since only those created or changed since that snapshot. Prints\n"
+	"{\"run_id\", \"output_files\", \"skipped\"} and records a history run.\n"
+	"  --since SNAPSHOT_ID     only files produced since the snapshot\n" CLI_COLLECT_USAGE
+	"  --db PATH               the database\n"
+	"  --format F              json (default) or jsonl\n"
+	"  --case C, --quiet\n"
+	"Exit status: 0 complete; 1 something was skipped as too_large, limit or error, or a\n"
+	"directory could not be read; 2 usage; 3 DIR is missing or not a directory.\n";
+
+struct collect_cli {
+	cli_collect cc;
+	uint64_t since;
+};
+
+static int collect_opt(void *ctx, cli_common *c, int id, const char *v)
+{
+	struct collect_cli *k = ctx;
+	if (id == OPT_SINCE) {
+		int rc = cli_parse_uint(c, "--since", v, INT64_MAX, &k->since);
+		if (rc == 0 && k->since == 0)
+			rc = cli_usage_error(c, "--since: snapshot ids start at 1");
+		k->cc.opts.since_snapshot = (int64_t)k->since;
+		return rc;
+	}
+	int rc = cli_collect_opt(&k->cc, c, id, v);
+	return rc == -2 ? 0 : rc;
+}
+
+int cmd_collect(int argc, char **argv)
+{
+	cli_common c = {.cmd = "collect"};
+	struct collect_cli k = {0};
+	cli_collect_init(&k.cc);
+	char **pos = NULL;
+	int npos = 0;
+	int rc = cli_parse(&c, argc, argv, collect_opts, collect_opt, &k, collect_usage, &pos, &npos);
+	if (rc == 0 && npos != 1)
+		rc = cli_usage_error(&c, npos == 0 ? "missing DIR" : "one DIR at a time");
+	if (rc == 0)
+		rc = cli_check_format(&c, FMT_JSON, "json,jsonl");
+	if (rc != 0) {
+		free(pos);
+		cli_collect_free(&k.cc);
+		return rc < 0 ? EXIT_DONE : rc;
+	}
+	k.cc.opts.on_warning = collect_warning;
+	k.cc.opts.ctx = &c;
+	hv_store *st = NULL;
+	bool need_store = !k.cc.no_history || k.since || !k.cc.opts.no_cache;
+	if (need_store && !(st = cli_open_store(&c, 0))) {
+		free(pos);
+		cli_collect_free(&k.cc);
+		return EXIT_WARN;
+	}
+	hv_collection *col = NULL;
+	hv_status s = hv_collect(st, pos[0], &k.cc.opts, &col);
+	if (s != HV_OK) {
+		cli_error("%s", hv_error_last());
+		rc = s == HV_ENOTDIR ? EXIT_NOTDIR : s == HV_DONE ? EXIT_USAGE : EXIT_WARN;
+	} else {
+		int64_t run_id = 0;
+		if (!k.cc.no_history) {
+			hv_run_start start = {.label = k.cc.label, .dir = col->root};
+			if (hv_collection_record(st, col, &start, NULL, &run_id) != HV_OK) {
+				cli_error("%s", hv_error_last());
+				rc = EXIT_WARN;
+				run_id = 0;
+			}
+		}
+		for (size_t i = 0; i < col->n_skipped; i++)
+			if (col->skipped[i].error)
+				cli_warn(&c, "%s", col->skipped[i].error);
+		hv_json *j = cli_json_stdout(&c);
+		if (j) {
+			hv_json_object_begin(j);
+			hv_json_key(j, "run_id");
+			if (run_id > 0)
+				hv_json_int(j, run_id);
+			else
+				hv_json_null(j);
+			cli_print_collection(j, col, !k.cc.opts.no_content);
+			hv_json_object_end(j);
+			hv_json_newline(j);
+		}
+		if (cli_json_finish(j) != EXIT_DONE || col->incomplete || col->warnings)
+			rc = EXIT_WARN;
+		hv_collection_free(col);
+	}
+	if (st && hv_store_close(st) != HV_OK && rc == EXIT_DONE) {
+		cli_error("%s", hv_error_last());
+		rc = EXIT_WARN;
+	}
+	free(pos);
+	cli_collect_free(&k.cc);
+	return rc;
+}

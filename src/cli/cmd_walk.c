@@ -1,0 +1,334 @@
+/* harvest ls and harvest walk: FileInfo records of one directory or a whole tree. */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum {
+	OPT_SORT = OPT_OWN,
+	OPT_LONG,
+	OPT_MAX_DEPTH,
+	OPT_FOLLOW,
+	OPT_XDEV,
+	OPT_EXCLUDE,
+	OPT_NO_HIDDEN,
+	OPT_MAX_ENTRIES,
+	OPT_THREADS,
+};
+
+static const cli_opt walk_opts[] = {
+	{"help", 'h', 0, OPT_HELP},        {"format", 0, 1, OPT_FORMAT},
+	{"case", 0, 1, OPT_CASE},          {"quiet", 'q', 0, OPT_QUIET},
+	{"sort", 0, 1, OPT_SORT},          {"long", 'l', 0, OPT_LONG},
+	{"max-depth", 0, 1, OPT_MAX_DEPTH}, {"follow", 0, 0, OPT_FOLLOW},
+	{"xdev", 0, 0, OPT_XDEV},          {"exclude", 0, 1, OPT_EXCLUDE},
+	{"no-hidden", 0, 0, OPT_NO_HIDDEN}, {"max-entries", 0, 1, OPT_MAX_ENTRIES},
+	{"threads", 0, 1, OPT_THREADS},    {NULL, 0, 0, 0},
+};
+
+static const cli_opt ls_opts[] = {
+	{"help", 'h', 0, OPT_HELP}, {"format", 0, 1, OPT_FORMAT}, {"case", 0, 1, OPT_CASE},
+	{"quiet", 'q', 0, OPT_QUIET}, {"sort", 0, 1, OPT_SORT},   {"long", 'l', 0, OPT_LONG},
+	{NULL, 0, 0, 0},
+};
+
+static const char walk_usage[] =
+	"usage: harvest walk [options] DIR\n"
+	"FileInfo of every entry below DIR, pre-order, with its path relative to DIR.\n"
+	"  --format F        jsonl (default), json, text or nul\n"
+	"  --case C          snake (default) or camel keys\n"
+	"  --sort S          name (default: sorted within each directory) or none (fastest)\n"
+	"  --long            add type, mode, mtime and a symlink's target\n"
+	"  --max-depth N     list down to depth N (children of DIR are depth 1)\n"
+	"  --follow          descend into symlinked directories (loops are listed, not entered)\n"
+	"  --xdev            stay on DIR's file system\n"
+	"  --exclude GLOB    leave out names matching GLOB (repeatable; not entered)\n"
+	"  --no-hidden       leave out names starting with '.'\n"
+	"  --max-entries N   stop after N entries (exit status 1)\n"
+	"  --threads N       worker threads (default: online CPUs, at most 8)\n"
+	"  --quiet           no progress, no warnings\n"
+	"Exit status: 0 done, 1 warnings (unreadable directories, limits), 2 usage, 3 DIR is\n"
+	"missing or not a directory.\n";
+
+static const char ls_usage[] =
+	"usage: harvest ls [options] DIR\n"
+	"FileInfo of each entry of DIR (not recursive), dot-files included.\n"
+	"  --format F   json (default), jsonl, text or nul\n"
+	"  --case C     snake (default) or camel keys\n"
+	"  --sort S     name (default, bytewise) or none\n"
+	"  --long       add type, mode, mtime and a symlink's target\n"
+	"  --quiet      no warnings\n"
+	"Exit status: 0 done, 1 warnings, 2 usage, 3 DIR is missing or not a directory.\n";
+
+struct walk_cli {
+	hv_walk_opts opts;
+	const char **excludes;
+	size_t n_excludes;
+	bool long_fmt;
+	bool with_path;
+};
+
+static int walk_opt(void *ctx, cli_common *c, int id, const char *v)
+{
+	struct walk_cli *w = ctx;
+	uint64_t u;
+	int rc = 0;
+	switch (id) {
+	case OPT_SORT:
+		if (strcmp(v, "name") == 0)
+			w->opts.sort = HV_SORT_NAME;
+		else if (strcmp(v, "none") == 0)
+			w->opts.sort = HV_SORT_NONE;
+		else
+			rc = cli_usage_error(c, "--sort: expected name or none, not '%s'", v);
+		break;
+	case OPT_LONG: w->long_fmt = true; break;
+	case OPT_MAX_DEPTH:
+		rc = cli_parse_int(c, "--max-depth", v, 0, 1 << 30, &w->opts.max_depth);
+		break;
+	case OPT_FOLLOW: w->opts.follow = true; break;
+	case OPT_XDEV: w->opts.xdev = true; break;
+	case OPT_EXCLUDE: {
+		const char **e = realloc(w->excludes, (w->n_excludes + 1) * sizeof(*e));
+		if (!e)
+			return cli_usage_error(c, "out of memory");
+		w->excludes = e;
+		w->excludes[w->n_excludes++] = v;
+		break;
+	}
+	case OPT_NO_HIDDEN: w->opts.no_hidden = true; break;
+	case OPT_MAX_ENTRIES:
+		rc = cli_parse_uint(c, "--max-entries", v, UINT64_MAX, &u);
+		if (rc == 0 && u == 0)
+			rc = cli_usage_error(c, "--max-entries: must be at least 1");
+		w->opts.max_entries = u;
+		break;
+	case OPT_THREADS:
+		rc = cli_parse_int(c, "--threads", v, 1, 1024, &w->opts.threads);
+		break;
+	}
+	return rc;
+}
+
+/* "2026-11-30T03:29:07.123456789Z" */
+static size_t format_rfc3339(int64_t ns, char *out, size_t cap)
+{
+	int64_t secs = ns >= 0 ? ns / 1000000000 : -((-ns + 999999999) / 1000000000);
+	long frac = (long)(ns - secs * 1000000000);
+	time_t t = (time_t)secs;
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	size_t n = strftime(out, cap, "%Y-%m-%dT%H:%M:%S", &tm);
+	int m = snprintf(out + n, cap - n, ".%09ldZ", frac);
+	return n + (size_t)(m > 0 ? m : 0);
+}
+
+static void print_json_entry(hv_json *j, const hv_entry *e, const struct walk_cli *w)
+{
+	hv_json_object_begin(j);
+	hv_json_key(j, "name");
+	hv_json_string(j, e->name, e->name_len);
+	if (w->with_path) {
+		hv_json_key(j, "path");
+		hv_json_string(j, e->path, e->path_len);
+	}
+	if (e->have_stat) {
+		hv_json_key(j, "is_dir");
+		hv_json_bool(j, e->is_dir);
+		hv_json_key(j, "size");
+		hv_json_uint(j, e->size);
+	} else {
+		hv_json_key_null(j, "is_dir");
+		hv_json_key_null(j, "size");
+	}
+	if (w->long_fmt) {
+		hv_json_key(j, "type");
+		hv_json_cstring(j, hv_ftype_name(e->type));
+		if (e->have_lstat) {
+			char buf[64];
+			int n = snprintf(buf, sizeof(buf), "%04o", (unsigned)(e->lst.mode & 07777));
+			hv_json_key(j, "mode");
+			hv_json_string(j, buf, (size_t)n);
+			hv_json_key(j, "mtime");
+			hv_json_string(j, buf, format_rfc3339(e->lst.mtime_ns, buf, sizeof(buf)));
+		} else {
+			hv_json_key_null(j, "mode");
+			hv_json_key_null(j, "mtime");
+		}
+		if (e->type == HV_FT_SYMLINK) {
+			if (e->target) {
+				hv_json_key(j, "target");
+				hv_json_string(j, e->target, e->target_len);
+			} else {
+				hv_json_key_null(j, "target");
+			}
+		}
+	}
+	hv_json_object_end(j);
+}
+
+/* For people: control characters and bytes that are not valid UTF-8 are shown as \xNN, so
+ * a name can neither break the line nor upset the terminal. Valid UTF-8 passes through. */
+static void put_escaped(FILE *out, const char *s, size_t len)
+{
+	for (size_t i = 0; i < len;) {
+		unsigned char ch = (unsigned char)s[i];
+		size_t n = ch >= 0x80 ? hv_utf8_char_length(s + i, len - i) : 1;
+		if (ch == '\\') {
+			fputs("\\\\", out);
+		} else if (ch < 0x20 || ch == 0x7f || n == 0) {
+			fprintf(out, "\\x%02x", ch);
+			n = 1;
+		} else {
+			fwrite(s + i, 1, n, out);
+		}
+		i += n;
+	}
+}
+
+static void print_text_entry(FILE *out, const hv_entry *e, const struct walk_cli *w)
+{
+	static const char type_chars[] = {'?', '-', 'd', 'l', 'p', 's', 'c', 'b'};
+	char size[32];
+	if (e->have_stat)
+		snprintf(size, sizeof(size), "%llu", (unsigned long long)e->size);
+	else
+		strcpy(size, "?");
+	if (w->long_fmt) {
+		char mtime[64] = "?";
+		if (e->have_lstat)
+			format_rfc3339(e->lst.mtime_ns, mtime, sizeof(mtime));
+		fprintf(out, "%c%04o %12s %s ", type_chars[e->type],
+			e->have_lstat ? (unsigned)(e->lst.mode & 07777) : 0u, size, mtime);
+	} else {
+		fprintf(out, "%c %12s ", type_chars[e->type], size);
+	}
+	if (w->with_path)
+		put_escaped(out, e->path, e->path_len);
+	else
+		put_escaped(out, e->name, e->name_len);
+	if (e->have_stat && e->is_dir)
+		fputc('/', out);
+	if (e->target) {
+		fputs(" -> ", out);
+		put_escaped(out, e->target, e->target_len);
+	}
+	fputc('\n', out);
+}
+
+static int run_walk(cli_common *c, struct walk_cli *w, const char *root)
+{
+	w->opts.excludes = w->excludes;
+	w->opts.n_excludes = w->n_excludes;
+	w->opts.readlink = w->long_fmt;
+	hv_walk *walk;
+	hv_status st = hv_walk_open(&walk, root, &w->opts);
+	if (st != HV_OK) {
+		cli_error("%s", hv_error_last());
+		return st == HV_ENOTDIR ? EXIT_NOTDIR : st == HV_EUSAGE ? EXIT_USAGE : EXIT_WARN;
+	}
+	hv_json *j = NULL;
+	if (c->format == FMT_JSON || c->format == FMT_JSONL) {
+		j = cli_json_stdout(c);
+		if (!j) {
+			hv_walk_close(walk);
+			return EXIT_WARN;
+		}
+	} else {
+		static char obuf[1 << 16];
+		setvbuf(stdout, obuf, _IOFBF, sizeof(obuf));
+	}
+	if (c->format == FMT_JSON)
+		hv_json_array_begin(j);
+
+	cli_progress progress;
+	cli_progress_init(&progress, c);
+	int rc = EXIT_DONE;
+	uint64_t files = 0, bytes = 0;
+	const hv_entry *e;
+	while ((st = hv_walk_next(walk, &e)) != HV_DONE) {
+		if (st == HV_WARN) {
+			cli_progress_end(&progress);
+			cli_warn(c, "%s", hv_error_last());
+			rc = EXIT_WARN;
+			continue;
+		}
+		if (st != HV_OK) {
+			cli_progress_end(&progress);
+			cli_error("%s", hv_error_last());
+			rc = EXIT_WARN;
+			break;
+		}
+		if (e->type == HV_FT_FILE) {
+			files++;
+			bytes += e->size;
+		}
+		switch (c->format) {
+		case FMT_JSON:
+		case FMT_JSONL:
+			print_json_entry(j, e, w);
+			cli_output_record(j, c);
+			break;
+		case FMT_TEXT:
+			print_text_entry(stdout, e, w);
+			break;
+		case FMT_NUL:
+			if (w->with_path)
+				fwrite(e->path, 1, e->path_len + 1, stdout);
+			else
+				fwrite(e->name, 1, e->name_len + 1, stdout);
+			break;
+		default:
+			break;
+		}
+		cli_progress_update(&progress, hv_walk_count(walk), files, bytes);
+	}
+	cli_progress_end(&progress);
+	hv_walk_close(walk);
+	if (c->format == FMT_JSON) {
+		hv_json_array_end(j);
+		hv_json_newline(j);
+	}
+	if (j) {
+		if (cli_json_finish(j) != EXIT_DONE)
+			rc = EXIT_WARN;
+	} else if (fflush(stdout) != 0 || ferror(stdout)) {
+		cli_error("standard output: write error");
+		rc = EXIT_WARN;
+	}
+	return rc;
+}
+
+static int walk_main(int argc, char **argv, bool is_ls)
+{
+	cli_common c = {.cmd = is_ls ? "ls" : "walk"};
+	struct walk_cli w = {.with_path = !is_ls};
+	hv_walk_opts_init(&w.opts);
+	char **pos = NULL;
+	int npos = 0;
+	int rc = cli_parse(&c, argc, argv, is_ls ? ls_opts : walk_opts, walk_opt, &w,
+			   is_ls ? ls_usage : walk_usage, &pos, &npos);
+	if (rc == 0 && npos != 1)
+		rc = cli_usage_error(&c, npos == 0 ? "missing DIR" : "one DIR at a time");
+	if (rc == 0)
+		rc = cli_check_format(&c, is_ls ? FMT_JSON : FMT_JSONL, "json,jsonl,text,nul");
+	if (rc == 0) {
+		if (is_ls)
+			w.opts.max_depth = 1;
+		rc = run_walk(&c, &w, pos[0]);
+	}
+	free(pos);
+	free(w.excludes);
+	return rc < 0 ? EXIT_DONE : rc;
+}
+
+int cmd_ls(int argc, char **argv)
+{
+	return walk_main(argc, argv, true);
+}
+
+int cmd_walk(int argc, char **argv)
+{
+	return walk_main(argc, argv, false);
+}

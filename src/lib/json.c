@@ -1,0 +1,607 @@
+/* The streaming JSON writer: exact strings (strict UTF-8 kept, other bytes as \udcXX),
+ * commas tracked per nesting level, snake/camel keys, integers and base64 without printf.
+ *
+ * Output goes through one buffer. Every primitive first asks room() for the most it can
+ * write (a bounded amount: strings and base64 are done in chunks), then writes with plain
+ * pointer stores; room() is an inline compare in the common case, so nothing costs a
+ * function call per byte. An fd writer flushes when the buffer cannot take the next chunk;
+ * a memory writer grows. After a write error (fd) or an allocation failure (memory) the
+ * status is sticky and further output is discarded, so every call stays safe to make. */
+#include "harvest/json.h"
+#include "internal.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define FD_BUFFER_SIZE (64 * 1024)
+/* Input bytes escaped per room() request: at most 6 output bytes each, so one chunk's
+ * worst case (24 KiB) always fits an fd writer's buffer. */
+#define STRING_CHUNK 4096
+/* Input bytes base64-encoded per room() request (a multiple of 3). */
+#define BASE64_CHUNK (3 * 4096)
+/* The largest single room() request: bigger writes are split. */
+#define ROOM_MAX (6 * STRING_CHUNK + 16)
+/* A memory writer starts with room for any one request, so that after an allocation
+ * failure it can go on discarding into what it has. */
+#define MEM_BUFFER_MIN (32 * 1024)
+
+struct hv_json {
+	char *buf;
+	size_t len, cap;
+	int fd;         /* -1 for a memory writer */
+	hv_case kase;
+	hv_status status;
+	int write_errno;
+	/* Structure: whether the current level already has a member, and whether a key was
+	 * just written (so the value needs no comma). The parents' flags are kept in levels[],
+	 * one byte per level, so depth is bounded only by memory. */
+	bool has_member;
+	bool after_key;
+	size_t depth;
+	unsigned char *levels;
+	size_t levels_cap;
+};
+
+/* ---- output buffer ---------------------------------------------------------------- */
+
+static hv_status write_all(int fd, const char *p, size_t n, int *err)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+		if (w > 0) {
+			p += w;
+			n -= (size_t)w;
+			continue;
+		}
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			/* A non-blocking fd (handed to us that way): wait until it takes more. */
+			struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+			if (poll(&pfd, 1, -1) >= 0 || errno == EINTR)
+				continue;
+		}
+		*err = w < 0 ? errno : EIO;
+		return HV_EIO;
+	}
+	return HV_OK;
+}
+
+hv_status hv_json_flush(hv_json *j)
+{
+	if (j->fd >= 0 && j->len > 0 && j->status == HV_OK)
+		j->status = write_all(j->fd, j->buf, j->len, &j->write_errno);
+	if (j->fd >= 0)
+		j->len = 0; /* written, or lost for good after an error */
+	if (j->status != HV_OK)
+		return hv_error_errno(j->status, "write",
+				      j->status == HV_EIO ? j->write_errno : ENOMEM);
+	return HV_OK;
+}
+
+/* Makes room for n <= ROOM_MAX bytes (slow path of room()). */
+static char *room_slow(hv_json *j, size_t n)
+{
+	if (j->fd >= 0) {
+		hv_json_flush(j);
+		return j->buf + j->len;
+	}
+	size_t cap = j->cap;
+	while (cap - j->len < n)
+		cap = cap > SIZE_MAX / 2 ? SIZE_MAX : cap * 2;
+	char *p = j->status == HV_OK ? realloc(j->buf, cap) : NULL;
+	if (!p) {
+		/* Out of memory: keep going on the old buffer, discarding the output. */
+		j->status = HV_ENOMEM;
+		j->len = 0;
+		return j->buf;
+	}
+	j->buf = p;
+	j->cap = cap;
+	return j->buf + j->len;
+}
+
+/* A pointer where n (<= ROOM_MAX) bytes can be written; the caller then sets j->len. */
+static inline char *room(hv_json *j, size_t n)
+{
+	if (HV_LIKELY(j->cap - j->len >= n))
+		return j->buf + j->len;
+	return room_slow(j, n);
+}
+
+static inline void put_char(hv_json *j, char c)
+{
+	char *o = room(j, 1);
+	*o = c;
+	j->len = (size_t)(o + 1 - j->buf);
+}
+
+/* Any number of bytes, in pieces that fit. */
+static void put_bytes(hv_json *j, const char *p, size_t n)
+{
+	while (n > 0) {
+		size_t k = n < ROOM_MAX ? n : ROOM_MAX;
+		char *o = room(j, k);
+		memcpy(o, p, k);
+		j->len = (size_t)(o + k - j->buf);
+		p += k;
+		n -= k;
+	}
+}
+
+/* ---- writers ---------------------------------------------------------------------- */
+
+static hv_status json_new(hv_json **out, int fd, hv_case kase, size_t cap)
+{
+	*out = NULL;
+	hv_json *j = calloc(1, sizeof(*j));
+	char *buf = malloc(cap);
+	if (!j || !buf) {
+		free(j);
+		free(buf);
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	}
+	j->buf = buf;
+	j->cap = cap;
+	j->fd = fd;
+	j->kase = kase == HV_CASE_CAMEL ? HV_CASE_CAMEL : HV_CASE_SNAKE;
+	*out = j;
+	return HV_OK;
+}
+
+hv_status hv_json_new_fd(hv_json **out, int fd, hv_case kase)
+{
+	if (fd < 0) {
+		*out = NULL;
+		return hv_error_set(HV_EUSAGE, "bad file descriptor %d", fd);
+	}
+	return json_new(out, fd, kase, FD_BUFFER_SIZE);
+}
+
+hv_status hv_json_new_buffer(hv_json **out, hv_case kase)
+{
+	return json_new(out, -1, kase, MEM_BUFFER_MIN);
+}
+
+void hv_json_free(hv_json *j)
+{
+	if (!j)
+		return;
+	if (j->fd >= 0 && j->len > 0 && j->status == HV_OK)
+		hv_json_flush(j);
+	free(j->levels);
+	free(j->buf);
+	free(j);
+}
+
+hv_case hv_json_case(const hv_json *j)
+{
+	return j->kase;
+}
+
+const char *hv_json_buffer(const hv_json *j, size_t *len)
+{
+	if (len)
+		*len = j->len;
+	return j->buf;
+}
+
+void hv_json_buffer_reset(hv_json *j)
+{
+	j->len = 0;
+}
+
+hv_status hv_json_status(const hv_json *j)
+{
+	return j->status;
+}
+
+size_t hv_json_pending(const hv_json *j)
+{
+	return j->len;
+}
+
+/* ---- structure -------------------------------------------------------------------- */
+
+/* Before any value: a comma when the current array already has an element. */
+static inline void begin_value(hv_json *j)
+{
+	if (j->after_key) {
+		j->after_key = false;
+		return;
+	}
+	if (j->has_member)
+		put_char(j, ',');
+	j->has_member = j->depth > 0; /* top-level values (jsonl) are not comma-separated */
+}
+
+static void open_level(hv_json *j, char c)
+{
+	begin_value(j);
+	put_char(j, c);
+	if (j->depth >= j->levels_cap) {
+		size_t cap = j->levels_cap ? j->levels_cap * 2 : 64;
+		unsigned char *p = realloc(j->levels, cap);
+		if (p) {
+			j->levels = p;
+			j->levels_cap = cap;
+		} else {
+			j->status = HV_ENOMEM; /* the level's flag is lost: it reads as "has a member" */
+		}
+	}
+	if (j->depth < j->levels_cap)
+		j->levels[j->depth] = j->has_member;
+	j->depth++;
+	j->has_member = false;
+}
+
+static void close_level(hv_json *j, char c)
+{
+	put_char(j, c);
+	j->after_key = false;
+	if (j->depth == 0)
+		return; /* unbalanced: nothing to pop */
+	j->depth--;
+	j->has_member = j->depth < j->levels_cap ? j->levels[j->depth] : true;
+}
+
+void hv_json_object_begin(hv_json *j)
+{
+	open_level(j, '{');
+}
+
+void hv_json_object_end(hv_json *j)
+{
+	close_level(j, '}');
+}
+
+void hv_json_array_begin(hv_json *j)
+{
+	open_level(j, '[');
+}
+
+void hv_json_array_end(hv_json *j)
+{
+	close_level(j, ']');
+}
+
+void hv_json_newline(hv_json *j)
+{
+	put_char(j, '\n');
+	j->after_key = false;
+}
+
+/* ---- strings ---------------------------------------------------------------------- */
+
+/* For bytes below 0x80: 0 = written as is, 'u' = \u00XX, else the letter after '\'. */
+static const char ascii_escape[128] = {
+	'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u', 'b', 't', 'n', 'u', 'f', 'r', 'u', 'u',
+	'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u',
+	['"'] = '"', ['\\'] = '\\',
+};
+
+static const char hex_digits[16] = "0123456789abcdef";
+
+/* The length of the strict UTF-8 sequence starting with the byte c >= 0x80 at s (avail
+ * bytes there), or 0 when that byte is not the start of one (RFC 3629's ranges). */
+static inline size_t utf8_sequence(const unsigned char *s, size_t avail)
+{
+	unsigned c = s[0];
+	if (c < 0xC2)
+		return 0; /* a continuation byte, or C0/C1 (always overlong) */
+	if (c < 0xE0)
+		return avail >= 2 && (s[1] & 0xC0) == 0x80 ? 2 : 0;
+	if (c < 0xF0) {
+		if (avail < 3 || (s[2] & 0xC0) != 0x80)
+			return 0;
+		unsigned lo = c == 0xE0 ? 0xA0 : 0x80; /* E0 80..9F: overlong */
+		unsigned hi = c == 0xED ? 0x9F : 0xBF; /* ED A0..BF: surrogates */
+		return s[1] >= lo && s[1] <= hi ? 3 : 0;
+	}
+	if (c < 0xF5) {
+		if (avail < 4 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80)
+			return 0;
+		unsigned lo = c == 0xF0 ? 0x90 : 0x80; /* F0 80..8F: overlong */
+		unsigned hi = c == 0xF4 ? 0x8F : 0xBF; /* F4 90..: above U+10FFFF */
+		return s[1] >= lo && s[1] <= hi ? 4 : 0;
+	}
+	return 0;
+}
+
+#define ONES UINT64_C(0x0101010101010101)
+#define HIGHS UINT64_C(0x8080808080808080)
+
+/* Nonzero when one of the 8 bytes in w needs attention: below 0x20, '"', '\\' or >= 0x80
+ * (the classic "has less than"/"has zero byte" bit tricks; exact about "any"). */
+static inline uint64_t word_needs_escape(uint64_t w)
+{
+	uint64_t quote = w ^ (ONES * '"'), bslash = w ^ (ONES * '\\');
+	uint64_t t = ((w - ONES * 0x20) & ~w) | ((quote - ONES) & ~quote) |
+		     ((bslash - ONES) & ~bslash) | w;
+	return t & HIGHS;
+}
+
+/* Escapes the units of s (len bytes in all) that start at or after *pi and before stop,
+ * writing them at o, which has room for 6 bytes per unit; returns the end of the output.
+ * A unit is one byte, or one valid multi-byte sequence (which may end after stop). */
+static char *escape_units(char *o, const unsigned char *s, size_t *pi, size_t stop, size_t len)
+{
+	size_t i = *pi;
+	while (i < stop) {
+		/* Plain ASCII eight bytes at a time: most names and paths are all plain. */
+		while (i + 8 <= stop) {
+			uint64_t w;
+			memcpy(&w, s + i, 8);
+			if (word_needs_escape(w))
+				break;
+			memcpy(o, &w, 8);
+			o += 8;
+			i += 8;
+		}
+		if (i >= stop)
+			break;
+		unsigned c = s[i];
+		if (c < 0x80) {
+			char e = ascii_escape[c];
+			if (!e) {
+				*o++ = (char)c;
+				i++;
+				continue;
+			}
+			*o++ = '\\';
+			if (e != 'u') {
+				*o++ = e;
+			} else {
+				memcpy(o, "u00", 3);
+				o[3] = hex_digits[c >> 4];
+				o[4] = hex_digits[c & 15];
+				o += 5;
+			}
+			i++;
+			continue;
+		}
+		size_t n = utf8_sequence(s + i, len - i);
+		if (n) {
+			memcpy(o, s + i, 4 <= len - i ? 4 : n); /* room is 6 bytes per unit */
+			o += n;
+			i += n;
+		} else {
+			/* surrogateescape: the byte 0xXX is U+DCXX */
+			memcpy(o, "\\udc", 4);
+			o[4] = hex_digits[c >> 4];
+			o[5] = hex_digits[c & 15];
+			o += 6;
+			i++;
+		}
+	}
+	*pi = i;
+	return o;
+}
+
+/* The quoted, escaped form of bytes, in chunks. */
+static void put_string(hv_json *j, const char *bytes, size_t len)
+{
+	const unsigned char *s = (const unsigned char *)bytes;
+	size_t i = 0;
+	if (len <= STRING_CHUNK) {
+		/* The common case: one room() call for the whole string with its quotes. */
+		char *o = room(j, 6 * len + 2);
+		*o++ = '"';
+		o = escape_units(o, s, &i, len, len);
+		*o++ = '"';
+		j->len = (size_t)(o - j->buf);
+		return;
+	}
+	put_char(j, '"');
+	while (i < len) {
+		size_t stop = len - i > STRING_CHUNK ? i + STRING_CHUNK : len;
+		char *o = room(j, 6 * (stop - i));
+		o = escape_units(o, s, &i, stop, len);
+		j->len = (size_t)(o - j->buf);
+	}
+	put_char(j, '"');
+}
+
+size_t hv_json_escape(const char *bytes, size_t len, char *out, size_t cap)
+{
+	const unsigned char *s = (const unsigned char *)bytes;
+	char tmp[6 * 512 + 2];
+	size_t total = 0, i = 0;
+	tmp[0] = '"';
+	size_t first = 1;
+	do {
+		size_t stop = len - i > 512 ? i + 512 : len;
+		char *o = escape_units(tmp + first, s, &i, stop, len);
+		if (i >= len)
+			*o++ = '"';
+		size_t n = (size_t)(o - tmp);
+		if (total < cap) {
+			size_t k = cap - total < n ? cap - total : n;
+			memcpy(out + total, tmp, k);
+		}
+		total += n;
+		first = 0;
+	} while (i < len);
+	if (cap > 0)
+		out[total < cap ? total : cap - 1] = '\0';
+	return total;
+}
+
+void hv_json_string(hv_json *j, const char *bytes, size_t len)
+{
+	begin_value(j);
+	put_string(j, bytes, len);
+}
+
+void hv_json_cstring(hv_json *j, const char *s)
+{
+	hv_json_string(j, s, strlen(s));
+}
+
+/* A snake_case name as the writer's case wants it: "is_dir" -> "isDir" in camel case (an
+ * underscore before a letter or digit goes, and a letter after it is upper-cased; a leading
+ * underscore stays). Converted while escaping, straight into the buffer. */
+static void put_name(hv_json *j, const char *snake)
+{
+	size_t n = strlen(snake);
+	if (j->kase != HV_CASE_CAMEL || n > STRING_CHUNK) {
+		put_string(j, snake, n);
+		return;
+	}
+	const unsigned char *s = (const unsigned char *)snake;
+	char *o = room(j, 6 * n + 2);
+	*o++ = '"';
+	size_t i = 0;
+	while (i < n) {
+		const unsigned char *u = memchr(s + i, '_', n - i);
+		o = escape_units(o, s, &i, u ? (size_t)(u - s) : n, n);
+		if (i >= n)
+			break;
+		unsigned char next = s[i + 1]; /* s[n] is the NUL */
+		bool word = (next >= 'a' && next <= 'z') || (next >= 'A' && next <= 'Z') ||
+			    (next >= '0' && next <= '9');
+		if (i > 0 && word) {
+			*o++ = (char)(next >= 'a' && next <= 'z' ? next - 'a' + 'A' : next);
+			i += 2;
+		} else {
+			*o++ = '_';
+			i++;
+		}
+	}
+	*o++ = '"';
+	j->len = (size_t)(o - j->buf);
+}
+
+void hv_json_key(hv_json *j, const char *snake_key)
+{
+	if (j->has_member)
+		put_char(j, ',');
+	j->has_member = true;
+	put_name(j, snake_key);
+	put_char(j, ':');
+	j->after_key = true;
+}
+
+void hv_json_key_null(hv_json *j, const char *snake_key)
+{
+	if (j->kase == HV_CASE_CAMEL)
+		return; /* unknown: the TypeScript records leave the member out */
+	hv_json_key(j, snake_key);
+	hv_json_null(j);
+}
+
+void hv_json_enum(hv_json *j, const char *snake_value)
+{
+	begin_value(j);
+	put_name(j, snake_value);
+}
+
+/* ---- numbers, literals, base64 ---------------------------------------------------- */
+
+static const char digit_pairs[201] =
+	"00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+	"40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+	"8081828384858687888990919293949596979899";
+
+/* The decimal digits of v, ending at end; returns where they start. */
+static char *format_u64(char *end, uint64_t v)
+{
+	while (v >= 100) {
+		unsigned d = (unsigned)(v % 100) * 2;
+		v /= 100;
+		end -= 2;
+		end[0] = digit_pairs[d];
+		end[1] = digit_pairs[d + 1];
+	}
+	if (v >= 10) {
+		end -= 2;
+		end[0] = digit_pairs[v * 2];
+		end[1] = digit_pairs[v * 2 + 1];
+	} else {
+		*--end = (char)('0' + v);
+	}
+	return end;
+}
+
+static void put_number(hv_json *j, bool negative, uint64_t magnitude)
+{
+	char tmp[24], *end = tmp + sizeof(tmp);
+	char *p = format_u64(end, magnitude);
+	if (negative)
+		*--p = '-';
+	begin_value(j);
+	size_t n = (size_t)(end - p);
+	char *o = room(j, n);
+	memcpy(o, p, n);
+	j->len = (size_t)(o + n - j->buf);
+}
+
+void hv_json_int(hv_json *j, int64_t v)
+{
+	/* The magnitude in unsigned arithmetic: -INT64_MIN does not fit an int64_t. */
+	put_number(j, v < 0, v < 0 ? 0 - (uint64_t)v : (uint64_t)v);
+}
+
+void hv_json_uint(hv_json *j, uint64_t v)
+{
+	put_number(j, false, v);
+}
+
+void hv_json_bool(hv_json *j, bool v)
+{
+	begin_value(j);
+	put_bytes(j, v ? "true" : "false", v ? 4 : 5);
+}
+
+void hv_json_null(hv_json *j)
+{
+	begin_value(j);
+	put_bytes(j, "null", 4);
+}
+
+void hv_json_raw(hv_json *j, const char *text, size_t len)
+{
+	begin_value(j);
+	put_bytes(j, text, len);
+}
+
+static const char base64_alphabet[65] =
+	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+void hv_json_base64(hv_json *j, const void *data, size_t len)
+{
+	const unsigned char *s = data;
+	begin_value(j);
+	put_char(j, '"');
+	/* Whole groups of 3 bytes, a chunk at a time, straight into the buffer. */
+	size_t whole = len - len % 3;
+	for (size_t i = 0; i < whole;) {
+		size_t n = whole - i < BASE64_CHUNK ? whole - i : BASE64_CHUNK;
+		char *o = room(j, n / 3 * 4);
+		for (size_t end = i + n; i < end; i += 3) {
+			uint32_t v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8 | s[i + 2];
+			o[0] = base64_alphabet[v >> 18];
+			o[1] = base64_alphabet[v >> 12 & 63];
+			o[2] = base64_alphabet[v >> 6 & 63];
+			o[3] = base64_alphabet[v & 63];
+			o += 4;
+		}
+		j->len = (size_t)(o - j->buf);
+	}
+	char *o = room(j, 5);
+	if (len % 3) {
+		uint32_t v = (uint32_t)s[whole] << 16;
+		if (len % 3 == 2)
+			v |= (uint32_t)s[whole + 1] << 8;
+		o[0] = base64_alphabet[v >> 18];
+		o[1] = base64_alphabet[v >> 12 & 63];
+		o[2] = len % 3 == 2 ? base64_alphabet[v >> 6 & 63] : '=';
+		o[3] = '=';
+		o += 4;
+	}
+	*o++ = '"';
+	j->len = (size_t)(o - j->buf);
+}

@@ -1,0 +1,498 @@
+/* MIME detection: one libmagic cookie per hv_magic, answers equal to `file --mime-type -b`,
+ * and the batch helper behind `harvest mime`.
+ *
+ * How file(1) 5.44 gets its answer for a regular file, and how we match it:
+ *   - it stats the path first, and a size of 0 is "inode/x-empty" without reading (libmagic's
+ *     own answer for 0 bytes read through a descriptor is "application/x-empty"), so we check
+ *     st_size ourselves;
+ *   - it reads MAGIC_PARAM_BYTES_MAX bytes and hands libmagic the descriptor too: ELF details
+ *     (DF_1_PIE decides "application/x-pie-executable" vs "application/x-sharedlib") and OLE2
+ *     directories are read through the descriptor, so magic_buffer() alone says
+ *     "application/x-sharedlib" for every PIE executable. hv_magic_buffer() therefore sends
+ *     those two formats through a descriptor.
+ * magic_descriptor() reads from the descriptor's current offset and seeks back to it; we seek
+ * to 0 first and restore the caller's offset after. */
+#include "internal.h"
+#include "mime_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <magic.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Flags a caller may add: they only switch libmagic's tests off. */
+#ifndef MAGIC_NO_CHECK_CSV
+#define MAGIC_NO_CHECK_CSV 0
+#endif
+#ifndef MAGIC_NO_CHECK_JSON
+#define MAGIC_NO_CHECK_JSON 0
+#endif
+#define HV_MAGIC_ALLOWED_FLAGS                                                                 \
+	(MAGIC_NO_CHECK_COMPRESS | MAGIC_NO_CHECK_TAR | MAGIC_NO_CHECK_SOFT |                  \
+	 MAGIC_NO_CHECK_APPTYPE | MAGIC_NO_CHECK_ELF | MAGIC_NO_CHECK_TEXT | MAGIC_NO_CHECK_CDF | \
+	 MAGIC_NO_CHECK_CSV | MAGIC_NO_CHECK_TOKENS | MAGIC_NO_CHECK_ENCODING |                 \
+	 MAGIC_NO_CHECK_JSON)
+/* MAGIC_NO_COMPRESS_FORK changes no answer without MAGIC_COMPRESS; it is a second guarantee
+ * that detection never forks a decompressor. */
+#define HV_MAGIC_BASE_FLAGS (MAGIC_MIME_TYPE | MAGIC_NO_COMPRESS_FORK)
+
+struct hv_magic {
+	magic_t cookie;
+	int flags;
+	size_t bytes_max;
+	char *database;
+	char *fingerprint;
+	hv_buf answer; /* the last answer, copied out of libmagic's buffer at once */
+};
+
+/* Appends "path:size:mtime_ns" of the file libmagic loads for one database component: like
+ * libmagic's apprentice, "X.mgc" when it exists, else X itself (a source file or directory). */
+static hv_status fingerprint_component(hv_buf *fp, const char *comp, size_t len)
+{
+	hv_buf p = {0};
+	struct stat st;
+	int rc = hv_buf_append(&p, comp, len);
+	if (rc != HV_OK)
+		return rc;
+	bool is_mgc = len >= 4 && memcmp(comp + len - 4, ".mgc", 4) == 0;
+	if (!is_mgc) {
+		rc = hv_buf_append_str(&p, ".mgc");
+		if (rc == HV_OK && stat(p.data, &st) != 0)
+			hv_buf_truncate(&p, len);
+	}
+	if (rc == HV_OK) {
+		if (stat(p.data, &st) == 0)
+			rc = hv_buf_printf(fp, "%s:%lld:%lld", p.data, (long long)st.st_size,
+					   (long long)st.st_mtim.tv_sec * 1000000000LL +
+						   st.st_mtim.tv_nsec);
+		else
+			rc = hv_buf_printf(fp, "%s:missing", p.data);
+	}
+	hv_buf_free(&p);
+	return rc;
+}
+
+static hv_status make_fingerprint(hv_magic *m)
+{
+	hv_buf fp = {0};
+	int rc = hv_buf_printf(&fp, "libmagic=%d;flags=0x%x;bytes=%zu;db=", magic_version(),
+			       (unsigned)m->flags, m->bytes_max);
+	const char *s = m->database;
+	bool first = true;
+	while (rc == HV_OK && *s) {
+		size_t len = strcspn(s, ":");
+		if (len > 0) {
+			if (!first)
+				rc = hv_buf_append_char(&fp, ',');
+			if (rc == HV_OK)
+				rc = fingerprint_component(&fp, s, len);
+			first = false;
+		}
+		s += len;
+		if (*s == ':')
+			s++;
+	}
+	if (rc != HV_OK) {
+		hv_buf_free(&fp);
+		return rc;
+	}
+	m->fingerprint = fp.data;
+	return HV_OK;
+}
+
+hv_status hv_magic_open(hv_magic **out, const char *database, int extra_flags)
+{
+	*out = NULL;
+	if (extra_flags & ~HV_MAGIC_ALLOWED_FLAGS)
+		return hv_error_set(HV_EUSAGE,
+				    "libmagic flags 0x%x are not allowed (only MAGIC_NO_CHECK_*)",
+				    (unsigned)(extra_flags & ~HV_MAGIC_ALLOWED_FLAGS));
+	if (!database) {
+		database = magic_getpath(NULL, 0); /* $MAGIC, else the compiled-in default */
+		if (!database || !*database)
+			return hv_error_set(HV_EIO, "libmagic has no default database path");
+	}
+	hv_magic *m = calloc(1, sizeof(*m));
+	if (!m)
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	m->flags = HV_MAGIC_BASE_FLAGS | extra_flags;
+	m->database = strdup(database);
+	if (!m->database) {
+		free(m);
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	}
+	errno = 0;
+	m->cookie = magic_open(m->flags);
+	if (!m->cookie) {
+		int err = errno ? errno : ENOMEM;
+		hv_magic_close(m);
+		return hv_error_set(err == ENOMEM ? HV_ENOMEM : HV_EIO, "libmagic: %s",
+				    strerror(err));
+	}
+	if (magic_load(m->cookie, m->database) != 0) {
+		const char *why = magic_error(m->cookie);
+		int st = hv_error_set(HV_EIO, "%s: %s", database, why ? why : "cannot load");
+		hv_magic_close(m);
+		return st;
+	}
+	m->bytes_max = 1024 * 1024; /* libmagic's default before the parameter existed */
+#ifdef MAGIC_PARAM_BYTES_MAX
+	size_t bytes = 0;
+	if (magic_getparam(m->cookie, MAGIC_PARAM_BYTES_MAX, &bytes) == 0 && bytes > 0)
+		m->bytes_max = bytes;
+#endif
+	int rc = make_fingerprint(m);
+	if (rc != HV_OK) {
+		hv_magic_close(m);
+		return rc;
+	}
+	*out = m;
+	return HV_OK;
+}
+
+void hv_magic_close(hv_magic *m)
+{
+	if (!m)
+		return;
+	if (m->cookie)
+		magic_close(m->cookie);
+	free(m->database);
+	free(m->fingerprint);
+	hv_buf_free(&m->answer);
+	free(m);
+}
+
+const char *hv_magic_fingerprint(const hv_magic *m)
+{
+	return m->fingerprint;
+}
+
+const char *hv_magic_database(const hv_magic *m)
+{
+	return m->database;
+}
+
+size_t hv_magic_bytes_max(const hv_magic *m)
+{
+	return m->bytes_max;
+}
+
+const char *hv_mime_for_mode(uint32_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFDIR:
+		return "inode/directory";
+	case S_IFLNK:
+		return "inode/symlink";
+	case S_IFIFO:
+		return "inode/fifo";
+	case S_IFSOCK:
+		return "inode/socket";
+	case S_IFCHR:
+		return "inode/chardevice";
+	case S_IFBLK:
+		return "inode/blockdevice";
+	default:
+		return NULL;
+	}
+}
+
+/* Copies s into the handle's answer buffer and points *type at it. */
+static hv_status set_answer(hv_magic *m, const char *s, const char **type)
+{
+	hv_buf_truncate(&m->answer, 0);
+	int rc = hv_buf_append_str(&m->answer, s);
+	if (rc != HV_OK)
+		return rc;
+	*type = m->answer.data;
+	return HV_OK;
+}
+
+/* "path" for messages, or "fd N" when the caller gave no path. */
+static const char *label(const char *path, int fd, char *tmp, size_t n)
+{
+	if (path)
+		return path;
+	snprintf(tmp, n, "fd %d", fd);
+	return tmp;
+}
+
+/* The libmagic failure after a NULL answer, as "<what>: <reason>". */
+static hv_status magic_failure(hv_magic *m, const char *what)
+{
+	int err = magic_errno(m->cookie);
+	if (err > 0)
+		return hv_error_errno(HV_EIO, what, err);
+	const char *why = magic_error(m->cookie);
+	return hv_error_set(HV_EIO, "%s: %s", what, why ? why : "libmagic failed");
+}
+
+/* magic_descriptor() on a regular file's fd, from offset 0, keeping the caller's offset. */
+static hv_status describe_fd(hv_magic *m, int fd, const char *what, const char **type)
+{
+	off_t pos = lseek(fd, 0, SEEK_CUR);
+	if (pos < 0 || (pos != 0 && lseek(fd, 0, SEEK_SET) != 0))
+		return hv_error_errno(HV_EIO, what, errno);
+	const char *r = magic_descriptor(m->cookie, fd);
+	/* Copy at once: the next libmagic call on this cookie reuses its buffer. */
+	hv_status rc = r ? set_answer(m, r, type) : magic_failure(m, what);
+	if (lseek(fd, pos, SEEK_SET) != pos && rc == HV_OK)
+		rc = hv_error_errno(HV_EIO, what, errno);
+	return rc;
+}
+
+hv_status hv_magic_fd(hv_magic *m, int fd, const char *path, const char **type)
+{
+	char tmp[32];
+	const char *what = label(path, fd, tmp, sizeof(tmp));
+	struct stat st;
+	*type = NULL;
+	if (fstat(fd, &st) != 0)
+		return hv_error_errno(HV_EIO, what, errno);
+	if (!S_ISREG(st.st_mode)) {
+		const char *t = hv_mime_for_mode(st.st_mode);
+		if (!t)
+			return hv_error_set(HV_EIO, "%s: unknown file type", what);
+		return set_answer(m, t, type); /* never read: a FIFO would block or be drained */
+	}
+	if (st.st_size == 0)
+		return set_answer(m, "inode/x-empty", type); /* file(1) decides this from stat */
+	return describe_fd(m, fd, what, type);
+}
+
+/* Formats whose libmagic detection reads the file itself, beyond the buffer. */
+static bool needs_descriptor(const unsigned char *b, size_t len)
+{
+	static const unsigned char elf[4] = {0x7f, 'E', 'L', 'F'};
+	static const unsigned char cdf[8] = {0xd0, 0xcf, 0x11, 0xe0, 0xa1, 0xb1, 0x1a, 0xe1};
+	return (len >= sizeof(elf) && memcmp(b, elf, sizeof(elf)) == 0) ||
+	       (len >= sizeof(cdf) && memcmp(b, cdf, sizeof(cdf)) == 0);
+}
+
+/* Detects buf through a descriptor of an in-memory copy of it (no fd from the caller). */
+static hv_status describe_copy(hv_magic *m, const void *buf, size_t len, const char *what,
+			       const char **type)
+{
+	int fd = memfd_create("harvest-magic", MFD_CLOEXEC);
+	if (fd < 0)
+		return hv_error_errno(HV_EIO, what, errno);
+	const char *p = buf;
+	size_t left = len;
+	while (left > 0) {
+		ssize_t n = write(fd, p, left);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			int err = n < 0 ? errno : EIO;
+			close(fd);
+			return hv_error_errno(HV_EIO, what, err);
+		}
+		p += n;
+		left -= (size_t)n;
+	}
+	if (lseek(fd, 0, SEEK_SET) != 0) {
+		int err = errno;
+		close(fd);
+		return hv_error_errno(HV_EIO, what, err);
+	}
+	hv_status rc = describe_fd(m, fd, what, type);
+	close(fd);
+	return rc;
+}
+
+hv_status hv_magic_buffer(hv_magic *m, const void *buf, size_t len, int fd, const char *path,
+			  const char **type)
+{
+	char tmp[32];
+	const char *what = path ? path : "buffer";
+	*type = NULL;
+	if (len == 0)
+		return set_answer(m, "inode/x-empty", type);
+	if (needs_descriptor(buf, len)) {
+		if (fd >= 0)
+			return hv_magic_fd(m, fd, path ? path : label(NULL, fd, tmp, sizeof(tmp)),
+					   type);
+		return describe_copy(m, buf, len, what, type);
+	}
+	/* file(1) looks at no more than bytes_max bytes; more could change a text verdict. */
+	const char *r = magic_buffer(m->cookie, buf, len < m->bytes_max ? len : m->bytes_max);
+	return r ? set_answer(m, r, type) : magic_failure(m, what);
+}
+
+/* ---- The batch helper ---------------------------------------------------------------------- */
+
+void hv_mime_opts_init(hv_mime_opts *opts)
+{
+	memset(opts, 0, sizeof(*opts));
+}
+
+typedef struct batch {
+	const char *const *paths;
+	size_t n;
+	bool raw;
+	const hv_mime_db *db;
+	const char *database;
+	int extra_flags;
+	hv_mime_result *results;
+	atomic_size_t next;
+	atomic_bool oom;
+} batch;
+
+/* Records hv_error_last() as path i's error. */
+static void record_error(batch *b, size_t i, hv_status st)
+{
+	hv_mime_result *r = &b->results[i];
+	r->status = st;
+	r->error = strdup(hv_error_last());
+	if (!r->error)
+		atomic_store(&b->oom, true);
+}
+
+static void detect_one(batch *b, hv_magic *m, size_t i)
+{
+	const char *path = b->paths[i];
+	const char *type = NULL;
+	struct stat st;
+	hv_status rc = HV_OK;
+	if (lstat(path, &st) != 0) {
+		record_error(b, i, hv_error_errno(HV_EIO, path, errno));
+		return;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		/* Devices, FIFOs and sockets are never opened; symlinks are not followed. */
+		type = hv_mime_for_mode(st.st_mode);
+		if (!type)
+			rc = hv_error_set(HV_EIO, "%s: unknown file type", path);
+	} else {
+		int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+		if (fd < 0 && errno == ELOOP) {
+			type = "inode/symlink"; /* replaced by a symlink since the lstat */
+		} else if (fd < 0) {
+			rc = hv_error_errno(HV_EIO, path, errno);
+		} else {
+			rc = hv_magic_fd(m, fd, path, &type); /* fstat again: a swapped-in FIFO */
+			close(fd);
+		}
+	}
+	if (rc == HV_OK && !b->raw)
+		rc = hv_mime_refine(b->db, path, type, &type);
+	if (rc != HV_OK) {
+		record_error(b, i, rc);
+		return;
+	}
+	b->results[i].status = HV_OK;
+	b->results[i].mime_type = strdup(type);
+	if (!b->results[i].mime_type)
+		atomic_store(&b->oom, true);
+}
+
+static void run_batch(batch *b, hv_magic *m)
+{
+	for (;;) {
+		size_t i = atomic_fetch_add(&b->next, 1);
+		if (i >= b->n || atomic_load(&b->oom))
+			return;
+		detect_one(b, m, i);
+	}
+}
+
+static void *batch_worker(void *arg)
+{
+	batch *b = arg;
+	hv_magic *m;
+	/* A worker that cannot open its own cookie just leaves the work to the others: the calling
+	 * thread always has one. */
+	if (hv_magic_open(&m, b->database, b->extra_flags) != HV_OK)
+		return NULL;
+	run_batch(b, m);
+	hv_magic_close(m);
+	return NULL;
+}
+
+static int default_threads(void)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	if (cpus < 1)
+		cpus = 1;
+	return cpus > 8 ? 8 : (int)cpus;
+}
+
+hv_status hv_mime_detect_paths(const char *const *paths, size_t n, const hv_mime_opts *opts,
+			       hv_mime_result **results)
+{
+	hv_mime_opts defaults;
+	if (!opts) {
+		hv_mime_opts_init(&defaults);
+		opts = &defaults;
+	}
+	*results = NULL;
+	if (opts->threads < 0)
+		return hv_error_set(HV_EUSAGE, "threads must be 0 or more, not %d", opts->threads);
+	batch b = {
+		.paths = paths,
+		.n = n,
+		.raw = opts->raw,
+		.db = opts->db,
+		.database = opts->database,
+		.extra_flags = opts->extra_flags,
+	};
+	atomic_init(&b.next, 0);
+	atomic_init(&b.oom, false);
+	hv_status rc;
+	if (!b.raw && !b.db && (rc = hv_mime_default_db(&b.db)) != HV_OK)
+		return rc; /* load the default db here, so its failure is this thread's error */
+	b.results = calloc(n ? n : 1, sizeof(*b.results));
+	if (!b.results)
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	hv_magic *m;
+	if ((rc = hv_magic_open(&m, opts->database, opts->extra_flags)) != HV_OK) {
+		free(b.results);
+		return rc;
+	}
+
+	size_t threads = (size_t)(opts->threads ? opts->threads : default_threads());
+	if (threads > n)
+		threads = n;
+	pthread_t *tids = threads > 1 ? calloc(threads - 1, sizeof(*tids)) : NULL;
+	size_t started = 0;
+	for (size_t t = 0; tids && t + 1 < threads; t++) {
+		if (pthread_create(&tids[t], NULL, batch_worker, &b) != 0)
+			break; /* fewer workers; the calling thread still does the rest */
+		started++;
+	}
+	run_batch(&b, m);
+	for (size_t t = 0; t < started; t++)
+		pthread_join(tids[t], NULL);
+	free(tids);
+	hv_magic_close(m);
+
+	if (atomic_load(&b.oom)) {
+		hv_mime_results_free(b.results, n);
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	}
+	size_t failed = 0;
+	for (size_t i = 0; i < n; i++)
+		failed += b.results[i].status != HV_OK;
+	*results = b.results;
+	if (failed)
+		return hv_error_set(HV_WARN, "%zu of %zu paths could not be examined", failed, n);
+	return HV_OK;
+}
+
+void hv_mime_results_free(hv_mime_result *results, size_t n)
+{
+	if (!results)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		free(results[i].mime_type);
+		free(results[i].error);
+	}
+	free(results);
+}

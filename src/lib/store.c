@@ -1,0 +1,883 @@
+/* The store: opening (and refusing) the database, the schema and its migrations, the shared
+ * SQLite helpers, and the MIME cache. Snapshots are in store_snapshot.c, runs, artifacts,
+ * contents and prune in store_history.c.
+ *
+ * Why the open is careful: SQLite itself would happily open a file that is not a database (and
+ * fail later), create -wal/-shm files next to it, or switch a stranger's database to WAL mode.
+ * So before SQLite sees the file we read its 100-byte header ourselves and refuse anything that
+ * is not empty and not a harvest database. The application_id is written in rollback-journal
+ * mode, before the switch to WAL, so it is always in the main file's header (a WAL database
+ * may keep newer header fields in its -wal file only, such as user_version, which is therefore
+ * checked again through SQLite). */
+#include "store_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ST_BUSY_TIMEOUT_MS 10000
+#define ST_RACY_NS INT64_C(2000000000)
+/* Keep the -wal file from growing without bound after a large transaction. */
+#define ST_JOURNAL_SIZE_LIMIT (64 * 1024 * 1024)
+
+/* ---- Schema ----------------------------------------------------------------------------- */
+
+/* Version 1. Large values (stdout/stderr, contents) live in their own tables or last in a row,
+ * so scanning the small columns never walks a BLOB's overflow pages. Paths and names are BLOBs:
+ * they are bytes, not necessarily UTF-8. */
+static const char schema_v1[] =
+	"CREATE TABLE mime_cache ("
+	"  dev INTEGER NOT NULL,"
+	"  ino INTEGER NOT NULL,"
+	"  ftype INTEGER NOT NULL,"         /* st_mode & S_IFMT */
+	"  size INTEGER NOT NULL,"
+	"  mtime_ns INTEGER NOT NULL,"
+	"  ctime_ns INTEGER NOT NULL,"
+	"  fingerprint TEXT NOT NULL,"
+	"  mime_type TEXT NOT NULL,"
+	"  cached_at_ns INTEGER NOT NULL,"
+	"  PRIMARY KEY (dev, ino)"
+	") WITHOUT ROWID;"
+	"CREATE TABLE snapshots ("
+	"  id INTEGER PRIMARY KEY,"
+	"  root BLOB NOT NULL,"
+	"  created_at_ns INTEGER NOT NULL,"
+	"  entries INTEGER NOT NULL DEFAULT 0,"
+	"  complete INTEGER NOT NULL DEFAULT 0"  /* 1 once finished: readers see only those */
+	");"
+	"CREATE INDEX snapshots_created ON snapshots(created_at_ns);"
+	/* path is the walk-order key: the relative path with '/' stored as a NUL byte. */
+	"CREATE TABLE snapshot_entries ("
+	"  snapshot_id INTEGER NOT NULL REFERENCES snapshots(id) ON DELETE CASCADE,"
+	"  path BLOB NOT NULL,"
+	"  dev INTEGER NOT NULL,"
+	"  ino INTEGER NOT NULL,"
+	"  size INTEGER NOT NULL,"
+	"  mode INTEGER NOT NULL,"
+	"  mtime_ns INTEGER NOT NULL,"
+	"  ctime_ns INTEGER NOT NULL,"
+	"  sha256 TEXT,"
+	"  PRIMARY KEY (snapshot_id, path)"
+	") WITHOUT ROWID;"
+	"CREATE TABLE runs ("
+	"  id INTEGER PRIMARY KEY,"
+	"  label BLOB,"
+	"  command TEXT,"                      /* JSON array; NULL for a collect */
+	"  dir BLOB NOT NULL,"
+	"  started_at_ns INTEGER NOT NULL,"
+	"  ended_at_ns INTEGER,"               /* NULL while running (or killed) */
+	"  exit_code INTEGER,"
+	"  timed_out INTEGER NOT NULL DEFAULT 0,"
+	"  duration_ms INTEGER,"
+	"  stdout_truncated INTEGER NOT NULL DEFAULT 0,"
+	"  stderr_truncated INTEGER NOT NULL DEFAULT 0,"
+	"  skipped TEXT"                       /* JSON array */
+	");"
+	"CREATE INDEX runs_started ON runs(started_at_ns);"
+	"CREATE INDEX runs_label ON runs(label);"
+	"CREATE TABLE run_outputs ("
+	"  run_id INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,"
+	"  stdout BLOB,"
+	"  stderr BLOB"
+	");"
+	"CREATE TABLE artifacts ("
+	"  id INTEGER PRIMARY KEY,"
+	"  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+	"  path BLOB NOT NULL,"
+	"  name BLOB NOT NULL,"
+	"  mime_type TEXT NOT NULL,"
+	"  size INTEGER NOT NULL,"
+	"  sha256 TEXT NOT NULL,"
+	"  recorded_at_ns INTEGER NOT NULL,"
+	"  content_stored INTEGER NOT NULL DEFAULT 0"
+	");"
+	/* DESC: a forward scan gives (run_id DESC, id ASC), the listing order, without a sort. */
+	"CREATE INDEX artifacts_run ON artifacts(run_id DESC);"
+	/* --mime for all images is the range mime_type >= 'image/' AND mime_type < 'image0'. */
+	"CREATE INDEX artifacts_mime ON artifacts(mime_type);"
+	"CREATE INDEX artifacts_name ON artifacts(name);"
+	"CREATE INDEX artifacts_sha256 ON artifacts(sha256);"
+	"CREATE INDEX artifacts_recorded ON artifacts(recorded_at_ns);"
+	"CREATE TABLE contents ("
+	"  sha256 TEXT PRIMARY KEY,"
+	"  size INTEGER NOT NULL,"
+	"  bytes BLOB NOT NULL"
+	");";
+
+/* Step i brings the schema from version i to i + 1. Only ever append. */
+static const char *const migrations[] = {
+	schema_v1,
+};
+_Static_assert(sizeof(migrations) / sizeof(migrations[0]) == HV_STORE_SCHEMA_VERSION,
+	       "one migration step per schema version");
+
+/* ---- Cached statements ------------------------------------------------------------------ */
+
+static const char *const stmt_sql[STMT__COUNT] = {
+	[STMT_BEGIN] = "BEGIN IMMEDIATE",
+	[STMT_COMMIT] = "COMMIT",
+	[STMT_ROLLBACK] = "ROLLBACK",
+	[STMT_MIME_GET] = "SELECT ftype, size, mtime_ns, ctime_ns, fingerprint, mime_type,"
+			  " cached_at_ns FROM mime_cache WHERE dev = ?1 AND ino = ?2",
+	[STMT_MIME_PUT] = "INSERT OR REPLACE INTO mime_cache(dev, ino, ftype, size, mtime_ns,"
+			  " ctime_ns, fingerprint, mime_type, cached_at_ns)"
+			  " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+	[STMT_SNAP_ENTRY_PUT] = "INSERT INTO snapshot_entries(snapshot_id, path, dev, ino, size,"
+				" mode, mtime_ns, ctime_ns, sha256)"
+				" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+	[STMT_SNAP_PAGE_FIRST] = "SELECT path, dev, ino, size, mode, mtime_ns, ctime_ns, sha256"
+				 " FROM snapshot_entries WHERE snapshot_id = ?1"
+				 " ORDER BY path LIMIT ?2",
+	[STMT_SNAP_PAGE_NEXT] = "SELECT path, dev, ino, size, mode, mtime_ns, ctime_ns, sha256"
+				" FROM snapshot_entries WHERE snapshot_id = ?1 AND path > ?3"
+				" ORDER BY path LIMIT ?2",
+	[STMT_SNAP_LOOKUP] = "SELECT dev, ino, size, mode, mtime_ns, ctime_ns, sha256"
+			     " FROM snapshot_entries WHERE snapshot_id = ?1 AND path = ?2",
+	[STMT_CONTENT_PUT] = "INSERT OR IGNORE INTO contents(sha256, size, bytes)"
+			     " VALUES (?1, ?2, ?3)",
+	[STMT_CONTENT_GET] = "SELECT bytes FROM contents WHERE sha256 = ?1",
+	[STMT_ARTIFACT_PUT] = "INSERT INTO artifacts(run_id, path, name, mime_type, size, sha256,"
+			      " recorded_at_ns, content_stored)"
+			      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+};
+
+/* ---- Shared helpers --------------------------------------------------------------------- */
+
+int64_t hv_store_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * INT64_C(1000000000) + ts.tv_nsec;
+}
+
+int hvst_db_error(hv_store *st, int rc, const char *what)
+{
+	const char *path = st && st->path ? st->path : "database";
+	const char *msg = st && st->db ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc);
+	switch (rc & 0xff) {
+	case SQLITE_NOMEM:
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	case SQLITE_CORRUPT:
+	case SQLITE_NOTADB:
+		return hv_error_set(HV_EDB, "%s: database is corrupt (%s)", path, msg);
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		return hv_error_set(HV_EDB, "%s: database is locked (busy for more than %d s)", path,
+				    ST_BUSY_TIMEOUT_MS / 1000);
+	case SQLITE_READONLY:
+		return hv_error_set(HV_EDB, "%s: read-only database (%s)", path, msg);
+	case SQLITE_FULL:
+		return hv_error_set(HV_EDB, "%s: disk full (%s)", path, msg);
+	default:
+		return hv_error_set(HV_EDB, "%s: %s: %s", path, what, msg);
+	}
+}
+
+sqlite3_stmt *hvst_stmt(hv_store *st, enum st_stmt which)
+{
+	if (!st->stmt[which]) {
+		int rc = sqlite3_prepare_v3(st->db, stmt_sql[which], -1,
+					    SQLITE_PREPARE_PERSISTENT, &st->stmt[which], NULL);
+		if (rc != SQLITE_OK) {
+			hvst_db_error(st, rc, "cannot prepare a statement");
+			st->stmt[which] = NULL;
+			return NULL;
+		}
+	}
+	return st->stmt[which];
+}
+
+int hvst_exec(hv_store *st, const char *sql, const char *what)
+{
+	int rc = sqlite3_exec(st->db, sql, NULL, NULL, NULL);
+	return rc == SQLITE_OK ? HV_OK : hvst_db_error(st, rc, what);
+}
+
+int hvst_step_done(sqlite3_stmt *s)
+{
+	int rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	return rc == SQLITE_ROW ? SQLITE_DONE : rc;
+}
+
+static int run_cached(hv_store *st, enum st_stmt which, const char *what)
+{
+	sqlite3_stmt *s = hvst_stmt(st, which);
+	if (!s)
+		return hv_error_last_status();
+	int rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	return rc == SQLITE_DONE ? HV_OK : hvst_db_error(st, rc, what);
+}
+
+int hvst_tx_begin(hv_store *st)
+{
+	if (st->in_tx)
+		return hv_error_set(HV_EUSAGE, "%s: a write transaction is already open", st->path);
+	int rc = run_cached(st, STMT_BEGIN, "cannot begin a transaction");
+	if (rc == HV_OK)
+		st->in_tx = true;
+	return rc;
+}
+
+void hvst_tx_rollback(hv_store *st)
+{
+	st->in_tx = false;
+	/* SQLite rolls back by itself after some errors (SQLITE_FULL, SQLITE_IOERR, ...). */
+	if (!sqlite3_get_autocommit(st->db)) {
+		sqlite3_stmt *s = hvst_stmt(st, STMT_ROLLBACK);
+		if (s) {
+			sqlite3_step(s);
+			sqlite3_reset(s);
+		} else {
+			sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+		}
+	}
+}
+
+int hvst_tx_commit(hv_store *st)
+{
+	int rc = run_cached(st, STMT_COMMIT, "cannot commit");
+	if (rc != HV_OK) {
+		char msg[512];
+		snprintf(msg, sizeof(msg), "%s", hv_error_last());
+		hvst_tx_rollback(st);
+		return hv_error_set(rc, "%s", msg);
+	}
+	st->in_tx = false;
+	return HV_OK;
+}
+
+int hvst_check_writable(hv_store *st)
+{
+	if (st->readonly)
+		return hv_error_set(HV_EUSAGE, "%s: the database was opened read-only", st->path);
+	return HV_OK;
+}
+
+int hvst_hex_norm(const char *in, bool full, char out[65])
+{
+	size_t n = in ? strlen(in) : 0;
+	if (n == 0 || n > 64 || (full && n != 64))
+		goto bad;
+	for (size_t i = 0; i < n; i++) {
+		char c = in[i];
+		if (c >= 'A' && c <= 'F')
+			c = (char)(c - 'A' + 'a');
+		if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+			goto bad;
+		out[i] = c;
+	}
+	out[n] = '\0';
+	return HV_OK;
+bad:
+	return hv_error_set(HV_EUSAGE, "%s: not a SHA-256 %s", in ? in : "(null)",
+			    full ? "(64 hex digits)" : "(hex digits)");
+}
+
+int hvst_bind_bytes(sqlite3_stmt *s, int idx, const void *p, size_t len)
+{
+	static const char empty[1];
+	return sqlite3_bind_blob64(s, idx, len ? p : empty, len, SQLITE_STATIC);
+}
+
+int hvst_path_to_key(hv_buf *b, const char *path, size_t len)
+{
+	hv_buf_truncate(b, 0);
+	int rc = hv_buf_append(b, path, len);
+	if (rc != HV_OK)
+		return rc;
+	for (size_t i = 0; i < len; i++)
+		if (b->data[i] == '/')
+			b->data[i] = '\0';
+	return HV_OK;
+}
+
+void hvst_key_to_path(char *p, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (p[i] == '\0')
+			p[i] = '/';
+}
+
+int hv_store_path_cmp(const char *a, size_t alen, const char *b, size_t blen)
+{
+	size_t n = alen < blen ? alen : blen;
+	for (size_t i = 0; i < n; i++) {
+		unsigned ca = a[i] == '/' ? 0u : (unsigned char)a[i];
+		unsigned cb = b[i] == '/' ? 0u : (unsigned char)b[i];
+		if (ca != cb)
+			return ca < cb ? -1 : 1;
+	}
+	return alen < blen ? -1 : alen > blen ? 1 : 0;
+}
+
+/* hv_glob(pattern, value): fnmatch(3) on bytes, for --mime and --name. */
+static void sql_glob(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+	const unsigned char *pat = sqlite3_value_text(argv[0]);
+	const unsigned char *val = sqlite3_value_text(argv[1]);
+	if (!pat || !val) {
+		sqlite3_result_null(ctx);
+		return;
+	}
+	sqlite3_result_int(ctx, fnmatch((const char *)pat, (const char *)val, 0) == 0);
+}
+
+/* ---- Locating the database -------------------------------------------------------------- */
+
+/* The default path; *xdg tells whether it is the XDG location (whose directory we create). */
+static int default_path(char **out, bool *xdg)
+{
+	*out = NULL;
+	*xdg = false;
+	const char *env = getenv("HARVEST_DB");
+	hv_buf b = {0};
+	int rc;
+	if (env && *env) {
+		rc = hv_buf_append_str(&b, env);
+	} else {
+		const char *data = getenv("XDG_DATA_HOME");
+		if (data && data[0] == '/') {
+			rc = hv_buf_printf(&b, "%s/harvest/harvest.db", data);
+		} else {
+			const char *home = getenv("HOME");
+			struct passwd pw, *res = NULL;
+			char pwbuf[4096];
+			if ((!home || !*home) &&
+			    getpwuid_r(getuid(), &pw, pwbuf, sizeof(pwbuf), &res) == 0 && res)
+				home = res->pw_dir;
+			if (!home || !*home)
+				return hv_error_set(HV_EDB, "cannot find the home directory for the "
+						    "database; set HARVEST_DB or use --db");
+			rc = hv_buf_printf(&b, "%s/.local/share/harvest/harvest.db", home);
+		}
+		*xdg = true;
+	}
+	if (rc != HV_OK) {
+		hv_buf_free(&b);
+		return rc;
+	}
+	*out = b.data;
+	return HV_OK;
+}
+
+hv_status hv_store_default_path(char **out)
+{
+	bool xdg;
+	return default_path(out, &xdg);
+}
+
+/* mkdir -p of the directory part of path, each new directory mode 0700. */
+static int make_parent_dirs(const char *path)
+{
+	char *dir = strdup(path);
+	if (!dir)
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	char *slash = strrchr(dir, '/');
+	int rc = HV_OK;
+	if (slash && slash != dir) {
+		*slash = '\0';
+		for (char *p = dir + 1;; p++) {
+			if (*p != '/' && *p != '\0')
+				continue;
+			char c = *p;
+			*p = '\0';
+			if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+				rc = hv_error_set(HV_EDB, "%s: cannot create the database directory: %s",
+						  dir, strerror(errno));
+				break;
+			}
+			*p = c;
+			if (c == '\0')
+				break;
+		}
+	}
+	free(dir);
+	return rc;
+}
+
+/* The absolute path of the file with its directory's symlinks resolved; the path as given
+ * when that fails (a read-only open of a missing database). */
+static char *absolute_path(const char *path)
+{
+	char *real = realpath(path, NULL);
+	return real ? real : strdup(path);
+}
+
+static uint32_t be32(const unsigned char *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+enum file_state { FILE_MISSING, FILE_EMPTY, FILE_OURS };
+
+/* Looks at the file before SQLite does: missing, empty, or a harvest database we may open.
+ * Anything else is refused here, before anything is written. */
+static int inspect_file(const char *path, enum file_state *state)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0) {
+		if (errno == ENOENT) {
+			*state = FILE_MISSING;
+			return HV_OK;
+		}
+		return hv_error_set(HV_EDB, "%s: cannot open the database: %s", path,
+				    strerror(errno));
+	}
+	struct stat sb;
+	unsigned char hdr[100];
+	ssize_t n = 0;
+	int rc = HV_OK;
+	if (fstat(fd, &sb) != 0) {
+		rc = hv_error_set(HV_EDB, "%s: %s", path, strerror(errno));
+	} else if (S_ISDIR(sb.st_mode)) {
+		rc = hv_error_set(HV_EDB, "%s: not a harvest database (a directory)", path);
+	} else if (!S_ISREG(sb.st_mode)) {
+		rc = hv_error_set(HV_EDB, "%s: not a harvest database (not a regular file)", path);
+	} else if (sb.st_size == 0) {
+		*state = FILE_EMPTY;
+	} else if ((n = pread(fd, hdr, sizeof(hdr), 0)) < 0) {
+		rc = hv_error_set(HV_EDB, "%s: %s", path, strerror(errno));
+	} else if ((size_t)n < sizeof(hdr) || memcmp(hdr, "SQLite format 3", 16) != 0) {
+		rc = hv_error_set(HV_EDB, "%s: not a SQLite database", path);
+	} else if (be32(hdr + 68) != HV_STORE_APPLICATION_ID) {
+		rc = hv_error_set(HV_EDB, "%s: not a harvest database (a SQLite database of "
+				  "another application)", path);
+	} else if (be32(hdr + 60) > HV_STORE_SCHEMA_VERSION) {
+		rc = hv_error_set(HV_EDB, "%s: made by a newer harvest (schema version %u; this "
+				  "one knows up to %d)", path, be32(hdr + 60),
+				  HV_STORE_SCHEMA_VERSION);
+	} else {
+		*state = FILE_OURS;
+	}
+	close(fd);
+	return rc;
+}
+
+/* A writing open needs the file and its directory (for -wal, -shm) writable. Checked before
+ * SQLite opens anything, so a read-only database gets a clear message and stays untouched. */
+static int check_writable_location(const char *path)
+{
+	if (faccessat(AT_FDCWD, path, R_OK | W_OK, AT_EACCESS) != 0)
+		return hv_error_set(HV_EDB, "%s: read-only database (%s)", path, strerror(errno));
+	char *dir = strdup(path);
+	if (!dir)
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	char *slash = strrchr(dir, '/');
+	const char *d = ".";
+	if (slash == dir)
+		d = "/";
+	else if (slash) {
+		*slash = '\0';
+		d = dir;
+	}
+	int rc = HV_OK;
+	if (faccessat(AT_FDCWD, d, W_OK | X_OK, AT_EACCESS) != 0)
+		rc = hv_error_set(HV_EDB, "%s: read-only database (its directory: %s)", path,
+				  strerror(errno));
+	free(dir);
+	return rc;
+}
+
+/* ---- Opening ------------------------------------------------------------------------------ */
+
+static int pragma_int(hv_store *st, const char *sql, int64_t *out)
+{
+	sqlite3_stmt *s;
+	int rc = sqlite3_prepare_v2(st->db, sql, -1, &s, NULL);
+	if (rc != SQLITE_OK)
+		return hvst_db_error(st, rc, "cannot read the database");
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		*out = sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	return rc == SQLITE_ROW ? HV_OK : hvst_db_error(st, rc, "cannot read the database");
+}
+
+static int refuse_foreign(hv_store *st)
+{
+	return hv_error_set(HV_EDB, "%s: not a harvest database (a SQLite database of another "
+			    "application)", st->path);
+}
+
+static int refuse_newer(hv_store *st, int64_t version)
+{
+	return hv_error_set(HV_EDB, "%s: made by a newer harvest (schema version %lld; this one "
+			    "knows up to %d)", st->path, (long long)version,
+			    HV_STORE_SCHEMA_VERSION);
+}
+
+/* A new (0-byte) file: mark it as ours while still in rollback-journal mode, so the mark is in
+ * the main file's header for good. Another process may be doing the same: whoever gets the
+ * write lock first marks it, the other sees the mark. */
+static int claim_new_file(hv_store *st)
+{
+	/* Only takes effect on an empty database: lets prune give freed pages back. */
+	int rc = hvst_exec(st, "PRAGMA auto_vacuum = INCREMENTAL", "cannot set up the database");
+	if (rc == HV_OK)
+		rc = hvst_tx_begin(st);
+	if (rc != HV_OK)
+		return rc;
+	int64_t app = 0, tables = 0;
+	rc = pragma_int(st, "PRAGMA application_id", &app);
+	if (rc == HV_OK)
+		rc = pragma_int(st, "SELECT count(*) FROM sqlite_master", &tables);
+	if (rc == HV_OK && app == 0 && tables == 0) {
+		char sql[64];
+		snprintf(sql, sizeof(sql), "PRAGMA application_id = %d", HV_STORE_APPLICATION_ID);
+		rc = hvst_exec(st, sql, "cannot set up the database");
+	} else if (rc == HV_OK && app != HV_STORE_APPLICATION_ID) {
+		rc = refuse_foreign(st);
+	}
+	if (rc != HV_OK) {
+		hvst_tx_rollback(st);
+		return rc;
+	}
+	return hvst_tx_commit(st);
+}
+
+/* Runs the missing migration steps, all in one transaction. */
+static int migrate(hv_store *st)
+{
+	int rc = hvst_tx_begin(st);
+	if (rc != HV_OK)
+		return rc;
+	int64_t version = 0;
+	rc = pragma_int(st, "PRAGMA user_version", &version); /* again, under the write lock */
+	if (rc == HV_OK && version > HV_STORE_SCHEMA_VERSION)
+		rc = refuse_newer(st, version);
+	for (int64_t v = version; rc == HV_OK && v >= 0 && v < HV_STORE_SCHEMA_VERSION; v++)
+		rc = hvst_exec(st, migrations[v], "cannot create the schema");
+	if (rc == HV_OK && version < HV_STORE_SCHEMA_VERSION) {
+		char sql[64];
+		snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", HV_STORE_SCHEMA_VERSION);
+		rc = hvst_exec(st, sql, "cannot create the schema");
+	}
+	if (rc != HV_OK) {
+		hvst_tx_rollback(st);
+		return rc;
+	}
+	return hvst_tx_commit(st);
+}
+
+static int db_open(hv_store *st, const char *file, int oflags)
+{
+	int rc = sqlite3_open_v2(file, &st->db, oflags | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc != SQLITE_OK)
+		return hvst_db_error(st, rc, "cannot open the database");
+	sqlite3_extended_result_codes(st->db, 1);
+	sqlite3_busy_timeout(st->db, ST_BUSY_TIMEOUT_MS);
+	sqlite3_db_config(st->db, SQLITE_DBCONFIG_DEFENSIVE, 1, (int *)NULL);
+	rc = sqlite3_create_function_v2(st->db, "hv_glob", 2,
+					SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS,
+					NULL, sql_glob, NULL, NULL, NULL);
+	if (rc != SQLITE_OK)
+		return hvst_db_error(st, rc, "cannot open the database");
+	return hvst_exec(st, "PRAGMA foreign_keys = ON", "cannot open the database");
+}
+
+static void db_close(hv_store *st)
+{
+	for (int i = 0; i < STMT__COUNT; i++) {
+		sqlite3_finalize(st->stmt[i]);
+		st->stmt[i] = NULL;
+	}
+	sqlite3_close_v2(st->db);
+	st->db = NULL;
+	st->in_tx = false;
+}
+
+/* A read-only open of a database that does not exist (yet): an empty in-memory one with the
+ * schema, so queries simply find nothing. */
+static int open_ephemeral(hv_store *st)
+{
+	if (st->db)
+		db_close(st);
+	int rc = db_open(st, ":memory:", SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+	if (rc == HV_OK)
+		rc = migrate(st);
+	st->ephemeral = true;
+	return rc;
+}
+
+static int open_file(hv_store *st, enum file_state state)
+{
+	int rc = db_open(st, st->path, st->readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE);
+	if (rc != HV_OK)
+		return rc;
+	if (!st->readonly) {
+		if (state == FILE_EMPTY && (rc = claim_new_file(st)) != HV_OK)
+			return rc;
+		/* A no-op read when it is already in WAL mode. */
+		sqlite3_stmt *s;
+		int src = sqlite3_prepare_v2(st->db, "PRAGMA journal_mode = WAL", -1, &s, NULL);
+		if (src != SQLITE_OK)
+			return hvst_db_error(st, src, "cannot switch to WAL mode");
+		src = sqlite3_step(s);
+		bool wal = src == SQLITE_ROW &&
+			   sqlite3_stricmp((const char *)sqlite3_column_text(s, 0), "wal") == 0;
+		sqlite3_finalize(s);
+		if (src != SQLITE_ROW)
+			return hvst_db_error(st, src, "cannot switch to WAL mode");
+		if (!wal)
+			return hv_error_set(HV_EDB, "%s: cannot switch to WAL mode", st->path);
+		char sql[96];
+		snprintf(sql, sizeof(sql), "PRAGMA synchronous = NORMAL; PRAGMA journal_size_limit = %d",
+			 ST_JOURNAL_SIZE_LIMIT);
+		if ((rc = hvst_exec(st, sql, "cannot open the database")) != HV_OK)
+			return rc;
+	}
+	int64_t app = 0, version = 0, tables = 0;
+	if ((rc = pragma_int(st, "PRAGMA application_id", &app)) != HV_OK)
+		return rc;
+	if (app != HV_STORE_APPLICATION_ID)
+		return refuse_foreign(st);
+	if ((rc = pragma_int(st, "PRAGMA user_version", &version)) != HV_OK)
+		return rc;
+	if (version > HV_STORE_SCHEMA_VERSION)
+		return refuse_newer(st, version);
+	if (version < HV_STORE_SCHEMA_VERSION) {
+		if (!st->readonly)
+			return migrate(st);
+		/* Created but killed before its schema was written: nothing to read. */
+		if (version == 0)
+			return open_ephemeral(st);
+		return hv_error_set(HV_EDB, "%s: schema version %lld needs an upgrade: run a "
+				    "command that writes to the database first", st->path,
+				    (long long)version);
+	}
+	/* Parses the schema now, so a corrupt one is refused here rather than mid-command. */
+	return pragma_int(st, "SELECT count(*) FROM sqlite_master", &tables);
+}
+
+hv_status hv_store_open(hv_store **out, const char *path, int flags)
+{
+	if (!out)
+		return hv_error_set(HV_EUSAGE, "hv_store_open: no output handle");
+	*out = NULL;
+	hv_store *st = calloc(1, sizeof(*st));
+	if (!st)
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	st->readonly = (flags & HV_STORE_READONLY) != 0;
+	int rc;
+	bool xdg = false;
+	if (path) {
+		st->path = strdup(path);
+		rc = st->path ? HV_OK : hv_error_set(HV_ENOMEM, "out of memory");
+	} else {
+		rc = default_path(&st->path, &xdg);
+	}
+	if (rc == HV_OK && !*st->path)
+		rc = hv_error_set(HV_EUSAGE, "the database path is empty");
+	if (rc == HV_OK && xdg && !st->readonly)
+		rc = make_parent_dirs(st->path);
+
+	enum file_state state = FILE_MISSING;
+	if (rc == HV_OK)
+		rc = inspect_file(st->path, &state);
+	if (rc == HV_OK && state == FILE_MISSING && !st->readonly) {
+		/* 0600: the database keeps copies of the files harvest collects. */
+		int fd = open(st->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd >= 0) {
+			close(fd);
+			state = FILE_EMPTY;
+		} else if (errno == EEXIST) {
+			rc = inspect_file(st->path, &state); /* another process was first */
+		} else {
+			rc = hv_error_set(HV_EDB, "%s: cannot create the database: %s", st->path,
+					  strerror(errno));
+		}
+	}
+	if (rc == HV_OK && !st->readonly && state != FILE_MISSING)
+		rc = check_writable_location(st->path);
+	if (rc == HV_OK) {
+		st->abs_path = absolute_path(st->path);
+		if (!st->abs_path)
+			rc = hv_error_set(HV_ENOMEM, "out of memory");
+	}
+	if (rc == HV_OK) {
+		if (st->readonly && state != FILE_OURS)
+			rc = open_ephemeral(st);
+		else
+			rc = open_file(st, state);
+	}
+	if (rc != HV_OK) {
+		char msg[1024];
+		snprintf(msg, sizeof(msg), "%s", hv_error_last());
+		hv_store_close(st);
+		return hv_error_set(rc, "%s", msg);
+	}
+	*out = st;
+	return HV_OK;
+}
+
+static void mime_pending_free(hv_store *st)
+{
+	for (size_t i = 0; i < st->n_mime; i++) {
+		free(st->mime[i].fingerprint);
+		free(st->mime[i].mime);
+	}
+	st->n_mime = 0;
+}
+
+hv_status hv_store_close(hv_store *st)
+{
+	if (!st)
+		return HV_OK;
+	int rc = HV_OK;
+	if (st->db) {
+		if (st->in_tx)
+			hvst_tx_rollback(st);
+		rc = hv_store_flush(st);
+		db_close(st);
+	}
+	mime_pending_free(st);
+	free(st->path);
+	free(st->abs_path);
+	free(st);
+	return rc;
+}
+
+const char *hv_store_path(const hv_store *st)
+{
+	return st->abs_path ? st->abs_path : st->path;
+}
+
+hv_status hv_store_integrity_check(hv_store *st)
+{
+	sqlite3_stmt *s;
+	int rc = sqlite3_prepare_v2(st->db, "PRAGMA integrity_check", -1, &s, NULL);
+	if (rc != SQLITE_OK)
+		return hvst_db_error(st, rc, "integrity check");
+	rc = sqlite3_step(s);
+	int status;
+	if (rc != SQLITE_ROW) {
+		status = hvst_db_error(st, rc, "integrity check");
+	} else {
+		const char *res = (const char *)sqlite3_column_text(s, 0);
+		status = res && strcmp(res, "ok") == 0
+				 ? HV_OK
+				 : hv_error_set(HV_EDB, "%s: integrity check failed: %s", st->path,
+						res ? res : "(no answer)");
+	}
+	sqlite3_finalize(s);
+	return status;
+}
+
+/* ---- MIME cache ------------------------------------------------------------------------- */
+
+/* The 2 s rule: an answer stored before both mtime and ctime were more than 2 s old might
+ * describe a version of the file that a same-tick rewrite has since replaced. */
+static bool old_enough(const hv_stat *s, int64_t at_ns)
+{
+	return at_ns - s->mtime_ns > ST_RACY_NS && at_ns - s->ctime_ns > ST_RACY_NS;
+}
+
+bool hv_store_stat_is_racy(const hv_stat *s, int64_t created_at_ns)
+{
+	return !old_enough(s, created_at_ns);
+}
+
+hv_status hv_store_mime_lookup(hv_store *st, const hv_stat *s, const char *fingerprint,
+			       char **mime_out)
+{
+	if (!st || !s || !fingerprint || !mime_out)
+		return hv_error_set(HV_EUSAGE, "hv_store_mime_lookup: missing argument");
+	*mime_out = NULL;
+	sqlite3_stmt *q = hvst_stmt(st, STMT_MIME_GET);
+	if (!q)
+		return hv_error_last_status();
+	sqlite3_bind_int64(q, 1, (int64_t)s->dev);
+	sqlite3_bind_int64(q, 2, (int64_t)s->ino);
+	int rc = sqlite3_step(q);
+	int status = HV_OK;
+	if (rc == SQLITE_ROW) {
+		hv_stat cached = {
+			.dev = s->dev,
+			.ino = s->ino,
+			.size = (uint64_t)sqlite3_column_int64(q, 1),
+			.mode = (uint32_t)sqlite3_column_int64(q, 0),
+			.mtime_ns = sqlite3_column_int64(q, 2),
+			.ctime_ns = sqlite3_column_int64(q, 3),
+		};
+		const char *fp = (const char *)sqlite3_column_text(q, 4);
+		const char *mime = (const char *)sqlite3_column_text(q, 5);
+		int64_t cached_at = sqlite3_column_int64(q, 6);
+		bool hit = cached.mode == (s->mode & S_IFMT) && cached.size == s->size &&
+			   cached.mtime_ns == s->mtime_ns && cached.ctime_ns == s->ctime_ns &&
+			   fp && strcmp(fp, fingerprint) == 0 && mime && old_enough(&cached, cached_at);
+		if (hit && !(*mime_out = strdup(mime)))
+			status = hv_error_set(HV_ENOMEM, "out of memory");
+	} else if (rc != SQLITE_DONE) {
+		status = hvst_db_error(st, rc, "cannot read the MIME cache");
+	}
+	sqlite3_reset(q);
+	return status;
+}
+
+hv_status hv_store_mime_put(hv_store *st, const hv_stat *s, const char *fingerprint,
+			    const char *mime_type)
+{
+	if (!st || !s || !fingerprint || !mime_type)
+		return hv_error_set(HV_EUSAGE, "hv_store_mime_put: missing argument");
+	int rc = hvst_check_writable(st);
+	if (rc != HV_OK)
+		return rc;
+	int64_t now = hv_store_now_ns();
+	if (!old_enough(s, now))
+		return HV_OK; /* could never be reused: not worth a write */
+	st_mime_pending *p = &st->mime[st->n_mime];
+	p->st = *s;
+	p->cached_at_ns = now;
+	p->fingerprint = strdup(fingerprint);
+	p->mime = strdup(mime_type);
+	if (!p->fingerprint || !p->mime) {
+		free(p->fingerprint);
+		free(p->mime);
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	}
+	if (++st->n_mime == ST_MIME_BATCH)
+		return hv_store_flush(st);
+	return HV_OK;
+}
+
+hv_status hv_store_flush(hv_store *st)
+{
+	if (!st || st->n_mime == 0)
+		return HV_OK;
+	sqlite3_stmt *q = hvst_stmt(st, STMT_MIME_PUT);
+	int rc = q ? hvst_tx_begin(st) : hv_error_last_status();
+	for (size_t i = 0; rc == HV_OK && i < st->n_mime; i++) {
+		const st_mime_pending *p = &st->mime[i];
+		sqlite3_bind_int64(q, 1, (int64_t)p->st.dev);
+		sqlite3_bind_int64(q, 2, (int64_t)p->st.ino);
+		sqlite3_bind_int64(q, 3, (int64_t)(p->st.mode & S_IFMT));
+		sqlite3_bind_int64(q, 4, (int64_t)p->st.size);
+		sqlite3_bind_int64(q, 5, p->st.mtime_ns);
+		sqlite3_bind_int64(q, 6, p->st.ctime_ns);
+		sqlite3_bind_text(q, 7, p->fingerprint, -1, SQLITE_STATIC);
+		sqlite3_bind_text(q, 8, p->mime, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(q, 9, p->cached_at_ns);
+		int src = hvst_step_done(q);
+		if (src != SQLITE_DONE) {
+			rc = hvst_db_error(st, src, "cannot write the MIME cache");
+			hvst_tx_rollback(st);
+		}
+	}
+	if (q)
+		sqlite3_clear_bindings(q);
+	if (rc == HV_OK)
+		rc = hvst_tx_commit(st);
+	/* Written or not, the batch is done with: a lost cache answer only costs a recompute. */
+	mime_pending_free(st);
+	return rc;
+}

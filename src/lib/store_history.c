@@ -1,0 +1,726 @@
+/* The history: runs, their artifacts, the deduplicated contents, queries and prune. */
+#include "store_internal.h"
+
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Unfinished snapshots older than this were abandoned by a killed process. */
+#define STALE_SNAPSHOT_NS (INT64_C(3600) * 1000000000)
+
+/* ---- Runs ------------------------------------------------------------------------------- */
+
+hv_status hv_store_run_begin(hv_store *st, const hv_run_start *r, int64_t *run_id)
+{
+	if (!st || !r || !r->dir || !run_id)
+		return hv_error_set(HV_EUSAGE, "hv_store_run_begin: missing argument");
+	int rc = hvst_check_writable(st);
+	if (rc != HV_OK)
+		return rc;
+	sqlite3_stmt *q = NULL;
+	int src = sqlite3_prepare_v2(st->db,
+				     "INSERT INTO runs(label, command, dir, started_at_ns)"
+				     " VALUES (?1, ?2, ?3, ?4)", -1, &q, NULL);
+	if (src != SQLITE_OK)
+		return hvst_db_error(st, src, "cannot record the run");
+	if (r->label)
+		hvst_bind_bytes(q, 1, r->label, strlen(r->label));
+	if (r->command_json)
+		sqlite3_bind_text(q, 2, r->command_json, -1, SQLITE_STATIC);
+	hvst_bind_bytes(q, 3, r->dir, strlen(r->dir));
+	sqlite3_bind_int64(q, 4, r->started_at_ns ? r->started_at_ns : hv_store_now_ns());
+	if ((rc = hvst_tx_begin(st)) == HV_OK) {
+		src = hvst_step_done(q);
+		if (src == SQLITE_DONE) {
+			*run_id = sqlite3_last_insert_rowid(st->db);
+			rc = hvst_tx_commit(st);
+		} else {
+			rc = hvst_db_error(st, src, "cannot record the run");
+			hvst_tx_rollback(st);
+		}
+	}
+	sqlite3_finalize(q);
+	return rc;
+}
+
+/* Checks an artifact before the transaction (hashing is slow: not under the write lock). */
+static int check_artifact(const hv_artifact_in *a, char sha[65])
+{
+	if (!a->path || !a->name || !a->mime_type || !a->sha256)
+		return hv_error_set(HV_EUSAGE, "artifact: missing path, name, MIME type or SHA-256");
+	int rc = hvst_hex_norm(a->sha256, true, sha);
+	if (rc != HV_OK || !a->content)
+		return rc;
+	if (a->content_len != a->size)
+		return hv_error_set(HV_EUSAGE, "%.*s: content of %zu bytes for a file of %llu",
+				    (int)a->path_len, a->path, a->content_len,
+				    (unsigned long long)a->size);
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int md_len = 0;
+	if (!EVP_Digest(a->content, a->content_len, md, &md_len, EVP_sha256(), NULL))
+		return hv_error_set(HV_EIO, "%.*s: SHA-256 failed", (int)a->path_len, a->path);
+	char hex[65];
+	for (unsigned i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	if (memcmp(hex, sha, 64) != 0)
+		return hv_error_set(HV_EUSAGE, "%.*s: the content does not match its SHA-256",
+				    (int)a->path_len, a->path);
+	return HV_OK;
+}
+
+/* Inside the transaction: the run exists and has not finished. */
+static int check_run_open(hv_store *st, int64_t run_id)
+{
+	sqlite3_stmt *q = NULL;
+	int src = sqlite3_prepare_v2(st->db, "SELECT ended_at_ns IS NULL FROM runs WHERE id = ?1",
+				     -1, &q, NULL);
+	if (src != SQLITE_OK)
+		return hvst_db_error(st, src, "cannot finish the run");
+	sqlite3_bind_int64(q, 1, run_id);
+	src = sqlite3_step(q);
+	int rc;
+	if (src == SQLITE_ROW)
+		rc = sqlite3_column_int(q, 0) ? HV_OK
+					      : hv_error_set(HV_DONE, "run %lld has already finished",
+							     (long long)run_id);
+	else if (src == SQLITE_DONE)
+		rc = hv_error_set(HV_DONE, "no run %lld (pruned?)", (long long)run_id);
+	else
+		rc = hvst_db_error(st, src, "cannot finish the run");
+	sqlite3_finalize(q);
+	return rc;
+}
+
+static int record_end(hv_store *st, int64_t run_id, const hv_run_end *e)
+{
+	sqlite3_stmt *q = NULL;
+	int src = sqlite3_prepare_v2(st->db,
+				     "UPDATE runs SET ended_at_ns = ?2, exit_code = ?3, timed_out = ?4,"
+				     " duration_ms = ?5, stdout_truncated = ?6, stderr_truncated = ?7,"
+				     " skipped = ?8 WHERE id = ?1", -1, &q, NULL);
+	if (src == SQLITE_OK) {
+		sqlite3_bind_int64(q, 1, run_id);
+		sqlite3_bind_int64(q, 2, e->ended_at_ns ? e->ended_at_ns : hv_store_now_ns());
+		if (e->has_exit_code)
+			sqlite3_bind_int(q, 3, e->exit_code);
+		sqlite3_bind_int(q, 4, e->timed_out);
+		if (e->duration_ms >= 0)
+			sqlite3_bind_int64(q, 5, e->duration_ms);
+		sqlite3_bind_int(q, 6, e->stdout_truncated);
+		sqlite3_bind_int(q, 7, e->stderr_truncated);
+		sqlite3_bind_text(q, 8, e->skipped_json ? e->skipped_json : "[]", -1, SQLITE_STATIC);
+		src = hvst_step_done(q);
+		sqlite3_finalize(q);
+		q = NULL;
+	}
+	if (src == SQLITE_DONE) {
+		src = sqlite3_prepare_v2(st->db,
+					 "INSERT OR REPLACE INTO run_outputs(run_id, stdout, stderr)"
+					 " VALUES (?1, ?2, ?3)", -1, &q, NULL);
+		if (src == SQLITE_OK) {
+			sqlite3_bind_int64(q, 1, run_id);
+			hvst_bind_bytes(q, 2, e->stdout_data, e->stdout_data ? e->stdout_len : 0);
+			hvst_bind_bytes(q, 3, e->stderr_data, e->stderr_data ? e->stderr_len : 0);
+			src = hvst_step_done(q);
+		}
+		sqlite3_finalize(q);
+	}
+	return src == SQLITE_DONE ? HV_OK : hvst_db_error(st, src, "cannot finish the run");
+}
+
+static int record_artifact(hv_store *st, int64_t run_id, const hv_artifact_in *a,
+			   const char *sha, int64_t now)
+{
+	sqlite3_stmt *q;
+	int src = SQLITE_DONE;
+	if (a->content) {
+		if (!(q = hvst_stmt(st, STMT_CONTENT_PUT)))
+			return hv_error_last_status();
+		sqlite3_bind_text(q, 1, sha, 64, SQLITE_STATIC);
+		sqlite3_bind_int64(q, 2, (int64_t)a->content_len);
+		hvst_bind_bytes(q, 3, a->content, a->content_len);
+		src = hvst_step_done(q);
+		sqlite3_clear_bindings(q);
+	}
+	if (src == SQLITE_DONE) {
+		if (!(q = hvst_stmt(st, STMT_ARTIFACT_PUT)))
+			return hv_error_last_status();
+		sqlite3_bind_int64(q, 1, run_id);
+		hvst_bind_bytes(q, 2, a->path, a->path_len);
+		hvst_bind_bytes(q, 3, a->name, a->name_len);
+		sqlite3_bind_text(q, 4, a->mime_type, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(q, 5, (int64_t)a->size);
+		sqlite3_bind_text(q, 6, sha, 64, SQLITE_STATIC);
+		sqlite3_bind_int64(q, 7, now);
+		sqlite3_bind_int(q, 8, a->content != NULL);
+		src = hvst_step_done(q);
+		sqlite3_clear_bindings(q);
+	}
+	return src == SQLITE_DONE ? HV_OK : hvst_db_error(st, src, "cannot record an artifact");
+}
+
+hv_status hv_store_run_finish(hv_store *st, int64_t run_id, const hv_run_end *end,
+			      const hv_artifact_in *artifacts, size_t n_artifacts)
+{
+	if (!st || !end || (n_artifacts && !artifacts))
+		return hv_error_set(HV_EUSAGE, "hv_store_run_finish: missing argument");
+	int rc = hvst_check_writable(st);
+	if (rc != HV_OK)
+		return rc;
+	char (*shas)[65] = NULL;
+	if (n_artifacts && !(shas = malloc(n_artifacts * sizeof(*shas))))
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	for (size_t i = 0; rc == HV_OK && i < n_artifacts; i++)
+		rc = check_artifact(&artifacts[i], shas[i]);
+	if (rc == HV_OK && (rc = hvst_tx_begin(st)) == HV_OK) {
+		int64_t now = hv_store_now_ns();
+		rc = check_run_open(st, run_id);
+		if (rc == HV_OK)
+			rc = record_end(st, run_id, end);
+		for (size_t i = 0; rc == HV_OK && i < n_artifacts; i++)
+			rc = record_artifact(st, run_id, &artifacts[i], shas[i], now);
+		if (rc == HV_OK)
+			rc = hvst_tx_commit(st);
+		else
+			hvst_tx_rollback(st);
+	}
+	free(shas);
+	return rc;
+}
+
+/* ---- Queries ------------------------------------------------------------------------------ */
+
+struct hv_run_iter {
+	hv_store *st;
+	sqlite3_stmt *q;
+	bool with_output;
+	hv_run_row row;
+};
+
+struct hv_artifact_iter {
+	hv_store *st;
+	sqlite3_stmt *q;
+	bool with_content;
+	hv_artifact_row row;
+	/* Upper bounds of the patterns, alive as long as the statement (bound SQLITE_STATIC). */
+	hv_buf mime_hi, name_hi;
+	char sha[65], sha_hi[65];
+};
+
+static int prepare_query(hv_store *st, hv_buf *sql, sqlite3_stmt **q)
+{
+	if (!sql->data)
+		return hv_error_last_status();
+	int src = sqlite3_prepare_v2(st->db, sql->data, (int)sql->len, q, NULL);
+	return src == SQLITE_OK ? HV_OK : hvst_db_error(st, src, "cannot query the history");
+}
+
+static int bind_name(sqlite3_stmt *q, const char *name, int64_t v)
+{
+	int idx = sqlite3_bind_parameter_index(q, name);
+	return idx ? sqlite3_bind_int64(q, idx, v) : SQLITE_OK;
+}
+
+hv_status hv_store_runs(hv_store *st, const hv_run_filter *f, hv_run_iter **out)
+{
+	if (!st || !out)
+		return hv_error_set(HV_EUSAGE, "hv_store_runs: missing argument");
+	*out = NULL;
+	hv_run_filter none = {0};
+	if (!f)
+		f = &none;
+	hv_buf sql = {0};
+	int rc = hv_buf_append_str(
+		&sql, "SELECT r.id, r.label, r.command, r.dir, r.started_at_ns, r.ended_at_ns,"
+		      " r.exit_code, r.timed_out, r.duration_ms,"
+		      " (SELECT count(*) FROM artifacts a WHERE a.run_id = r.id)");
+	if (f->with_output)
+		hv_buf_append_str(&sql, ", r.stdout_truncated, r.stderr_truncated, r.skipped,"
+					" o.stdout, o.stderr FROM runs r"
+					" LEFT JOIN run_outputs o ON o.run_id = r.id");
+	else
+		hv_buf_append_str(&sql, " FROM runs r");
+	hv_buf_append_str(&sql, " WHERE 1");
+	if (f->run_id)
+		hv_buf_append_str(&sql, " AND r.id = :id");
+	if (f->since_ns)
+		hv_buf_append_str(&sql, " AND r.started_at_ns >= :since");
+	if (f->label)
+		hv_buf_append_str(&sql, " AND r.label = :label");
+	hv_buf_append_str(&sql, " ORDER BY r.id DESC");
+	if (f->limit)
+		hv_buf_append_str(&sql, " LIMIT :limit");
+	hv_run_iter *it = NULL;
+	if (rc == HV_OK && !(it = calloc(1, sizeof(*it))))
+		rc = hv_error_set(HV_ENOMEM, "out of memory");
+	if (rc == HV_OK)
+		rc = prepare_query(st, &sql, &it->q);
+	hv_buf_free(&sql);
+	if (rc != HV_OK) {
+		hv_run_iter_free(it);
+		return rc;
+	}
+	it->st = st;
+	it->with_output = f->with_output;
+	bind_name(it->q, ":id", f->run_id);
+	bind_name(it->q, ":since", f->since_ns);
+	bind_name(it->q, ":limit", f->limit > INT64_MAX ? INT64_MAX : (int64_t)f->limit);
+	if (f->label) {
+		/* Labels are stored as BLOBs (bytes): compare BLOB to BLOB. A copy is bound, so the
+		 * caller's string need not outlive this call. */
+		int idx = sqlite3_bind_parameter_index(it->q, ":label");
+		sqlite3_bind_blob64(it->q, idx, *f->label ? f->label : "", strlen(f->label),
+				    SQLITE_TRANSIENT);
+	}
+	*out = it;
+	return HV_OK;
+}
+
+/* A column's bytes and length; NULL (with length 0) when SQL NULL. */
+static const char *col_bytes(sqlite3_stmt *q, int col, size_t *len)
+{
+	*len = 0;
+	if (sqlite3_column_type(q, col) == SQLITE_NULL)
+		return NULL;
+	/* column_blob first, then column_bytes, as SQLite's documentation asks. */
+	const char *p = sqlite3_column_blob(q, col);
+	*len = (size_t)sqlite3_column_bytes(q, col);
+	return p ? p : "";
+}
+
+hv_status hv_run_iter_next(hv_run_iter *it, const hv_run_row **out)
+{
+	if (!it || !out)
+		return hv_error_set(HV_EUSAGE, "hv_run_iter_next: missing argument");
+	int src = sqlite3_step(it->q);
+	if (src == SQLITE_DONE)
+		return HV_DONE;
+	if (src != SQLITE_ROW)
+		return hvst_db_error(it->st, src, "cannot query the history");
+	sqlite3_stmt *q = it->q;
+	hv_run_row *r = &it->row;
+	memset(r, 0, sizeof(*r));
+	size_t len;
+	r->run_id = sqlite3_column_int64(q, 0);
+	r->label = col_bytes(q, 1, &r->label_len);
+	r->command_json = (const char *)sqlite3_column_text(q, 2);
+	r->dir = col_bytes(q, 3, &r->dir_len);
+	r->started_at_ns = sqlite3_column_int64(q, 4);
+	r->ended = sqlite3_column_type(q, 5) != SQLITE_NULL;
+	r->ended_at_ns = sqlite3_column_int64(q, 5);
+	r->has_exit_code = sqlite3_column_type(q, 6) != SQLITE_NULL;
+	r->exit_code = sqlite3_column_int(q, 6);
+	r->timed_out = sqlite3_column_int(q, 7) != 0;
+	r->duration_ms = sqlite3_column_type(q, 8) == SQLITE_NULL ? -1 : sqlite3_column_int64(q, 8);
+	r->artifacts = (uint64_t)sqlite3_column_int64(q, 9);
+	if (it->with_output) {
+		r->stdout_truncated = sqlite3_column_int(q, 10) != 0;
+		r->stderr_truncated = sqlite3_column_int(q, 11) != 0;
+		r->skipped_json = (const char *)sqlite3_column_text(q, 12);
+		if (!r->skipped_json)
+			r->skipped_json = "[]";
+		r->stdout_data = col_bytes(q, 13, &len);
+		r->stdout_len = len;
+		r->stderr_data = col_bytes(q, 14, &len);
+		r->stderr_len = len;
+	}
+	*out = r;
+	return HV_OK;
+}
+
+void hv_run_iter_free(hv_run_iter *it)
+{
+	if (!it)
+		return;
+	sqlite3_finalize(it->q);
+	free(it);
+}
+
+/* The bytes of a glob pattern before its first special character. */
+static size_t literal_prefix(const char *pat)
+{
+	return strcspn(pat, "*?[\\");
+}
+
+/* The smallest string greater than every string starting with p[0..len): the prefix with its
+ * last byte below 0xff incremented. 0 when there is none (all 0xff). */
+static size_t prefix_successor(hv_buf *b, const char *p, size_t len)
+{
+	while (len && (unsigned char)p[len - 1] == 0xff)
+		len--;
+	hv_buf_truncate(b, 0);
+	if (!len || hv_buf_append(b, p, len) != HV_OK)
+		return 0;
+	b->data[len - 1] = (char)((unsigned char)b->data[len - 1] + 1);
+	return len;
+}
+
+/* Whether a literal prefix has a successor (it is not all 0xff bytes). */
+static bool has_successor(const char *p, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)p[i] != 0xff)
+			return true;
+	return false;
+}
+
+/* Adds the conditions of pattern pat on column col to sql: equality when pat has no special
+ * character; else a range on its literal prefix (so an index serves it: image/ then * becomes
+ * col >= 'image/' AND col < 'image0') and hv_glob(). The parameters are named :<tag>_eq,
+ * :<tag>_lo, :<tag>_hi and :<tag>_pat. */
+static void pattern_sql(hv_buf *sql, const char *col, const char *tag, const char *pat)
+{
+	size_t lit = literal_prefix(pat);
+	if (pat[lit] == '\0') {
+		hv_buf_printf(sql, " AND %s = :%s_eq", col, tag);
+		return;
+	}
+	if (lit)
+		hv_buf_printf(sql, " AND %s >= :%s_lo", col, tag);
+	if (lit && has_successor(pat, lit))
+		hv_buf_printf(sql, " AND %s < :%s_hi", col, tag);
+	hv_buf_printf(sql, " AND hv_glob(:%s_pat, %s)", tag, col);
+}
+
+/* Binds what pattern_sql() named, as BLOBs or TEXT after the column's type (a BLOB never
+ * equals a TEXT, and sorts after every TEXT). *hi keeps the upper bound alive. */
+static void pattern_bind(sqlite3_stmt *q, const char *tag, const char *pat, bool blob, hv_buf *hi)
+{
+	char name[32];
+	size_t lit = literal_prefix(pat);
+	int idx;
+#define BIND(p, n) (blob ? sqlite3_bind_blob64(q, idx, (n) ? (const void *)(p) : "", (n), \
+					       SQLITE_STATIC)                              \
+			 : sqlite3_bind_text64(q, idx, (p), (n), SQLITE_STATIC, SQLITE_UTF8))
+	snprintf(name, sizeof(name), ":%s_eq", tag);
+	if ((idx = sqlite3_bind_parameter_index(q, name)))
+		BIND(pat, lit);
+	snprintf(name, sizeof(name), ":%s_lo", tag);
+	if ((idx = sqlite3_bind_parameter_index(q, name)))
+		BIND(pat, lit);
+	snprintf(name, sizeof(name), ":%s_hi", tag);
+	if ((idx = sqlite3_bind_parameter_index(q, name))) {
+		size_t n = prefix_successor(hi, pat, lit);
+		BIND(hi->data, n);
+	}
+	snprintf(name, sizeof(name), ":%s_pat", tag);
+	if ((idx = sqlite3_bind_parameter_index(q, name)))
+		sqlite3_bind_text(q, idx, pat, -1, SQLITE_STATIC);
+#undef BIND
+}
+
+hv_status hv_store_artifacts(hv_store *st, const hv_artifact_filter *f, hv_artifact_iter **out)
+{
+	if (!st || !out)
+		return hv_error_set(HV_EUSAGE, "hv_store_artifacts: missing argument");
+	*out = NULL;
+	hv_artifact_filter none = {0};
+	if (!f)
+		f = &none;
+	hv_artifact_iter *it = calloc(1, sizeof(*it));
+	if (!it)
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	it->st = st;
+	it->with_content = f->with_content;
+	int rc = HV_OK;
+	if (f->sha256 && (rc = hvst_hex_norm(f->sha256, false, it->sha)) != HV_OK) {
+		free(it);
+		return rc;
+	}
+	hv_buf sql = {0};
+	hv_buf_append_str(&sql, "SELECT a.id, a.run_id, a.path, a.name, a.mime_type, a.size,"
+				" a.sha256, a.recorded_at_ns, a.content_stored");
+	if (f->with_content)
+		hv_buf_append_str(&sql, ", c.bytes FROM artifacts a LEFT JOIN contents c"
+					" ON a.content_stored AND c.sha256 = a.sha256");
+	else
+		hv_buf_append_str(&sql, " FROM artifacts a");
+	hv_buf_append_str(&sql, " WHERE 1");
+	if (f->artifact_id)
+		hv_buf_append_str(&sql, " AND a.id = :aid");
+	if (f->run_id)
+		hv_buf_append_str(&sql, " AND a.run_id = :run");
+	if (f->mime)
+		pattern_sql(&sql, "a.mime_type", "mime", f->mime);
+	if (f->name)
+		pattern_sql(&sql, "a.name", "name", f->name);
+	if (f->sha256) {
+		if (strlen(it->sha) == 64)
+			hv_buf_append_str(&sql, " AND a.sha256 = :sha");
+		else
+			hv_buf_append_str(&sql, " AND a.sha256 >= :sha AND a.sha256 < :sha_hi");
+	}
+	if (f->since_ns)
+		hv_buf_append_str(&sql, " AND a.recorded_at_ns >= :since");
+	hv_buf_append_str(&sql, " ORDER BY a.run_id DESC, a.id ASC");
+	if (f->limit)
+		hv_buf_append_str(&sql, " LIMIT :limit");
+	rc = prepare_query(st, &sql, &it->q);
+	hv_buf_free(&sql);
+	if (rc != HV_OK) {
+		hv_artifact_iter_free(it);
+		return rc;
+	}
+	sqlite3_stmt *q = it->q;
+	bind_name(q, ":aid", f->artifact_id);
+	bind_name(q, ":run", f->run_id);
+	bind_name(q, ":since", f->since_ns);
+	bind_name(q, ":limit", f->limit > INT64_MAX ? INT64_MAX : (int64_t)f->limit);
+	if (f->mime)
+		pattern_bind(q, "mime", f->mime, false, &it->mime_hi);
+	if (f->name)
+		pattern_bind(q, "name", f->name, true, &it->name_hi);
+	if (f->sha256) {
+		int idx = sqlite3_bind_parameter_index(q, ":sha");
+		sqlite3_bind_text(q, idx, it->sha, -1, SQLITE_STATIC);
+		if ((idx = sqlite3_bind_parameter_index(q, ":sha_hi"))) {
+			/* Hex digits: bumping the last one ('9' -> ':', 'f' -> 'g') gives the bound. */
+			memcpy(it->sha_hi, it->sha, sizeof(it->sha_hi));
+			it->sha_hi[strlen(it->sha_hi) - 1]++;
+			sqlite3_bind_text(q, idx, it->sha_hi, -1, SQLITE_STATIC);
+		}
+	}
+	*out = it;
+	return HV_OK;
+}
+
+hv_status hv_artifact_iter_next(hv_artifact_iter *it, const hv_artifact_row **out)
+{
+	if (!it || !out)
+		return hv_error_set(HV_EUSAGE, "hv_artifact_iter_next: missing argument");
+	int src = sqlite3_step(it->q);
+	if (src == SQLITE_DONE)
+		return HV_DONE;
+	if (src != SQLITE_ROW)
+		return hvst_db_error(it->st, src, "cannot query the history");
+	sqlite3_stmt *q = it->q;
+	hv_artifact_row *a = &it->row;
+	memset(a, 0, sizeof(*a));
+	a->artifact_id = sqlite3_column_int64(q, 0);
+	a->run_id = sqlite3_column_int64(q, 1);
+	a->path = col_bytes(q, 2, &a->path_len);
+	a->name = col_bytes(q, 3, &a->name_len);
+	a->mime_type = (const char *)sqlite3_column_text(q, 4);
+	a->size = (uint64_t)sqlite3_column_int64(q, 5);
+	a->sha256 = (const char *)sqlite3_column_text(q, 6);
+	a->recorded_at_ns = sqlite3_column_int64(q, 7);
+	a->content_stored = sqlite3_column_int(q, 8) != 0;
+	if (it->with_content)
+		a->content = col_bytes(q, 9, &a->content_len);
+	*out = a;
+	return HV_OK;
+}
+
+void hv_artifact_iter_free(hv_artifact_iter *it)
+{
+	if (!it)
+		return;
+	sqlite3_finalize(it->q);
+	hv_buf_free(&it->mime_hi);
+	hv_buf_free(&it->name_hi);
+	free(it);
+}
+
+/* ---- Contents ----------------------------------------------------------------------------- */
+
+hv_status hv_store_content_get(hv_store *st, const char *sha256_hex, void **data, size_t *len)
+{
+	if (!st || !data || !len)
+		return hv_error_set(HV_EUSAGE, "hv_store_content_get: missing argument");
+	*data = NULL;
+	*len = 0;
+	char sha[65];
+	int rc = hvst_hex_norm(sha256_hex, true, sha);
+	if (rc != HV_OK)
+		return rc;
+	sqlite3_stmt *q = hvst_stmt(st, STMT_CONTENT_GET);
+	if (!q)
+		return hv_error_last_status();
+	sqlite3_bind_text(q, 1, sha, 64, SQLITE_STATIC);
+	int src = sqlite3_step(q);
+	if (src == SQLITE_ROW) {
+		size_t n;
+		const char *p = col_bytes(q, 0, &n);
+		char *copy = malloc(n + 1);
+		if (!copy) {
+			rc = hv_error_set(HV_ENOMEM, "out of memory");
+		} else {
+			if (n)
+				memcpy(copy, p, n);
+			copy[n] = '\0';
+			*data = copy;
+			*len = n;
+		}
+	} else if (src == SQLITE_DONE) {
+		rc = hv_error_set(HV_DONE, "%s: no stored content with this SHA-256", sha);
+	} else {
+		rc = hvst_db_error(st, src, "cannot read a content");
+	}
+	sqlite3_reset(q);
+	sqlite3_clear_bindings(q);
+	return rc;
+}
+
+hv_status hv_store_artifact_content(hv_store *st, int64_t artifact_id, void **data,
+				    size_t *len)
+{
+	if (!st || !data || !len)
+		return hv_error_set(HV_EUSAGE, "hv_store_artifact_content: missing argument");
+	*data = NULL;
+	*len = 0;
+	sqlite3_stmt *q = NULL;
+	int src = sqlite3_prepare_v2(st->db, "SELECT sha256 FROM artifacts WHERE id = ?1", -1, &q,
+				     NULL);
+	if (src != SQLITE_OK)
+		return hvst_db_error(st, src, "cannot read an artifact");
+	sqlite3_bind_int64(q, 1, artifact_id);
+	src = sqlite3_step(q);
+	char sha[65] = "";
+	int rc = HV_OK;
+	if (src == SQLITE_ROW)
+		snprintf(sha, sizeof(sha), "%s", (const char *)sqlite3_column_text(q, 0));
+	else if (src == SQLITE_DONE)
+		rc = hv_error_set(HV_DONE, "no artifact %lld", (long long)artifact_id);
+	else
+		rc = hvst_db_error(st, src, "cannot read an artifact");
+	sqlite3_finalize(q);
+	if (rc != HV_OK)
+		return rc;
+	rc = hv_store_content_get(st, sha, data, len);
+	if (rc == HV_DONE)
+		hv_error_set(HV_DONE, "artifact %lld: its content was not stored",
+			     (long long)artifact_id);
+	return rc;
+}
+
+/* ---- Prune -------------------------------------------------------------------------------- */
+
+/* Runs one statement with the named int64 parameters that appear in it; *changes and the first
+ * result row's two columns (when asked) are returned. */
+typedef struct prune_ctx {
+	hv_store *st;
+	int64_t before, keep, cutoff, stale;
+} prune_ctx;
+
+static int prune_step(prune_ctx *c, const char *sql, int64_t *r0, int64_t *r1, uint64_t *changes)
+{
+	sqlite3_stmt *q = NULL;
+	int src = sqlite3_prepare_v2(c->st->db, sql, -1, &q, NULL);
+	if (src != SQLITE_OK)
+		return hvst_db_error(c->st, src, "cannot prune");
+	bind_name(q, ":before", c->before);
+	bind_name(q, ":keep", c->keep);
+	bind_name(q, ":cutoff", c->cutoff);
+	bind_name(q, ":stale", c->stale);
+	src = sqlite3_step(q);
+	if (src == SQLITE_ROW) {
+		if (r0)
+			*r0 = sqlite3_column_int64(q, 0);
+		if (r1)
+			*r1 = sqlite3_column_int64(q, 1);
+		src = SQLITE_DONE;
+	}
+	if (changes)
+		*changes = (uint64_t)sqlite3_changes64(c->st->db);
+	sqlite3_finalize(q);
+	return src == SQLITE_DONE ? HV_OK : hvst_db_error(c->st, src, "cannot prune");
+}
+
+hv_status hv_store_prune(hv_store *st, const hv_prune_opts *opts, hv_prune_result *res)
+{
+	if (!st || !opts || !res)
+		return hv_error_set(HV_EUSAGE, "hv_store_prune: missing argument");
+	memset(res, 0, sizeof(*res));
+	if (opts->keep_runs < 0 && opts->before_ns <= 0)
+		return hv_error_set(HV_EUSAGE, "prune: give --keep-runs N or --before TIME");
+	int rc = hvst_check_writable(st);
+	if (rc != HV_OK)
+		return rc;
+	prune_ctx c = {
+		.st = st,
+		.before = opts->before_ns,
+		.keep = opts->keep_runs,
+		.stale = hv_store_now_ns() - STALE_SNAPSHOT_NS,
+	};
+	hv_buf sel = {0};
+	hv_buf_append_str(&sel, "INSERT INTO temp.prune_runs SELECT id FROM runs WHERE 0");
+	if (opts->before_ns > 0)
+		hv_buf_append_str(&sel, " OR started_at_ns < :before");
+	if (opts->keep_runs >= 0)
+		hv_buf_append_str(&sel, " OR id NOT IN (SELECT id FROM runs ORDER BY id DESC"
+					" LIMIT :keep)");
+	if (!sel.data) {
+		return hv_error_last_status();
+	}
+	rc = hvst_tx_begin(st);
+	int64_t n = 0, bytes = 0, newest = 0;
+	uint64_t changes = 0;
+	/* The runs to delete, and the digests their artifacts had: the only candidates for
+	 * contents that may now be unreferenced. */
+	if (rc == HV_OK)
+		rc = hvst_exec(st, "CREATE TEMP TABLE IF NOT EXISTS prune_runs(id INTEGER PRIMARY KEY);"
+				   "CREATE TEMP TABLE IF NOT EXISTS prune_shas(sha256 TEXT PRIMARY KEY);"
+				   "DELETE FROM temp.prune_runs; DELETE FROM temp.prune_shas;",
+			       "cannot prune");
+	if (rc == HV_OK)
+		rc = prune_step(&c, sel.data, NULL, NULL, &res->runs);
+	if (rc == HV_OK)
+		rc = prune_step(&c, "SELECT count(*), coalesce(max(started_at_ns), 0) FROM runs"
+				    " WHERE id IN (SELECT id FROM temp.prune_runs)",
+				&n, &newest, NULL);
+	if (rc == HV_OK)
+		rc = prune_step(&c, "INSERT OR IGNORE INTO temp.prune_shas SELECT sha256"
+				    " FROM artifacts WHERE run_id IN (SELECT id FROM temp.prune_runs)",
+				NULL, NULL, NULL);
+	if (rc == HV_OK)
+		rc = prune_step(&c, "SELECT count(*) FROM artifacts"
+				    " WHERE run_id IN (SELECT id FROM temp.prune_runs)", &n, NULL, NULL);
+	res->artifacts = (uint64_t)n;
+	/* Artifacts and outputs go with their runs (ON DELETE CASCADE). */
+	if (rc == HV_OK)
+		rc = prune_step(&c, "DELETE FROM runs WHERE id IN (SELECT id FROM temp.prune_runs)",
+				NULL, NULL, NULL);
+	static const char unreferenced[] =
+		" FROM contents WHERE sha256 IN (SELECT sha256 FROM temp.prune_shas)"
+		" AND NOT EXISTS (SELECT 1 FROM artifacts a WHERE a.sha256 = contents.sha256)";
+	char sql[512];
+	snprintf(sql, sizeof(sql), "SELECT count(*), coalesce(sum(size), 0)%s", unreferenced);
+	if (rc == HV_OK)
+		rc = prune_step(&c, sql, &n, &bytes, NULL);
+	res->contents = (uint64_t)n;
+	res->content_bytes = (uint64_t)bytes;
+	snprintf(sql, sizeof(sql), "DELETE%s", unreferenced);
+	if (rc == HV_OK)
+		rc = prune_step(&c, sql, NULL, NULL, NULL);
+	/* Snapshots as old as the history that goes, and those abandoned by killed processes. */
+	c.cutoff = opts->before_ns > 0 ? opts->before_ns : 0;
+	if (opts->keep_runs >= 0 && res->runs && newest > c.cutoff)
+		c.cutoff = newest;
+	if (rc == HV_OK)
+		rc = prune_step(&c, "DELETE FROM snapshots WHERE created_at_ns < :cutoff"
+				    " OR (complete = 0 AND created_at_ns < :stale)",
+				NULL, NULL, &changes);
+	res->snapshots = changes;
+	if (rc == HV_OK)
+		rc = hvst_exec(st, "DELETE FROM temp.prune_runs; DELETE FROM temp.prune_shas;",
+			       "cannot prune");
+	if (rc == HV_OK)
+		rc = hvst_tx_commit(st);
+	else if (st->in_tx)
+		hvst_tx_rollback(st);
+	hv_buf_free(&sel);
+	if (rc != HV_OK) {
+		memset(res, 0, sizeof(*res));
+		return rc;
+	}
+	/* Give the freed pages back to the file system (databases made with auto_vacuum). */
+	if (hvst_tx_begin(st) == HV_OK) {
+		if (hvst_exec(st, "PRAGMA incremental_vacuum", "cannot vacuum") == HV_OK)
+			hvst_tx_commit(st);
+		else
+			hvst_tx_rollback(st);
+	}
+	hv_error_clear();
+	return HV_OK;
+}

@@ -1,0 +1,75 @@
+/* Private to the store modules (store.c, store_snapshot.c, store_history.c). */
+#ifndef HARVEST_STORE_INTERNAL_H
+#define HARVEST_STORE_INTERNAL_H
+
+#include "harvest/store.h"
+#include "internal.h"
+
+#include <sqlite3.h>
+
+/* The cached statements: prepared on first use with SQLITE_PREPARE_PERSISTENT, reset after
+ * every use, finalized on close. */
+enum st_stmt {
+	STMT_BEGIN,
+	STMT_COMMIT,
+	STMT_ROLLBACK,
+	STMT_MIME_GET,
+	STMT_MIME_PUT,
+	STMT_SNAP_ENTRY_PUT,
+	STMT_SNAP_PAGE_FIRST,
+	STMT_SNAP_PAGE_NEXT,
+	STMT_SNAP_LOOKUP,
+	STMT_CONTENT_PUT,
+	STMT_CONTENT_GET,
+	STMT_ARTIFACT_PUT,
+	STMT__COUNT
+};
+
+/* A MIME answer waiting for the next batch. */
+typedef struct st_mime_pending {
+	hv_stat st;
+	char *fingerprint;
+	char *mime;
+	int64_t cached_at_ns;
+} st_mime_pending;
+
+#define ST_MIME_BATCH 256
+
+struct hv_store {
+	sqlite3 *db;
+	char *path;          /* as given or defaulted: for messages */
+	char *abs_path;      /* hv_store_path() */
+	bool readonly;
+	bool ephemeral;      /* a read-only open of a missing database: an empty in-memory one */
+	bool in_tx;
+	sqlite3_stmt *stmt[STMT__COUNT];
+	st_mime_pending mime[ST_MIME_BATCH];
+	size_t n_mime;
+};
+
+/* Sets the last error from a SQLite failure ("<path>: <what>: <reason>") and returns the
+ * status: HV_ENOMEM for SQLITE_NOMEM, else HV_EDB. */
+int hvst_db_error(hv_store *st, int rc, const char *what);
+/* The cached statement `which`, prepared on first use (NULL and an error set on failure). */
+sqlite3_stmt *hvst_stmt(hv_store *st, enum st_stmt which);
+/* Runs SQL without results. */
+int hvst_exec(hv_store *st, const char *sql, const char *what);
+/* BEGIN IMMEDIATE / COMMIT / ROLLBACK of the handle's one write transaction. */
+int hvst_tx_begin(hv_store *st);
+int hvst_tx_commit(hv_store *st);
+void hvst_tx_rollback(hv_store *st);
+/* HV_EUSAGE when the handle was opened read-only. */
+int hvst_check_writable(hv_store *st);
+/* Checks and lower-cases a hex digest of 1..64 digits (exactly 64 when full) into out. */
+int hvst_hex_norm(const char *in, bool full, char out[65]);
+/* Binds (ptr, len) bytes as a BLOB (an empty one, never NULL, when len is 0). */
+int hvst_bind_bytes(sqlite3_stmt *s, int idx, const void *p, size_t len);
+/* Steps a statement that returns no rows, then resets it: SQLITE_DONE or the error code. */
+int hvst_step_done(sqlite3_stmt *s);
+
+/* Walk-order keys: the path with every '/' turned into a NUL byte, so that memcmp order of
+ * keys (SQLite's BLOB order) is the walker's component-wise order. */
+int hvst_path_to_key(hv_buf *b, const char *path, size_t len);
+void hvst_key_to_path(char *p, size_t len);
+
+#endif
