@@ -10,6 +10,7 @@
 #ifndef HARVEST_COLLECT_H
 #define HARVEST_COLLECT_H
 
+#include "mime.h"
 #include "store.h"
 #include "types.h"
 
@@ -95,6 +96,13 @@ hv_status hv_collection_record(hv_store *st, const hv_collection *c, const hv_ru
 char *hv_collection_skipped_json(const hv_collection *c, int kase);
 
 void hv_collection_free(hv_collection *c);
+
+/* hv_mime_detect_paths() through the store's MIME cache: a regular file whose cached answer
+ * is still valid (SPEC 5) is not opened; the others are detected on worker threads and their
+ * answers cached. st NULL: no cache (the same as hv_mime_detect_paths). The cache holds
+ * libmagic's answer; refinement by name (unless opts->raw) is applied after it. */
+hv_status hv_mime_detect_cached(hv_store *st, const char *const *paths, size_t n,
+				const hv_mime_opts *opts, hv_mime_result **results);
 
 #ifdef __cplusplus
 }

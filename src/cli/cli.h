@@ -152,6 +152,7 @@ void cli_print_output_file(hv_json *j, const char *path, size_t path_len, const 
 int cmd_ls(int argc, char **argv);
 int cmd_walk(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
+int cmd_mime(int argc, char **argv);
 int cmd_collect(int argc, char **argv);
 
 #endif

@@ -10,6 +10,7 @@ static const struct command {
 } commands[] = {
 	{"ls", cmd_ls, "FileInfo of each entry of a directory"},
 	{"walk", cmd_walk, "FileInfo of every entry below a directory"},
+	{"mime", cmd_mime, "MIME types of files, from libmagic, cached"},
 	{"snapshot", cmd_snapshot, "record the state of a tree, to collect what changes later"},
 	{"collect", cmd_collect, "OutputFile records of the files below a directory"},
 	{NULL, NULL, NULL},
