@@ -4,6 +4,7 @@
 
 #include "harvest.h"
 #include "harvest/collect.h"
+#include "harvest/execute.h"
 #include "harvest/store.h"
 
 #include <stdbool.h>
@@ -148,11 +149,32 @@ void cli_print_output_file(hv_json *j, const char *path, size_t path_len, const 
 			   size_t name_len, const char *mime, uint64_t size, const char *sha256,
 			   const void *content, size_t content_len, bool with_content);
 
+/* The fields of an ExecutionResult other than output_files and skipped. */
+typedef struct cli_result {
+	bool has_exit_code;
+	int exit_code;
+	const char *stdout_data;
+	size_t stdout_len;
+	bool stdout_truncated;
+	const char *stderr_data;
+	size_t stderr_len;
+	bool stderr_truncated;
+	int64_t run_id;          /* 0: null */
+	bool timed_out;
+	int64_t duration_ms;     /* < 0: null */
+} cli_result;
+/* Opens the ExecutionResult object and writes type, exit_code, stdout and stderr; the caller
+ * then writes output_files and skipped, and cli_result_end the rest and the closing brace. */
+void cli_result_begin(hv_json *j, const cli_result *r);
+void cli_result_end(hv_json *j, const cli_result *r);
+
 /* Commands. */
 int cmd_ls(int argc, char **argv);
 int cmd_walk(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
 int cmd_mime(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_history(int argc, char **argv);
 int cmd_collect(int argc, char **argv);
 
 #endif

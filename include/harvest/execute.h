@@ -1,0 +1,44 @@
+/* harvest — a whole run: snapshot the directory, run the command there streaming its output,
+ * collect the files it produced, record it all in the history. `harvest run` is this call. */
+#ifndef HARVEST_EXECUTE_H
+#define HARVEST_EXECUTE_H
+
+#include "collect.h"
+#include "run.h"
+#include "store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct hv_execute_opts {
+	hv_run_opts run;          /* argv, env, timeout, ...; run.cwd is set from dir */
+	hv_collect_opts collect;  /* what counts as an artifact (since_snapshot is ignored) */
+	const char *label;        /* the history run's label, or NULL */
+	bool no_history;          /* record nothing (the snapshot is still taken, then dropped) */
+} hv_execute_opts;
+
+typedef struct hv_execution {
+	hv_run_result run;        /* exit code, output, timing */
+	hv_collection *files;     /* the produced files; NULL when collecting failed */
+	int64_t run_id;           /* the history run, 0 with no_history */
+	int collect_status;       /* HV_OK, or why collecting or recording failed */
+} hv_execution;
+
+/* Runs o->run.argv in dir (realpath'd; HV_ENOTDIR when it is not a directory) as described
+ * above, handing each output chunk to on_chunk as it arrives, and fills *out (free it with
+ * hv_execution_free in every case). Returns HV_OK when the command ran (whatever its exit
+ * code) and a negative status when harvest itself failed before or while running it. A
+ * failure to collect or record after the command ran is reported in out->collect_status. */
+hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
+		     hv_run_chunk_fn on_chunk, void *ctx, hv_execution *out);
+
+void hv_execution_free(hv_execution *e);
+
+/* The argv as a JSON array text (malloc'd), as the history records a run's command. */
+char *hv_argv_json(const char *const *argv);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

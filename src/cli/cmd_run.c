@@ -1,0 +1,349 @@
+/* harvest run: snapshot DIR, run a command there streaming StreamChunk events, collect what
+ * it produced, and end with the ExecutionResult. Exit status as timeout(1): the command's. */
+#include "cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { EXIT_HARVEST_FAILED = 125 };
+
+enum {
+	OPT_DIR = OPT_OWN,
+	OPT_TIMEOUT,
+	OPT_ENV,
+	OPT_SHELL,
+	OPT_LANGUAGE,
+	OPT_MAX_OUTPUT,
+	OPT_RUN_THREADS,
+};
+
+static const cli_opt run_opts[] = {
+	{"help", 'h', 0, OPT_HELP},        {"format", 0, 1, OPT_FORMAT},
+	{"case", 0, 1, OPT_CASE},          {"quiet", 'q', 0, OPT_QUIET},
+	{"db", 0, 1, OPT_DB},              {"dir", 0, 1, OPT_DIR},
+	{"timeout", 0, 1, OPT_TIMEOUT},    {"env", 0, 1, OPT_ENV},
+	{"shell", 0, 0, OPT_SHELL},        {"language", 0, 1, OPT_LANGUAGE},
+	{"max-output-bytes", 0, 1, OPT_MAX_OUTPUT}, CLI_COLLECT_OPTS,
+	{NULL, 0, 0, 0},
+};
+
+static const char run_usage[] =
+	"usage: harvest run [options] -- COMMAND [ARG...]\n"
+	"Snapshots DIR, runs COMMAND there streaming its output as StreamChunk events, collects\n"
+	"the files it produced and ends with the ExecutionResult.\n"
+	"  --dir DIR               where to run and collect (default: the current directory)\n"
+	"  --timeout SECONDS       SIGTERM to the command's process group, SIGKILL 2 s later;\n"
+	"                          exit status 124\n"
+	"  --env KEY=VALUE         add to the environment (repeatable)\n"
+	"  --shell                 COMMAND is one string for sh -c\n"
+	"  --language LANG         read source code from stdin and feed it to the interpreter\n"
+	"                          LANG on its stdin (no shell)\n"
+	"  --max-output-bytes SIZE keep at most SIZE of each stream in the result (default\n"
+	"                          16MiB; the stream itself is complete)\n" CLI_COLLECT_USAGE
+	"  --db PATH               the database\n"
+	"  --format F              jsonl (default: events, then the result) or json (the result)\n"
+	"  --case C                snake (default) or camel (the TypeScript SDK's shapes)\n"
+	"Exit status: the command's; 128+N when killed by signal N; 124 timeout; 126 not\n"
+	"executable; 127 not found; 125 harvest itself failed (reason on stderr).\n";
+
+struct run_cli {
+	cli_collect cc;
+	const char *dir;
+	double timeout;
+	const char **env;
+	size_t n_env;
+	bool shell;
+	const char *language;
+	uint64_t max_output;
+};
+
+static int run_opt(void *ctx, cli_common *c, int id, const char *v)
+{
+	struct run_cli *r = ctx;
+	switch (id) {
+	case OPT_DIR: r->dir = v; return 0;
+	case OPT_TIMEOUT: {
+		char *end;
+		errno = 0;
+		double t = strtod(v, &end);
+		if (!*v || *end || errno || !(t > 0) || t > 1e9)
+			return cli_usage_error(c, "--timeout: expected seconds > 0, not '%s'", v);
+		r->timeout = t;
+		return 0;
+	}
+	case OPT_ENV: {
+		if (hv_run_check_env(v) != HV_OK)
+			return cli_usage_error(c, "--env: %s", hv_error_last());
+		const char **e = realloc(r->env, (r->n_env + 1) * sizeof(*e));
+		if (!e)
+			return cli_usage_error(c, "out of memory");
+		r->env = e;
+		e[r->n_env++] = v;
+		return 0;
+	}
+	case OPT_SHELL: r->shell = true; return 0;
+	case OPT_LANGUAGE:
+		if (hv_run_check_language(v) != HV_OK)
+			return cli_usage_error(c, "--language: %s", hv_error_last());
+		r->language = v;
+		return 0;
+	case OPT_MAX_OUTPUT: return cli_parse_size(c, "--max-output-bytes", v, &r->max_output);
+	}
+	int rc = cli_collect_opt(&r->cc, c, id, v);
+	return rc == -2 ? 0 : rc;
+}
+
+void cli_result_begin(hv_json *j, const cli_result *r)
+{
+	hv_json_object_begin(j);
+	hv_json_key(j, "type");
+	hv_json_enum(j, "execution_result");
+	if (r->has_exit_code) {
+		hv_json_key(j, "exit_code");
+		hv_json_int(j, r->exit_code);
+	} else {
+		hv_json_key_null(j, "exit_code");
+	}
+	hv_json_key(j, "stdout");
+	hv_json_string(j, r->stdout_data ? r->stdout_data : "", r->stdout_len);
+	hv_json_key(j, "stderr");
+	hv_json_string(j, r->stderr_data ? r->stderr_data : "", r->stderr_len);
+}
+
+void cli_result_end(hv_json *j, const cli_result *r)
+{
+	hv_json_key(j, "run_id");
+	if (r->run_id > 0)
+		hv_json_int(j, r->run_id);
+	else
+		hv_json_null(j);
+	hv_json_key(j, "timed_out");
+	hv_json_bool(j, r->timed_out);
+	if (r->duration_ms >= 0) {
+		hv_json_key(j, "duration_ms");
+		hv_json_int(j, r->duration_ms);
+	} else {
+		hv_json_key_null(j, "duration_ms");
+	}
+	hv_json_key(j, "stdout_truncated");
+	hv_json_bool(j, r->stdout_truncated);
+	hv_json_key(j, "stderr_truncated");
+	hv_json_bool(j, r->stderr_truncated);
+	hv_json_object_end(j);
+}
+
+struct stream_ctx {
+	hv_json *j;
+	bool events;
+};
+
+/* Each chunk goes out as one StreamChunk line, flushed at once. A reader that went away
+ * (EPIPE) does not stop the command: the run is still collected and recorded. */
+static hv_status on_chunk(void *ctx, hv_stream which, const char *data, size_t len)
+{
+	struct stream_ctx *s = ctx;
+	if (!s->events)
+		return HV_OK;
+	hv_json_object_begin(s->j);
+	hv_json_key(s->j, "type");
+	hv_json_enum(s->j, "stream_chunk");
+	hv_json_key(s->j, "stream_type");
+	hv_json_cstring(s->j, hv_stream_name(which));
+	hv_json_key(s->j, "data");
+	hv_json_string(s->j, data, len);
+	hv_json_object_end(s->j);
+	hv_json_newline(s->j);
+	hv_json_flush(s->j);
+	return HV_OK;
+}
+
+/* SIGINT/SIGTERM/SIGHUP end the command like a timeout, so the run is still recorded. */
+static int cancel_pipe[2] = {-1, -1};
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	int saved = errno;
+	if (cancel_pipe[1] >= 0 && write(cancel_pipe[1], "x", 1) < 0) {
+		/* nothing more can be done in a handler */
+	}
+	errno = saved;
+}
+
+static char *read_stdin(size_t *len)
+{
+	size_t cap = 65536, n = 0;
+	char *buf = malloc(cap);
+	while (buf) {
+		if (n == cap) {
+			char *p = realloc(buf, cap * 2);
+			if (!p) {
+				free(buf);
+				return NULL;
+			}
+			buf = p;
+			cap *= 2;
+		}
+		ssize_t got = read(STDIN_FILENO, buf + n, cap - n);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			free(buf);
+			return NULL;
+		}
+		if (got == 0)
+			break;
+		n += (size_t)got;
+	}
+	*len = n;
+	return buf;
+}
+
+static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
+{
+	if (npos == 0 && !r->language)
+		return cli_usage_error(c, "missing COMMAND (after --)"), EXIT_HARVEST_FAILED;
+	if (r->shell && r->language)
+		return cli_usage_error(c, "--shell and --language do not go together"),
+		       EXIT_HARVEST_FAILED;
+	if (r->shell && npos != 1)
+		return cli_usage_error(c, "--shell takes the command as one string"),
+		       EXIT_HARVEST_FAILED;
+	if (r->language && npos != 0)
+		return cli_usage_error(c, "--language reads the code from stdin; no COMMAND"),
+		       EXIT_HARVEST_FAILED;
+	if (cli_check_format(c, FMT_JSONL, "json,jsonl") != 0)
+		return EXIT_HARVEST_FAILED;
+
+	hv_execute_opts eo = {.label = r->cc.label, .no_history = r->cc.no_history};
+	hv_run_opts_init(&eo.run);
+	eo.collect = r->cc.opts;
+	const char *argv_shell[4], *argv_lang[2];
+	if (r->shell) {
+		hv_run_argv_shell(argv_shell, pos[0]);
+		eo.run.argv = argv_shell;
+	} else if (r->language) {
+		hv_run_argv_language(argv_lang, r->language);
+		eo.run.argv = argv_lang;
+	} else {
+		eo.run.argv = (const char *const *)pos;
+	}
+	eo.run.env = r->env;
+	eo.run.n_env = r->n_env;
+	eo.run.timeout_ms = r->timeout > 0 ? (uint64_t)(r->timeout * 1000.0 + 0.999) : 0;
+	if (r->max_output)
+		eo.run.max_output_bytes = r->max_output > SIZE_MAX ? SIZE_MAX : (size_t)r->max_output;
+	char *code = NULL;
+	if (r->language) {
+		size_t len;
+		code = read_stdin(&len);
+		if (!code) {
+			cli_error("standard input: %s", strerror(errno));
+			return EXIT_HARVEST_FAILED;
+		}
+		eo.run.stdin_data = code;
+		eo.run.stdin_len = len;
+	}
+
+	hv_store *st = cli_open_store(c, 0);
+	if (!st) {
+		free(code);
+		return EXIT_HARVEST_FAILED;
+	}
+	hv_json *j = cli_json_stdout(c);
+	if (!j) {
+		hv_store_close(st);
+		free(code);
+		return EXIT_HARVEST_FAILED;
+	}
+	if (pipe2(cancel_pipe, O_CLOEXEC | O_NONBLOCK) == 0) {
+		struct sigaction sa = {.sa_handler = on_signal};
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGINT, &sa, NULL);
+		sigaction(SIGTERM, &sa, NULL);
+		sigaction(SIGHUP, &sa, NULL);
+		eo.run.cancel_fd = cancel_pipe[0];
+	}
+	signal(SIGPIPE, SIG_IGN);
+
+	struct stream_ctx sc = {.j = j, .events = c->format == FMT_JSONL};
+	hv_execution ex;
+	hv_status s = hv_execute(st, r->dir ? r->dir : ".", &eo, on_chunk, &sc, &ex);
+	int rc;
+	if (s != HV_OK) {
+		cli_error("%s", hv_error_last());
+		rc = EXIT_HARVEST_FAILED;
+	} else {
+		if (ex.run.message)
+			cli_warn(c, "%s", ex.run.message + (strncmp(ex.run.message, "harvest: ", 9)
+								    ? 0
+								    : 9));
+		if (ex.collect_status != HV_OK)
+			cli_error("collecting the produced files: %s", hv_error_last());
+		const hv_run_result *rr = &ex.run;
+		cli_result res = {
+			.has_exit_code = true,
+			.exit_code = rr->exit_code,
+			.stdout_data = rr->stdout_data,
+			.stdout_len = rr->stdout_len,
+			.stdout_truncated = rr->stdout_truncated,
+			.stderr_data = rr->stderr_data,
+			.stderr_len = rr->stderr_len,
+			.stderr_truncated = rr->stderr_truncated,
+			.run_id = ex.run_id,
+			.timed_out = rr->timed_out,
+			.duration_ms = (int64_t)rr->duration_ms,
+		};
+		cli_result_begin(j, &res);
+		if (ex.files) {
+			cli_print_collection(j, ex.files, !eo.collect.no_content);
+			for (size_t i = 0; i < ex.files->n_skipped; i++)
+				if (ex.files->skipped[i].error)
+					cli_warn(c, "%s", ex.files->skipped[i].error);
+		} else {
+			hv_json_key(j, "output_files");
+			hv_json_array_begin(j);
+			hv_json_array_end(j);
+			hv_json_key(j, "skipped");
+			hv_json_array_begin(j);
+			hv_json_array_end(j);
+		}
+		cli_result_end(j, &res);
+		hv_json_newline(j);
+		rc = rr->exit_code;
+	}
+	hv_json_flush(j);
+	hv_json_free(j);
+	hv_execution_free(&ex);
+	if (hv_store_close(st) != HV_OK) {
+		cli_error("%s", hv_error_last());
+		if (s != HV_OK)
+			rc = EXIT_HARVEST_FAILED;
+	}
+	free(code);
+	return rc;
+}
+
+int cmd_run(int argc, char **argv)
+{
+	cli_common c = {.cmd = "run"};
+	struct run_cli r = {0};
+	cli_collect_init(&r.cc);
+	char **pos = NULL;
+	int npos = 0;
+	int rc = cli_parse(&c, argc, argv, run_opts, run_opt, &r, run_usage, &pos, &npos);
+	if (rc < 0)
+		rc = EXIT_DONE;
+	else if (rc != 0)
+		rc = EXIT_HARVEST_FAILED; /* as env(1) and timeout(1): 125 is harvest's own failure */
+	else
+		rc = run_main(&c, &r, pos, npos);
+	free(pos);
+	free(r.env);
+	cli_collect_free(&r.cc);
+	return rc;
+}

@@ -1,0 +1,113 @@
+/* A whole run: snapshot, spawn and stream, collect what was produced, record. */
+#include "harvest/execute.h"
+#include "harvest/json.h"
+#include "internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+char *hv_argv_json(const char *const *argv)
+{
+	hv_json *j;
+	if (hv_json_new_buffer(&j, HV_CASE_SNAKE) != HV_OK)
+		return NULL;
+	hv_json_array_begin(j);
+	for (size_t i = 0; argv && argv[i]; i++)
+		hv_json_string(j, argv[i], strlen(argv[i]));
+	hv_json_array_end(j);
+	size_t len;
+	const char *text = hv_json_buffer(j, &len);
+	char *out = malloc(len + 1);
+	if (out) {
+		memcpy(out, text, len);
+		out[len] = '\0';
+	}
+	hv_json_free(j);
+	return out;
+}
+
+hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
+		     hv_run_chunk_fn on_chunk, void *ctx, hv_execution *out)
+{
+	memset(out, 0, sizeof(*out));
+	char *root = realpath(dir, NULL);
+	if (!root) {
+		int err = errno;
+		return hv_error_errno(HV_ENOTDIR, dir, err);
+	}
+	hv_collect_opts co = o->collect;
+	int64_t snap = 0;
+	int rc = hv_snapshot_take(st, root, &co, &snap, NULL);
+	char *command = NULL;
+	if (rc == HV_OK && !o->no_history) {
+		command = hv_argv_json(o->run.argv);
+		hv_run_start start = {.label = o->label, .command_json = command, .dir = root};
+		rc = command ? hv_store_run_begin(st, &start, &out->run_id)
+			     : hv_error_set(HV_ENOMEM, "out of memory");
+	}
+	if (rc != HV_OK) {
+		if (snap)
+			hv_store_snapshot_delete(st, snap);
+		free(command);
+		free(root);
+		return rc;
+	}
+	hv_run_opts ro = o->run;
+	ro.cwd = root;
+	rc = hv_run(&ro, on_chunk, ctx, &out->run);
+	if (rc != HV_OK) {
+		/* Not run (or stopped by harvest's own failure): the history says it ended. */
+		if (out->run_id) {
+			hv_run_end end = {.duration_ms = -1};
+			hv_store_run_finish(st, out->run_id, &end, NULL, 0);
+		}
+		hv_store_snapshot_delete(st, snap);
+		free(command);
+		free(root);
+		return rc;
+	}
+	co.since_snapshot = snap;
+	out->collect_status = hv_collect(st, root, &co, &out->files);
+	if (out->collect_status == HV_OK && out->run_id) {
+		const hv_run_result *r = &out->run;
+		hv_run_end end = {
+			.ended_at_ns = r->ended_at_ns,
+			.has_exit_code = true,
+			.exit_code = r->exit_code,
+			.timed_out = r->timed_out,
+			.duration_ms = (int64_t)r->duration_ms,
+			.stdout_data = r->stdout_data,
+			.stdout_len = r->stdout_len,
+			.stdout_truncated = r->stdout_truncated,
+			.stderr_data = r->stderr_data,
+			.stderr_len = r->stderr_len,
+			.stderr_truncated = r->stderr_truncated,
+		};
+		out->collect_status =
+			hv_collection_record(st, out->files, NULL, &end, &out->run_id);
+	}
+	if (out->collect_status != HV_OK && out->run_id) {
+		/* Keep the error: the history still says how the command ended. */
+		char msg[1024];
+		snprintf(msg, sizeof(msg), "%s", hv_error_last());
+		const hv_run_result *r = &out->run;
+		hv_run_end end = {.ended_at_ns = r->ended_at_ns, .has_exit_code = true,
+				  .exit_code = r->exit_code, .timed_out = r->timed_out,
+				  .duration_ms = (int64_t)r->duration_ms};
+		hv_store_run_finish(st, out->run_id, &end, NULL, 0);
+		hv_error_set(out->collect_status, "%s", msg);
+	}
+	hv_store_snapshot_delete(st, snap);
+	free(command);
+	free(root);
+	return HV_OK;
+}
+
+void hv_execution_free(hv_execution *e)
+{
+	hv_run_result_free(&e->run);
+	hv_collection_free(e->files);
+	memset(e, 0, sizeof(*e));
+}

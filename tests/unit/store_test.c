@@ -1,0 +1,1397 @@
+/* The store: opening and refusing databases, the MIME cache and its 2 s rule, snapshots with
+ * binary paths, runs/artifacts/contents, every history filter, prune, concurrent writers and
+ * killed writers. */
+#include "testutil.h"
+
+#include "harvest/store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NS INT64_C(1000000000)
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+
+typedef struct fixture {
+	char *dir;
+	char *db;
+} fixture;
+
+static int setup(void **state)
+{
+	fixture *f = calloc(1, sizeof(*f));
+	f->dir = tu_mkdtemp();
+	f->db = tu_path(f->dir, "harvest.db");
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	fixture *f = *state;
+	tu_rmrf(f->dir);
+	free(f->dir);
+	free(f->db);
+	free(f);
+	return 0;
+}
+
+static char *read_file(const char *path, size_t *len)
+{
+	FILE *fp = fopen(path, "rb");
+	if (!fp)
+		return NULL;
+	size_t cap = 4096, n = 0;
+	char *buf = malloc(cap);
+	size_t r;
+	while ((r = fread(buf + n, 1, cap - n, fp)) > 0) {
+		n += r;
+		if (n == cap)
+			buf = realloc(buf, cap *= 2);
+	}
+	fclose(fp);
+	*len = n;
+	return buf;
+}
+
+static bool exists(const char *path)
+{
+	struct stat sb;
+	return lstat(path, &sb) == 0;
+}
+
+static bool exists_suffix(const char *db, const char *suffix)
+{
+	char p[4096];
+	snprintf(p, sizeof(p), "%s%s", db, suffix);
+	return exists(p);
+}
+
+static void assert_no_side_files(const char *db)
+{
+	assert_false(exists_suffix(db, "-wal"));
+	assert_false(exists_suffix(db, "-shm"));
+	assert_false(exists_suffix(db, "-journal"));
+}
+
+/* Opening db must fail with HV_EDB, a message naming it and containing `why`, and leave the file
+ * exactly as it was, with no -wal/-shm/-journal next to it; read-only too. */
+static void assert_refused(const char *db, const char *why)
+{
+	size_t len0, len1;
+	char *before = read_file(db, &len0);
+	assert_non_null(before);
+	for (int ro = 0; ro < 2; ro++) {
+		hv_store *st = (hv_store *)1;
+		assert_int_equal(hv_store_open(&st, db, ro ? HV_STORE_READONLY : 0), HV_EDB);
+		assert_null(st);
+		assert_non_null(strstr(hv_error_last(), db));
+		if (!strstr(hv_error_last(), why))
+			fail_msg("message \"%s\" lacks \"%s\"", hv_error_last(), why);
+		assert_null(strchr(hv_error_last(), '\n'));
+	}
+	char *after = read_file(db, &len1);
+	assert_non_null(after);
+	assert_int_equal(len0, len1);
+	assert_memory_equal(before, after, len0);
+	assert_no_side_files(db);
+	free(before);
+	free(after);
+}
+
+static int64_t raw_int(const char *db, const char *sql)
+{
+	sqlite3 *h;
+	assert_int_equal(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	sqlite3_stmt *q;
+	assert_int_equal(sqlite3_prepare_v2(h, sql, -1, &q, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+	int64_t v = sqlite3_column_int64(q, 0);
+	sqlite3_finalize(q);
+	sqlite3_close(h);
+	return v;
+}
+
+static void raw_exec(const char *db, const char *sql)
+{
+	sqlite3 *h;
+	assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+	char *err = NULL;
+	if (sqlite3_exec(h, sql, NULL, NULL, &err) != SQLITE_OK)
+		fail_msg("%s: %s", sql, err);
+	sqlite3_close(h);
+}
+
+static hv_store *open_ok(const char *db, int flags)
+{
+	hv_store *st = NULL;
+	int rc = hv_store_open(&st, db, flags);
+	if (rc != HV_OK)
+		fail_msg("open %s: %d %s", db, rc, hv_error_last());
+	assert_non_null(st);
+	return st;
+}
+
+static void check_ok(int rc)
+{
+	if (rc != HV_OK)
+		fail_msg("status %d: %s", rc, hv_error_last());
+}
+
+static void make_db(const char *db)
+{
+	check_ok(hv_store_close(open_ok(db, 0)));
+}
+
+static void sha256_hex(const void *data, size_t len, char out[65]);
+
+/* ---- opening ------------------------------------------------------------------------------ */
+
+static void test_new_database(void **state)
+{
+	fixture *f = *state;
+	hv_store *st = open_ok(f->db, 0);
+	char *real = realpath(f->db, NULL);
+	assert_string_equal(hv_store_path(st), real);
+	free(real);
+	check_ok(hv_store_integrity_check(st));
+	check_ok(hv_store_close(st));
+
+	assert_int_equal(raw_int(f->db, "PRAGMA user_version"), HV_STORE_SCHEMA_VERSION);
+	assert_int_equal(raw_int(f->db, "PRAGMA application_id"), HV_STORE_APPLICATION_ID);
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM sqlite_master WHERE name IN "
+					"('mime_cache','snapshots','snapshot_entries','runs',"
+					"'run_outputs','artifacts','contents')"), 7);
+	sqlite3 *h;
+	assert_int_equal(sqlite3_open(f->db, &h), SQLITE_OK);
+	sqlite3_stmt *q;
+	assert_int_equal(sqlite3_prepare_v2(h, "PRAGMA journal_mode", -1, &q, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+	assert_string_equal((const char *)sqlite3_column_text(q, 0), "wal");
+	sqlite3_finalize(q);
+	sqlite3_close(h);
+	struct stat sb;
+	assert_int_equal(stat(f->db, &sb), 0);
+	assert_int_equal(sb.st_mode & 0777, 0600);
+
+	/* Reopening works and keeps the data. */
+	st = open_ok(f->db, 0);
+	int64_t id;
+	hv_run_start rs = {.dir = "/x"};
+	check_ok(hv_store_run_begin(st, &rs, &id));
+	check_ok(hv_store_close(st));
+	st = open_ok(f->db, HV_STORE_READONLY);
+	hv_run_iter *it;
+	const hv_run_row *row;
+	check_ok(hv_store_runs(st, NULL, &it));
+	assert_int_equal(hv_run_iter_next(it, &row), HV_OK);
+	assert_int_equal(row->run_id, id);
+	assert_int_equal(hv_run_iter_next(it, &row), HV_DONE);
+	hv_run_iter_free(it);
+	/* A read-only handle refuses writes. */
+	assert_int_equal(hv_store_run_begin(st, &rs, &id), HV_EUSAGE);
+	hv_stat s = {.dev = 1, .ino = 1, .mode = S_IFREG, .mtime_ns = 1, .ctime_ns = 1};
+	assert_int_equal(hv_store_mime_put(st, &s, "fp", "text/plain"), HV_EUSAGE);
+	check_ok(hv_store_close(st));
+}
+
+static void test_empty_file_is_new(void **state)
+{
+	fixture *f = *state;
+	tu_write(f->dir, "harvest.db", "", 0);
+	/* Read-only: reads as empty, and the file stays empty. */
+	hv_store *st = open_ok(f->db, HV_STORE_READONLY);
+	hv_artifact_iter *ai;
+	const hv_artifact_row *ar;
+	check_ok(hv_store_artifacts(st, NULL, &ai));
+	assert_int_equal(hv_artifact_iter_next(ai, &ar), HV_DONE);
+	hv_artifact_iter_free(ai);
+	check_ok(hv_store_close(st));
+	struct stat sb;
+	assert_int_equal(stat(f->db, &sb), 0);
+	assert_int_equal(sb.st_size, 0);
+	assert_no_side_files(f->db);
+
+	make_db(f->db);
+	assert_int_equal(raw_int(f->db, "PRAGMA user_version"), HV_STORE_SCHEMA_VERSION);
+	assert_int_equal(raw_int(f->db, "PRAGMA application_id"), HV_STORE_APPLICATION_ID);
+}
+
+static void test_missing_readonly(void **state)
+{
+	fixture *f = *state;
+	hv_store *st = open_ok(f->db, HV_STORE_READONLY);
+	hv_run_iter *it;
+	const hv_run_row *row;
+	check_ok(hv_store_runs(st, NULL, &it));
+	assert_int_equal(hv_run_iter_next(it, &row), HV_DONE);
+	hv_run_iter_free(it);
+	void *data;
+	size_t len;
+	assert_int_equal(hv_store_content_get(st, "00000000000000000000000000000000"
+						  "00000000000000000000000000000000", &data, &len),
+			 HV_DONE);
+	check_ok(hv_store_close(st));
+	assert_false(exists(f->db));
+	assert_no_side_files(f->db);
+	/* An explicit path in a missing directory is not created. */
+	char *deep = tu_path(f->dir, "no/such/harvest.db");
+	hv_store *st2 = NULL;
+	assert_int_equal(hv_store_open(&st2, deep, 0), HV_EDB);
+	assert_non_null(strstr(hv_error_last(), deep));
+	free(deep);
+}
+
+static void test_default_path(void **state)
+{
+	fixture *f = *state;
+	char *saved_db = getenv("HARVEST_DB") ? strdup(getenv("HARVEST_DB")) : NULL;
+	char *saved_xdg = getenv("XDG_DATA_HOME") ? strdup(getenv("XDG_DATA_HOME")) : NULL;
+	char *saved_home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
+	char *p, expect[4096];
+
+	setenv("HARVEST_DB", "/some/where.db", 1);
+	check_ok(hv_store_default_path(&p));
+	assert_string_equal(p, "/some/where.db");
+	free(p);
+
+	unsetenv("HARVEST_DB");
+	char *xdg = tu_path(f->dir, "xdg");
+	setenv("XDG_DATA_HOME", xdg, 1);
+	check_ok(hv_store_default_path(&p));
+	snprintf(expect, sizeof(expect), "%s/harvest/harvest.db", xdg);
+	assert_string_equal(p, expect);
+	free(p);
+	/* Opening the default creates the directories, the harvest one with mode 0700. */
+	hv_store *st = open_ok(NULL, 0);
+	check_ok(hv_store_close(st));
+	assert_true(exists(expect));
+	snprintf(expect, sizeof(expect), "%s/harvest", xdg);
+	struct stat sb;
+	assert_int_equal(stat(expect, &sb), 0);
+	assert_int_equal(sb.st_mode & 0777, 0700);
+
+	setenv("XDG_DATA_HOME", "relative/dir", 1); /* ignored, as the XDG spec says */
+	setenv("HOME", f->dir, 1);
+	check_ok(hv_store_default_path(&p));
+	snprintf(expect, sizeof(expect), "%s/.local/share/harvest/harvest.db", f->dir);
+	assert_string_equal(p, expect);
+	free(p);
+	unsetenv("XDG_DATA_HOME");
+	check_ok(hv_store_default_path(&p));
+	assert_string_equal(p, expect);
+	free(p);
+
+	if (saved_db)
+		setenv("HARVEST_DB", saved_db, 1);
+	if (saved_xdg)
+		setenv("XDG_DATA_HOME", saved_xdg, 1);
+	if (saved_home)
+		setenv("HOME", saved_home, 1);
+	free(saved_db);
+	free(saved_xdg);
+	free(saved_home);
+	free(xdg);
+}
+
+static void test_refuse_random_bytes(void **state)
+{
+	fixture *f = *state;
+	unsigned char junk[8192];
+	unsigned seed = 12345;
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (unsigned char)(rand_r(&seed) >> 7);
+	tu_write(f->dir, "harvest.db", junk, sizeof(junk));
+	assert_refused(f->db, "not a SQLite database");
+	/* Shorter than a header, and a header-like prefix followed by junk. */
+	tu_write(f->dir, "harvest.db", "SQLite format 3", 15);
+	assert_refused(f->db, "not a SQLite database");
+}
+
+static void test_refuse_text_file(void **state)
+{
+	fixture *f = *state;
+	const char *text = "just some notes\nnot a database at all\n";
+	tu_write(f->dir, "harvest.db", text, strlen(text));
+	assert_refused(f->db, "not a SQLite database");
+}
+
+static void test_refuse_directory(void **state)
+{
+	fixture *f = *state;
+	tu_mkdir(f->dir, "harvest.db");
+	hv_store *st = NULL;
+	assert_int_equal(hv_store_open(&st, f->db, 0), HV_EDB);
+	assert_non_null(strstr(hv_error_last(), "not a harvest database"));
+	assert_int_equal(hv_store_open(&st, f->db, HV_STORE_READONLY), HV_EDB);
+}
+
+static void test_refuse_foreign_sqlite(void **state)
+{
+	fixture *f = *state;
+	raw_exec(f->db, "CREATE TABLE notes(x TEXT); INSERT INTO notes VALUES ('mine');");
+	assert_refused(f->db, "not a harvest database");
+	/* A foreign database in WAL mode, and one with a user_version but no harvest id. */
+	raw_exec(f->db, "PRAGMA journal_mode = WAL; PRAGMA user_version = 1;");
+	assert_refused(f->db, "not a harvest database");
+	/* An empty SQLite database of someone else (no tables, but a header): refused too. */
+	unlink(f->db);
+	raw_exec(f->db, "PRAGMA user_version = 7;");
+	assert_refused(f->db, "not a harvest database");
+}
+
+static void test_refuse_newer_schema(void **state)
+{
+	fixture *f = *state;
+	make_db(f->db);
+	raw_exec(f->db, "PRAGMA user_version = 99;");
+	assert_refused(f->db, "newer harvest");
+
+	/* The same when the new version is still in the -wal file only (the main file's header
+	 * still says 1): the check through SQLite catches it. */
+	raw_exec(f->db, "PRAGMA user_version = 1;");
+	sqlite3 *h;
+	assert_int_equal(sqlite3_open(f->db, &h), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(h, "PRAGMA wal_autocheckpoint = 0; PRAGMA user_version = 42;",
+				      NULL, NULL, NULL), SQLITE_OK);
+	hv_store *st = NULL;
+	assert_int_equal(hv_store_open(&st, f->db, 0), HV_EDB);
+	assert_non_null(strstr(hv_error_last(), "newer harvest"));
+	assert_int_equal(hv_store_open(&st, f->db, HV_STORE_READONLY), HV_EDB);
+	sqlite3_close(h);
+}
+
+static void test_refuse_corrupt(void **state)
+{
+	fixture *f = *state;
+	hv_store *st = open_ok(f->db, 0);
+	int64_t id;
+	hv_run_start rs = {.dir = "/x", .label = "l"};
+	check_ok(hv_store_run_begin(st, &rs, &id));
+	check_ok(hv_store_close(st));
+	assert_no_side_files(f->db);
+	/* Garbage over the schema page's b-tree (after the 100-byte file header). */
+	int fd = open(f->db, O_WRONLY);
+	assert_true(fd >= 0);
+	unsigned char junk[512];
+	memset(junk, 0xa5, sizeof(junk));
+	assert_int_equal(pwrite(fd, junk, sizeof(junk), 100), (ssize_t)sizeof(junk));
+	close(fd);
+	size_t len0, len1;
+	char *before = read_file(f->db, &len0);
+	assert_int_equal(hv_store_open(&st, f->db, 0), HV_EDB);
+	assert_non_null(strstr(hv_error_last(), f->db));
+	assert_non_null(strstr(hv_error_last(), "corrupt"));
+	assert_int_equal(hv_store_open(&st, f->db, HV_STORE_READONLY), HV_EDB);
+	char *after = read_file(f->db, &len1);
+	assert_int_equal(len0, len1);
+	assert_memory_equal(before, after, len0);
+	free(before);
+	free(after);
+}
+
+/* In a child running as nobody: a writing open of the root-owned 0444 database fails with
+ * HV_EDB naming it read-only; a read-only open works and reads the run. */
+static int nobody_readonly_file(void *arg)
+{
+	const char *db = arg;
+	hv_store *st = NULL;
+	if (hv_store_open(&st, db, 0) != HV_EDB)
+		return 10;
+	if (!strstr(hv_error_last(), db) || !strstr(hv_error_last(), "read-only"))
+		return 11;
+	if (hv_store_open(&st, db, HV_STORE_READONLY) != HV_OK)
+		return 12;
+	hv_run_iter *it;
+	const hv_run_row *row;
+	if (hv_store_runs(st, NULL, &it) != HV_OK)
+		return 13;
+	int rc = hv_run_iter_next(it, &row) == HV_OK && row->label_len == 5 &&
+			 memcmp(row->label, "label", 5) == 0
+		 ? 0
+		 : 14;
+	hv_run_iter_free(it);
+	hv_store_close(st);
+	return rc;
+}
+
+static int nobody_write_open(void *arg)
+{
+	hv_store *st = NULL;
+	if (hv_store_open(&st, arg, 0) != HV_EDB)
+		return 20;
+	return strstr(hv_error_last(), "read-only") ? 0 : 21;
+}
+
+static void test_refuse_readonly(void **state)
+{
+	fixture *f = *state;
+	hv_store *st = open_ok(f->db, 0);
+	int64_t id;
+	hv_run_start rs = {.dir = "/x", .label = "label"};
+	check_ok(hv_store_run_begin(st, &rs, &id));
+	check_ok(hv_store_close(st));
+	assert_int_equal(chmod(f->db, 0444), 0);
+	size_t len0, len1;
+	char *before = read_file(f->db, &len0);
+	assert_int_equal(tu_as_nobody(nobody_readonly_file, f->db), 0);
+	char *after = read_file(f->db, &len1);
+	assert_int_equal(len0, len1);
+	assert_memory_equal(before, after, len0);
+	free(before);
+	free(after);
+
+	/* A writable file in a read-only directory (no room for -wal/-shm): refused too. */
+	char *sub = tu_path(f->dir, "ro");
+	assert_int_equal(mkdir(sub, 0755), 0);
+	char *db2 = tu_path(sub, "harvest.db");
+	make_db(db2);
+	assert_int_equal(chown(db2, 65534, 65534), 0);
+	assert_int_equal(chmod(db2, 0600), 0);
+	assert_int_equal(tu_as_nobody(nobody_write_open, db2), 0);
+	assert_no_side_files(db2);
+	free(db2);
+	free(sub);
+}
+
+/* ---- MIME cache ----------------------------------------------------------------------------- */
+
+static char *lookup(hv_store *st, const hv_stat *s, const char *fp)
+{
+	char *mime = (char *)1;
+	check_ok(hv_store_mime_lookup(st, s, fp, &mime));
+	return mime;
+}
+
+static void assert_hit(hv_store *st, const hv_stat *s, const char *fp, const char *expect)
+{
+	char *m = lookup(st, s, fp);
+	if (!m)
+		fail_msg("cache miss, expected %s", expect);
+	assert_string_equal(m, expect);
+	free(m);
+}
+
+static void assert_miss(hv_store *st, const hv_stat *s, const char *fp)
+{
+	char *m = lookup(st, s, fp);
+	if (m)
+		fail_msg("cache hit (%s), expected a miss", m);
+}
+
+static void test_mime_cache(void **state)
+{
+	fixture *f = *state;
+	hv_store *st = open_ok(f->db, 0);
+	int64_t now = hv_store_now_ns();
+	const hv_stat base = {.dev = 2049, .ino = 77, .size = 1234, .mode = S_IFREG | 0644,
+			      .mtime_ns = now - 10 * NS, .ctime_ns = now - 9 * NS};
+	const char *fp = "magic 5.44 db=/usr/share/misc/magic.mgc flags=0x10";
+	assert_miss(st, &base, fp);
+	check_ok(hv_store_mime_put(st, &base, fp, "image/png"));
+	assert_miss(st, &base, fp); /* not written yet: puts are batched */
+	check_ok(hv_store_flush(st));
+	assert_hit(st, &base, fp, "image/png");
+
+	hv_stat s = base;
+	s.dev++;
+	assert_miss(st, &s, fp);
+	s = base;
+	s.ino++;
+	assert_miss(st, &s, fp);
+	s = base;
+	s.size++;
+	assert_miss(st, &s, fp);
+	s = base;
+	s.mtime_ns++;
+	assert_miss(st, &s, fp);
+	s = base;
+	s.ctime_ns--;
+	assert_miss(st, &s, fp);
+	s = base;
+	s.mode = S_IFLNK | 0777;
+	assert_miss(st, &s, fp);
+	assert_miss(st, &base, "magic 5.45 db=/usr/share/misc/magic.mgc flags=0x10");
+	s = base;
+	s.mode = S_IFREG | 0600; /* permission bits are not the file's type */
+	assert_hit(st, &s, fp, "image/png");
+	assert_hit(st, &base, fp, "image/png");
+
+	/* Replacing the answer for the inode. */
+	s = base;
+	s.size = 99;
+	check_ok(hv_store_mime_put(st, &s, fp, "text/plain"));
+	check_ok(hv_store_flush(st));
+	assert_hit(st, &s, fp, "text/plain");
+	assert_miss(st, &base, fp);
+
+	/* The 2 s rule: answers for files not yet 2 s old (by mtime or by ctime) are never
+	 * reused, whatever else matches. */
+	hv_stat young = {.dev = 2049, .ino = 500, .size = 5, .mode = S_IFREG | 0644};
+	int64_t t = hv_store_now_ns();
+	young.mtime_ns = t - NS;
+	young.ctime_ns = t - 10 * NS;
+	check_ok(hv_store_mime_put(st, &young, fp, "text/plain"));
+	young.ino++;
+	young.mtime_ns = t - 10 * NS;
+	young.ctime_ns = t - NS - NS / 2;
+	check_ok(hv_store_mime_put(st, &young, fp, "text/plain"));
+	young.ino++;
+	young.mtime_ns = young.ctime_ns = t + 60 * NS; /* in the future */
+	check_ok(hv_store_mime_put(st, &young, fp, "text/plain"));
+	check_ok(hv_store_flush(st));
+	for (int i = 0; i < 3; i++) {
+		young.ino = 500 + (uint64_t)i;
+		young.mtime_ns = i == 0 ? t - NS : i == 1 ? t - 10 * NS : t + 60 * NS;
+		young.ctime_ns = i == 0 ? t - 10 * NS : i == 1 ? t - NS - NS / 2 : t + 60 * NS;
+		assert_miss(st, &young, fp);
+	}
+	check_ok(hv_store_close(st));
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM mime_cache WHERE ino >= 500"), 0);
+	/* Even a racy row that got into the table is not a hit (the rule is on lookup too). */
+	raw_exec(f->db, "INSERT INTO mime_cache VALUES (2049, 600, 32768, 5, 1000000000000,"
+			" 1000000000000, 'fp', 'text/x-racy', 1000000001000)");
+	st = open_ok(f->db, 0);
+	hv_stat racy = {.dev = 2049, .ino = 600, .size = 5, .mode = S_IFREG,
+			.mtime_ns = 1000000000000, .ctime_ns = 1000000000000};
+	assert_miss(st, &racy, "fp");
+	/* A row cached 2.5 s after mtime/ctime is a hit. */
+	raw_exec(f->db, "UPDATE mime_cache SET cached_at_ns = 1002500000000 WHERE ino = 600");
+	assert_hit(st, &racy, "fp", "text/x-racy");
+
+	/* Many puts: flushed in batches on their own, the rest on close. */
+	for (uint64_t i = 0; i < 1000; i++) {
+		hv_stat m = base;
+		m.ino = 10000 + i;
+		check_ok(hv_store_mime_put(st, &m, fp, "application/octet-stream"));
+	}
+	check_ok(hv_store_close(st));
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM mime_cache WHERE ino >= 10000"),
+			 1000);
+	st = open_ok(f->db, HV_STORE_READONLY);
+	s = base;
+	s.ino = 10999;
+	assert_hit(st, &s, fp, "application/octet-stream");
+	check_ok(hv_store_close(st));
+}
+
+/* ---- snapshots ---------------------------------------------------------------------------- */
+
+static int cmp_paths(const void *a, const void *b)
+{
+	const char *const *x = a, *const *y = b;
+	return hv_store_path_cmp(*x, strlen(*x), *y, strlen(*y));
+}
+
+static hv_stat stat_for(size_t i, int64_t base)
+{
+	hv_stat s = {.dev = 2049, .ino = 1000 + i, .size = i * 3, .mode = S_IFREG | 0644,
+		     .mtime_ns = base - (int64_t)i, .ctime_ns = base - 2 * (int64_t)i};
+	return s;
+}
+
+static void test_path_cmp(void **state)
+{
+	(void)state;
+	/* Walk order: a directory, then what is inside it, then its siblings named after it. */
+	assert_true(hv_store_path_cmp("a", 1, "a/b", 3) < 0);
+	assert_true(hv_store_path_cmp("a/b", 3, "a.txt", 5) < 0);
+	assert_true(hv_store_path_cmp("a/z", 3, "a0", 2) < 0);
+	assert_true(hv_store_path_cmp("a.txt", 5, "a/b", 3) > 0);
+	assert_true(hv_store_path_cmp("\xff", 1, "a", 1) > 0);
+	assert_int_equal(hv_store_path_cmp("x/y", 3, "x/y", 3), 0);
+}
+
+static void test_snapshot_roundtrip(void **state)
+{
+	fixture *f = *state;
+	hv_store *st = open_ok(f->db, 0);
+	const char *paths[] = {
+		"z", "a.txt", "a", "a/b", "a/b/c", "a b", "bad\xff\xfe" "name", "new\nline",
+		"\x01" "ctl", "caf\xc3\xa9", "a/b.txt", "a0", "dir/sub/deep/er", "dir", "dir/sub",
+		"dir/sub/deep", "-", "~",
+	};
+	size_t n = sizeof(paths) / sizeof(paths[0]);
+	hv_snapshot_writer *w;
+	check_ok(hv_store_snapshot_begin(st, "/abs/root\xff", &w));
+	int64_t created = hv_snapshot_writer_created_at(w);
+	assert_true(llabs(created - hv_store_now_ns()) < 5 * NS);
+	char sha[65];
+	sha256_hex("x", 1, sha);
+	for (size_t i = 0; i < n; i++) {
+		hv_stat s = stat_for(i, created);
+		check_ok(hv_snapshot_writer_add(w, paths[i], strlen(paths[i]), &s,
+						i % 3 == 0 ? sha : NULL));
+	}
+	int64_t id = 0;
+	check_ok(hv_snapshot_writer_finish(w, &id));
+	assert_true(id > 0);
+
+	hv_snapshot *sn;
+	check_ok(hv_store_snapshot_open(st, id, &sn));
+	assert_int_equal(hv_snapshot_id(sn), id);
+	size_t rlen;
+	const char *root = hv_snapshot_root(sn, &rlen);
+	assert_int_equal(rlen, 10);
+	assert_memory_equal(root, "/abs/root\xff", 10);
+	assert_int_equal(hv_snapshot_created_at(sn), created);
+	assert_int_equal(hv_snapshot_entries(sn), n);
+
+	const char *sorted[sizeof(paths) / sizeof(paths[0])];
+	memcpy(sorted, paths, sizeof(paths));
+	qsort(sorted, n, sizeof(sorted[0]), cmp_paths);
+	const hv_snapshot_entry *e;
+	for (size_t k = 0; k < n; k++) {
+		assert_int_equal(hv_snapshot_next(sn, &e), HV_OK);
+		assert_int_equal(e->path_len, strlen(sorted[k]));
+		assert_memory_equal(e->path, sorted[k], e->path_len);
+		assert_int_equal(e->path[e->path_len], '\0');
+		size_t i = 0;
+		while (strcmp(paths[i], sorted[k]) != 0)
+			i++;
+		hv_stat s = stat_for(i, created);
+		assert_memory_equal(&e->st, &s, sizeof(s));
+		if (i % 3 == 0)
+			assert_string_equal(e->sha256, sha);
+		else
+			assert_null(e->sha256);
+	}
+	assert_int_equal(hv_snapshot_next(sn, &e), HV_DONE);
+	assert_int_equal(hv_snapshot_next(sn, &e), HV_DONE);
+
+	hv_snapshot_entry le;
+	check_ok(hv_snapshot_lookup(sn, "bad\xff\xfe" "name", 9, &le));
+	assert_int_equal(le.path_len, 9);
+	assert_memory_equal(le.path, "bad\xff\xfe" "name", 9);
+	hv_stat s6 = stat_for(6, created);
+	assert_memory_equal(&le.st, &s6, sizeof(s6));
+	check_ok(hv_snapshot_lookup(sn, "new\nline", 8, &le));
+	assert_string_equal(le.sha256, sha);
+	check_ok(hv_snapshot_lookup(sn, "dir/sub/deep/er", 15, &le));
+	assert_int_equal(hv_snapshot_lookup(sn, "dir/sub/deep/e", 14, &le), HV_DONE);
+	assert_int_equal(hv_snapshot_lookup(sn, "a\0b", 3, &le), HV_DONE); /* not "a/b" */
+	hv_snapshot_close(sn);
+
+	assert_int_equal(hv_store_snapshot_open(st, id + 100, &sn), HV_DONE);
+	assert_non_null(strstr(hv_error_last(), "no snapshot"));
+
+	/* Racy: mtime or ctime within 2 s before the snapshot time, or after it. */
+	hv_stat r = {.mtime_ns = created - 10 * NS, .ctime_ns = created - 10 * NS};
+	assert_false(hv_store_stat_is_racy(&r, created));
+	r.mtime_ns = created - NS;
+	assert_true(hv_store_stat_is_racy(&r, created));
+	r.mtime_ns = created - 10 * NS;
+	r.ctime_ns = created + NS;
+	assert_true(hv_store_stat_is_racy(&r, created));
+	check_ok(hv_store_close(st));
+}
+
+static void test_snapshot_large_and_interleaved(void **state)
+{
+	fixture *f = *state;
+	hv_store *st = open_ok(f->db, 0);
+	hv_snapshot_writer *w;
+	check_ok(hv_store_snapshot_begin(st, "/big", &w));
+	int64_t created = hv_snapshot_writer_created_at(w);
+	const size_t n = 10000; /* more than a batch and many read pages */
+	char p[64];
+	for (size_t i = 0; i < n; i++) {
+		snprintf(p, sizeof(p), "d%zu/f%05zu", i % 7, (i * 7919) % n);
+		hv_stat s = stat_for(i, created);
+		check_ok(hv_snapshot_writer_add(w, p, strlen(p), &s, NULL));
+	}
+	int64_t id;
+	check_ok(hv_snapshot_writer_finish(w, &id));
+
+	/* Iterating while writing through the same handle (the collector caches MIME answers as
+	 * it compares): entries come in pages, so the writes are not blocked. */
+	hv_snapshot *sn;
+	check_ok(hv_store_snapshot_open(st, id, &sn));
+	const hv_snapshot_entry *e;
+	size_t count = 0;
+	char prev[64] = "";
+	size_t prev_len = 0;
+	int64_t now = hv_store_now_ns();
+	while (hv_snapshot_next(sn, &e) == HV_OK) {
+		if (count)
+			assert_true(hv_store_path_cmp(prev, prev_len, e->path, e->path_len) < 0);
+		memcpy(prev, e->path, e->path_len);
+		prev_len = e->path_len;
+		hv_stat m = {.dev = 9, .ino = count, .mode = S_IFREG, .mtime_ns = now - 5 * NS,
+			     .ctime_ns = now - 5 * NS};
+		check_ok(hv_store_mime_put(st, &m, "fp", "text/plain"));
+		count++;
+	}
+	assert_int_equal(count, n);
+	hv_snapshot_close(sn);
+	check_ok(hv_store_flush(st));
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM mime_cache WHERE dev = 9"), n);
+
+	/* An unfinished snapshot is invisible; abort removes it. */
+	check_ok(hv_store_snapshot_begin(st, "/unfinished", &w));
+	hv_stat s = stat_for(1, created);
+	check_ok(hv_snapshot_writer_add(w, "x", 1, &s, NULL));
+	int64_t unfinished = raw_int(f->db, "SELECT max(id) FROM snapshots");
+	assert_int_equal(raw_int(f->db, "SELECT complete FROM snapshots ORDER BY id DESC"), 0);
+	assert_int_equal(hv_store_snapshot_open(st, unfinished, &sn), HV_DONE);
+	check_ok(hv_snapshot_writer_abort(w));
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM snapshots"), 1);
+
+	/* A path added twice fails the snapshot, which is then gone. */
+	check_ok(hv_store_snapshot_begin(st, "/dup", &w));
+	check_ok(hv_snapshot_writer_add(w, "same", 4, &s, NULL));
+	check_ok(hv_snapshot_writer_add(w, "same", 4, &s, NULL));
+	assert_int_equal(hv_snapshot_writer_finish(w, &id), HV_EUSAGE);
+	assert_non_null(strstr(hv_error_last(), "same"));
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM snapshots"), 1);
+	/* Bad arguments. */
+	check_ok(hv_store_snapshot_begin(st, "/bad", &w));
+	assert_int_equal(hv_snapshot_writer_add(w, "", 0, &s, NULL), HV_EUSAGE);
+	assert_int_equal(hv_snapshot_writer_add(w, "x", 1, &s, "nothex"), HV_EUSAGE);
+	check_ok(hv_snapshot_writer_abort(w));
+
+	/* Deleting the big one removes its entries. */
+	int64_t big = raw_int(f->db, "SELECT min(id) FROM snapshots");
+	check_ok(hv_store_snapshot_delete(st, big));
+	assert_int_equal(hv_store_snapshot_delete(st, big), HV_DONE);
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM snapshot_entries"), 0);
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM snapshots"), 0);
+	check_ok(hv_store_integrity_check(st));
+	check_ok(hv_store_close(st));
+}
+
+/* ---- runs, artifacts, contents -------------------------------------------------------------- */
+
+#include <openssl/evp.h>
+
+static void sha256_hex(const void *data, size_t len, char out[65])
+{
+	unsigned char md[32];
+	unsigned int n;
+	EVP_Digest(data, len, md, &n, EVP_sha256(), NULL);
+	for (int i = 0; i < 32; i++)
+		snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+typedef struct art {
+	const char *path, *name, *mime, *content;
+	bool store;
+	char sha[65];
+} art;
+
+static int64_t record_run(hv_store *st, const char *label, const char *cmd, int64_t started,
+			  art *arts, size_t n)
+{
+	int64_t id;
+	hv_run_start rs = {.label = label, .command_json = cmd, .dir = "/work/dir",
+			   .started_at_ns = started};
+	check_ok(hv_store_run_begin(st, &rs, &id));
+	hv_artifact_in in[16];
+	for (size_t i = 0; i < n; i++) {
+		sha256_hex(arts[i].content, strlen(arts[i].content), arts[i].sha);
+		in[i] = (hv_artifact_in){
+			.path = arts[i].path, .path_len = strlen(arts[i].path),
+			.name = arts[i].name, .name_len = strlen(arts[i].name),
+			.mime_type = arts[i].mime, .size = strlen(arts[i].content),
+			.sha256 = arts[i].sha,
+			.content = arts[i].store ? arts[i].content : NULL,
+			.content_len = arts[i].store ? strlen(arts[i].content) : 0,
+		};
+	}
+	hv_run_end end = {.has_exit_code = cmd != NULL, .exit_code = 3, .duration_ms = 42,
+			  .stdout_data = "out\xff", .stdout_len = 4, .stderr_data = "e\nrr",
+			  .stderr_len = 4, .stderr_truncated = true,
+			  .skipped_json = "[{\"path\":\"x\",\"reason\":\"too_large\",\"size\":9}]"};
+	check_ok(hv_store_run_finish(st, id, &end, in, n));
+	return id;
+}
+
+static void test_runs_and_contents(void **state)
+{
+	fixture *f = *state;
+	hv_store *st = open_ok(f->db, 0);
+	art arts[] = {
+		{"figs/plot.png", "plot.png", "image/png", "PNGDATA", true},
+		{"copy/plot.png", "plot.png", "image/png", "PNGDATA", true}, /* same bytes */
+		{"notes\xff.txt", "notes\xff.txt", "text/plain", "hello", true},
+		{"big.bin", "big.bin", "application/octet-stream", "not stored", false},
+		{"empty", "empty", "inode/x-empty", "", true},
+	};
+	int64_t t0 = hv_store_now_ns();
+	int64_t id = record_run(st, "first", "[\"python3\",\"-c\",\"...\"]", 0, arts, 5);
+	/* Two artifacts with the same digest: one content row. */
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM contents"), 3);
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM artifacts"), 5);
+
+	hv_run_filter rf = {.run_id = id, .with_output = true};
+	hv_run_iter *ri;
+	const hv_run_row *r;
+	check_ok(hv_store_runs(st, &rf, &ri));
+	assert_int_equal(hv_run_iter_next(ri, &r), HV_OK);
+	assert_int_equal(r->run_id, id);
+	assert_int_equal(r->label_len, 5);
+	assert_memory_equal(r->label, "first", 5);
+	assert_string_equal(r->command_json, "[\"python3\",\"-c\",\"...\"]");
+	assert_int_equal(r->dir_len, 9);
+	assert_memory_equal(r->dir, "/work/dir", 9);
+	assert_true(r->started_at_ns >= t0 && r->ended && r->ended_at_ns >= r->started_at_ns);
+	assert_true(r->has_exit_code);
+	assert_int_equal(r->exit_code, 3);
+	assert_false(r->timed_out);
+	assert_int_equal(r->duration_ms, 42);
+	assert_int_equal(r->artifacts, 5);
+	assert_int_equal(r->stdout_len, 4);
+	assert_memory_equal(r->stdout_data, "out\xff", 4);
+	assert_memory_equal(r->stderr_data, "e\nrr", 4);
+	assert_false(r->stdout_truncated);
+	assert_true(r->stderr_truncated);
+	assert_string_equal(r->skipped_json,
+			    "[{\"path\":\"x\",\"reason\":\"too_large\",\"size\":9}]");
+	assert_int_equal(hv_run_iter_next(ri, &r), HV_DONE);
+	hv_run_iter_free(ri);
+
+	/* The artifacts, in recorded order, with content where stored. */
+	hv_artifact_filter af = {.run_id = id, .with_content = true};
+	hv_artifact_iter *ai;
+	const hv_artifact_row *a;
+	check_ok(hv_store_artifacts(st, &af, &ai));
+	for (size_t i = 0; i < 5; i++) {
+		assert_int_equal(hv_artifact_iter_next(ai, &a), HV_OK);
+		assert_int_equal(a->run_id, id);
+		assert_int_equal(a->path_len, strlen(arts[i].path));
+		assert_memory_equal(a->path, arts[i].path, a->path_len);
+		assert_memory_equal(a->name, arts[i].name, a->name_len);
+		assert_string_equal(a->mime_type, arts[i].mime);
+		assert_int_equal(a->size, strlen(arts[i].content));
+		assert_string_equal(a->sha256, arts[i].sha);
+		assert_true(a->recorded_at_ns >= t0);
+		assert_int_equal(a->content_stored, arts[i].store);
+		if (arts[i].store) {
+			assert_non_null(a->content);
+			assert_int_equal(a->content_len, strlen(arts[i].content));
+			assert_memory_equal(a->content, arts[i].content, a->content_len);
+		} else {
+			assert_null(a->content);
+		}
+	}
+	assert_int_equal(hv_artifact_iter_next(ai, &a), HV_DONE);
+	hv_artifact_iter_free(ai);
+
+	/* Contents by digest (either case) and by artifact id. */
+	void *data;
+	size_t len;
+	char upper[65];
+	for (int i = 0; i < 65; i++)
+		upper[i] = (char)(arts[0].sha[i] >= 'a' ? arts[0].sha[i] - 32 : arts[0].sha[i]);
+	check_ok(hv_store_content_get(st, upper, &data, &len));
+	assert_int_equal(len, 7);
+	assert_memory_equal(data, "PNGDATA", 7);
+	free(data);
+	int64_t first_art = raw_int(f->db, "SELECT min(id) FROM artifacts");
+	check_ok(hv_store_artifact_content(st, first_art + 2, &data, &len));
+	assert_memory_equal(data, "hello", 5);
+	free(data);
+	check_ok(hv_store_artifact_content(st, first_art + 4, &data, &len)); /* empty content */
+	assert_int_equal(len, 0);
+	assert_non_null(data);
+	free(data);
+	assert_int_equal(hv_store_artifact_content(st, first_art + 3, &data, &len), HV_DONE);
+	assert_int_equal(hv_store_artifact_content(st, first_art + 99, &data, &len), HV_DONE);
+	assert_int_equal(hv_store_content_get(st, arts[3].sha, &data, &len), HV_DONE);
+	assert_int_equal(hv_store_content_get(st, "abc", &data, &len), HV_EUSAGE);
+
+	/* A run finishes once; a missing run cannot finish. */
+	hv_run_end end = {.duration_ms = -1};
+	assert_int_equal(hv_store_run_finish(st, id, &end, NULL, 0), HV_DONE);
+	assert_int_equal(hv_store_run_finish(st, id + 50, &end, NULL, 0), HV_DONE);
+
+	/* A collect: no command, no exit code, unknown duration; and a bad artifact records
+	 * nothing at all (one transaction). */
+	int64_t cid;
+	hv_run_start cs = {.dir = "/c"};
+	check_ok(hv_store_run_begin(st, &cs, &cid));
+	hv_artifact_in bad[2] = {
+		{.path = "ok", .path_len = 2, .name = "ok", .name_len = 2, .mime_type = "text/plain",
+		 .size = 5, .sha256 = arts[2].sha, .content = "hello", .content_len = 5},
+		{.path = "liar", .path_len = 4, .name = "liar", .name_len = 4,
+		 .mime_type = "text/plain", .size = 5, .sha256 = arts[2].sha, .content = "HELLO",
+		 .content_len = 5},
+	};
+	assert_int_equal(hv_store_run_finish(st, cid, &end, bad, 2), HV_EUSAGE);
+	bad[1].sha256 = "zz";
+	bad[1].content = NULL;
+	assert_int_equal(hv_store_run_finish(st, cid, &end, bad, 2), HV_EUSAGE);
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM artifacts"), 5);
+	rf = (hv_run_filter){.run_id = cid};
+	check_ok(hv_store_runs(st, &rf, &ri));
+	assert_int_equal(hv_run_iter_next(ri, &r), HV_OK);
+	assert_false(r->ended); /* still running, as a killed run would show */
+	assert_null(r->label);
+	assert_null(r->command_json);
+	assert_null(r->stdout_data);
+	hv_run_iter_free(ri);
+	check_ok(hv_store_run_finish(st, cid, &end, bad, 1));
+	check_ok(hv_store_runs(st, &rf, &ri));
+	assert_int_equal(hv_run_iter_next(ri, &r), HV_OK);
+	assert_true(r->ended);
+	assert_false(r->has_exit_code);
+	assert_int_equal(r->duration_ms, -1);
+	assert_int_equal(r->artifacts, 1);
+	hv_run_iter_free(ri);
+	rf.with_output = true;
+	check_ok(hv_store_runs(st, &rf, &ri));
+	assert_int_equal(hv_run_iter_next(ri, &r), HV_OK);
+	assert_string_equal(r->skipped_json, "[]");
+	assert_int_equal(r->stdout_len, 0);
+	hv_run_iter_free(ri);
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM contents"), 3);
+	check_ok(hv_store_integrity_check(st));
+	check_ok(hv_store_close(st));
+}
+
+/* Counts the artifacts f selects, checking each with `check` when given. */
+static size_t count_artifacts(hv_store *st, const hv_artifact_filter *f,
+			      bool (*check)(const hv_artifact_row *))
+{
+	hv_artifact_iter *it;
+	check_ok(hv_store_artifacts(st, f, &it));
+	const hv_artifact_row *a;
+	size_t n = 0;
+	int rc;
+	while ((rc = hv_artifact_iter_next(it, &a)) == HV_OK) {
+		if (check && !check(a))
+			fail_msg("artifact %lld (%.*s, %s) should not match", (long long)a->artifact_id,
+				 (int)a->name_len, a->name, a->mime_type);
+		n++;
+	}
+	assert_int_equal(rc, HV_DONE);
+	hv_artifact_iter_free(it);
+	return n;
+}
+
+static bool is_image(const hv_artifact_row *a)
+{
+	return strncmp(a->mime_type, "image/", 6) == 0;
+}
+
+static bool is_png_name(const hv_artifact_row *a)
+{
+	return a->name_len > 4 && memcmp(a->name + a->name_len - 4, ".png", 4) == 0;
+}
+
+static size_t count_runs(hv_store *st, const hv_run_filter *f, int64_t *first)
+{
+	hv_run_iter *it;
+	check_ok(hv_store_runs(st, f, &it));
+	const hv_run_row *r;
+	size_t n = 0;
+	int64_t prev = INT64_MAX;
+	while (hv_run_iter_next(it, &r) == HV_OK) {
+		assert_true(r->run_id < prev); /* newest first */
+		prev = r->run_id;
+		if (n++ == 0 && first)
+			*first = r->run_id;
+	}
+	hv_run_iter_free(it);
+	return n;
+}
+
+static void test_history_filters(void **state)
+{
+	fixture *f = *state;
+	hv_store *st = open_ok(f->db, 0);
+	art r1[] = {
+		{"a/plot.png", "plot.png", "image/png", "p1", true},
+		{"a/chart.svg", "chart.svg", "image/svg+xml", "s1", true},
+		{"a/data.csv", "data.csv", "text/csv", "c1", true},
+	};
+	art r2[] = {
+		{"plot.png", "plot.png", "image/png", "p2", false},
+		{"weird", "image", "imagex/odd", "w2", true},     /* not image/ */
+		{"b\xff.png", "b\xff.png", "application/octet-stream", "b2", true},
+		{"cfg.json", "cfg.json", "application/json", "j2", true},
+	};
+	art r3[] = {
+		{"plot.png", "plot.png", "image/png", "p1", true}, /* same bytes as run 1's */
+		{"README.md", "README.md", "text/markdown", "m3", true},
+	};
+	int64_t day = 86400 * NS, now = hv_store_now_ns();
+	int64_t id1 = record_run(st, "alpha", "[\"a\"]", now - 3 * day, r1, 3);
+	int64_t mid = hv_store_now_ns();
+	int64_t id2 = record_run(st, "beta", NULL, now - 2 * day, r2, 4);
+	int64_t id3 = record_run(st, "alpha", "[\"c\"]", now - day, r3, 2);
+
+	/* Runs: all, limit, since, label, label + limit. */
+	int64_t first = 0;
+	hv_run_filter rf = {0};
+	assert_int_equal(count_runs(st, &rf, &first), 3);
+	assert_int_equal(first, id3);
+	rf.limit = 2;
+	assert_int_equal(count_runs(st, &rf, &first), 2);
+	rf = (hv_run_filter){.since_ns = now - 2 * day};
+	assert_int_equal(count_runs(st, &rf, NULL), 2);
+	rf = (hv_run_filter){.label = "alpha"};
+	assert_int_equal(count_runs(st, &rf, &first), 2);
+	assert_int_equal(first, id3);
+	rf.limit = 1;
+	assert_int_equal(count_runs(st, &rf, NULL), 1);
+	rf = (hv_run_filter){.label = "gamma"};
+	assert_int_equal(count_runs(st, &rf, NULL), 0);
+	rf = (hv_run_filter){.run_id = id2};
+	assert_int_equal(count_runs(st, &rf, &first), 1);
+	assert_int_equal(first, id2);
+
+	/* Artifacts: order is newest run first, recorded order within a run. */
+	hv_artifact_iter *it;
+	const hv_artifact_row *a;
+	check_ok(hv_store_artifacts(st, NULL, &it));
+	int64_t expect_runs[] = {id3, id3, id2, id2, id2, id2, id1, id1, id1};
+	int64_t prev_id = 0;
+	for (size_t i = 0; i < 9; i++) {
+		assert_int_equal(hv_artifact_iter_next(it, &a), HV_OK);
+		assert_int_equal(a->run_id, expect_runs[i]);
+		if (i && expect_runs[i] == expect_runs[i - 1])
+			assert_true(a->artifact_id > prev_id);
+		prev_id = a->artifact_id;
+		assert_null(a->content); /* not asked for */
+	}
+	assert_int_equal(hv_artifact_iter_next(it, &a), HV_DONE);
+	hv_artifact_iter_free(it);
+
+	hv_artifact_filter af = {.run_id = id2};
+	assert_int_equal(count_artifacts(st, &af, NULL), 4);
+	af = (hv_artifact_filter){.mime = "image/*"};
+	assert_int_equal(count_artifacts(st, &af, is_image), 4);
+	af = (hv_artifact_filter){.mime = "image/png"};
+	assert_int_equal(count_artifacts(st, &af, is_image), 3);
+	af = (hv_artifact_filter){.mime = "*json"};
+	assert_int_equal(count_artifacts(st, &af, NULL), 1);
+	af = (hv_artifact_filter){.mime = "text/*", .run_id = id1};
+	assert_int_equal(count_artifacts(st, &af, NULL), 1);
+	af = (hv_artifact_filter){.name = "*.png"};
+	assert_int_equal(count_artifacts(st, &af, is_png_name), 4);
+	af = (hv_artifact_filter){.name = "plot*"};
+	assert_int_equal(count_artifacts(st, &af, is_png_name), 3);
+	af = (hv_artifact_filter){.name = "b\xff*"};
+	assert_int_equal(count_artifacts(st, &af, is_png_name), 1);
+	af = (hv_artifact_filter){.name = "README.md"};
+	assert_int_equal(count_artifacts(st, &af, NULL), 1);
+	af = (hv_artifact_filter){.name = "[cd]*"};
+	assert_int_equal(count_artifacts(st, &af, NULL), 3);
+	af = (hv_artifact_filter){.sha256 = r1[0].sha};
+	assert_int_equal(count_artifacts(st, &af, NULL), 2);
+	char prefix[9];
+	memcpy(prefix, r3[1].sha, 8);
+	prefix[8] = '\0';
+	af = (hv_artifact_filter){.sha256 = prefix};
+	assert_true(count_artifacts(st, &af, NULL) >= 1);
+	af = (hv_artifact_filter){.sha256 = "not-hex"};
+	assert_int_equal(hv_store_artifacts(st, &af, &it), HV_EUSAGE);
+	af = (hv_artifact_filter){.since_ns = mid};
+	assert_int_equal(count_artifacts(st, &af, NULL), 6);
+	af = (hv_artifact_filter){.since_ns = hv_store_now_ns() + NS};
+	assert_int_equal(count_artifacts(st, &af, NULL), 0);
+	af = (hv_artifact_filter){.limit = 4};
+	assert_int_equal(count_artifacts(st, &af, NULL), 4);
+	af = (hv_artifact_filter){.mime = "image/*", .name = "plot.png", .limit = 2};
+	assert_int_equal(count_artifacts(st, &af, is_image), 2);
+	af = (hv_artifact_filter){.artifact_id = prev_id};
+	assert_int_equal(count_artifacts(st, &af, NULL), 1);
+
+	/* with_content only gives the contents a run stored (run 2's plot.png: not stored). */
+	af = (hv_artifact_filter){.run_id = id2, .name = "plot.png", .with_content = true};
+	check_ok(hv_store_artifacts(st, &af, &it));
+	assert_int_equal(hv_artifact_iter_next(it, &a), HV_OK);
+	assert_false(a->content_stored);
+	assert_null(a->content);
+	hv_artifact_iter_free(it);
+	check_ok(hv_store_close(st));
+}
+
+static void test_prune(void **state)
+{
+	fixture *f = *state;
+	hv_store *st = open_ok(f->db, 0);
+	int64_t now = hv_store_now_ns(), day = 86400 * NS;
+	art r1[] = {
+		{"only1", "only1", "text/plain", "content only in run 1", true},
+		{"shared", "shared", "text/plain", "shared content", true},
+	};
+	art r2[] = {
+		{"shared", "shared", "text/plain", "shared content", false}, /* refers, no store */
+		{"only2", "only2", "text/plain", "content of run 2", true},
+	};
+	art r3[] = {{"only3", "only3", "text/plain", "three", true}};
+	int64_t id1 = record_run(st, "a", NULL, now - 3 * day, r1, 2);
+	int64_t id2 = record_run(st, "b", NULL, now - 2 * day, r2, 2);
+	int64_t id3 = record_run(st, "c", NULL, now - day, r3, 1);
+	/* An old snapshot, a recent one, and one a killed process abandoned. */
+	hv_snapshot_writer *w;
+	int64_t old_snap, new_snap;
+	hv_stat s = stat_for(1, now);
+	check_ok(hv_store_snapshot_begin(st, "/old", &w));
+	check_ok(hv_snapshot_writer_add(w, "x", 1, &s, NULL));
+	check_ok(hv_snapshot_writer_finish(w, &old_snap));
+	check_ok(hv_store_snapshot_begin(st, "/new", &w));
+	check_ok(hv_snapshot_writer_finish(w, &new_snap));
+	check_ok(hv_store_snapshot_begin(st, "/abandoned", &w));
+	check_ok(hv_snapshot_writer_add(w, "y", 1, &s, NULL));
+	check_ok(hv_snapshot_writer_add(w, "z", 1, &s, NULL));
+	check_ok(hv_store_close(st)); /* w is never finished: as if killed */
+	free(w);
+	char sql[256];
+	snprintf(sql, sizeof(sql), "UPDATE snapshots SET created_at_ns = %lld WHERE id = %lld;"
+		 "UPDATE snapshots SET created_at_ns = %lld WHERE root = CAST('/abandoned' AS BLOB)",
+		 (long long)(now - 4 * day), (long long)old_snap, (long long)(now - 2 * NS * 3600));
+	raw_exec(f->db, sql);
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM snapshots"), 3);
+	/* The abandoned writer's batch was never written (no rows), but its snapshot row is. */
+
+	st = open_ok(f->db, 0);
+	hv_prune_opts po = {.keep_runs = -1, .before_ns = 0};
+	hv_prune_result pr;
+	assert_int_equal(hv_store_prune(st, &po, &pr), HV_EUSAGE);
+
+	po.keep_runs = 2;
+	check_ok(hv_store_prune(st, &po, &pr));
+	assert_int_equal(pr.runs, 1);
+	assert_int_equal(pr.artifacts, 2);
+	assert_int_equal(pr.contents, 1); /* "shared" is still referenced by run 2 */
+	assert_int_equal(pr.content_bytes, strlen(r1[0].content));
+	assert_int_equal(pr.snapshots, 2); /* the old one and the abandoned one */
+	hv_snapshot *sn;
+	assert_int_equal(hv_store_snapshot_open(st, old_snap, &sn), HV_DONE);
+	check_ok(hv_store_snapshot_open(st, new_snap, &sn));
+	hv_snapshot_close(sn);
+	void *data;
+	size_t len;
+	assert_int_equal(hv_store_content_get(st, r1[0].sha, &data, &len), HV_DONE);
+	check_ok(hv_store_content_get(st, r1[1].sha, &data, &len));
+	free(data);
+	/* Run 2's "shared" artifact did not store it, but the bytes are there by digest. */
+	int64_t shared2 = raw_int(f->db, "SELECT min(id) FROM artifacts");
+	check_ok(hv_store_artifact_content(st, shared2, &data, &len));
+	assert_memory_equal(data, "shared content", len);
+	free(data);
+	hv_run_filter rf = {.run_id = id1};
+	assert_int_equal(count_runs(st, &rf, NULL), 0);
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM run_outputs"), 2);
+
+	/* --before: runs started before it go; 'shared' goes with the last reference. */
+	po = (hv_prune_opts){.keep_runs = -1, .before_ns = now - day - NS};
+	check_ok(hv_store_prune(st, &po, &pr));
+	assert_int_equal(pr.runs, 1);
+	assert_int_equal(pr.artifacts, 2);
+	assert_int_equal(pr.contents, 2);
+	assert_int_equal(pr.snapshots, 0);
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM contents"), 1);
+	rf.run_id = id2;
+	assert_int_equal(count_runs(st, &rf, NULL), 0);
+	rf.run_id = id3;
+	assert_int_equal(count_runs(st, &rf, NULL), 1);
+
+	/* Nothing to do is fine. */
+	check_ok(hv_store_prune(st, &po, &pr));
+	assert_int_equal(pr.runs + pr.artifacts + pr.contents + pr.snapshots, 0);
+	po = (hv_prune_opts){.keep_runs = 0, .before_ns = 0};
+	check_ok(hv_store_prune(st, &po, &pr));
+	assert_int_equal(pr.runs, 1);
+	assert_int_equal(pr.contents, 1);
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM contents"), 0);
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM artifacts"), 0);
+	check_ok(hv_store_integrity_check(st));
+	check_ok(hv_store_close(st));
+	assert_int_equal(raw_int(f->db, "PRAGMA freelist_count"), 0); /* pages given back */
+}
+
+/* ---- concurrency and crashes ---------------------------------------------------------------- */
+
+typedef struct worker {
+	const char *db;
+	int tag;
+	int rc;
+	char msg[512];
+} worker;
+
+static int worker_round(hv_store *st, int tag, int i)
+{
+	char content[64], sha[65], path[64];
+	snprintf(content, sizeof(content), "content %d %d", tag, i % 5);
+	sha256_hex(content, strlen(content), sha);
+	snprintf(path, sizeof(path), "out/%d/%d.txt", tag, i);
+	int64_t id;
+	hv_run_start rs = {.label = tag ? "t1" : "t0", .dir = "/w"};
+	int rc = hv_store_run_begin(st, &rs, &id);
+	hv_artifact_in in = {.path = path, .path_len = strlen(path), .name = path + 4,
+			     .name_len = strlen(path + 4), .mime_type = "text/plain",
+			     .size = strlen(content), .sha256 = sha, .content = content,
+			     .content_len = strlen(content)};
+	hv_run_end end = {.has_exit_code = true, .duration_ms = 1};
+	if (rc == HV_OK)
+		rc = hv_store_run_finish(st, id, &end, &in, 1);
+	int64_t now = hv_store_now_ns();
+	for (int k = 0; rc == HV_OK && k < 40; k++) {
+		hv_stat s = {.dev = (uint64_t)tag, .ino = (uint64_t)(i * 100 + k), .mode = S_IFREG,
+			     .mtime_ns = now - 10 * NS, .ctime_ns = now - 10 * NS};
+		rc = hv_store_mime_put(st, &s, "fp", "text/plain");
+	}
+	if (rc == HV_OK)
+		rc = hv_store_flush(st);
+	hv_snapshot_writer *w = NULL;
+	if (rc == HV_OK)
+		rc = hv_store_snapshot_begin(st, "/w", &w);
+	for (int k = 0; rc == HV_OK && k < 300; k++) {
+		snprintf(path, sizeof(path), "f%04d", k);
+		hv_stat s = {.ino = (uint64_t)k};
+		rc = hv_snapshot_writer_add(w, path, strlen(path), &s, NULL);
+	}
+	if (rc == HV_OK) {
+		rc = hv_snapshot_writer_finish(w, &id);
+		w = NULL;
+	}
+	hv_snapshot_writer_abort(w);
+	return rc;
+}
+
+static void *worker_main(void *arg)
+{
+	worker *wk = arg;
+	hv_store *st = NULL;
+	wk->rc = hv_store_open(&st, wk->db, 0);
+	for (int i = 0; wk->rc == HV_OK && i < 40; i++)
+		wk->rc = worker_round(st, wk->tag, i);
+	if (wk->rc != HV_OK)
+		snprintf(wk->msg, sizeof(wk->msg), "%s", hv_error_last());
+	int rc = hv_store_close(st);
+	if (wk->rc == HV_OK)
+		wk->rc = rc;
+	return NULL;
+}
+
+static void test_concurrent_threads(void **state)
+{
+	fixture *f = *state;
+	/* Both threads create the database at once, too. */
+	worker wk[2] = {{.db = f->db, .tag = 0}, {.db = f->db, .tag = 1}};
+	pthread_t th[2];
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, worker_main, &wk[i]), 0);
+	for (int i = 0; i < 2; i++) {
+		pthread_join(th[i], NULL);
+		if (wk[i].rc != HV_OK)
+			fail_msg("worker %d: %d %s", i, wk[i].rc, wk[i].msg);
+	}
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM runs"), 80);
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM artifacts"), 80);
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM contents"), 10);
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM snapshots WHERE complete"), 80);
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM mime_cache"), 2 * 40 * 40);
+	hv_store *st = open_ok(f->db, 0);
+	check_ok(hv_store_integrity_check(st));
+	hv_run_filter rf = {.label = "t1"};
+	assert_int_equal(count_runs(st, &rf, NULL), 40);
+	check_ok(hv_store_close(st));
+}
+
+/* A child that writes as fast as it can until it is killed. */
+static void crash_child(const char *db)
+{
+	hv_store *st = NULL;
+	if (hv_store_open(&st, db, 0) != HV_OK)
+		_exit(1);
+	for (int i = 0;; i++) {
+		hv_snapshot_writer *w;
+		if (hv_store_snapshot_begin(st, "/crash", &w) != HV_OK)
+			_exit(2);
+		char p[32];
+		for (int k = 0; k < 5000; k++) {
+			snprintf(p, sizeof(p), "d/%06d", k);
+			hv_stat s = {.ino = (uint64_t)k, .size = (uint64_t)i};
+			if (hv_snapshot_writer_add(w, p, strlen(p), &s, NULL) != HV_OK)
+				_exit(3);
+		}
+		int64_t id;
+		if (hv_snapshot_writer_finish(w, &id) != HV_OK || worker_round(st, 7, i) != HV_OK)
+			_exit(4);
+	}
+}
+
+static void test_killed_writer(void **state)
+{
+	fixture *f = *state;
+	make_db(f->db);
+	for (int round = 0; round < 6; round++) {
+		pid_t pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0)
+			crash_child(f->db);
+		struct timespec ts = {0, (long)(30 + 37 * round) * 1000000L};
+		nanosleep(&ts, NULL);
+		kill(pid, SIGKILL);
+		int status;
+		waitpid(pid, &status, 0);
+		if (!WIFSIGNALED(status))
+			fail_msg("the writer stopped by itself: status %d", WEXITSTATUS(status));
+
+		hv_store *st = open_ok(f->db, 0);
+		check_ok(hv_store_integrity_check(st));
+		/* Every visible snapshot is whole. */
+		sqlite3 *h;
+		assert_int_equal(sqlite3_open(f->db, &h), SQLITE_OK);
+		sqlite3_stmt *q;
+		assert_int_equal(sqlite3_prepare_v2(h,
+			"SELECT s.id, s.entries, (SELECT count(*) FROM snapshot_entries e"
+			" WHERE e.snapshot_id = s.id) FROM snapshots s WHERE s.complete", -1, &q,
+			NULL), SQLITE_OK);
+		while (sqlite3_step(q) == SQLITE_ROW)
+			assert_int_equal(sqlite3_column_int64(q, 1), sqlite3_column_int64(q, 2));
+		sqlite3_finalize(q);
+		/* Every finished run has its artifact. */
+		assert_int_equal(sqlite3_prepare_v2(h,
+			"SELECT count(*) FROM runs r WHERE r.ended_at_ns IS NOT NULL AND"
+			" NOT EXISTS (SELECT 1 FROM artifacts a WHERE a.run_id = r.id)", -1, &q,
+			NULL), SQLITE_OK);
+		assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+		assert_int_equal(sqlite3_column_int(q, 0), 0);
+		sqlite3_finalize(q);
+		sqlite3_close(h);
+		check_ok(hv_store_close(st));
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_new_database, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_empty_file_is_new, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_missing_readonly, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_default_path, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_refuse_random_bytes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_refuse_text_file, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_refuse_directory, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_refuse_foreign_sqlite, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_refuse_newer_schema, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_refuse_corrupt, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_refuse_readonly, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_mime_cache, setup, teardown),
+		cmocka_unit_test(test_path_cmp),
+		cmocka_unit_test_setup_teardown(test_snapshot_roundtrip, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_snapshot_large_and_interleaved, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_runs_and_contents, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_history_filters, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_prune, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_concurrent_threads, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_killed_writer, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
