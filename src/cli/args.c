@@ -5,7 +5,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -197,30 +196,16 @@ int cli_parse_int(const cli_common *c, const char *opt, const char *v, int min, 
 
 int cli_parse_size(const cli_common *c, const char *opt, const char *v, uint64_t *out)
 {
-	char *end;
-	errno = 0;
-	if (!*v || *v == '-' || *v == '+' || *v == ' ')
-		return cli_usage_error(c, "%s: expected a size such as 32MiB, not '%s'", opt, v);
-	unsigned long long x = strtoull(v, &end, 10);
-	if (errno || end == v)
-		return cli_usage_error(c, "%s: expected a size such as 32MiB, not '%s'", opt, v);
-	static const struct {
-		const char *suffix;
-		unsigned shift;
-	} units[] = {
-		{"", 0},     {"b", 0},    {"k", 10},  {"kb", 10}, {"kib", 10}, {"m", 20},
-		{"mb", 20},  {"mib", 20}, {"g", 30},  {"gb", 30}, {"gib", 30}, {"t", 40},
-		{"tb", 40},  {"tib", 40},
-	};
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (strcasecmp(end, units[i].suffix) != 0)
-			continue;
-		if (units[i].shift && x > (UINT64_MAX >> units[i].shift))
-			break;
-		*out = (uint64_t)x << units[i].shift;
-		return 0;
-	}
-	return cli_usage_error(c, "%s: expected a size such as 32MiB, not '%s'", opt, v);
+	if (hv_parse_size(v, out) != HV_OK)
+		return cli_usage_error(c, "%s: %s", opt, hv_error_last());
+	return 0;
+}
+
+int cli_parse_time(const cli_common *c, const char *opt, const char *v, int64_t *out_ns)
+{
+	if (hv_parse_time(v, hv_store_now_ns(), out_ns) != HV_OK)
+		return cli_usage_error(c, "%s: %s", opt, hv_error_last());
+	return 0;
 }
 
 int cli_check_format(cli_common *c, cli_format dflt, const char *allowed)

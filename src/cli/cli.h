@@ -5,6 +5,7 @@
 #include "harvest.h"
 #include "harvest/collect.h"
 #include "harvest/execute.h"
+#include "harvest/parse.h"
 #include "harvest/store.h"
 
 #include <stdbool.h>
@@ -74,6 +75,8 @@ int cli_parse_int(const cli_common *c, const char *opt, const char *v, int min, 
 /* Sizes: a number with an optional unit: B, K/KB/KiB, M/MB/MiB, G/GB/GiB, T/TB/TiB (all
  * binary, as the SPEC's "32MiB"); case-insensitive. */
 int cli_parse_size(const cli_common *c, const char *opt, const char *v, uint64_t *out);
+/* TIME: RFC 3339 or an age such as 90m, 12h, 7d (hv_parse_time). */
+int cli_parse_time(const cli_common *c, const char *opt, const char *v, int64_t *out_ns);
 /* The format for a command, checking it is one of the allowed ones ("json,jsonl"...). */
 int cli_check_format(cli_common *c, cli_format dflt, const char *allowed);
 

@@ -3,7 +3,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 enum {
 	OPT_SORT = OPT_OWN,
@@ -111,19 +110,6 @@ static int walk_opt(void *ctx, cli_common *c, int id, const char *v)
 	return rc;
 }
 
-/* "2026-11-30T03:29:07.123456789Z" */
-static size_t format_rfc3339(int64_t ns, char *out, size_t cap)
-{
-	int64_t secs = ns >= 0 ? ns / 1000000000 : -((-ns + 999999999) / 1000000000);
-	long frac = (long)(ns - secs * 1000000000);
-	time_t t = (time_t)secs;
-	struct tm tm;
-	gmtime_r(&t, &tm);
-	size_t n = strftime(out, cap, "%Y-%m-%dT%H:%M:%S", &tm);
-	int m = snprintf(out + n, cap - n, ".%09ldZ", frac);
-	return n + (size_t)(m > 0 ? m : 0);
-}
-
 static void print_json_entry(hv_json *j, const hv_entry *e, const struct walk_cli *w)
 {
 	hv_json_object_begin(j);
@@ -151,7 +137,7 @@ static void print_json_entry(hv_json *j, const hv_entry *e, const struct walk_cl
 			hv_json_key(j, "mode");
 			hv_json_string(j, buf, (size_t)n);
 			hv_json_key(j, "mtime");
-			hv_json_string(j, buf, format_rfc3339(e->lst.mtime_ns, buf, sizeof(buf)));
+			hv_json_string(j, buf, hv_format_time(e->lst.mtime_ns, buf, sizeof(buf)));
 		} else {
 			hv_json_key_null(j, "mode");
 			hv_json_key_null(j, "mtime");
@@ -198,7 +184,7 @@ static void print_text_entry(FILE *out, const hv_entry *e, const struct walk_cli
 	if (w->long_fmt) {
 		char mtime[64] = "?";
 		if (e->have_lstat)
-			format_rfc3339(e->lst.mtime_ns, mtime, sizeof(mtime));
+			hv_format_time(e->lst.mtime_ns, mtime, sizeof(mtime));
 		fprintf(out, "%c%04o %12s %s ", type_chars[e->type],
 			e->have_lstat ? (unsigned)(e->lst.mode & 07777) : 0u, size, mtime);
 	} else {

@@ -13,6 +13,7 @@ static const struct command {
 	{"mime", cmd_mime, "MIME types of files, from libmagic, cached"},
 	{"snapshot", cmd_snapshot, "record the state of a tree, to collect what changes later"},
 	{"collect", cmd_collect, "OutputFile records of the files below a directory"},
+	{"history", cmd_history, "past runs, their artifacts and stored bytes; prune"},
 	{"run", cmd_run, "run a command, stream its output, collect the files it produced"},
 	{NULL, NULL, NULL},
 };

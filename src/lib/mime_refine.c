@@ -3,9 +3,11 @@
  *
  * Glob matching follows xdgmime (the reference implementation of the shared-mime-info spec):
  * literal names beat "*.suffix" globs, the longest matching suffix beats shorter ones, other
- * globs come last; globs2's patterns are lower case and match case-insensitively unless flagged
- * "cs"; among equal matches the higher weight wins, then a case-sensitive match, then file
- * order. The db is immutable once parsed, so one db serves any number of threads. */
+ * globs come last. A pattern matches the name as it is, or (unless flagged "cs") the name in
+ * lower case: globs2 writes case-insensitive patterns in lower case, so "*.md" matches
+ * "README.MD", while "*.C:cs" matches only "x.C". Among the matches the higher weight wins,
+ * then a match of the name as it is, then file order. The db is immutable once parsed, so one
+ * db serves any number of threads. */
 #include "internal.h"
 #include "mime_internal.h"
 
@@ -23,7 +25,7 @@
 #define MAX_ANCESTORS 128   /* types visited by one subclass search; the real depth is < 10 */
 
 typedef struct glob_entry {
-	const char *key;  /* literal name, suffix after '*', or fnmatch pattern; lower case unless cs */
+	const char *key;  /* literal name, suffix after '*', or fnmatch pattern, as in globs2 */
 	const char *type;
 	int weight;
 	bool cs;
@@ -217,8 +219,6 @@ static hv_status parse_globs2(hv_mime_db *db)
 				cs |= strcmp(fl, "cs") == 0;
 		}
 		char *pat = f[2];
-		if (!cs)
-			lower_ascii(pat);
 		glob_entry e = {.type = f[1], .weight = (int)weight, .cs = cs, .order = order++};
 		int rc;
 		if (!has_wildcard(pat)) {
@@ -376,62 +376,73 @@ static size_t lower_bound(const entry_vec *v, const char *key)
 	return lo;
 }
 
+typedef struct candidate {
+	const glob_entry *e;
+	bool as_is; /* matched the name as it is, not its lower-case form */
+} candidate;
+
 typedef struct candidates {
-	const glob_entry *e[MAX_CANDIDATES];
+	candidate v[MAX_CANDIDATES];
 	size_t n;
 } candidates;
 
-static void add_candidate(candidates *c, const glob_entry *e)
+static void add_candidate(candidates *c, const glob_entry *e, bool as_is)
 {
 	if (c->n < MAX_CANDIDATES)
-		c->e[c->n++] = e;
+		c->v[c->n++] = (candidate){e, as_is};
 }
 
-/* Adds the entries of v whose key is `key` and whose case flag is cs. */
-static void add_key_matches(candidates *c, const entry_vec *v, const char *key, bool cs)
+/* Adds the entries of v whose key is the name as it is (any entry) or, when the name has
+ * upper-case letters, its lower-case form (entries not flagged "cs"). */
+static void add_key_matches(candidates *c, const entry_vec *v, const char *name,
+			    const char *lower)
 {
-	for (size_t i = lower_bound(v, key); i < v->n && strcmp(v->v[i].key, key) == 0; i++)
-		if (v->v[i].cs == cs)
-			add_candidate(c, &v->v[i]);
+	for (size_t i = lower_bound(v, name); i < v->n && strcmp(v->v[i].key, name) == 0; i++)
+		add_candidate(c, &v->v[i], true);
+	if (strcmp(name, lower) == 0)
+		return;
+	for (size_t i = lower_bound(v, lower); i < v->n && strcmp(v->v[i].key, lower) == 0; i++)
+		if (!v->v[i].cs)
+			add_candidate(c, &v->v[i], false);
 }
 
-/* shared-mime-info's matches for a base name (name) and its lower-cased form (lower). */
+/* shared-mime-info's matches for a base name (name) and its lower-case form (lower). */
 static void glob_matches(const hv_mime_db *db, const char *name, const char *lower,
 			 candidates *c)
 {
 	c->n = 0;
-	add_key_matches(c, &db->literals, name, true);
-	add_key_matches(c, &db->literals, lower, false);
+	add_key_matches(c, &db->literals, name, lower);
 	if (c->n)
 		return;
 	size_t len = strlen(name);
-	for (size_t i = 0; i < len && !c->n; i++) { /* longest suffix first */
-		add_key_matches(c, &db->suffixes, name + i, true);
-		add_key_matches(c, &db->suffixes, lower + i, false);
-	}
+	for (size_t i = 0; i < len && !c->n; i++) /* the longest suffix first */
+		add_key_matches(c, &db->suffixes, name + i, lower + i);
 	if (c->n)
 		return;
+	bool has_upper = strcmp(name, lower) != 0;
 	for (size_t i = 0; i < db->globs.n; i++) {
 		const glob_entry *e = &db->globs.v[i];
-		if (fnmatch(e->key, e->cs ? name : lower, 0) == 0)
-			add_candidate(c, e);
+		if (fnmatch(e->key, name, 0) == 0)
+			add_candidate(c, e, true);
+		else if (has_upper && !e->cs && fnmatch(e->key, lower, 0) == 0)
+			add_candidate(c, e, false);
 	}
 }
 
-/* Orders matches: higher weight, then case-sensitive, then globs2 order. Insertion sort: a
- * handful of elements. */
+/* Orders matches: higher weight, then a match of the name as it is, then globs2 order.
+ * Insertion sort: a handful of elements. */
 static void sort_candidates(candidates *c)
 {
 	for (size_t i = 1; i < c->n; i++) {
 		for (size_t j = i; j > 0; j--) {
-			const glob_entry *a = c->e[j - 1], *b = c->e[j];
-			bool swap = a->weight != b->weight ? a->weight < b->weight
-				  : a->cs != b->cs       ? b->cs
-							 : a->order > b->order;
+			candidate a = c->v[j - 1], b = c->v[j];
+			bool swap = a.e->weight != b.e->weight ? a.e->weight < b.e->weight
+				  : a.as_is != b.as_is       ? b.as_is
+							     : a.e->order > b.e->order;
 			if (!swap)
 				break;
-			c->e[j - 1] = b;
-			c->e[j] = a;
+			c->v[j - 1] = b;
+			c->v[j] = a;
 		}
 	}
 }
@@ -591,7 +602,7 @@ hv_status hv_mime_refine(const hv_mime_db *db, const char *name, const char *raw
 	glob_matches(db, base, lower, &c);
 	sort_candidates(&c);
 	for (size_t i = 0; i < c.n; i++)
-		cands[n++] = c.e[i]->type;
+		cands[n++] = c.v[i].e->type;
 
 	for (size_t i = 0; i < n; i++) {
 		const char *cand = canonical(db, cands[i]);

@@ -609,9 +609,75 @@ static int open_ephemeral(hv_store *st)
 	return rc;
 }
 
+/* Whether a read-only open must use SQLite's immutable mode: a WAL database needs a -shm file
+ * that readers create, which they cannot in a directory they may not write. When there is no
+ * -wal file either, everything committed is in the main file, and reading it as immutable (no
+ * locks, no -shm) is exact -- unless someone starts writing meanwhile, which needs write access
+ * to that directory, which whoever could do it may have; then SQLite may report corruption for
+ * this one query and the caller retries. */
+static bool needs_immutable(const char *path)
+{
+	char *dir = strdup(path);
+	if (!dir)
+		return false;
+	char *slash = strrchr(dir, '/');
+	const char *d = ".";
+	if (slash == dir)
+		d = "/";
+	else if (slash) {
+		*slash = '\0';
+		d = dir;
+	}
+	bool dir_writable = faccessat(AT_FDCWD, d, W_OK | X_OK, AT_EACCESS) == 0;
+	free(dir);
+	if (dir_writable)
+		return false;
+	size_t n = strlen(path);
+	char *wal = malloc(n + 5);
+	if (!wal)
+		return false;
+	memcpy(wal, path, n);
+	memcpy(wal + n, "-wal", 5);
+	struct stat sb;
+	bool has_wal = lstat(wal, &sb) == 0;
+	free(wal);
+	return !has_wal;
+}
+
+/* "file:<path, %-escaped>?immutable=1". */
+static char *immutable_uri(const char *path)
+{
+	hv_buf b = {0};
+	int rc = hv_buf_append_str(&b, "file:");
+	for (const unsigned char *p = (const unsigned char *)path; rc == HV_OK && *p; p++) {
+		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+		    strchr("/._-~", *p))
+			rc = hv_buf_append_char(&b, (char)*p);
+		else
+			rc = hv_buf_printf(&b, "%%%02X", *p);
+	}
+	if (rc == HV_OK)
+		rc = hv_buf_append_str(&b, "?immutable=1");
+	if (rc != HV_OK) {
+		hv_buf_free(&b);
+		return NULL;
+	}
+	return b.data;
+}
+
 static int open_file(hv_store *st, enum file_state state)
 {
-	int rc = db_open(st, st->path, st->readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE);
+	int rc;
+	if (st->readonly && needs_immutable(st->path)) {
+		char *uri = immutable_uri(st->path);
+		if (!uri)
+			return hv_error_set(HV_ENOMEM, "out of memory");
+		rc = db_open(st, uri, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
+		free(uri);
+	} else {
+		rc = db_open(st, st->path,
+			     st->readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE);
+	}
 	if (rc != HV_OK)
 		return rc;
 	if (!st->readonly) {

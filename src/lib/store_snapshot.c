@@ -445,6 +445,8 @@ hv_status hv_snapshot_lookup(hv_snapshot *sn, const char *path, size_t path_len,
 {
 	if (!sn || !path || !out)
 		return hv_error_set(HV_EUSAGE, "hv_snapshot_lookup: missing argument");
+	if (memchr(path, '\0', path_len))
+		return HV_DONE; /* no name holds a NUL (and keys use it for '/') */
 	hv_store *st = sn->st;
 	sqlite3_stmt *q = hvst_stmt(st, STMT_SNAP_LOOKUP);
 	if (!q)

@@ -31,6 +31,75 @@ static const char notebook[] = "{\"cells\": [], \"metadata\": {}, \"nbformat\": 
 static const char plain_text[] = "hello world, this is plain text\n";
 static const char markdown[] = "# Results\n\nThe run produced *three* files.\n";
 
+static void put16(unsigned char *p, unsigned v)
+{
+	p[0] = (unsigned char)v;
+	p[1] = (unsigned char)(v >> 8);
+}
+
+static void put32(unsigned char *p, uint32_t v)
+{
+	put16(p, v & 0xffff);
+	put16(p + 2, v >> 16);
+}
+
+static void put_utf16(unsigned char *p, const char *s)
+{
+	for (; *s; s++, p += 2)
+		put16(p, (unsigned char)*s);
+}
+
+/* An OLE2 compound file (CFB v4, 4 KiB sectors) holding an empty "WordDocument" stream, with
+ * its directory 8 MiB in: past the 7 MiB libmagic reads, so only a reader that follows the
+ * descriptor (as file(1) does) finds it and says application/msword. */
+static void write_big_cdf(const char *dir, const char *rel)
+{
+	const size_t ss = 4096;
+	const uint32_t dir_sec = 2100, nfat = dir_sec / 1024 + 1, end = 0xfffffffe,
+		       none = 0xffffffff;
+	size_t size = ss * (1 + dir_sec + 1);
+	unsigned char *d = calloc(size, 1);
+	assert_non_null(d);
+	static const unsigned char sig[8] = {0xd0, 0xcf, 0x11, 0xe0, 0xa1, 0xb1, 0x1a, 0xe1};
+	memcpy(d, sig, 8);
+	put16(d + 24, 0x3e);   /* minor version */
+	put16(d + 26, 4);      /* major version */
+	put16(d + 28, 0xfffe); /* little-endian */
+	put16(d + 30, 12);     /* 4 KiB sectors */
+	put16(d + 32, 6);
+	put32(d + 40, 1);       /* directory sectors */
+	put32(d + 44, nfat);    /* FAT sectors */
+	put32(d + 48, dir_sec); /* first directory sector */
+	put32(d + 56, 0x1000);
+	put32(d + 60, end);
+	put32(d + 68, end);
+	for (uint32_t i = 0; i < 109; i++)
+		put32(d + 76 + 4 * i, i < nfat ? 1 + i : none);
+	for (uint32_t e = 0; e < nfat * 1024; e++) { /* FAT sectors 1..nfat */
+		uint32_t v = e >= 1 && e <= nfat ? 0xfffffffd : e == dir_sec ? end : none;
+		put32(d + ss * (1 + 1 + e / 1024) + 4 * (e % 1024), v);
+	}
+	unsigned char *de = d + ss * (1 + dir_sec);
+	for (int k = 0; k < 32; k++) {
+		put32(de + 128 * k + 68, none);
+		put32(de + 128 * k + 72, none);
+		put32(de + 128 * k + 76, none);
+	}
+	put_utf16(de, "Root Entry");
+	put16(de + 64, 22);
+	de[66] = 5; /* root storage */
+	de[67] = 1;
+	put32(de + 76, 1); /* its child: entry 1 */
+	put32(de + 116, end);
+	put_utf16(de + 128, "WordDocument");
+	put16(de + 128 + 64, 26);
+	de[128 + 66] = 2; /* stream */
+	de[128 + 67] = 1;
+	put32(de + 128 + 116, end);
+	tu_write(dir, rel, d, size);
+	free(d);
+}
+
 static void write_str(const char *dir, const char *rel, const char *s)
 {
 	tu_write(dir, rel, s, strlen(s));
@@ -165,8 +234,9 @@ static char *make_sample(strvec *files)
 	write_str(dir, "nb.ipynb", notebook);
 	write_str(dir, "plain.txt", plain_text);
 	write_str(dir, "rows.jsonl", "{\"a\":1}\n{\"a\":2}\n{\"a\":3}\n");
-	const char *fixtures[] = {"empty", "pixel.png", "archive.zip", "doc.pdf", "nb.ipynb",
-				  "plain.txt", "rows.jsonl"};
+	write_big_cdf(dir, "big.doc");
+	const char *fixtures[] = {"empty",    "pixel.png",  "archive.zip", "doc.pdf",
+				  "nb.ipynb", "plain.txt", "rows.jsonl",  "big.doc"};
 	for (size_t i = 0; i < sizeof(fixtures) / sizeof(*fixtures); i++)
 		sv_push(files, tu_path(dir, fixtures[i]));
 	sample_files(files, "/usr/bin", 90);
@@ -177,8 +247,9 @@ static char *make_sample(strvec *files)
 	return dir;
 }
 
-static void count_answer(const char *a, int *pie, int *shlib, int *empty, int *text)
+static void count_answer(const char *a, int *pie, int *shlib, int *empty, int *text, int *word)
 {
+	*word += strcmp(a, "application/msword") == 0;
 	*pie += strcmp(a, "application/x-pie-executable") == 0;
 	*shlib += strcmp(a, "application/x-sharedlib") == 0;
 	*empty += strcmp(a, "inode/x-empty") == 0;
@@ -197,7 +268,7 @@ static void test_raw_equals_file(void **state)
 
 	hv_magic *m;
 	assert_int_equal(hv_magic_open(&m, NULL, 0), HV_OK);
-	int pie = 0, shlib = 0, empty = 0, text = 0;
+	int pie = 0, shlib = 0, empty = 0, text = 0, word = 0;
 	for (size_t i = 0; i < files.n; i++) {
 		const char *path = files.v[i];
 		int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -214,7 +285,7 @@ static void test_raw_equals_file(void **state)
 		if (strcmp(t, expect[i]) != 0)
 			fail_msg("%s: hv_magic_fd says %s, file(1) %s", path, t, expect[i]);
 		assert_int_equal(lseek(fd, 0, SEEK_CUR), off);
-		count_answer(t, &pie, &shlib, &empty, &text);
+		count_answer(t, &pie, &shlib, &empty, &text, &word);
 
 		/* The buffer path, with the whole file and no descriptor ... */
 		if (hv_magic_buffer(m, buf, len, -1, path, &t) != HV_OK)
@@ -236,6 +307,7 @@ static void test_raw_equals_file(void **state)
 	assert_true(shlib > 0);
 	assert_true(empty > 0);
 	assert_true(text > 0);
+	assert_true(word > 0);
 	hv_magic_close(m);
 
 	/* The batch helper in raw mode, on worker threads, in input order. */
@@ -353,6 +425,9 @@ static void test_refine_table(void **state)
 		{"main.py", "text/plain", "text/x-python"},
 		{"app.ts", "text/plain", "text/x-typescript"},
 		{"Makefile", "text/plain", "text/x-makefile"},
+		{"x.c", "text/plain", "text/x-csrc"},
+		{"x.C", "text/plain", "text/x-c++src"}, /* "*.C:cs" */
+		{"PHOTO.PNG", "application/octet-stream", "image/png"},
 		{"x.docx", "application/zip", "application/vnd.openxmlformats-officedocument.wordprocessingml.document"},
 		{"x.xlsx", "application/zip", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"},
 		{"arr.npz", "application/zip", "application/x-npz"},

@@ -1,0 +1,30 @@
+/* harvest — parsers for the values users type: sizes ("32MiB") and times ("7d", RFC 3339).
+ * Pure functions of their input, so they can be fuzzed. */
+#ifndef HARVEST_PARSE_H
+#define HARVEST_PARSE_H
+
+#include "types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A size: a whole number with an optional unit, case-insensitive: B; K, KB, KiB; M, MB, MiB;
+ * G, GB, GiB; T, TB, TiB — all binary (KB = KiB = 1024), as sizes of files are. HV_EUSAGE
+ * (with a message) for anything else or an overflow. */
+hv_status hv_parse_size(const char *text, uint64_t *out);
+
+/* A point in time as nanoseconds since the epoch: RFC 3339 ("2026-11-30T03:29:07Z",
+ * "2026-11-30T03:29:07.5+02:00", a space or 't' for 'T', 'z' for 'Z'), a date alone
+ * ("2026-11-30", midnight UTC), or an age before now_ns: a whole number with s, m, h, d or w
+ * ("90m", "12h", "7d"). HV_EUSAGE for anything else. */
+hv_status hv_parse_time(const char *text, int64_t now_ns, int64_t *out_ns);
+
+/* Formats ns since the epoch as RFC 3339 UTC with nanoseconds ("2026-11-30T03:29:07.123456789Z")
+ * into out (at least 40 bytes); returns the length. */
+size_t hv_format_time(int64_t ns, char *out, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

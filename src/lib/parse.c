@@ -1,0 +1,160 @@
+/* Sizes and times as users type them. */
+#include "harvest/parse.h"
+#include "internal.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+hv_status hv_parse_size(const char *text, uint64_t *out)
+{
+	static const struct {
+		const char *suffix;
+		unsigned shift;
+	} units[] = {
+		{"", 0},    {"b", 0},    {"k", 10},  {"kb", 10}, {"kib", 10},
+		{"m", 20},  {"mb", 20},  {"mib", 20}, {"g", 30}, {"gb", 30},
+		{"gib", 30}, {"t", 40},  {"tb", 40},  {"tib", 40},
+	};
+	if (!isdigit((unsigned char)text[0]))
+		return hv_error_set(HV_EUSAGE, "expected a size such as 32MiB, not '%s'", text);
+	char *end;
+	errno = 0;
+	unsigned long long x = strtoull(text, &end, 10);
+	if (errno)
+		return hv_error_set(HV_EUSAGE, "size out of range: '%s'", text);
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcasecmp(end, units[i].suffix) != 0)
+			continue;
+		if (units[i].shift && x > (UINT64_MAX >> units[i].shift))
+			return hv_error_set(HV_EUSAGE, "size out of range: '%s'", text);
+		*out = (uint64_t)x << units[i].shift;
+		return HV_OK;
+	}
+	return hv_error_set(HV_EUSAGE, "expected a size such as 32MiB, not '%s'", text);
+}
+
+/* Reads exactly n digits at *p. */
+static bool digits(const char **p, int n, int *out)
+{
+	int v = 0;
+	for (int i = 0; i < n; i++) {
+		if (!isdigit((unsigned char)(*p)[i]))
+			return false;
+		v = v * 10 + ((*p)[i] - '0');
+	}
+	*p += n;
+	*out = v;
+	return true;
+}
+
+static bool leap(int y)
+{
+	return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+}
+
+static hv_status parse_rfc3339(const char *text, int64_t *out_ns)
+{
+	static const int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+	const char *p = text;
+	int y, mo, d, h = 0, mi = 0, s = 0;
+	long frac = 0;
+	int64_t offset = 0;
+	if (!digits(&p, 4, &y) || *p++ != '-' || !digits(&p, 2, &mo) || *p++ != '-' ||
+	    !digits(&p, 2, &d))
+		goto bad;
+	if (mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] + (mo == 2 && leap(y)))
+		goto bad;
+	if (*p) {
+		if (*p != 'T' && *p != 't' && *p != ' ')
+			goto bad;
+		p++;
+		if (!digits(&p, 2, &h) || *p++ != ':' || !digits(&p, 2, &mi) || *p++ != ':' ||
+		    !digits(&p, 2, &s))
+			goto bad;
+		if (h > 23 || mi > 59 || s > 60)
+			goto bad;
+		if (*p == '.') {
+			p++;
+			int n = 0;
+			while (isdigit((unsigned char)*p)) {
+				if (n < 9) {
+					frac = frac * 10 + (*p - '0');
+					n++;
+				}
+				p++;
+			}
+			if (n == 0)
+				goto bad;
+			while (n++ < 9)
+				frac *= 10;
+		}
+		if (*p == 'Z' || *p == 'z') {
+			p++;
+		} else if (*p == '+' || *p == '-') {
+			int sign = *p++ == '-' ? -1 : 1, oh, om;
+			if (!digits(&p, 2, &oh) || *p++ != ':' || !digits(&p, 2, &om) || oh > 23 ||
+			    om > 59)
+				goto bad;
+			offset = sign * ((int64_t)oh * 3600 + om * 60);
+		} else {
+			goto bad;
+		}
+		if (*p)
+			goto bad;
+	}
+	struct tm tm = {.tm_year = y - 1900, .tm_mon = mo - 1, .tm_mday = d, .tm_hour = h,
+			.tm_min = mi, .tm_sec = s};
+	int64_t secs = (int64_t)timegm(&tm) - offset;
+	*out_ns = secs * 1000000000 + frac;
+	return HV_OK;
+bad:
+	return hv_error_set(HV_EUSAGE,
+			    "expected a time such as 2026-11-30T03:29:07Z or an age such as 7d, "
+			    "not '%s'",
+			    text);
+}
+
+hv_status hv_parse_time(const char *text, int64_t now_ns, int64_t *out_ns)
+{
+	size_t len = strlen(text);
+	if (len >= 2 && len <= 12 && strchr("smhdw", text[len - 1])) {
+		bool all_digits = true;
+		for (size_t i = 0; i + 1 < len; i++)
+			all_digits &= isdigit((unsigned char)text[i]) != 0;
+		if (all_digits) {
+			static const struct {
+				char unit;
+				int64_t secs;
+			} units[] = {{'s', 1}, {'m', 60}, {'h', 3600}, {'d', 86400}, {'w', 604800}};
+			int64_t n = strtoll(text, NULL, 10);
+			for (size_t i = 0; i < 5; i++) {
+				if (units[i].unit != text[len - 1])
+					continue;
+				if (n > INT64_MAX / 1000000000 / units[i].secs)
+					break;
+				*out_ns = now_ns - n * units[i].secs * 1000000000;
+				return HV_OK;
+			}
+			return hv_error_set(HV_EUSAGE, "age out of range: '%s'", text);
+		}
+	}
+	return parse_rfc3339(text, out_ns);
+}
+
+size_t hv_format_time(int64_t ns, char *out, size_t cap)
+{
+	int64_t secs = ns >= 0 ? ns / 1000000000 : -((-ns + 999999999) / 1000000000);
+	long frac = (long)(ns - secs * 1000000000);
+	time_t t = (time_t)secs;
+	struct tm tm;
+	if (!gmtime_r(&t, &tm))
+		return (size_t)snprintf(out, cap, "%s", "");
+	size_t n = strftime(out, cap, "%Y-%m-%dT%H:%M:%S", &tm);
+	int m = snprintf(out + n, cap - n, ".%09ldZ", frac);
+	return n + (size_t)(m > 0 ? m : 0);
+}
