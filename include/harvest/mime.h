@@ -79,8 +79,8 @@ const char *hv_mime_for_mode(uint32_t mode);
 typedef struct hv_mime_db hv_mime_db;
 
 /* Parses dir/globs2, dir/subclasses and dir/aliases; dir NULL means "/usr/share/mime". Missing
- * files are not an error (refinement then uses the built-in table alone); unreadable or
- * malformed ones are (HV_EIO, naming the file). */
+ * files are not an error (refinement then uses the built-in table alone), lines that do not
+ * parse are skipped; a file that exists but cannot be read is HV_EIO, naming it. */
 hv_status hv_mime_db_open(hv_mime_db **out, const char *dir);
 void hv_mime_db_close(hv_mime_db *db);
 

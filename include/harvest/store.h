@@ -319,11 +319,14 @@ typedef struct hv_prune_result {
 	uint64_t snapshots;      /* snapshots as old as the deleted history, and abandoned ones */
 } hv_prune_result;
 
-/* Deletes, in one transaction, the runs selected by opts (both options: the union), their
- * artifacts, the contents no remaining artifact has, the snapshots created before before_ns
- * (with keep_runs alone: before the newest deleted run started) and unfinished snapshots more
- * than an hour old; then returns freed pages to the file system. HV_EUSAGE when neither option
- * is set. */
+/* Deletes the runs selected by opts (both options: the union; runs recorded after the prune
+ * started are never selected), their artifacts, the contents no remaining artifact has, the
+ * snapshots created before before_ns (with keep_runs alone: before the newest deleted run
+ * started) and unfinished snapshots more than an hour old; then gives freed pages back to the
+ * file system. It works in short transactions of whole runs (a large prune would otherwise
+ * lock out other processes for longer than their busy timeout): the database is consistent
+ * after each, and a prune killed midway has done part of the work. *res counts what was
+ * deleted (also on failure). HV_EUSAGE when neither option is set. */
 hv_status hv_store_prune(hv_store *st, const hv_prune_opts *opts, hv_prune_result *res);
 
 #ifdef __cplusplus

@@ -147,51 +147,58 @@ int cmd_mime(int argc, char **argv)
 		rc = EXIT_WARN;
 		goto out;
 	}
-	hv_mime_result *res = NULL;
-	hv_status s = hv_mime_detect_cached(st, (const char *const *)l.items, l.n, &m.opts, &res);
-	if (st && hv_store_close(st) != HV_OK && s >= 0) {
-		cli_error("%s", hv_error_last());
-		rc = EXIT_WARN;
-	}
-	if (s < 0) {
-		cli_error("%s", hv_error_last());
-		rc = EXIT_WARN;
-		goto out;
-	}
 	hv_json *j = NULL;
 	if (c.format == FMT_JSON || c.format == FMT_JSONL) {
 		if (!(j = cli_json_stdout(&c))) {
-			hv_mime_results_free(res, l.n);
+			hv_store_close(st);
 			rc = EXIT_WARN;
 			goto out;
 		}
 		if (c.format == FMT_JSON)
 			hv_json_array_begin(j);
 	}
-	for (size_t i = 0; i < l.n; i++) {
-		if (!res[i].mime_type) {
-			cli_error("%s", res[i].error ? res[i].error : l.items[i]);
+	/* In chunks, so output streams and memory stays flat on a large tree. */
+	enum { CHUNK = 4096 };
+	for (size_t base = 0; base < l.n; base += CHUNK) {
+		size_t n = l.n - base < CHUNK ? l.n - base : CHUNK;
+		hv_mime_result *res = NULL;
+		hv_status s = hv_mime_detect_cached(st, (const char *const *)l.items + base, n,
+						    &m.opts, &res);
+		if (s < 0) {
+			cli_error("%s", hv_error_last());
 			rc = EXIT_WARN;
-			continue;
+			break;
 		}
-		if (j) {
-			hv_json_object_begin(j);
-			hv_json_key(j, "path");
-			hv_json_string(j, l.items[i], strlen(l.items[i]));
-			hv_json_key(j, "mime_type");
-			hv_json_cstring(j, res[i].mime_type);
-			hv_json_object_end(j);
-			cli_output_record(j, &c);
-		} else if (c.format == FMT_TEXT) {
-			printf("%s: %s\n", l.items[i], res[i].mime_type);
-		} else {
-			fputs(l.items[i], stdout);
-			putchar('\0');
-			fputs(res[i].mime_type, stdout);
-			putchar('\0');
+		for (size_t i = 0; i < n; i++) {
+			const char *path = l.items[base + i];
+			if (!res[i].mime_type) {
+				cli_error("%s", res[i].error ? res[i].error : path);
+				rc = EXIT_WARN;
+				continue;
+			}
+			if (j) {
+				hv_json_object_begin(j);
+				hv_json_key(j, "path");
+				hv_json_string(j, path, strlen(path));
+				hv_json_key(j, "mime_type");
+				hv_json_cstring(j, res[i].mime_type);
+				hv_json_object_end(j);
+				cli_output_record(j, &c);
+			} else if (c.format == FMT_TEXT) {
+				printf("%s: %s\n", path, res[i].mime_type);
+			} else {
+				fputs(path, stdout);
+				putchar('\0');
+				fputs(res[i].mime_type, stdout);
+				putchar('\0');
+			}
 		}
+		hv_mime_results_free(res, n);
 	}
-	hv_mime_results_free(res, l.n);
+	if (st && hv_store_close(st) != HV_OK) {
+		cli_error("%s", hv_error_last());
+		rc = EXIT_WARN;
+	}
 	if (j) {
 		if (c.format == FMT_JSON) {
 			hv_json_array_end(j);

@@ -490,7 +490,7 @@ static int check_writable_location(const char *path)
 
 /* ---- Opening ------------------------------------------------------------------------------ */
 
-static int pragma_int(hv_store *st, const char *sql, int64_t *out)
+int hvst_query_int(hv_store *st, const char *sql, int64_t *out)
 {
 	sqlite3_stmt *s;
 	int rc = sqlite3_prepare_v2(st->db, sql, -1, &s, NULL);
@@ -528,9 +528,9 @@ static int claim_new_file(hv_store *st)
 	if (rc != HV_OK)
 		return rc;
 	int64_t app = 0, tables = 0;
-	rc = pragma_int(st, "PRAGMA application_id", &app);
+	rc = hvst_query_int(st, "PRAGMA application_id", &app);
 	if (rc == HV_OK)
-		rc = pragma_int(st, "SELECT count(*) FROM sqlite_master", &tables);
+		rc = hvst_query_int(st, "SELECT count(*) FROM sqlite_master", &tables);
 	if (rc == HV_OK && app == 0 && tables == 0) {
 		char sql[64];
 		snprintf(sql, sizeof(sql), "PRAGMA application_id = %d", HV_STORE_APPLICATION_ID);
@@ -552,7 +552,7 @@ static int migrate(hv_store *st)
 	if (rc != HV_OK)
 		return rc;
 	int64_t version = 0;
-	rc = pragma_int(st, "PRAGMA user_version", &version); /* again, under the write lock */
+	rc = hvst_query_int(st, "PRAGMA user_version", &version); /* again, under the write lock */
 	if (rc == HV_OK && version > HV_STORE_SCHEMA_VERSION)
 		rc = refuse_newer(st, version);
 	for (int64_t v = version; rc == HV_OK && v >= 0 && v < HV_STORE_SCHEMA_VERSION; v++)
@@ -703,11 +703,11 @@ static int open_file(hv_store *st, enum file_state state)
 			return rc;
 	}
 	int64_t app = 0, version = 0, tables = 0;
-	if ((rc = pragma_int(st, "PRAGMA application_id", &app)) != HV_OK)
+	if ((rc = hvst_query_int(st, "PRAGMA application_id", &app)) != HV_OK)
 		return rc;
 	if (app != HV_STORE_APPLICATION_ID)
 		return refuse_foreign(st);
-	if ((rc = pragma_int(st, "PRAGMA user_version", &version)) != HV_OK)
+	if ((rc = hvst_query_int(st, "PRAGMA user_version", &version)) != HV_OK)
 		return rc;
 	if (version > HV_STORE_SCHEMA_VERSION)
 		return refuse_newer(st, version);
@@ -722,7 +722,7 @@ static int open_file(hv_store *st, enum file_state state)
 				    (long long)version);
 	}
 	/* Parses the schema now, so a corrupt one is refused here rather than mid-command. */
-	return pragma_int(st, "SELECT count(*) FROM sqlite_master", &tables);
+	return hvst_query_int(st, "SELECT count(*) FROM sqlite_master", &tables);
 }
 
 hv_status hv_store_open(hv_store **out, const char *path, int flags)

@@ -410,59 +410,30 @@ static void pattern_bind(sqlite3_stmt *q, const char *tag, const char *pat, bool
 #undef BIND
 }
 
-hv_status hv_store_artifacts(hv_store *st, const hv_artifact_filter *f, hv_artifact_iter **out)
+/* The WHERE clause of an artifact filter (named parameters, bound by bind_filter()). */
+static void filter_sql(hv_buf *sql, const hv_artifact_filter *f, const char *sha)
 {
-	if (!st || !out)
-		return hv_error_set(HV_EUSAGE, "hv_store_artifacts: missing argument");
-	*out = NULL;
-	hv_artifact_filter none = {0};
-	if (!f)
-		f = &none;
-	hv_artifact_iter *it = calloc(1, sizeof(*it));
-	if (!it)
-		return hv_error_set(HV_ENOMEM, "out of memory");
-	it->st = st;
-	it->with_content = f->with_content;
-	int rc = HV_OK;
-	if (f->sha256 && (rc = hvst_hex_norm(f->sha256, false, it->sha)) != HV_OK) {
-		free(it);
-		return rc;
-	}
-	hv_buf sql = {0};
-	hv_buf_append_str(&sql, "SELECT a.id, a.run_id, a.path, a.name, a.mime_type, a.size,"
-				" a.sha256, a.recorded_at_ns, a.content_stored");
-	if (f->with_content)
-		hv_buf_append_str(&sql, ", c.bytes FROM artifacts a LEFT JOIN contents c"
-					" ON a.content_stored AND c.sha256 = a.sha256");
-	else
-		hv_buf_append_str(&sql, " FROM artifacts a");
-	hv_buf_append_str(&sql, " WHERE 1");
+	hv_buf_append_str(sql, " WHERE 1");
 	if (f->artifact_id)
-		hv_buf_append_str(&sql, " AND a.id = :aid");
+		hv_buf_append_str(sql, " AND a.id = :aid");
 	if (f->run_id)
-		hv_buf_append_str(&sql, " AND a.run_id = :run");
+		hv_buf_append_str(sql, " AND a.run_id = :run");
 	if (f->mime)
-		pattern_sql(&sql, "a.mime_type", "mime", f->mime);
+		pattern_sql(sql, "a.mime_type", "mime", f->mime);
 	if (f->name)
-		pattern_sql(&sql, "a.name", "name", f->name);
+		pattern_sql(sql, "a.name", "name", f->name);
 	if (f->sha256) {
-		if (strlen(it->sha) == 64)
-			hv_buf_append_str(&sql, " AND a.sha256 = :sha");
+		if (strlen(sha) == 64)
+			hv_buf_append_str(sql, " AND a.sha256 = :sha");
 		else
-			hv_buf_append_str(&sql, " AND a.sha256 >= :sha AND a.sha256 < :sha_hi");
+			hv_buf_append_str(sql, " AND a.sha256 >= :sha AND a.sha256 < :sha_hi");
 	}
 	if (f->since_ns)
-		hv_buf_append_str(&sql, " AND a.recorded_at_ns >= :since");
-	hv_buf_append_str(&sql, " ORDER BY a.run_id DESC, a.id ASC");
-	if (f->limit)
-		hv_buf_append_str(&sql, " LIMIT :limit");
-	rc = prepare_query(st, &sql, &it->q);
-	hv_buf_free(&sql);
-	if (rc != HV_OK) {
-		hv_artifact_iter_free(it);
-		return rc;
-	}
-	sqlite3_stmt *q = it->q;
+		hv_buf_append_str(sql, " AND a.recorded_at_ns >= :since");
+}
+
+static void bind_filter(sqlite3_stmt *q, const hv_artifact_filter *f, hv_artifact_iter *it)
+{
 	bind_name(q, ":aid", f->artifact_id);
 	bind_name(q, ":run", f->run_id);
 	bind_name(q, ":since", f->since_ns);
@@ -481,6 +452,119 @@ hv_status hv_store_artifacts(hv_store *st, const hv_artifact_filter *f, hv_artif
 			sqlite3_bind_text(q, idx, it->sha_hi, -1, SQLITE_STATIC);
 		}
 	}
+}
+
+/* How many matches make a filter "dense" when there is a limit. */
+#define DENSE_MATCHES 20000
+
+static int query_int(hv_store *st, hv_buf *sql, const hv_artifact_filter *f,
+		     hv_artifact_iter *it, int64_t *out)
+{
+	sqlite3_stmt *q = NULL;
+	int rc = prepare_query(st, sql, &q);
+	hv_buf_free(sql);
+	if (rc != HV_OK)
+		return rc;
+	if (f)
+		bind_filter(q, f, it);
+	int src = sqlite3_step(q);
+	if (src == SQLITE_ROW)
+		*out = sqlite3_column_int64(q, 0);
+	else
+		rc = hvst_db_error(st, src, "cannot query the history");
+	sqlite3_finalize(q);
+	return rc;
+}
+
+/* Whether to read in listing order and filter as we go (stopping at the limit), rather than
+ * find the matches through the filter's index and sort them. SQLite cannot tell without
+ * statistics (a range's selectivity is a guess even with them) and guesses badly both ways:
+ * an ordered scan reads the whole table for a filter that matches nothing (--since an hour
+ * ago), a sort costs as many rows as match ('image/' then '*' may be a quarter of the table)
+ * even for --limit 20. So count the matches through the filter's index, up to a threshold
+ * (covering indexes mostly, so cheap): dense filters get the ordered scan. Without a limit,
+ * all matches are read either way, and the scan wins only past about half of the table (an
+ * index scan with a table lookup per row against a sort; measured at a million artifacts). */
+enum plan { PLAN_NATURAL, PLAN_SCAN, PLAN_SORT };
+
+static int choose_plan(hv_store *st, const hv_artifact_filter *f, hv_artifact_iter *it,
+		       const hv_buf *where, enum plan *plan)
+{
+	*plan = PLAN_NATURAL;
+	/* An equality on an index that also gives the order, or no filter: SQLite gets it right. */
+	if (f->artifact_id || f->run_id)
+		return HV_OK;
+	if (!f->mime && !f->name && !f->sha256 && !f->since_ns)
+		return HV_OK;
+	int64_t threshold = DENSE_MATCHES, n = 0;
+	hv_buf sql = {0};
+	int rc;
+	if (!f->limit) {
+		/* Two subqueries: each is one index probe, an expression of both is a scan. */
+		hv_buf_append_str(&sql, "SELECT coalesce((SELECT max(id) FROM artifacts) -"
+					" (SELECT min(id) FROM artifacts) + 1, 0)");
+		if ((rc = query_int(st, &sql, NULL, it, &n)) != HV_OK)
+			return rc;
+		if (n / 2 > threshold)
+			threshold = n / 2;
+	}
+	hv_buf_append_str(&sql, "SELECT count(*) FROM (SELECT 1 FROM artifacts a");
+	hv_buf_append(&sql, where->data, where->len);
+	hv_buf_printf(&sql, " LIMIT %lld)", (long long)threshold);
+	if ((rc = query_int(st, &sql, f, it, &n)) != HV_OK)
+		return rc;
+	*plan = n >= threshold ? PLAN_SCAN : PLAN_SORT;
+	return HV_OK;
+}
+
+hv_status hv_store_artifacts(hv_store *st, const hv_artifact_filter *f, hv_artifact_iter **out)
+{
+	if (!st || !out)
+		return hv_error_set(HV_EUSAGE, "hv_store_artifacts: missing argument");
+	*out = NULL;
+	hv_artifact_filter none = {0};
+	if (!f)
+		f = &none;
+	hv_artifact_iter *it = calloc(1, sizeof(*it));
+	if (!it)
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	it->st = st;
+	it->with_content = f->with_content;
+	int rc = HV_OK;
+	if (f->sha256 && (rc = hvst_hex_norm(f->sha256, false, it->sha)) != HV_OK) {
+		free(it);
+		return rc;
+	}
+	hv_buf where = {0}, sql = {0};
+	filter_sql(&where, f, it->sha);
+	enum plan plan = PLAN_NATURAL;
+	rc = where.data ? choose_plan(st, f, it, &where, &plan)
+			: hv_error_set(HV_ENOMEM, "out of memory");
+	hv_buf_append_str(&sql, "SELECT a.id, a.run_id, a.path, a.name, a.mime_type, a.size,"
+				" a.sha256, a.recorded_at_ns, a.content_stored");
+	if (f->with_content)
+		hv_buf_append_str(&sql, ", c.bytes");
+	/* INDEXED BY and the unary + steer SQLite to the plan chosen above. */
+	hv_buf_append_str(&sql, plan == PLAN_SCAN ? " FROM artifacts a INDEXED BY artifacts_run"
+						   : " FROM artifacts a");
+	if (f->with_content)
+		hv_buf_append_str(&sql, " LEFT JOIN contents c"
+					" ON a.content_stored AND c.sha256 = a.sha256");
+	if (where.data)
+		hv_buf_append(&sql, where.data, where.len);
+	hv_buf_append_str(&sql, plan == PLAN_SORT ? " ORDER BY +a.run_id DESC, +a.id ASC"
+						   : " ORDER BY a.run_id DESC, a.id ASC");
+	if (f->limit)
+		hv_buf_append_str(&sql, " LIMIT :limit");
+	if (rc == HV_OK)
+		rc = prepare_query(st, &sql, &it->q);
+	hv_buf_free(&sql);
+	hv_buf_free(&where);
+	if (rc != HV_OK) {
+		hv_artifact_iter_free(it);
+		return rc;
+	}
+	bind_filter(it->q, f, it);
 	*out = it;
 	return HV_OK;
 }
@@ -596,23 +680,43 @@ hv_status hv_store_artifact_content(hv_store *st, int64_t artifact_id, void **da
 
 /* ---- Prune -------------------------------------------------------------------------------- */
 
-/* Runs one statement with the named int64 parameters that appear in it; *changes and the first
- * result row's two columns (when asked) are returned. */
+/* Why prune works in chunks: deleting an artifact costs about 12 us (a row and five index
+ * entries), so pruning half of a million artifacts in one transaction would hold the write
+ * lock for seconds, longer than the busy timeout of the other harvest processes. Each chunk
+ * deletes whole runs (at most PRUNE_CHUNK_RUNS) with their artifacts and the contents no
+ * remaining artifact has; a transaction takes chunks for about PRUNE_TX_BUDGET_NS (much
+ * shorter transactions would rewrite the same pages of the random-order indexes, sha256 and
+ * name, over and over). Every state between two transactions is a consistent database, and a
+ * prune killed midway has done part of its work (running it again finishes).
+ * Which runs go is fixed at the start (the newest run then existing bounds it), so runs
+ * recorded meanwhile are never pruned. */
+#define PRUNE_CHUNK_RUNS 64
+#define PRUNE_TX_BUDGET_NS (INT64_C(500) * 1000000) /* then commit and take the lock again */
+#define VACUUM_CHUNK_PAGES 4096
+
 typedef struct prune_ctx {
 	hv_store *st;
-	int64_t before, keep, cutoff, stale;
+	int64_t max_id;      /* the newest run when the prune started */
+	int64_t before;      /* runs started before this go (0: unused) */
+	int64_t keep_below;  /* runs with a smaller id go (0: unused) */
+	int64_t cutoff;      /* snapshots created before this go */
+	int64_t stale;       /* unfinished snapshots created before this go */
 } prune_ctx;
 
+/* Runs one statement binding the named parameters that appear in it: *changes, and the first
+ * row's two columns (when asked). */
 static int prune_step(prune_ctx *c, const char *sql, int64_t *r0, int64_t *r1, uint64_t *changes)
 {
 	sqlite3_stmt *q = NULL;
 	int src = sqlite3_prepare_v2(c->st->db, sql, -1, &q, NULL);
 	if (src != SQLITE_OK)
 		return hvst_db_error(c->st, src, "cannot prune");
+	bind_name(q, ":max", c->max_id);
 	bind_name(q, ":before", c->before);
-	bind_name(q, ":keep", c->keep);
+	bind_name(q, ":keep_below", c->keep_below);
 	bind_name(q, ":cutoff", c->cutoff);
 	bind_name(q, ":stale", c->stale);
+	bind_name(q, ":chunk", PRUNE_CHUNK_RUNS);
 	src = sqlite3_step(q);
 	if (src == SQLITE_ROW) {
 		if (r0)
@@ -627,6 +731,112 @@ static int prune_step(prune_ctx *c, const char *sql, int64_t *r0, int64_t *r1, u
 	return src == SQLITE_DONE ? HV_OK : hvst_db_error(c->st, src, "cannot prune");
 }
 
+/* Inside a transaction: the next PRUNE_CHUNK_RUNS runs to delete, their artifacts, and the
+ * contents that only they had. *runs is 0 when there was nothing left to delete. */
+static int prune_chunk(prune_ctx *c, const char *select_runs, hv_prune_result *res,
+		       int64_t *newest_started, uint64_t *runs)
+{
+	hv_store *st = c->st;
+	int64_t n = 0, bytes = 0, newest = 0;
+	uint64_t n_runs = 0;
+	int rc = hvst_exec(st, "DELETE FROM temp.prune_runs; DELETE FROM temp.prune_shas;",
+			   "cannot prune");
+	if (rc == HV_OK)
+		rc = prune_step(c, select_runs, NULL, NULL, &n_runs);
+	if (rc == HV_OK && n_runs)
+		rc = prune_step(c, "SELECT coalesce(max(started_at_ns), 0) FROM runs"
+				   " WHERE id IN (SELECT id FROM temp.prune_runs)", &newest, NULL, NULL);
+	/* The digests the doomed artifacts had: the only contents that may lose their last
+	 * reference. */
+	if (rc == HV_OK && n_runs)
+		rc = prune_step(c, "INSERT OR IGNORE INTO temp.prune_shas SELECT sha256"
+				   " FROM artifacts WHERE run_id IN (SELECT id FROM temp.prune_runs)",
+				NULL, NULL, NULL);
+	if (rc == HV_OK && n_runs)
+		rc = prune_step(c, "SELECT count(*) FROM artifacts"
+				   " WHERE run_id IN (SELECT id FROM temp.prune_runs)", &n, NULL, NULL);
+	/* Artifacts and outputs go with their runs (ON DELETE CASCADE). */
+	if (rc == HV_OK && n_runs)
+		rc = prune_step(c, "DELETE FROM runs WHERE id IN (SELECT id FROM temp.prune_runs)",
+				NULL, NULL, NULL);
+	static const char unreferenced[] =
+		" FROM contents WHERE sha256 IN (SELECT sha256 FROM temp.prune_shas)"
+		" AND NOT EXISTS (SELECT 1 FROM artifacts a WHERE a.sha256 = contents.sha256)";
+	char sql[512];
+	int64_t n_contents = 0;
+	snprintf(sql, sizeof(sql), "SELECT count(*), coalesce(sum(size), 0)%s", unreferenced);
+	if (rc == HV_OK && n_runs)
+		rc = prune_step(c, sql, &n_contents, &bytes, NULL);
+	snprintf(sql, sizeof(sql), "DELETE%s", unreferenced);
+	if (rc == HV_OK && n_runs)
+		rc = prune_step(c, sql, NULL, NULL, NULL);
+	if (rc != HV_OK)
+		return rc;
+	res->runs += n_runs;
+	res->artifacts += (uint64_t)n;
+	res->contents += (uint64_t)n_contents;
+	res->content_bytes += (uint64_t)bytes;
+	if (newest > *newest_started)
+		*newest_started = newest;
+	*runs = n_runs;
+	return HV_OK;
+}
+
+/* The ids of the snapshots to delete, read out in full before deleting any. */
+static int prune_snapshot_ids(prune_ctx *c, int64_t **ids, size_t *n)
+{
+	*ids = NULL;
+	*n = 0;
+	sqlite3_stmt *q = NULL;
+	int src = sqlite3_prepare_v2(c->st->db,
+				     "SELECT id FROM snapshots WHERE created_at_ns < :cutoff"
+				     " OR (complete = 0 AND created_at_ns < :stale)", -1, &q, NULL);
+	if (src != SQLITE_OK)
+		return hvst_db_error(c->st, src, "cannot prune");
+	bind_name(q, ":cutoff", c->cutoff);
+	bind_name(q, ":stale", c->stale);
+	size_t cap = 0;
+	int rc = HV_OK;
+	while (rc == HV_OK && (src = sqlite3_step(q)) == SQLITE_ROW) {
+		if (*n == cap) {
+			cap = cap ? 2 * cap : 16;
+			int64_t *p = realloc(*ids, cap * sizeof(**ids));
+			if (!p) {
+				rc = hv_error_set(HV_ENOMEM, "out of memory");
+				break;
+			}
+			*ids = p;
+		}
+		(*ids)[(*n)++] = sqlite3_column_int64(q, 0);
+	}
+	if (rc == HV_OK && src != SQLITE_DONE)
+		rc = hvst_db_error(c->st, src, "cannot prune");
+	sqlite3_finalize(q);
+	return rc;
+}
+
+/* Gives freed pages back to the file system (databases made with auto_vacuum = INCREMENTAL),
+ * a bounded number per transaction. Best effort: the space is reused anyway. */
+static void prune_vacuum(hv_store *st)
+{
+	char sql[64];
+	snprintf(sql, sizeof(sql), "PRAGMA incremental_vacuum(%d)", VACUUM_CHUNK_PAGES);
+	for (;;) {
+		int64_t free_pages = 0, mode = 0;
+		if (hvst_query_int(st, "PRAGMA auto_vacuum", &mode) != HV_OK || mode != 2 ||
+		    hvst_query_int(st, "PRAGMA freelist_count", &free_pages) != HV_OK || free_pages == 0)
+			break;
+		if (hvst_tx_begin(st) != HV_OK)
+			break;
+		if (hvst_exec(st, sql, "cannot vacuum") != HV_OK) {
+			hvst_tx_rollback(st);
+			break;
+		}
+		if (hvst_tx_commit(st) != HV_OK)
+			break;
+	}
+}
+
 hv_status hv_store_prune(hv_store *st, const hv_prune_opts *opts, hv_prune_result *res)
 {
 	if (!st || !opts || !res)
@@ -639,88 +849,78 @@ hv_status hv_store_prune(hv_store *st, const hv_prune_opts *opts, hv_prune_resul
 		return rc;
 	prune_ctx c = {
 		.st = st,
-		.before = opts->before_ns,
-		.keep = opts->keep_runs,
+		.before = opts->before_ns > 0 ? opts->before_ns : 0,
 		.stale = hv_store_now_ns() - STALE_SNAPSHOT_NS,
 	};
+	rc = hvst_exec(st, "CREATE TEMP TABLE IF NOT EXISTS prune_runs(id INTEGER PRIMARY KEY);"
+			   "CREATE TEMP TABLE IF NOT EXISTS prune_shas(sha256 TEXT PRIMARY KEY);",
+		       "cannot prune");
+	if (rc == HV_OK)
+		rc = prune_step(&c, "SELECT coalesce(max(id), 0) FROM runs", &c.max_id, NULL, NULL);
+	if (rc == HV_OK && opts->keep_runs >= 0) {
+		/* The oldest run kept: the keep_runs-th newest (none kept: everything goes). */
+		char sql[128];
+		snprintf(sql, sizeof(sql),
+			 "SELECT coalesce((SELECT id FROM runs ORDER BY id DESC LIMIT 1 OFFSET %lld),"
+			 " 0)", (long long)(opts->keep_runs ? opts->keep_runs - 1 : 0));
+		rc = prune_step(&c, sql, &c.keep_below, NULL, NULL);
+		if (opts->keep_runs == 0)
+			c.keep_below = c.max_id + 1;
+	}
 	hv_buf sel = {0};
-	hv_buf_append_str(&sel, "INSERT INTO temp.prune_runs SELECT id FROM runs WHERE 0");
-	if (opts->before_ns > 0)
+	hv_buf_append_str(&sel, "INSERT INTO temp.prune_runs SELECT id FROM runs"
+				" WHERE id <= :max AND (0");
+	if (c.before)
 		hv_buf_append_str(&sel, " OR started_at_ns < :before");
-	if (opts->keep_runs >= 0)
-		hv_buf_append_str(&sel, " OR id NOT IN (SELECT id FROM runs ORDER BY id DESC"
-					" LIMIT :keep)");
-	if (!sel.data) {
-		return hv_error_last_status();
-	}
-	rc = hvst_tx_begin(st);
-	int64_t n = 0, bytes = 0, newest = 0;
-	uint64_t changes = 0;
-	/* The runs to delete, and the digests their artifacts had: the only candidates for
-	 * contents that may now be unreferenced. */
-	if (rc == HV_OK)
-		rc = hvst_exec(st, "CREATE TEMP TABLE IF NOT EXISTS prune_runs(id INTEGER PRIMARY KEY);"
-				   "CREATE TEMP TABLE IF NOT EXISTS prune_shas(sha256 TEXT PRIMARY KEY);"
-				   "DELETE FROM temp.prune_runs; DELETE FROM temp.prune_shas;",
-			       "cannot prune");
-	if (rc == HV_OK)
-		rc = prune_step(&c, sel.data, NULL, NULL, &res->runs);
-	if (rc == HV_OK)
-		rc = prune_step(&c, "SELECT count(*), coalesce(max(started_at_ns), 0) FROM runs"
-				    " WHERE id IN (SELECT id FROM temp.prune_runs)",
-				&n, &newest, NULL);
-	if (rc == HV_OK)
-		rc = prune_step(&c, "INSERT OR IGNORE INTO temp.prune_shas SELECT sha256"
-				    " FROM artifacts WHERE run_id IN (SELECT id FROM temp.prune_runs)",
-				NULL, NULL, NULL);
-	if (rc == HV_OK)
-		rc = prune_step(&c, "SELECT count(*) FROM artifacts"
-				    " WHERE run_id IN (SELECT id FROM temp.prune_runs)", &n, NULL, NULL);
-	res->artifacts = (uint64_t)n;
-	/* Artifacts and outputs go with their runs (ON DELETE CASCADE). */
-	if (rc == HV_OK)
-		rc = prune_step(&c, "DELETE FROM runs WHERE id IN (SELECT id FROM temp.prune_runs)",
-				NULL, NULL, NULL);
-	static const char unreferenced[] =
-		" FROM contents WHERE sha256 IN (SELECT sha256 FROM temp.prune_shas)"
-		" AND NOT EXISTS (SELECT 1 FROM artifacts a WHERE a.sha256 = contents.sha256)";
-	char sql[512];
-	snprintf(sql, sizeof(sql), "SELECT count(*), coalesce(sum(size), 0)%s", unreferenced);
-	if (rc == HV_OK)
-		rc = prune_step(&c, sql, &n, &bytes, NULL);
-	res->contents = (uint64_t)n;
-	res->content_bytes = (uint64_t)bytes;
-	snprintf(sql, sizeof(sql), "DELETE%s", unreferenced);
-	if (rc == HV_OK)
-		rc = prune_step(&c, sql, NULL, NULL, NULL);
-	/* Snapshots as old as the history that goes, and those abandoned by killed processes. */
-	c.cutoff = opts->before_ns > 0 ? opts->before_ns : 0;
-	if (opts->keep_runs >= 0 && res->runs && newest > c.cutoff)
-		c.cutoff = newest;
-	if (rc == HV_OK)
-		rc = prune_step(&c, "DELETE FROM snapshots WHERE created_at_ns < :cutoff"
-				    " OR (complete = 0 AND created_at_ns < :stale)",
-				NULL, NULL, &changes);
-	res->snapshots = changes;
-	if (rc == HV_OK)
-		rc = hvst_exec(st, "DELETE FROM temp.prune_runs; DELETE FROM temp.prune_shas;",
-			       "cannot prune");
-	if (rc == HV_OK)
-		rc = hvst_tx_commit(st);
-	else if (st->in_tx)
-		hvst_tx_rollback(st);
-	hv_buf_free(&sel);
-	if (rc != HV_OK) {
-		memset(res, 0, sizeof(*res));
-		return rc;
-	}
-	/* Give the freed pages back to the file system (databases made with auto_vacuum). */
-	if (hvst_tx_begin(st) == HV_OK) {
-		if (hvst_exec(st, "PRAGMA incremental_vacuum", "cannot vacuum") == HV_OK)
-			hvst_tx_commit(st);
-		else
+	if (c.keep_below)
+		hv_buf_append_str(&sel, " OR id < :keep_below");
+	hv_buf_append_str(&sel, ") ORDER BY id LIMIT :chunk");
+	if (rc == HV_OK && !sel.data)
+		rc = hv_error_last_status();
+	if (getenv("HV_PRAGMA")) hvst_exec(st, getenv("HV_PRAGMA"), "x"); /*TMP*/
+	int64_t newest_started = 0;
+	for (uint64_t n = 1; rc == HV_OK && n;) {
+		/* One transaction: chunks until the time budget is spent. The counts of a
+		 * transaction that fails are taken back. */
+		hv_prune_result before = *res;
+		int64_t newest_before = newest_started;
+		int64_t t0 = hv_store_now_ns();
+		rc = hvst_tx_begin(st);
+		do {
+			if (rc == HV_OK)
+				rc = prune_chunk(&c, sel.data, res, &newest_started, &n);
+		} while (rc == HV_OK && n && hv_store_now_ns() - t0 < PRUNE_TX_BUDGET_NS);
+		if (rc == HV_OK)
+			rc = hvst_tx_commit(st);
+		else if (st->in_tx)
 			hvst_tx_rollback(st);
+		if (rc != HV_OK) {
+			*res = before;
+			newest_started = newest_before;
+		}
 	}
+	hv_buf_free(&sel);
+
+	/* Snapshots as old as the history that went, and those abandoned by killed processes;
+	 * each deleted a chunk at a time too. */
+	c.cutoff = c.before;
+	if (opts->keep_runs >= 0 && newest_started > c.cutoff)
+		c.cutoff = newest_started;
+	int64_t *ids = NULL;
+	size_t n_ids = 0;
+	if (rc == HV_OK)
+		rc = prune_snapshot_ids(&c, &ids, &n_ids);
+	for (size_t i = 0; rc == HV_OK && i < n_ids; i++) {
+		rc = hv_store_snapshot_delete(st, ids[i]);
+		if (rc == HV_OK)
+			res->snapshots++;
+		else if (rc == HV_DONE) /* someone else deleted it meanwhile */
+			rc = HV_OK;
+	}
+	free(ids);
+	if (rc != HV_OK)
+		return rc; /* res has what was done before the failure */
+	prune_vacuum(st);
 	hv_error_clear();
 	return HV_OK;
 }

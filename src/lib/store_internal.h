@@ -52,6 +52,8 @@ struct hv_store {
 int hvst_db_error(hv_store *st, int rc, const char *what);
 /* The cached statement `which`, prepared on first use (NULL and an error set on failure). */
 sqlite3_stmt *hvst_stmt(hv_store *st, enum st_stmt which);
+/* The first column of the first row of sql (a PRAGMA or a SELECT without parameters). */
+int hvst_query_int(hv_store *st, const char *sql, int64_t *out);
 /* Runs SQL without results. */
 int hvst_exec(hv_store *st, const char *sql, const char *what);
 /* BEGIN IMMEDIATE / COMMIT / ROLLBACK of the handle's one write transaction. */

@@ -216,7 +216,7 @@ static void check_odd_records(const tu_recs *rs, bool with_sub, bool camel)
 static void test_names_exact(void **state)
 {
 	(void)state;
-	char *root = tu_mkdtemp();
+	char *root = tu_tmpdir();
 	make_odd_tree(root);
 	tu_result r;
 	tu_recs rs;
@@ -280,8 +280,6 @@ static void test_names_exact(void **state)
 	assert_int_equal(recs, 2 * N_ODD + 1);
 	tu_result_free(&r);
 
-	tu_rmrf_deep(root);
-	free(root);
 }
 
 /* ---- symlinks ---- */
@@ -289,7 +287,7 @@ static void test_names_exact(void **state)
 static void test_dangling_and_loop(void **state)
 {
 	(void)state;
-	char *root = tu_mkdtemp();
+	char *root = tu_tmpdir();
 	mklink(root, "nowhere", "dangle");
 	mklink(root, "self", "self");
 	mklink(root, "loop-b", "loop-a");
@@ -336,14 +334,12 @@ static void test_dangling_and_loop(void **state)
 	tu_recs_free(&rs);
 	tu_result_free(&r);
 
-	tu_rmrf_deep(root);
-	free(root);
 }
 
 static void test_symlink_to_dir(void **state)
 {
 	(void)state;
-	char *root = tu_mkdtemp();
+	char *root = tu_tmpdir();
 	tu_mkdir(root, "real");
 	tu_write(root, "real/f", "abc", 3);
 	mklink(root, "real", "link");
@@ -381,14 +377,12 @@ static void test_symlink_to_dir(void **state)
 	tu_recs_free(&rs);
 	tu_result_free(&r);
 
-	tu_rmrf_deep(root);
-	free(root);
 }
 
 static void test_follow_ancestor_link(void **state)
 {
 	(void)state;
-	char *root = tu_mkdtemp();
+	char *root = tu_tmpdir();
 	tu_mkdir(root, "a");
 	tu_mkdir(root, "a/b");
 	tu_write(root, "a/b/f", "x", 1);
@@ -429,8 +423,6 @@ static void test_follow_ancestor_link(void **state)
 	tu_recs_free(&rs);
 	tu_result_free(&r);
 
-	tu_rmrf_deep(root);
-	free(root);
 }
 
 /* ---- special files ---- */
@@ -438,7 +430,7 @@ static void test_follow_ancestor_link(void **state)
 static void test_fifo_and_socket(void **state)
 {
 	(void)state;
-	char *root = tu_mkdtemp();
+	char *root = tu_tmpdir();
 	mkfifo_at(root, "fifo", 0600);
 	mksock_at(root, "sock");
 	tu_write(root, "file", "12345", 5);
@@ -489,8 +481,6 @@ static void test_fifo_and_socket(void **state)
 		fail_msg("harvest opened the FIFO (inotify IN_OPEN/IN_ACCESS)");
 	close(ino);
 	free(fifo);
-	tu_rmrf_deep(root);
-	free(root);
 }
 
 /* ---- permission denied, as nobody ---- */
@@ -551,7 +541,7 @@ static int harvest_as_nobody(const char *bin, const char *const *args, char **ou
 
 static char *copy_binary_for_nobody(char **bindir)
 {
-	*bindir = tu_mkdtemp();
+	*bindir = tu_tmpdir();
 	char *dst = tu_path(*bindir, "harvest");
 	char *argv[] = {"cp", (char *)HARVEST_BIN, dst, NULL};
 	tu_result r;
@@ -567,7 +557,7 @@ static void test_unreadable_dir(void **state)
 	(void)state;
 	char *bindir;
 	char *bin = copy_binary_for_nobody(&bindir);
-	char *root = tu_mkdtemp();
+	char *root = tu_tmpdir();
 	tu_mkdir(root, "open");
 	tu_write(root, "open/f", "ab", 2);
 	tu_mkdir(root, "locked");
@@ -639,10 +629,6 @@ static void test_unreadable_dir(void **state)
 	}
 
 	free(locked);
-	tu_rmrf_deep(root);
-	free(root);
-	tu_rmrf_deep(bindir);
-	free(bindir);
 	free(bin);
 }
 
@@ -651,7 +637,7 @@ static void test_unreadable_dir(void **state)
 static void test_missing_and_file_paths(void **state)
 {
 	(void)state;
-	char *root = tu_mkdtemp();
+	char *root = tu_tmpdir();
 	tu_write(root, "file", "x", 1);
 	char *missing = tu_path(root, "missing");
 	char *file = tu_path(root, "file");
@@ -676,14 +662,12 @@ static void test_missing_and_file_paths(void **state)
 	free(file);
 	free(dangling);
 	free(under_file);
-	tu_rmrf_deep(root);
-	free(root);
 }
 
 static void test_bad_options(void **state)
 {
 	(void)state;
-	char *root = tu_mkdtemp();
+	char *root = tu_tmpdir();
 	const char *cases[][6] = {
 		{"walk", "--max-depth", "x", NULL},
 		{"walk", "--max-depth", "3x", NULL},
@@ -729,8 +713,6 @@ static void test_bad_options(void **state)
 		assert_one_line_error(&r, 2, what);
 		tu_result_free(&r);
 	}
-	tu_rmrf_deep(root);
-	free(root);
 }
 
 static void test_version_and_help(void **state)
@@ -768,7 +750,7 @@ static void test_version_and_help(void **state)
 /* a/ (x, .h), a-b, a.txt, B, .hidden, b, caf\xc3\xa9, \xff */
 static char *make_small_tree(void)
 {
-	char *root = tu_mkdtemp();
+	char *root = tu_tmpdir();
 	tu_mkdir(root, "a");
 	tu_write(root, "a/x", "xx", 2);
 	tu_write(root, "a/.h", "h", 1);
@@ -829,14 +811,12 @@ static void test_ls_vs_walk(void **state)
 	tu_recs_free(&rs);
 	tu_result_free(&r);
 
-	tu_rmrf_deep(root);
-	free(root);
 }
 
 static void test_max_depth(void **state)
 {
 	(void)state;
-	char *root = tu_mkdtemp();
+	char *root = tu_tmpdir();
 	tu_mkdir(root, "a");
 	tu_mkdir(root, "a/b");
 	tu_mkdir(root, "a/b/c");
@@ -863,14 +843,12 @@ static void test_max_depth(void **state)
 		tu_recs_free(&rs);
 		tu_result_free(&r);
 	}
-	tu_rmrf_deep(root);
-	free(root);
 }
 
 static void test_exclude_and_no_hidden(void **state)
 {
 	(void)state;
-	char *root = tu_mkdtemp();
+	char *root = tu_tmpdir();
 	tu_mkdir(root, "keep");
 	tu_write(root, "keep/f", "", 0);
 	tu_write(root, "keep/g.log", "", 0);
@@ -920,14 +898,12 @@ static void test_exclude_and_no_hidden(void **state)
 	tu_recs_free(&rs);
 	tu_result_free(&r);
 
-	tu_rmrf_deep(root);
-	free(root);
 }
 
 static void test_max_entries(void **state)
 {
 	(void)state;
-	char *root = tu_mkdtemp();
+	char *root = tu_tmpdir();
 	for (int i = 0; i < 10; i++) {
 		char n[32];
 		snprintf(n, sizeof(n), "f%d", i);
@@ -968,8 +944,6 @@ static void test_max_entries(void **state)
 	tu_recs_free(&rs);
 	tu_result_free(&r);
 
-	tu_rmrf_deep(root);
-	free(root);
 }
 
 static void test_xdev(void **state)
@@ -990,6 +964,7 @@ static void test_xdev(void **state)
 	/* Where a mount is allowed (root with CAP_SYS_ADMIN), a real second file system. */
 	char *mnt = tu_path(root, "mnt");
 	if (mount("harvest-test", mnt, "tmpfs", 0, "size=1m") == 0) {
+		tu_cleanup_umount(mnt);
 		tu_write(root, "mnt/inside", "i", 1);
 		tu_recs rs;
 		hv_recs(&rs, &r1, true, "path", false, "walk", "--xdev", root, NULL);
@@ -1010,14 +985,12 @@ static void test_xdev(void **state)
 			      strerror(errno));
 	}
 	free(mnt);
-	tu_rmrf_deep(root);
-	free(root);
 }
 
 static void test_long(void **state)
 {
 	(void)state;
-	char *root = tu_mkdtemp();
+	char *root = tu_tmpdir();
 	tu_write(root, "f", "hello", 5);
 	tu_mkdir(root, "d");
 	mklink(root, "f", "l");
@@ -1098,14 +1071,12 @@ static void test_long(void **state)
 	free(f);
 	free(d);
 	free(l);
-	tu_rmrf_deep(root);
-	free(root);
 }
 
 static void test_formats(void **state)
 {
 	(void)state;
-	char *root = tu_mkdtemp();
+	char *root = tu_tmpdir();
 	tu_write(root, "a", "1", 1);
 	tu_mkdir(root, "b");
 	tu_write(root, "b/c", "22", 2);
@@ -1180,8 +1151,6 @@ static void test_formats(void **state)
 	tu_recs_free(&rs);
 	tu_result_free(&r);
 
-	tu_rmrf_deep(root);
-	free(root);
 }
 
 static void test_option_placement(void **state)
@@ -1231,14 +1200,12 @@ static void test_option_placement(void **state)
 	assert_int_equal(r1.status, 2);
 	tu_result_free(&r1);
 
-	tu_rmrf_deep(root);
-	free(root);
 }
 
 static void test_root_symlink_followed(void **state)
 {
 	(void)state;
-	char *root = tu_mkdtemp();
+	char *root = tu_tmpdir();
 	tu_mkdir(root, "real");
 	tu_write(root, "real/f", "abc", 3);
 	tu_mkdir(root, "real/sub");
@@ -1282,31 +1249,32 @@ static void test_root_symlink_followed(void **state)
 	free(slash);
 	free(rl);
 	free(rl2);
-	tu_rmrf_deep(root);
-	free(root);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_names_exact),
-		cmocka_unit_test(test_dangling_and_loop),
-		cmocka_unit_test(test_symlink_to_dir),
-		cmocka_unit_test(test_follow_ancestor_link),
-		cmocka_unit_test(test_fifo_and_socket),
-		cmocka_unit_test(test_unreadable_dir),
-		cmocka_unit_test(test_missing_and_file_paths),
-		cmocka_unit_test(test_bad_options),
-		cmocka_unit_test(test_version_and_help),
-		cmocka_unit_test(test_ls_vs_walk),
-		cmocka_unit_test(test_max_depth),
-		cmocka_unit_test(test_exclude_and_no_hidden),
-		cmocka_unit_test(test_max_entries),
-		cmocka_unit_test(test_xdev),
-		cmocka_unit_test(test_long),
-		cmocka_unit_test(test_formats),
-		cmocka_unit_test(test_option_placement),
-		cmocka_unit_test(test_root_symlink_followed),
+		cmocka_unit_test_teardown(test_names_exact, tu_cleanup),
+		cmocka_unit_test_teardown(test_dangling_and_loop, tu_cleanup),
+		cmocka_unit_test_teardown(test_symlink_to_dir, tu_cleanup),
+		cmocka_unit_test_teardown(test_follow_ancestor_link, tu_cleanup),
+		cmocka_unit_test_teardown(test_fifo_and_socket, tu_cleanup),
+		cmocka_unit_test_teardown(test_unreadable_dir, tu_cleanup),
+		cmocka_unit_test_teardown(test_missing_and_file_paths, tu_cleanup),
+		cmocka_unit_test_teardown(test_bad_options, tu_cleanup),
+		cmocka_unit_test_teardown(test_version_and_help, tu_cleanup),
+		cmocka_unit_test_teardown(test_ls_vs_walk, tu_cleanup),
+		cmocka_unit_test_teardown(test_max_depth, tu_cleanup),
+		cmocka_unit_test_teardown(test_exclude_and_no_hidden, tu_cleanup),
+		cmocka_unit_test_teardown(test_max_entries, tu_cleanup),
+		cmocka_unit_test_teardown(test_xdev, tu_cleanup),
+		cmocka_unit_test_teardown(test_long, tu_cleanup),
+		cmocka_unit_test_teardown(test_formats, tu_cleanup),
+		cmocka_unit_test_teardown(test_option_placement, tu_cleanup),
+		cmocka_unit_test_teardown(test_root_symlink_followed, tu_cleanup),
 	};
+	const char *filter = getenv("HV_TEST_FILTER"); /* e.g. HV_TEST_FILTER=test_deep_chain */
+	if (filter && *filter)
+		cmocka_set_test_filter(filter);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -479,3 +479,141 @@ void tu_recs_free(tu_recs *rs)
 	tj_free(rs->doc);
 	memset(rs, 0, sizeof(*rs));
 }
+
+/* ---- Helpers for the mime/collect/run end-to-end tests. ---- */
+
+char *tu_read_file(const char *path, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	char *buf = NULL;
+	size_t n = 0, cap = 0;
+	append(&buf, &n, &cap, "", 0);
+	char chunk[65536];
+	for (;;) {
+		ssize_t got = read(fd, chunk, sizeof(chunk));
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			close(fd);
+			free(buf);
+			return NULL;
+		}
+		if (got == 0)
+			break;
+		append(&buf, &n, &cap, chunk, (size_t)got);
+	}
+	close(fd);
+	if (len)
+		*len = n;
+	return buf;
+}
+
+struct nobody_exec {
+	const char *cwd;
+	char **argv;
+	int out, err;
+};
+
+static int nobody_exec_fn(void *arg)
+{
+	struct nobody_exec *x = arg;
+	if (x->cwd && chdir(x->cwd) != 0)
+		return 126;
+	int in = open("/dev/null", O_RDONLY);
+	if (in < 0 || dup2(in, 0) < 0 || dup2(x->out, 1) < 0 || dup2(x->err, 2) < 0)
+		return 126;
+	signal(SIGPIPE, SIG_DFL);
+	execv(x->argv[0], x->argv);
+	return 127;
+}
+
+/* An unnamed file for a child's output: written by the child through the inherited
+ * descriptor, whatever user it runs as. */
+static int tu_anon_file(void)
+{
+	FILE *f = tmpfile();
+	assert_non_null(f);
+	int fd = dup(fileno(f));
+	fclose(f);
+	assert_true(fd >= 0);
+	return fd;
+}
+
+static char *tu_read_fd(int fd, size_t *len)
+{
+	char *buf = NULL;
+	size_t n = 0, cap = 0;
+	append(&buf, &n, &cap, "", 0);
+	char chunk[65536];
+	off_t off = 0;
+	for (;;) {
+		ssize_t got = pread(fd, chunk, sizeof(chunk), off);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			break;
+		append(&buf, &n, &cap, chunk, (size_t)got);
+		off += got;
+	}
+	*len = n;
+	return buf;
+}
+
+void tu_harvest_as_nobody(tu_result *r, const char *cwd, const char *const *args)
+{
+	size_t n = 0;
+	while (args[n])
+		n++;
+	char **argv = calloc(n + 2, sizeof(*argv));
+	assert_non_null(argv);
+	argv[0] = (char *)HARVEST_BIN;
+	for (size_t i = 0; i < n; i++)
+		argv[i + 1] = (char *)args[i];
+	memset(r, 0, sizeof(*r));
+	struct nobody_exec x = {cwd, argv, tu_anon_file(), tu_anon_file()};
+	r->status = tu_as_nobody(nobody_exec_fn, &x);
+	r->out = tu_read_fd(x.out, &r->out_len);
+	r->err = tu_read_fd(x.err, &r->err_len);
+	close(x.out);
+	close(x.err);
+	free(argv);
+}
+
+#include <sys/mount.h>
+
+static char *tu_cleanup_dirs[64], *tu_cleanup_mounts[8];
+static size_t tu_n_cleanup_dirs, tu_n_cleanup_mounts;
+
+char *tu_tmpdir(void)
+{
+	assert_true(tu_n_cleanup_dirs < sizeof(tu_cleanup_dirs) / sizeof(tu_cleanup_dirs[0]));
+	char *d = tu_mkdtemp();
+	tu_cleanup_dirs[tu_n_cleanup_dirs++] = d;
+	return d;
+}
+
+void tu_cleanup_umount(const char *path)
+{
+	assert_true(tu_n_cleanup_mounts < sizeof(tu_cleanup_mounts) / sizeof(tu_cleanup_mounts[0]));
+	char *p = strdup(path);
+	assert_non_null(p);
+	tu_cleanup_mounts[tu_n_cleanup_mounts++] = p;
+}
+
+int tu_cleanup(void **state)
+{
+	(void)state;
+	while (tu_n_cleanup_mounts > 0) {
+		char *m = tu_cleanup_mounts[--tu_n_cleanup_mounts];
+		umount2(m, MNT_DETACH);
+		free(m);
+	}
+	while (tu_n_cleanup_dirs > 0) {
+		char *d = tu_cleanup_dirs[--tu_n_cleanup_dirs];
+		tu_rmrf_deep(d);
+		free(d);
+	}
+	return 0;
+}

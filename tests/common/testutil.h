@@ -89,4 +89,24 @@ void tu_recs_parse(tu_recs *rs, const char *out, size_t len, bool jsonl, const c
 const tu_rec *tu_recs_find(const tu_recs *rs, const char *key, size_t len);
 void tu_recs_free(tu_recs *rs);
 
+
+/* A fresh temp directory that tu_cleanup() removes (with tu_rmrf_deep), so a test that fails
+ * half-way leaves nothing behind: register tu_cleanup as the test's teardown
+ * (cmocka_unit_test_teardown). The string belongs to the cleanup list: do not free it. */
+char *tu_tmpdir(void);
+/* Has tu_cleanup() unmount path (lazily) before it removes the directories. */
+void tu_cleanup_umount(const char *path);
+/* Unmounts and removes what tu_tmpdir() and tu_cleanup_umount() registered. Returns 0. */
+int tu_cleanup(void **state);
+
 #endif
+
+/* ---- Helpers for the mime/collect/run end-to-end tests (tests/cli/{mime,collect,run}_cli_test.c). */
+
+/* Runs the built harvest binary with args (without argv[0], NULL-terminated) as the user
+ * nobody (see tu_as_nobody), in cwd (NULL: the current one), stdin from /dev/null, and
+ * captures both streams as tu_harvestv does. */
+void tu_harvest_as_nobody(tu_result *r, const char *cwd, const char *const *args);
+/* The whole contents of a file in a new NUL-terminated buffer (its length in *len, which may
+ * be NULL); NULL when it cannot be read. */
+char *tu_read_file(const char *path, size_t *len);

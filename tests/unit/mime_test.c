@@ -487,8 +487,9 @@ static void test_refine_own_db(void **state)
 		  "# comment\n"
 		  "40:text/x-low:*.foo\n"
 		  "60:text/x-high:*.foo\n"
-		  "50:text/x-upper:*.Q:cs\n"
 		  "50:text/x-lower:*.q\n"
+		  "50:text/x-upper:*.Q:cs\n"
+		  "50:text/x-sensitive:*.cs1:cs\n"
 		  "50:text/x-literal:special.foo\n"
 		  "10:text/x-prefix:pre*\n"
 		  "50:application/x-longer:*.b.bar\n"
@@ -506,6 +507,8 @@ static void test_refine_own_db(void **state)
 		{"special.foo", "text/plain", "text/x-literal"}, /* a literal name first */
 		{"x.Q", "text/plain", "text/x-upper"},           /* the case-sensitive glob */
 		{"x.q", "text/plain", "text/x-lower"},
+		{"x.cs1", "text/plain", "text/x-sensitive"},
+		{"x.CS1", "text/plain", "text/plain"},           /* "cs": no case folding */
 		{"premium", "text/plain", "text/x-prefix"},      /* a full glob */
 		{"x.b.bar", "application/octet-stream", "application/x-longer"}, /* longest suffix */
 		{"x.bar", "application/octet-stream", "application/x-shorter"},

@@ -251,6 +251,24 @@ static void test_not_executable_is_126(void **state)
 	hv_run_result_free(&res);
 	collector_free(&c);
 
+	/* a non-executable file earlier in PATH does not hide an executable one later on, as
+	 * with execvp; and the remembered EACCES is reported when nothing else is found */
+	tu_write(dir, "true", "exit 9\n", 7);
+	tu_write(dir, "hv-no-such-cmd-here", "exit 9\n", 7);
+	snprintf(path_env, sizeof(path_env), "PATH=%s:/usr/bin:/bin", dir);
+	const char *argv_true[] = {"true", NULL};
+	assert_int_equal(run_with(argv_true, &opts, &c, &res), HV_OK);
+	assert_int_equal(res.exit_code, 0);
+	hv_run_result_free(&res);
+	collector_free(&c);
+	const char *argv_none[] = {"hv-no-such-cmd-here", NULL};
+	assert_int_equal(run_with(argv_none, &opts, &c, &res), HV_OK);
+	assert_int_equal(res.exit_code, 126);
+	assert_int_equal(res.spawn_errno, EACCES);
+	hv_run_result_free(&res);
+	collector_free(&c);
+	snprintf(path_env, sizeof(path_env), "PATH=%s", dir);
+
 	/* once executable (and without #!), it runs under /bin/sh as execvp would run it */
 	assert_int_equal(chmod(script, 0755), 0);
 	assert_int_equal(run_with(argv3, &opts, &c, &res), HV_OK);

@@ -1,0 +1,652 @@
+/* End-to-end tests of `harvest mime` (SPEC sections 2 and 5): libmagic's raw answer against
+ * file(1) on real files of this machine, the refinement by extension, directories, FIFOs,
+ * missing paths, and the MIME cache (its answers, and proof that a hit opens no file). Each
+ * case builds its fixture in a fresh temp directory and removes it. */
+#include "testutil.h"
+#include "tjson.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* A 1x1 PNG image. */
+static const unsigned char png_bytes[] = {
+	0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48,
+	0x44, 0x52, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00,
+	0x00, 0x1f, 0x15, 0xc4, 0x89, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x44, 0x41, 0x54, 0x78,
+	0x9c, 0x63, 0x60, 0x00, 0x00, 0x00, 0x00, 0x05, 0x00, 0x01, 0x0d, 0x0a, 0x2d, 0xb4,
+	0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
+};
+
+/* ---- helpers ---- */
+
+/* A growing argument vector. */
+typedef struct argvec {
+	const char **v;
+	size_t n, cap;
+} argvec;
+
+static void av_add(argvec *a, const char *s)
+{
+	if (a->n + 2 > a->cap) {
+		a->cap = a->cap ? a->cap * 2 : 64;
+		a->v = realloc(a->v, a->cap * sizeof(*a->v));
+		assert_non_null(a->v);
+	}
+	a->v[a->n++] = s;
+	a->v[a->n] = NULL;
+}
+
+/* One answer of `harvest mime` (jsonl). */
+typedef struct answer {
+	const char *path;
+	const char *mime;
+} answer;
+
+/* Parses mime's jsonl output into answers (pointing into *doc); fails unless every line is
+ * an object with a string "path" and a string "mime_type". */
+static answer *parse_answers(const tu_result *r, tj_value **doc, size_t *n)
+{
+	*doc = tj_parse_lines(r->out, r->out_len, n);
+	if (!*doc && r->out_len)
+		fail_msg("mime's output is not valid jsonl:\n%s", r->out);
+	answer *a = calloc(*n ? *n : 1, sizeof(*a));
+	assert_non_null(a);
+	for (size_t i = 0; i < *n; i++) {
+		const tj_value *o = tj_at(*doc, i);
+		a[i].path = tj_str(tj_get(o, "path"), NULL);
+		a[i].mime = tj_str(tj_get(o, "mime_type"), NULL);
+		if (!a[i].path || !a[i].mime)
+			fail_msg("line %zu lacks a string path or mime_type", i + 1);
+		assert_int_equal(tj_len(o), 2);
+	}
+	return a;
+}
+
+/* The mime type answered for path, or NULL when it is not in the answers. */
+static const char *answer_for(const answer *a, size_t n, const char *path)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(a[i].path, path) == 0)
+			return a[i].mime;
+	return NULL;
+}
+
+static int count_lines(const char *s, size_t len)
+{
+	int n = 0;
+	for (size_t i = 0; i < len; i++)
+		n += s[i] == '\n';
+	return n;
+}
+
+/* ---- real files against file(1) ---- */
+
+typedef struct pathlist {
+	char **v;
+	size_t n, cap;
+} pathlist;
+
+static pathlist g_found;
+
+static int collect_regular(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)ftw;
+	if (flag != FTW_F || !S_ISREG(st->st_mode) || access(path, R_OK) != 0)
+		return 0;
+	for (const char *c = path; *c; c++)
+		if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
+			return 0; /* one path a line in file(1)'s list: keep names plain */
+	if (g_found.n == g_found.cap) {
+		g_found.cap = g_found.cap ? g_found.cap * 2 : 1024;
+		g_found.v = realloc(g_found.v, g_found.cap * sizeof(*g_found.v));
+		assert_non_null(g_found.v);
+	}
+	g_found.v[g_found.n] = strdup(path);
+	assert_non_null(g_found.v[g_found.n]);
+	g_found.n++;
+	return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Up to per_root regular files of each root, evenly spread over its sorted list: the same
+ * pick on every run of this machine. */
+static void pick_real_files(pathlist *out, size_t per_root)
+{
+	static const char *const roots[] = {"/usr/bin", "/usr/lib/x86_64-linux-gnu",
+					    "/usr/share/doc", "/etc"};
+	memset(out, 0, sizeof(*out));
+	for (size_t r = 0; r < sizeof(roots) / sizeof(roots[0]); r++) {
+		memset(&g_found, 0, sizeof(g_found));
+		nftw(roots[r], collect_regular, 32, FTW_PHYS);
+		qsort(g_found.v, g_found.n, sizeof(*g_found.v), cmp_str);
+		size_t take = g_found.n < per_root ? g_found.n : per_root;
+		for (size_t i = 0; i < g_found.n; i++) {
+			bool picked = take > 0 && (i * take) / g_found.n != ((i + 1) * take) / g_found.n;
+			if (picked) {
+				if (out->n == out->cap) {
+					out->cap = out->cap ? out->cap * 2 : 512;
+					out->v = realloc(out->v, out->cap * sizeof(*out->v));
+					assert_non_null(out->v);
+				}
+				out->v[out->n++] = g_found.v[i];
+			} else {
+				free(g_found.v[i]);
+			}
+		}
+		free(g_found.v);
+	}
+}
+
+static void test_raw_equals_file(void **state)
+{
+	(void)state;
+	char *root = tu_mkdtemp();
+	char *db = tu_path(root, "h.db");
+	char *list = tu_path(root, "list");
+	pathlist pl;
+	pick_real_files(&pl, 75);
+	assert_true(pl.n >= 250);
+
+	/* file(1) once, with the list. */
+	FILE *f = fopen(list, "w");
+	assert_non_null(f);
+	for (size_t i = 0; i < pl.n; i++)
+		fprintf(f, "%s\n", pl.v[i]);
+	fclose(f);
+	tu_result fr;
+	char *fargv[] = {"file", "--mime-type", "-b", "-f", list, NULL};
+	tu_run(&fr, NULL, NULL, fargv);
+	assert_int_equal(fr.status, 0);
+	assert_int_equal(count_lines(fr.out, fr.out_len), (int)pl.n);
+	char **expect = calloc(pl.n, sizeof(*expect));
+	assert_non_null(expect);
+	char *line = fr.out;
+	for (size_t i = 0; i < pl.n; i++) {
+		char *nl = strchr(line, '\n');
+		*nl = '\0';
+		expect[i] = line;
+		line = nl + 1;
+	}
+
+	/* harvest once with every path, then again (answers from the cache). */
+	argvec av = {0};
+	av_add(&av, "mime");
+	av_add(&av, "--raw");
+	av_add(&av, "--db");
+	av_add(&av, db);
+	for (size_t i = 0; i < pl.n; i++)
+		av_add(&av, pl.v[i]);
+	tu_result first = {0};
+	for (int pass = 0; pass < 2; pass++) {
+		tu_result r;
+		tu_harvestv(&r, NULL, NULL, av.v);
+		if (r.status != 0)
+			fail_msg("pass %d: exit %d, stderr:\n%s", pass, r.status, r.err);
+		tj_value *doc;
+		size_t n;
+		answer *a = parse_answers(&r, &doc, &n);
+		assert_int_equal(n, pl.n);
+		int mismatches = 0;
+		for (size_t i = 0; i < n; i++) {
+			assert_string_equal(a[i].path, pl.v[i]); /* input order */
+			if (strcmp(a[i].mime, expect[i]) != 0) {
+				print_error("pass %d: %s: harvest --raw says %s, file(1) says %s\n", pass,
+					    pl.v[i], a[i].mime, expect[i]);
+				mismatches++;
+			}
+		}
+		assert_int_equal(mismatches, 0);
+		free(a);
+		tj_free(doc);
+		if (pass == 0) {
+			first = r;
+		} else {
+			/* The cached answers are the same, byte for byte. */
+			assert_int_equal(r.out_len, first.out_len);
+			assert_memory_equal(r.out, first.out, r.out_len);
+			tu_result_free(&r);
+		}
+	}
+	tu_result_free(&first);
+
+	/* The refined answers too are the same from the cache as computed. */
+	av.v[1] = "--quiet";
+	tu_result r1, r2;
+	tu_harvestv(&r1, NULL, NULL, av.v);
+	tu_harvestv(&r2, NULL, NULL, av.v);
+	assert_int_equal(r1.status, 0);
+	assert_int_equal(r2.status, 0);
+	assert_int_equal(r1.out_len, r2.out_len);
+	assert_memory_equal(r1.out, r2.out, r1.out_len);
+	assert_int_equal(count_lines(r1.out, r1.out_len), (int)pl.n);
+	tu_result_free(&r1);
+	tu_result_free(&r2);
+
+	free(av.v);
+	free(expect);
+	tu_result_free(&fr);
+	for (size_t i = 0; i < pl.n; i++)
+		free(pl.v[i]);
+	free(pl.v);
+	free(list);
+	free(db);
+	tu_rmrf(root);
+	free(root);
+}
+
+/* ---- refinement by name ---- */
+
+static void test_refinement(void **state)
+{
+	(void)state;
+	char *root = tu_mkdtemp();
+	char *db = tu_path(root, "h.db");
+	tu_write(root, "notes.md", "# Notes\n\nSome *text*.\n", 22);
+	tu_write(root, "x.txt", png_bytes, sizeof(png_bytes));
+	tu_write(root, "a.ipynb", "{\"cells\": [], \"metadata\": {}, \"nbformat\": 4}\n", 45);
+	tu_write(root, "data.csv", "name,value\nalpha,1\nbeta,2\n", 26);
+	tu_write(root, "plain.txt", "just some words\n", 16);
+	static const char *const names[] = {"notes.md", "x.txt", "a.ipynb", "data.csv",
+					    "plain.txt"};
+	static const char *const refined[] = {"text/markdown", "image/png",
+					      "application/x-ipynb+json", "text/csv", "text/plain"};
+	static const char *const raw[] = {"text/plain", "image/png", "application/json",
+					  "text/csv", "text/plain"};
+	char *paths[5];
+	for (int i = 0; i < 5; i++)
+		paths[i] = tu_path(root, names[i]);
+	for (int mode = 0; mode < 3; mode++) {
+		/* refined, refined with --no-cache, raw */
+		argvec av = {0};
+		av_add(&av, "mime");
+		av_add(&av, "--db");
+		av_add(&av, db);
+		if (mode == 1)
+			av_add(&av, "--no-cache");
+		if (mode == 2)
+			av_add(&av, "--raw");
+		for (int i = 0; i < 5; i++)
+			av_add(&av, paths[i]);
+		tu_result r;
+		tu_harvestv(&r, NULL, NULL, av.v);
+		if (r.status != 0)
+			fail_msg("mode %d: exit %d: %s", mode, r.status, r.err);
+		tj_value *doc;
+		size_t n;
+		answer *a = parse_answers(&r, &doc, &n);
+		assert_int_equal(n, 5);
+		for (int i = 0; i < 5; i++) {
+			assert_string_equal(a[i].path, paths[i]);
+			const char *want = mode == 2 ? raw[i] : refined[i];
+			if (strcmp(a[i].mime, want) != 0)
+				fail_msg("mode %d: %s: got %s, expected %s", mode, names[i], a[i].mime,
+					 want);
+		}
+		free(a);
+		tj_free(doc);
+		tu_result_free(&r);
+		free(av.v);
+	}
+	for (int i = 0; i < 5; i++)
+		free(paths[i]);
+	free(db);
+	tu_rmrf(root);
+	free(root);
+}
+
+/* SPEC 2: "a weak answer (text/plain, application/octet-stream, application/zip, text/xml) is
+ * replaced by the extension's type". libmagic answers application/octet-stream for a text file
+ * of one byte (as file(1) does): a result.txt holding "1" is still text/plain by its name. */
+static void test_refinement_of_octet_stream(void **state)
+{
+	(void)state;
+	char *root = tu_mkdtemp();
+	char *db = tu_path(root, "h.db");
+	tu_write(root, "result.txt", "1", 1);
+	tu_write(root, "b.csv", "a", 1);
+	char *p1 = tu_path(root, "result.txt"), *p2 = tu_path(root, "b.csv");
+	for (int raw = 0; raw < 2; raw++) {
+		const char *args[] = {"mime", "--no-cache", raw ? "--raw" : "--quiet", p1, p2, NULL};
+		tu_result r;
+		tu_harvestv(&r, NULL, NULL, args);
+		assert_int_equal(r.status, 0);
+		tj_value *doc;
+		size_t n;
+		answer *a = parse_answers(&r, &doc, &n);
+		assert_int_equal(n, 2);
+		if (raw) {
+			/* what file(1) says */
+			assert_string_equal(a[0].mime, "application/octet-stream");
+			assert_string_equal(a[1].mime, "application/octet-stream");
+		} else {
+			if (strcmp(a[0].mime, "text/plain") != 0 || strcmp(a[1].mime, "text/csv") != 0)
+				fail_msg("weak application/octet-stream not refined by the name: "
+					 "result.txt -> %s, b.csv -> %s", a[0].mime, a[1].mime);
+		}
+		free(a);
+		tj_free(doc);
+		tu_result_free(&r);
+	}
+	free(p1);
+	free(p2);
+	free(db);
+	tu_rmrf(root);
+	free(root);
+}
+
+/* ---- a directory argument ---- */
+
+static void test_directory_argument(void **state)
+{
+	(void)state;
+	char *root = tu_mkdtemp();
+	char *db = tu_path(root, "h.db");
+	tu_mkdir(root, "tree");
+	tu_mkdir(root, "tree/sub");
+	tu_mkdir(root, "tree/sub/deeper");
+	tu_mkdir(root, "tree/empty");
+	tu_write(root, "tree/a.txt", "alpha\n", 6);
+	tu_write(root, "tree/sub/b.md", "# b\n", 4);
+	tu_write(root, "tree/sub/deeper/c.png", png_bytes, sizeof(png_bytes));
+	tu_write(root, "tree/.hidden", "h\n", 2);
+	tu_write(root, "tree/zero", "", 0);
+	char *fifo = tu_path(root, "tree/sub/pipe");
+	assert_int_equal(mkfifo(fifo, 0644), 0);
+	char *link = tu_path(root, "tree/link");
+	assert_int_equal(symlink("a.txt", link), 0);
+	char *tree = tu_path(root, "tree");
+	char *other = tu_path(root, "other.md");
+	tu_write(root, "other.md", "x\n", 2);
+
+	tu_result r;
+	const char *args[] = {"mime", "--db", db, tree, other, NULL};
+	tu_run(&r, NULL, NULL,
+	       (char *const[]){"timeout", "20", HARVEST_BIN, (char *)args[0], (char *)args[1],
+			       (char *)args[2], (char *)args[3], (char *)args[4], NULL});
+	if (r.status != 0)
+		fail_msg("exit %d: %s", r.status, r.err);
+	tj_value *doc;
+	size_t n;
+	answer *a = parse_answers(&r, &doc, &n);
+	/* Every regular file below the directory (dot-files too: no default exclude here),
+	 * named DIR/rel, and nothing else; then the plain argument. */
+	struct {
+		const char *rel, *mime;
+	} want[] = {
+		{"tree/.hidden", "text/plain"},       {"tree/a.txt", "text/plain"},
+		{"tree/sub/b.md", "text/markdown"},   {"tree/sub/deeper/c.png", "image/png"},
+		{"tree/zero", "inode/x-empty"},       {"other.md", "text/markdown"},
+	};
+	size_t nwant = sizeof(want) / sizeof(want[0]);
+	for (size_t i = 0; i < n; i++)
+		print_message("answer: %s %s\n", a[i].path, a[i].mime);
+	assert_int_equal(n, nwant);
+	for (size_t i = 0; i < nwant; i++) {
+		char *p = tu_path(root, want[i].rel);
+		const char *got = answer_for(a, n, p);
+		if (!got)
+			fail_msg("%s is not answered", p);
+		assert_string_equal(got, want[i].mime);
+		free(p);
+	}
+	/* The plain argument comes after the directory's files, in input order. */
+	assert_string_equal(a[n - 1].path, other);
+	free(a);
+	tj_free(doc);
+	tu_result_free(&r);
+
+	free(other);
+	free(tree);
+	free(link);
+	free(fifo);
+	free(db);
+	tu_rmrf(root);
+	free(root);
+}
+
+/* ---- FIFO, missing path ---- */
+
+static void test_fifo_no_hang(void **state)
+{
+	(void)state;
+	char *root = tu_mkdtemp();
+	char *db = tu_path(root, "h.db");
+	char *fifo = tu_path(root, "pipe");
+	assert_int_equal(mkfifo(fifo, 0666), 0);
+	char *txt = tu_path(root, "t.txt");
+	tu_write(root, "t.txt", "text\n", 5);
+	for (int nc = 0; nc < 2; nc++) {
+		tu_result r;
+		char *argv[] = {"timeout", "20", HARVEST_BIN, "mime", "--db", db,
+				fifo,      txt,  nc ? "--no-cache" : "--quiet", NULL};
+		time_t t0 = time(NULL);
+		tu_run(&r, NULL, NULL, argv);
+		if (r.status == 124)
+			fail_msg("harvest mime hung on a FIFO");
+		assert_true(time(NULL) - t0 < 10);
+		if (r.status != 0)
+			fail_msg("exit %d: %s", r.status, r.err);
+		tj_value *doc;
+		size_t n;
+		answer *a = parse_answers(&r, &doc, &n);
+		assert_int_equal(n, 2);
+		assert_string_equal(a[0].path, fifo);
+		assert_string_equal(a[0].mime, "inode/fifo");
+		assert_string_equal(a[1].mime, "text/plain");
+		free(a);
+		tj_free(doc);
+		tu_result_free(&r);
+	}
+	free(txt);
+	free(fifo);
+	free(db);
+	tu_rmrf(root);
+	free(root);
+}
+
+static void test_missing_path(void **state)
+{
+	(void)state;
+	char *root = tu_mkdtemp();
+	char *db = tu_path(root, "h.db");
+	char *a1 = tu_path(root, "a.md");
+	char *missing = tu_path(root, "no-such-file.bin");
+	char *b1 = tu_path(root, "b.png");
+	tu_write(root, "a.md", "# a\n", 4);
+	tu_write(root, "b.png", png_bytes, sizeof(png_bytes));
+	for (int nc = 0; nc < 2; nc++) {
+		tu_result r;
+		const char *args[] = {"mime", "--db", db, a1, missing, b1,
+				      nc ? "--no-cache" : "--raw", NULL};
+		tu_harvestv(&r, NULL, NULL, args);
+		assert_int_equal(r.status, 1);
+		/* An error line on stderr naming the path; the others are answered. */
+		if (!strstr(r.err, missing))
+			fail_msg("stderr does not name the missing path: %s", r.err);
+		assert_int_equal(count_lines(r.err, r.err_len), 1);
+		assert_non_null(strstr(r.err, "No such file"));
+		tj_value *doc;
+		size_t n;
+		answer *a = parse_answers(&r, &doc, &n);
+		assert_int_equal(n, 2);
+		assert_string_equal(a[0].path, a1);
+		assert_string_equal(a[0].mime, nc ? "text/markdown" : "text/plain");
+		assert_string_equal(a[1].path, b1);
+		assert_string_equal(a[1].mime, "image/png");
+		assert_null(strstr(r.out, "no-such-file"));
+		free(a);
+		tj_free(doc);
+		tu_result_free(&r);
+	}
+	/* Non-regular paths get their inode/ type without being opened: a symlink (not
+	 * followed, as file(1) without -L), a dangling one, a character device. */
+	char *link = tu_path(root, "link.md"), *dangling = tu_path(root, "dangling");
+	assert_int_equal(symlink("b.png", link), 0);
+	assert_int_equal(symlink("nowhere", dangling), 0);
+	for (int raw = 0; raw < 2; raw++) {
+		tu_result r;
+		const char *args[] = {"mime", "--db", db, link, dangling, "/dev/null",
+				      raw ? "--raw" : "--quiet", NULL};
+		tu_harvestv(&r, NULL, NULL, args);
+		assert_int_equal(r.status, 0);
+		tj_value *doc;
+		size_t n;
+		answer *a = parse_answers(&r, &doc, &n);
+		assert_int_equal(n, 3);
+		assert_string_equal(a[0].mime, "inode/symlink");
+		assert_string_equal(a[1].mime, "inode/symlink");
+		assert_string_equal(a[2].mime, "inode/chardevice");
+		free(a);
+		tj_free(doc);
+		tu_result_free(&r);
+	}
+	free(link);
+	free(dangling);
+	free(a1);
+	free(missing);
+	free(b1);
+	free(db);
+	tu_rmrf(root);
+	free(root);
+}
+
+/* ---- the cache ---- */
+
+static void chmod_db(const char *db)
+{
+	static const char *const sfx[] = {"", "-wal", "-shm", "-journal"};
+	for (size_t i = 0; i < 4; i++) {
+		char p[4096];
+		snprintf(p, sizeof(p), "%s%s", db, sfx[i]);
+		chmod(p, 0666);
+	}
+}
+
+/* Files old enough to be cached, then made unreadable to nobody: a cached answer comes
+ * without opening the file; a file that was too young to be cached, or --no-cache, fails;
+ * a rewrite invalidates the cached answer even with the mtime put back. */
+static void test_cache_used(void **state)
+{
+	(void)state;
+	char *root = tu_mkdtemp();
+	assert_int_equal(chmod(root, 0777), 0);
+	char *db = tu_path(root, "h.db");
+	/* Root-owned, mode 0600 from the start (a later chmod would change the ctime, which
+	 * rightly invalidates the cached answer). */
+	tu_write(root, "old.txt", png_bytes, sizeof(png_bytes)); /* PNG bytes named .txt */
+	tu_write(root, "old.md", "# Old\n", 6);
+	tu_write(root, "swap.bin", png_bytes, sizeof(png_bytes));
+	char *old_txt = tu_path(root, "old.txt");
+	char *old_md = tu_path(root, "old.md");
+	char *swap = tu_path(root, "swap.bin");
+	char *young = tu_path(root, "young.txt");
+	assert_int_equal(chmod(old_txt, 0600), 0);
+	assert_int_equal(chmod(old_md, 0600), 0);
+	struct timespec nap = {2, 300 * 1000 * 1000};
+	nanosleep(&nap, NULL); /* more than 2 s old when cached */
+	tu_write(root, "young.txt", png_bytes, sizeof(png_bytes));
+	assert_int_equal(chmod(young, 0600), 0);
+
+	/* Root fills the cache. */
+	tu_result r;
+	const char *args[] = {"mime", "--db", db, old_txt, old_md, young, swap, NULL};
+	tu_harvestv(&r, NULL, NULL, args);
+	if (r.status != 0)
+		fail_msg("exit %d: %s", r.status, r.err);
+	tj_value *doc;
+	size_t n;
+	answer *a = parse_answers(&r, &doc, &n);
+	assert_int_equal(n, 4);
+	assert_string_equal(a[0].mime, "image/png");
+	assert_string_equal(a[1].mime, "text/markdown");
+	assert_string_equal(a[2].mime, "image/png");
+	assert_string_equal(a[3].mime, "image/png");
+	free(a);
+	tj_free(doc);
+	tu_result_free(&r);
+	chmod_db(db);
+
+	/* nobody cannot open the files: the old ones are answered from the cache, the young one
+	 * (not cached: it was less than 2 s old) cannot be read. */
+	const char *nargs[] = {"mime", "--db", db, old_txt, old_md, young, NULL};
+	tu_harvest_as_nobody(&r, NULL, nargs);
+	print_message("as nobody: exit %d\nstdout: %sstderr: %s", r.status, r.out, r.err);
+	assert_int_equal(r.status, 1);
+	a = parse_answers(&r, &doc, &n);
+	assert_string_equal(answer_for(a, n, old_txt) ? answer_for(a, n, old_txt) : "(none)",
+			    "image/png");
+	assert_string_equal(answer_for(a, n, old_md) ? answer_for(a, n, old_md) : "(none)",
+			    "text/markdown");
+	assert_null(answer_for(a, n, young));
+	assert_int_equal(n, 2);
+	assert_non_null(strstr(r.err, young));
+	assert_non_null(strstr(r.err, "Permission denied"));
+	free(a);
+	tj_free(doc);
+	tu_result_free(&r);
+
+	/* --no-cache: every file is opened, and nobody cannot. */
+	const char *ncargs[] = {"mime", "--no-cache", "--db", db, old_txt, NULL};
+	tu_harvest_as_nobody(&r, NULL, ncargs);
+	assert_int_equal(r.status, 1);
+	assert_int_equal(r.out_len, 0);
+	assert_non_null(strstr(r.err, old_txt));
+	assert_non_null(strstr(r.err, "Permission denied"));
+	tu_result_free(&r);
+
+	/* A same-size rewrite with the mtime put back (the ctime still moves): the cached
+	 * image/png must not be reused for what is now text. */
+	struct stat st;
+	assert_int_equal(stat(swap, &st), 0);
+	char text[sizeof(png_bytes)];
+	memset(text, 'z', sizeof(text));
+	text[sizeof(text) - 1] = '\n';
+	int fd = open(swap, O_WRONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, text, sizeof(text), 0), (ssize_t)sizeof(text));
+	struct timespec times[2] = {st.st_atim, st.st_mtim};
+	assert_int_equal(futimens(fd, times), 0);
+	close(fd);
+	const char *sargs[] = {"mime", "--raw", "--db", db, swap, NULL};
+	tu_harvestv(&r, NULL, NULL, sargs);
+	assert_int_equal(r.status, 0);
+	a = parse_answers(&r, &doc, &n);
+	assert_int_equal(n, 1);
+	assert_string_equal(a[0].mime, "text/plain");
+	free(a);
+	tj_free(doc);
+	tu_result_free(&r);
+
+	free(old_txt);
+	free(old_md);
+	free(swap);
+	free(young);
+	free(db);
+	tu_rmrf(root);
+	free(root);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_raw_equals_file),
+		cmocka_unit_test(test_refinement),
+		cmocka_unit_test(test_refinement_of_octet_stream),
+		cmocka_unit_test(test_directory_argument),
+		cmocka_unit_test(test_fifo_no_hang),
+		cmocka_unit_test(test_missing_path),
+		cmocka_unit_test(test_cache_used),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

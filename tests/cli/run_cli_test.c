@@ -1,0 +1,960 @@
+/* End-to-end tests of `harvest run` (SPEC sections 1, 2, 3 and 4): exit statuses as
+ * timeout(1) gives them, the timeout killing the whole process group, streaming (a chunk
+ * arrives while the command still runs, never split inside a UTF-8 character, non-UTF-8 bytes
+ * as \udcXX), stdin, --language, --env, --max-output-bytes, the produced files, camelCase,
+ * --format json, and many runs at once into one database. Each case builds its fixture in a
+ * fresh temp directory and removes it. */
+#include "testutil.h"
+#include "tjson.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* A 1x1 PNG image. */
+static const unsigned char png_bytes[] = {
+	0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48,
+	0x44, 0x52, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00,
+	0x00, 0x1f, 0x15, 0xc4, 0x89, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x44, 0x41, 0x54, 0x78,
+	0x9c, 0x63, 0x60, 0x00, 0x00, 0x00, 0x00, 0x05, 0x00, 0x01, 0x0d, 0x0a, 0x2d, 0xb4,
+	0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
+};
+
+/* ---- helpers ---- */
+
+static double now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* A fresh temp dir with the sandbox directory "d" in it; *db is the database beside it. */
+typedef struct fixture {
+	char *root, *d, *db;
+} fixture;
+
+static void fx_open(fixture *f)
+{
+	f->root = tu_mkdtemp();
+	f->d = tu_path(f->root, "d");
+	f->db = tu_path(f->root, "h.db");
+	tu_mkdir(f->root, "d");
+}
+
+static void fx_close(fixture *f)
+{
+	tu_rmrf(f->root);
+	free(f->root);
+	free(f->d);
+	free(f->db);
+}
+
+/* `harvest run --db DB --dir D EXTRA... -- CMD...`: extra and cmd are NULL-terminated (cmd
+ * may be NULL for --language). */
+static void hv_run(tu_result *r, const fixture *f, const char *stdin_data,
+		   const char *const *extra, const char *const *cmd)
+{
+	const char *args[128];
+	size_t n = 0;
+	args[n++] = "run";
+	args[n++] = "--db";
+	args[n++] = f->db;
+	args[n++] = "--dir";
+	args[n++] = f->d;
+	for (size_t i = 0; extra && extra[i]; i++)
+		args[n++] = extra[i];
+	if (cmd) {
+		args[n++] = "--";
+		for (size_t i = 0; cmd[i]; i++)
+			args[n++] = cmd[i];
+	}
+	args[n] = NULL;
+	assert_true(n < 128);
+	tu_harvestv(r, NULL, stdin_data, args);
+}
+
+/* The events of run's jsonl output: every line but the last a stream chunk, the last the
+ * execution result (of the given case). */
+typedef struct events {
+	tj_value *doc;
+	size_t n;
+	const tj_value *result;
+} events;
+
+static void parse_events(events *ev, const tu_result *r, bool camel)
+{
+	ev->doc = tj_parse_lines(r->out, r->out_len, &ev->n);
+	if (!ev->doc || ev->n == 0)
+		fail_msg("run's output is not valid jsonl (exit %d):\n%s\nstderr: %s", r->status,
+			 r->out, r->err);
+	const char *chunk_type = camel ? "streamChunk" : "stream_chunk";
+	const char *stream_key = camel ? "streamType" : "stream_type";
+	for (size_t i = 0; i + 1 < ev->n; i++) {
+		const tj_value *c = tj_at(ev->doc, i);
+		const char *t = tj_str(tj_get(c, "type"), NULL);
+		if (!t || strcmp(t, chunk_type) != 0)
+			fail_msg("line %zu: type %s, expected %s", i + 1, t ? t : "(none)",
+				 chunk_type);
+		const char *s = tj_str(tj_get(c, stream_key), NULL);
+		assert_non_null(s);
+		assert_true(strcmp(s, "stdout") == 0 || strcmp(s, "stderr") == 0);
+		assert_int_equal(tj_type(tj_get(c, "data")), TJ_STRING);
+		assert_int_equal(tj_len(c), 3);
+	}
+	ev->result = tj_at(ev->doc, ev->n - 1);
+	const char *t = tj_str(tj_get(ev->result, "type"), NULL);
+	assert_non_null(t);
+	assert_string_equal(t, camel ? "executionResult" : "execution_result");
+}
+
+/* All chunk data of one stream, concatenated (malloc'd bytes, length in *len). */
+static char *stream_bytes(const events *ev, const char *which, size_t *len, bool camel)
+{
+	size_t cap = 1, n = 0;
+	for (size_t i = 0; i + 1 < ev->n; i++) {
+		size_t l;
+		tj_str(tj_get(tj_at(ev->doc, i), "data"), &l);
+		cap += l;
+	}
+	char *out = malloc(cap);
+	assert_non_null(out);
+	for (size_t i = 0; i + 1 < ev->n; i++) {
+		const tj_value *c = tj_at(ev->doc, i);
+		if (strcmp(tj_str(tj_get(c, camel ? "streamType" : "stream_type"), NULL), which) != 0)
+			continue;
+		size_t l;
+		const char *d = tj_str(tj_get(c, "data"), &l);
+		memcpy(out + n, d, l);
+		n += l;
+	}
+	out[n] = '\0';
+	*len = n;
+	return out;
+}
+
+static void assert_bytes(const tj_value *v, const char *want, size_t want_len)
+{
+	size_t len;
+	const char *s = tj_str(v, &len);
+	if (!s)
+		fail_msg("not a string");
+	if (len != want_len || memcmp(s, want, len) != 0)
+		fail_msg("got %zu bytes '%s', expected %zu bytes '%s'", len, s, want_len, want);
+}
+
+static void events_free(events *ev)
+{
+	tj_free(ev->doc);
+	memset(ev, 0, sizeof(*ev));
+}
+
+static void sha256_hex(const void *data, size_t len, char hex[65])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	assert_int_equal(EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL), 1);
+	for (unsigned i = 0; i < 32; i++)
+		sprintf(hex + 2 * i, "%02x", md[i]);
+}
+
+static const char b64chars[] =
+	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static char *b64_encode(const unsigned char *d, size_t len)
+{
+	char *out = malloc((len + 2) / 3 * 4 + 1);
+	assert_non_null(out);
+	size_t o = 0;
+	for (size_t i = 0; i < len; i += 3) {
+		unsigned n = (unsigned)d[i] << 16;
+		if (i + 1 < len)
+			n |= (unsigned)d[i + 1] << 8;
+		if (i + 2 < len)
+			n |= d[i + 2];
+		out[o++] = b64chars[(n >> 18) & 63];
+		out[o++] = b64chars[(n >> 12) & 63];
+		out[o++] = i + 1 < len ? b64chars[(n >> 6) & 63] : '=';
+		out[o++] = i + 2 < len ? b64chars[n & 63] : '=';
+	}
+	out[o] = '\0';
+	return out;
+}
+
+/* The output file of a result with exactly this path, or NULL. */
+static const tj_value *find_output(const tj_value *result, const char *key, const char *path)
+{
+	const tj_value *a = tj_get(result, key);
+	for (size_t i = 0; i < tj_len(a); i++) {
+		const char *p = tj_str(tj_get(tj_at(a, i), "path"), NULL);
+		if (p && strcmp(p, path) == 0)
+			return tj_at(a, i);
+	}
+	return NULL;
+}
+
+/* Checks one output file against the file d/rel: every field. */
+static void check_output(const tj_value *of, const char *d, const char *rel, const char *mime,
+			 const char *mime_key)
+{
+	if (!of)
+		fail_msg("%s is not in output_files", rel);
+	char *full = tu_path(d, rel);
+	size_t len;
+	char *bytes = tu_read_file(full, &len);
+	assert_non_null(bytes);
+	const char *base = strrchr(rel, '/');
+	assert_string_equal(tj_str(tj_get(of, "name"), NULL), base ? base + 1 : rel);
+	assert_string_equal(tj_str(tj_get(of, mime_key), NULL), mime);
+	assert_int_equal(tj_int(tj_get(of, "size")), (int64_t)len);
+	char hex[65];
+	sha256_hex(bytes, len, hex);
+	assert_string_equal(tj_str(tj_get(of, "sha256"), NULL), hex);
+	char *b64 = b64_encode((const unsigned char *)bytes, len);
+	assert_string_equal(tj_str(tj_get(of, "content"), NULL), b64);
+	free(b64);
+	free(bytes);
+	free(full);
+}
+
+/* ---- exit statuses ---- */
+
+static void expect_exit(const fixture *f, const char *const *cmd, int want, const char *err_has)
+{
+	tu_result r;
+	hv_run(&r, f, NULL, NULL, cmd);
+	if (r.status != want)
+		fail_msg("%s: exit %d, expected %d; stderr: %s", cmd[0], r.status, want, r.err);
+	events ev;
+	parse_events(&ev, &r, false);
+	assert_int_equal(tj_type(tj_get(ev.result, "exit_code")), TJ_INT);
+	assert_int_equal(tj_int(tj_get(ev.result, "exit_code")), want);
+	assert_false(tj_bool(tj_get(ev.result, "timed_out")));
+	assert_int_equal(tj_type(tj_get(ev.result, "run_id")), TJ_INT);
+	if (err_has) {
+		/* The reason is in the run's stderr (the stream and the result). */
+		size_t len;
+		char *e = stream_bytes(&ev, "stderr", &len, false);
+		if (!strstr(e, err_has))
+			fail_msg("stderr stream lacks '%s': %s", err_has, e);
+		assert_non_null(strstr(tj_str(tj_get(ev.result, "stderr"), NULL), err_has));
+		free(e);
+	}
+	events_free(&ev);
+	tu_result_free(&r);
+}
+
+static void test_exit_codes(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	tu_write(f.root, "not-exec.sh", "echo hi\n", 8);
+	char *ne = tu_path(f.root, "not-exec.sh");
+	assert_int_equal(chmod(ne, 0644), 0);
+	expect_exit(&f, (const char *const[]){"true", NULL}, 0, NULL);
+	expect_exit(&f, (const char *const[]){"sh", "-c", "exit 7", NULL}, 7, NULL);
+	expect_exit(&f, (const char *const[]){"no-such-command-hv42", NULL}, 127,
+		    "no-such-command-hv42");
+	expect_exit(&f, (const char *const[]){ne, NULL}, 126, "not-exec.sh");
+	expect_exit(&f, (const char *const[]){"sh", "-c", "kill -9 $$", NULL}, 137, NULL);
+	expect_exit(&f, (const char *const[]){"sh", "-c", "kill -TERM $$", NULL}, 143, NULL);
+	/* --shell: one string for sh -c. */
+	tu_result r;
+	hv_run(&r, &f, NULL, (const char *const[]){"--shell", NULL},
+	       (const char *const[]){"echo one two | wc -w; exit 3", NULL});
+	assert_int_equal(r.status, 3);
+	events ev;
+	parse_events(&ev, &r, false);
+	assert_bytes(tj_get(ev.result, "stdout"), "2\n", 2);
+	events_free(&ev);
+	tu_result_free(&r);
+	free(ne);
+	fx_close(&f);
+}
+
+/* Gone: no such process, or (when nothing reaps orphans here) a zombie, which is dead. */
+static bool process_gone(pid_t pid)
+{
+	for (int i = 0; i < 60; i++) {
+		if (kill(pid, 0) != 0 && errno == ESRCH)
+			return true;
+		char p[64], buf[512];
+		snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
+		int fd = open(p, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			ssize_t n = read(fd, buf, sizeof(buf) - 1);
+			close(fd);
+			if (n > 0) {
+				buf[n] = '\0';
+				char *rp = strrchr(buf, ')');
+				if (rp && rp[1] == ' ' && rp[2] == 'Z' && i >= 20)
+					return true;
+			}
+		}
+		struct timespec t = {0, 50 * 1000 * 1000};
+		nanosleep(&t, NULL);
+	}
+	return false;
+}
+
+static void test_timeout(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	/* The second command ignores SIGTERM (and so does its background child): SIGKILL 2 s
+	 * later ends them. In the third, the background child ignores SIGTERM and holds no
+	 * pipe: it must not outlive the run either. */
+	static const char *const scripts[] = {
+		"sleep 100 & echo $!; sleep 100",
+		"trap '' TERM; sleep 100 & echo $!; sleep 100",
+		"(trap '' TERM; exec sleep 100) >/dev/null 2>&1 & echo $!; sleep 100",
+	};
+	for (int k = 0; k < 3; k++) {
+		tu_result r;
+		double t0 = now_s();
+		hv_run(&r, &f, NULL, (const char *const[]){"--timeout", "1", NULL},
+		       (const char *const[]){"sh", "-c", scripts[k], NULL});
+		double took = now_s() - t0;
+		assert_int_equal(r.status, 124);
+		assert_true(took >= 0.9);
+		assert_true(took < (k == 1 ? 8.0 : 6.0));
+		events ev;
+		parse_events(&ev, &r, false);
+		assert_true(tj_bool(tj_get(ev.result, "timed_out")));
+		assert_int_equal(tj_int(tj_get(ev.result, "exit_code")), 124);
+		assert_true(tj_int(tj_get(ev.result, "duration_ms")) >= 900);
+		/* The partial output is kept: the background child's pid. */
+		const char *out = tj_str(tj_get(ev.result, "stdout"), NULL);
+		assert_non_null(out);
+		long pid = strtol(out, NULL, 10);
+		assert_true(pid > 1);
+		size_t len;
+		char *streamed = stream_bytes(&ev, "stdout", &len, false);
+		assert_string_equal(streamed, out);
+		free(streamed);
+		if (!process_gone((pid_t)pid)) {
+			kill((pid_t)pid, SIGKILL);
+			fail_msg("the background grandchild %ld survived the timeout", pid);
+		}
+		events_free(&ev);
+		tu_result_free(&r);
+	}
+	fx_close(&f);
+}
+
+/* ---- streaming ---- */
+
+static void test_chunk_while_running(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	double t0 = now_s();
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDWR);
+		dup2(null, 0);
+		dup2(null, 2);
+		dup2(p[1], 1);
+		execl(HARVEST_BIN, HARVEST_BIN, "run", "--db", f.db, "--dir", f.d, "--", "sh", "-c",
+		      "echo first; sleep 2; echo second", (char *)NULL);
+		_exit(127);
+	}
+	close(p[1]);
+	char buf[65536];
+	size_t n = 0;
+	double t_first = -1;
+	for (;;) {
+		ssize_t got = read(p[0], buf + n, sizeof(buf) - 1 - n);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			break;
+		n += (size_t)got;
+		if (t_first < 0 && memchr(buf, '\n', n))
+			t_first = now_s();
+	}
+	double t_end = now_s();
+	close(p[0]);
+	int st;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	buf[n] = '\0';
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	assert_true(t_first > 0);
+	print_message("first line after %.3f s, end after %.3f s\n", t_first - t0, t_end - t0);
+	/* The first line came while the command was still sleeping. */
+	assert_true(t_first - t0 < 1.5);
+	assert_true(t_end - t_first > 1.5);
+	char *nl = strchr(buf, '\n');
+	tj_value *first = tj_parse(buf, (size_t)(nl - buf));
+	assert_non_null(first);
+	assert_string_equal(tj_str(tj_get(first, "type"), NULL), "stream_chunk");
+	assert_string_equal(tj_str(tj_get(first, "data"), NULL), "first\n");
+	tj_free(first);
+	fx_close(&f);
+}
+
+static void test_utf8_split(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	tu_result r;
+	hv_run(&r, &f, NULL, NULL,
+	       (const char *const[]){"sh", "-c",
+				     "printf '\\303'; sleep 0.3; printf '\\251'; sleep 0.3; "
+				     "printf '\\342\\202'; sleep 0.3; printf '\\254'",
+				     NULL});
+	assert_int_equal(r.status, 0);
+	events ev;
+	parse_events(&ev, &r, false);
+	/* "é" (C3 A9) then "€" (E2 82 AC), each whole in one chunk, never a lone lead byte. */
+	bool e_whole = false, euro_whole = false;
+	for (size_t i = 0; i + 1 < ev.n; i++) {
+		size_t len;
+		const char *d = tj_str(tj_get(tj_at(ev.doc, i), "data"), &len);
+		if (memmem(d, len, "\xc3\xa9", 2))
+			e_whole = true;
+		if (memmem(d, len, "\xe2\x82\xac", 3))
+			euro_whole = true;
+		if (len > 0 && ((unsigned char)d[len - 1] == 0xc3 || (unsigned char)d[len - 1] == 0xe2 ||
+				(unsigned char)d[len - 1] == 0x82))
+			fail_msg("chunk %zu ends inside a UTF-8 character", i);
+	}
+	assert_true(e_whole);
+	assert_true(euro_whole);
+	size_t len;
+	char *all = stream_bytes(&ev, "stdout", &len, false);
+	assert_int_equal(len, 5);
+	assert_memory_equal(all, "\xc3\xa9\xe2\x82\xac", 5);
+	assert_bytes(tj_get(ev.result, "stdout"), "\xc3\xa9\xe2\x82\xac", 5);
+	/* Written as the characters (or their \u escapes), not as surrogate escapes. */
+	assert_null(strstr(r.out, "\\udc"));
+	free(all);
+	events_free(&ev);
+	tu_result_free(&r);
+	fx_close(&f);
+}
+
+static void test_non_utf8_bytes(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	tu_result r;
+	hv_run(&r, &f, NULL, NULL,
+	       (const char *const[]){"sh", "-c",
+				     "printf 'a\\377b\\200c\\300\\257'; printf 'x\\376' >&2; "
+				     "sleep 0.2; printf '\\303'",
+				     NULL});
+	assert_int_equal(r.status, 0);
+	assert_true(tj_utf8_valid(r.out, r.out_len));
+	events ev;
+	parse_events(&ev, &r, false);
+	static const char want[] = "a\xff" "b\x80" "c\xc0\xaf\xc3";
+	size_t len;
+	char *all = stream_bytes(&ev, "stdout", &len, false);
+	assert_int_equal(len, sizeof(want) - 1);
+	assert_memory_equal(all, want, len);
+	assert_bytes(tj_get(ev.result, "stdout"), want, sizeof(want) - 1);
+	assert_bytes(tj_get(ev.result, "stderr"), "x\xfe", 2);
+	/* As the escapes \udcXX in the text itself (an overlong form too). */
+	assert_non_null(strstr(r.out, "\\udcff"));
+	assert_non_null(strstr(r.out, "\\udc80"));
+	assert_non_null(strstr(r.out, "\\udcc0\\udcaf"));
+	assert_non_null(strstr(r.out, "\\udcc3"));
+	assert_non_null(strstr(r.out, "\\udcfe"));
+	free(all);
+	events_free(&ev);
+	tu_result_free(&r);
+	fx_close(&f);
+}
+
+/* ---- stdin, --language, --env ---- */
+
+static void test_stdin_is_dev_null(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	tu_result r;
+	double t0 = now_s();
+	hv_run(&r, &f, "harvest's own stdin must not reach the child\n", NULL,
+	       (const char *const[]){"cat", NULL});
+	assert_true(now_s() - t0 < 10);
+	assert_int_equal(r.status, 0);
+	events ev;
+	parse_events(&ev, &r, false);
+	assert_int_equal(ev.n, 1); /* no chunk at all */
+	assert_bytes(tj_get(ev.result, "stdout"), "", 0);
+	events_free(&ev);
+	tu_result_free(&r);
+
+	hv_run(&r, &f, "data\n", NULL,
+	       (const char *const[]){"sh", "-c", "readlink /proc/self/fd/0", NULL});
+	assert_int_equal(r.status, 0);
+	parse_events(&ev, &r, false);
+	assert_bytes(tj_get(ev.result, "stdout"), "/dev/null\n", 10);
+	events_free(&ev);
+	tu_result_free(&r);
+	fx_close(&f);
+}
+
+static void test_language(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	tu_result r;
+	static const char code[] = "import sys\n"
+				   "print('py', 6 * 7)\n"
+				   "print('to stderr', file=sys.stderr)\n"
+				   "open('made.txt', 'w').write('from python\\n')\n"
+				   "sys.exit(5)\n";
+	hv_run(&r, &f, code, (const char *const[]){"--language", "python3", NULL}, NULL);
+	if (r.status != 5)
+		fail_msg("exit %d: %s%s", r.status, r.out, r.err);
+	events ev;
+	parse_events(&ev, &r, false);
+	assert_bytes(tj_get(ev.result, "stdout"), "py 42\n", 6);
+	assert_bytes(tj_get(ev.result, "stderr"), "to stderr\n", 10);
+	assert_int_equal(tj_int(tj_get(ev.result, "exit_code")), 5);
+	assert_int_equal(tj_len(tj_get(ev.result, "output_files")), 1);
+	check_output(find_output(ev.result, "output_files", "made.txt"), f.d, "made.txt",
+		     "text/plain", "mime_type");
+	events_free(&ev);
+	tu_result_free(&r);
+
+	/* Invalid interpreter names: 125 with a message, nothing run. */
+	static const char *const bad[] = {"py thon", "../bin/sh", "python3;rm", "", "sh\n"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		hv_run(&r, &f, "print(1)\n", (const char *const[]){"--language", bad[i], NULL},
+		       NULL);
+		if (r.status != 125)
+			fail_msg("--language '%s': exit %d", bad[i], r.status);
+		assert_int_equal(r.out_len, 0);
+		assert_non_null(strstr(r.err, "--language"));
+		tu_result_free(&r);
+	}
+	/* A valid name that is not installed: 127, as a missing command. */
+	hv_run(&r, &f, "x\n", (const char *const[]){"--language", "no-such-lang-hv42", NULL},
+	       NULL);
+	assert_int_equal(r.status, 127);
+	tu_result_free(&r);
+	fx_close(&f);
+}
+
+static void test_env(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	tu_result r;
+	hv_run(&r, &f, NULL,
+	       (const char *const[]){"--env", "HV_TEST_VAR=hello world=x", "--env", "HV_EMPTY=",
+				     NULL},
+	       (const char *const[]){"sh", "-c",
+				     "printf '%s|%s|%s' \"$HV_TEST_VAR\" \"${HV_EMPTY-unset}\" "
+				     "\"${PATH:+path}\"",
+				     NULL});
+	assert_int_equal(r.status, 0);
+	events ev;
+	parse_events(&ev, &r, false);
+	assert_bytes(tj_get(ev.result, "stdout"), "hello world=x||path", 19);
+	events_free(&ev);
+	tu_result_free(&r);
+
+	static const char *const bad[] = {"1BAD=x", "=x", "A-B=x", "NOEQUALS"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		hv_run(&r, &f, NULL, (const char *const[]){"--env", bad[i], NULL},
+		       (const char *const[]){"true", NULL});
+		if (r.status != 125)
+			fail_msg("--env '%s': exit %d", bad[i], r.status);
+		assert_int_equal(r.out_len, 0);
+		assert_non_null(strstr(r.err, "--env"));
+		tu_result_free(&r);
+	}
+	fx_close(&f);
+}
+
+/* ---- output limits ---- */
+
+static void test_max_output_bytes(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	tu_result r;
+	hv_run(&r, &f, NULL, (const char *const[]){"--max-output-bytes", "1000", NULL},
+	       (const char *const[]){"sh", "-c",
+				     "head -c 5000 /dev/zero | tr '\\0' a; "
+				     "head -c 300 /dev/zero | tr '\\0' b >&2",
+				     NULL});
+	assert_int_equal(r.status, 0);
+	events ev;
+	parse_events(&ev, &r, false);
+	size_t len;
+	const char *kept = tj_str(tj_get(ev.result, "stdout"), &len);
+	assert_non_null(kept);
+	assert_true(len > 0 && len <= 1000);
+	for (size_t i = 0; i < len; i++)
+		assert_int_equal(kept[i], 'a');
+	assert_true(tj_bool(tj_get(ev.result, "stdout_truncated")));
+	assert_int_equal(tj_type(tj_get(ev.result, "stderr_truncated")), TJ_BOOL);
+	assert_false(tj_bool(tj_get(ev.result, "stderr_truncated")));
+	char bs[300];
+	memset(bs, 'b', sizeof(bs));
+	assert_bytes(tj_get(ev.result, "stderr"), bs, sizeof(bs));
+	/* The stream itself is complete. */
+	char *all = stream_bytes(&ev, "stdout", &len, false);
+	assert_int_equal(len, 5000);
+	for (size_t i = 0; i < len; i++)
+		assert_int_equal(all[i], 'a');
+	free(all);
+	events_free(&ev);
+	tu_result_free(&r);
+
+	/* Below the limit: nothing truncated. */
+	hv_run(&r, &f, NULL, (const char *const[]){"--max-output-bytes", "1000", NULL},
+	       (const char *const[]){"sh", "-c", "head -c 1000 /dev/zero | tr '\\0' a", NULL});
+	assert_int_equal(r.status, 0);
+	parse_events(&ev, &r, false);
+	tj_str(tj_get(ev.result, "stdout"), &len);
+	assert_int_equal(len, 1000);
+	assert_false(tj_bool(tj_get(ev.result, "stdout_truncated")));
+	events_free(&ev);
+	tu_result_free(&r);
+	fx_close(&f);
+}
+
+/* ---- produced files ---- */
+
+static void test_produced_files(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	tu_write(f.root, "src.png", png_bytes, sizeof(png_bytes));
+	tu_write(f.root, "d/keep.txt", "kept as is\n", 11);
+	tu_write(f.root, "d/mod.txt", "before\n", 7);
+	tu_mkdir(f.root, "d/old");
+	tu_write(f.root, "d/old/same.csv", "a,b\n", 4);
+	char *src = tu_path(f.root, "src.png");
+	char script[8192];
+	snprintf(script, sizeof(script),
+		 "echo more >> mod.txt; printf '# New\\n' > new.md; mkdir -p n1/n2; "
+		 "cp '%s' n1/n2/img.png; printf '1,2\\n3,4\\n' > old/made.csv; "
+		 "printf 'x' > .hidden; ln -s keep.txt link.txt; echo done",
+		 src);
+	tu_result r;
+	hv_run(&r, &f, NULL, (const char *const[]){"--shell", NULL},
+	       (const char *const[]){script, NULL});
+	if (r.status != 0)
+		fail_msg("exit %d: %s", r.status, r.err);
+	events ev;
+	parse_events(&ev, &r, false);
+	const tj_value *res = ev.result;
+	assert_bytes(tj_get(res, "stdout"), "done\n", 5);
+	const tj_value *ofs = tj_get(res, "output_files");
+	for (size_t i = 0; i < tj_len(ofs); i++)
+		print_message("output file: %s\n", tj_str(tj_get(tj_at(ofs, i), "path"), NULL));
+	assert_int_equal(tj_len(ofs), 4);
+	check_output(find_output(res, "output_files", "mod.txt"), f.d, "mod.txt", "text/plain",
+		     "mime_type");
+	check_output(find_output(res, "output_files", "new.md"), f.d, "new.md", "text/markdown",
+		     "mime_type");
+	check_output(find_output(res, "output_files", "n1/n2/img.png"), f.d, "n1/n2/img.png",
+		     "image/png", "mime_type");
+	check_output(find_output(res, "output_files", "old/made.csv"), f.d, "old/made.csv",
+		     "text/csv", "mime_type");
+	const tj_value *sk = find_output(res, "skipped", "link.txt");
+	assert_non_null(sk);
+	assert_string_equal(tj_str(tj_get(sk, "reason"), NULL), "symlink");
+	assert_int_equal(tj_len(tj_get(res, "skipped")), 1);
+	assert_int_equal(tj_type(tj_get(res, "run_id")), TJ_INT);
+	assert_int_equal(tj_type(tj_get(res, "duration_ms")), TJ_INT);
+	events_free(&ev);
+	tu_result_free(&r);
+
+	/* --no-content: the same files, content null. */
+	hv_run(&r, &f, NULL, (const char *const[]){"--no-content", NULL},
+	       (const char *const[]){"sh", "-c", "echo again >> mod.txt", NULL});
+	assert_int_equal(r.status, 0);
+	parse_events(&ev, &r, false);
+	assert_int_equal(tj_len(tj_get(ev.result, "output_files")), 1);
+	const tj_value *of = find_output(ev.result, "output_files", "mod.txt");
+	assert_non_null(of);
+	assert_true(tj_is_null(tj_get(of, "content")));
+	events_free(&ev);
+	tu_result_free(&r);
+	free(src);
+	fx_close(&f);
+}
+
+/* ---- shapes ---- */
+
+/* Fails when any key of v (recursively) has an underscore. */
+static void assert_no_snake_keys(const tj_value *v)
+{
+	if (tj_type(v) == TJ_OBJECT) {
+		for (size_t i = 0; i < tj_len(v); i++) {
+			const char *k = tj_key(v, i, NULL);
+			if (strchr(k, '_'))
+				fail_msg("snake_case key '%s' with --case camel", k);
+			assert_no_snake_keys(tj_at(v, i));
+		}
+	} else if (tj_type(v) == TJ_ARRAY) {
+		for (size_t i = 0; i < tj_len(v); i++)
+			assert_no_snake_keys(tj_at(v, i));
+	}
+}
+
+static void test_camel_case(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	tu_result r;
+	hv_run(&r, &f, NULL, (const char *const[]){"--case", "camel", NULL},
+	       (const char *const[]){"sh", "-c",
+				     "echo out; echo err >&2; echo hi > f.txt; ln -s f.txt l", NULL});
+	assert_int_equal(r.status, 0);
+	events ev;
+	parse_events(&ev, &r, true);
+	assert_true(ev.n >= 3);
+	for (size_t i = 0; i < ev.n; i++)
+		assert_no_snake_keys(tj_at(ev.doc, i));
+	const tj_value *res = ev.result;
+	static const char *const keys[] = {"exitCode", "stdout",  "stderr", "outputFiles",
+					   "skipped",  "runId",   "timedOut", "durationMs",
+					   "stdoutTruncated", "stderrTruncated"};
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (!tj_get(res, keys[i]))
+			fail_msg("the result has no '%s'", keys[i]);
+	assert_int_equal(tj_int(tj_get(res, "exitCode")), 0);
+	check_output(find_output(res, "outputFiles", "f.txt"), f.d, "f.txt", "text/plain",
+		     "mimeType");
+	size_t len;
+	char *out = stream_bytes(&ev, "stdout", &len, true);
+	assert_string_equal(out, "out\n");
+	free(out);
+	char *err = stream_bytes(&ev, "stderr", &len, true);
+	assert_string_equal(err, "err\n");
+	free(err);
+	events_free(&ev);
+	tu_result_free(&r);
+	fx_close(&f);
+}
+
+static void test_format_json(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	tu_result r;
+	hv_run(&r, &f, NULL, (const char *const[]){"--format", "json", NULL},
+	       (const char *const[]){"sh", "-c", "echo one; sleep 0.1; echo two; echo x > o.txt",
+				     NULL});
+	assert_int_equal(r.status, 0);
+	tj_value *doc = tj_parse(r.out, r.out_len); /* exactly one document */
+	if (!doc)
+		fail_msg("not one JSON document: %s", r.out);
+	assert_string_equal(tj_str(tj_get(doc, "type"), NULL), "execution_result");
+	assert_string_equal(tj_str(tj_get(doc, "stdout"), NULL), "one\ntwo\n");
+	assert_int_equal(tj_len(tj_get(doc, "output_files")), 1);
+	assert_non_null(strstr(r.out, "execution_result"));
+	assert_null(strstr(r.out, "stream_chunk"));
+	tj_free(doc);
+	tu_result_free(&r);
+	fx_close(&f);
+}
+
+static void test_harvest_failures(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	tu_result r;
+	/* --dir missing */
+	char *missing = tu_path(f.root, "no-such-dir");
+	const char *a1[] = {"run", "--db", f.db, "--dir", missing, "--", "true", NULL};
+	tu_harvestv(&r, NULL, NULL, a1);
+	assert_int_equal(r.status, 125);
+	assert_int_equal(r.out_len, 0);
+	assert_non_null(strstr(r.err, "no-such-dir"));
+	tu_result_free(&r);
+	/* Usage errors are 125 too (not 2). */
+	static const char *const bad[][2] = {{"--timeout", "abc"}, {"--timeout", "-1"},
+					     {"--max-output-bytes", "x"}, {"--format", "text"},
+					     {"--case", "kebab"}};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *a[] = {"run", "--db", f.db, "--dir", f.d, bad[i][0], bad[i][1], "--",
+				   "true", NULL};
+		tu_harvestv(&r, NULL, NULL, a);
+		if (r.status != 125)
+			fail_msg("%s %s: exit %d", bad[i][0], bad[i][1], r.status);
+		assert_int_equal(r.out_len, 0);
+		tu_result_free(&r);
+	}
+	const char *nocmd[] = {"run", "--db", f.db, "--dir", f.d, NULL};
+	tu_harvestv(&r, NULL, NULL, nocmd);
+	assert_int_equal(r.status, 125);
+	tu_result_free(&r);
+	/* A database that is not one: 125, nothing run. */
+	tu_write(f.root, "notdb", "plain text, not a database\n", 27);
+	char *notdb = tu_path(f.root, "notdb");
+	const char *a2[] = {"run", "--db", notdb, "--dir", f.d, "--", "sh", "-c",
+			    "echo ran > ran.txt", NULL};
+	tu_harvestv(&r, NULL, NULL, a2);
+	assert_int_equal(r.status, 125);
+	assert_non_null(strstr(r.err, "notdb"));
+	char *ran = tu_path(f.d, "ran.txt");
+	assert_int_not_equal(access(ran, F_OK), 0);
+	tu_result_free(&r);
+	free(ran);
+	free(notdb);
+	free(missing);
+	fx_close(&f);
+}
+
+/* ---- many at once ---- */
+
+/* N `harvest run` processes started at once into db, each in its own directory w<round>-<i>;
+ * all must succeed; their run ids go to ids[0..N-1]. */
+enum { N_CONCURRENT = 8 };
+
+static void concurrent_round(const fixture *f, const char *db, int round, int64_t *ids)
+{
+	enum { N = N_CONCURRENT };
+	pid_t pids[N];
+	char *outs[N], *errs[N], *dirs[N];
+	for (int i = 0; i < N; i++) {
+		char name[64];
+		snprintf(name, sizeof(name), "w%d-%d", round, i);
+		tu_mkdir(f->root, name);
+		dirs[i] = tu_path(f->root, name);
+		snprintf(name, sizeof(name), "out%d-%d", round, i);
+		outs[i] = tu_path(f->root, name);
+		snprintf(name, sizeof(name), "err%d-%d", round, i);
+		errs[i] = tu_path(f->root, name);
+	}
+	/* All started before any ends. */
+	for (int i = 0; i < N; i++) {
+		pids[i] = fork();
+		assert_true(pids[i] >= 0);
+		if (pids[i] == 0) {
+			int o = open(outs[i], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+			int e = open(errs[i], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+			int n = open("/dev/null", O_RDONLY);
+			if (o < 0 || e < 0 || n < 0)
+				_exit(99);
+			dup2(n, 0);
+			dup2(o, 1);
+			dup2(e, 2);
+			char idx[16];
+			snprintf(idx, sizeof(idx), "%d", i);
+			execl(HARVEST_BIN, HARVEST_BIN, "run", "--db", db, "--dir", dirs[i], "--", "sh",
+			      "-c", "echo \"run $1\"; echo \"$1\" > made-$1.txt; sleep 0.3", "sh", idx,
+			      (char *)NULL);
+			_exit(98);
+		}
+	}
+	int sts[N];
+	for (int i = 0; i < N; i++)
+		while (waitpid(pids[i], &sts[i], 0) < 0 && errno == EINTR)
+			;
+	for (int i = 0; i < N; i++) {
+		size_t olen, elen;
+		char *out = tu_read_file(outs[i], &olen);
+		char *err = tu_read_file(errs[i], &elen);
+		assert_non_null(out);
+		assert_non_null(err);
+		if (!WIFEXITED(sts[i]) || WEXITSTATUS(sts[i]) != 0)
+			fail_msg("round %d, run %d: exit %d, stderr: %s", round, i,
+				 WIFEXITED(sts[i]) ? WEXITSTATUS(sts[i]) : 128 + WTERMSIG(sts[i]), err);
+		tu_result r = {.status = 0, .out = out, .out_len = olen, .err = err, .err_len = elen};
+		events ev;
+		parse_events(&ev, &r, false);
+		char want[32];
+		snprintf(want, sizeof(want), "run %d\n", i);
+		assert_string_equal(tj_str(tj_get(ev.result, "stdout"), NULL), want);
+		assert_int_equal(tj_type(tj_get(ev.result, "run_id")), TJ_INT);
+		ids[i] = tj_int(tj_get(ev.result, "run_id"));
+		assert_true(ids[i] > 0);
+		snprintf(want, sizeof(want), "made-%d.txt", i);
+		assert_int_equal(tj_len(tj_get(ev.result, "output_files")), 1);
+		assert_non_null(find_output(ev.result, "output_files", want));
+		events_free(&ev);
+		tu_result_free(&r);
+	}
+	for (int i = 0; i < N; i++) {
+		free(outs[i]);
+		free(errs[i]);
+		free(dirs[i]);
+	}
+}
+
+static void assert_distinct(const int64_t *ids, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = i + 1; j < n; j++)
+			if (ids[i] == ids[j])
+				fail_msg("runs %zu and %zu share run_id %lld", i, j, (long long)ids[i]);
+}
+
+static void test_concurrent_runs(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	/* Rounds 0 and 1 share a database that round 0 creates (8 processes racing to create
+	 * it); rounds 2 and 3 race to create fresh ones again (the race is short: repeat it). */
+	int64_t ids[2 * N_CONCURRENT];
+	concurrent_round(&f, f.db, 0, ids);
+	concurrent_round(&f, f.db, 1, ids + N_CONCURRENT);
+	assert_distinct(ids, 2 * N_CONCURRENT);
+	for (int round = 2; round < 4; round++) {
+		char name[32];
+		snprintf(name, sizeof(name), "h%d.db", round);
+		char *db = tu_path(f.root, name);
+		concurrent_round(&f, db, round, ids);
+		assert_distinct(ids, N_CONCURRENT);
+		free(db);
+	}
+	fx_close(&f);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_exit_codes),
+		cmocka_unit_test(test_timeout),
+		cmocka_unit_test(test_chunk_while_running),
+		cmocka_unit_test(test_utf8_split),
+		cmocka_unit_test(test_non_utf8_bytes),
+		cmocka_unit_test(test_stdin_is_dev_null),
+		cmocka_unit_test(test_language),
+		cmocka_unit_test(test_env),
+		cmocka_unit_test(test_max_output_bytes),
+		cmocka_unit_test(test_produced_files),
+		cmocka_unit_test(test_camel_case),
+		cmocka_unit_test(test_format_json),
+		cmocka_unit_test(test_harvest_failures),
+		cmocka_unit_test(test_concurrent_runs),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
