@@ -91,12 +91,12 @@ void hv_mime_db_close(hv_mime_db *db);
  * first, then the longest "*.suffix", then other globs; case-insensitive unless the glob is
  * flagged "cs"; by weight). The first candidate that is
  *   - the same type as raw_type (also through an alias): raw_type is kept;
- *   - for raw "application/octet-stream": any type that is not text (not a subclass of
- *     text/plain) — libmagic found no text, so the name may say which binary it is;
+ *   - for a weak raw type ("application/octet-stream", "text/plain", "application/zip",
+ *     "text/xml"): any type — libmagic's weak answers say little, the name says more, so
+ *     text/plain named notes.md becomes text/markdown and a 1-byte file named b.csv text/csv;
  *   - for any other raw type: a subclass of it (transitively; every text/... is one of
- *     text/plain). So the weak "text/plain", "application/zip" and "text/xml" become
- *     text/markdown, the docx type or image/svg+xml, and "application/json" becomes
- *     "application/x-ipynb+json" for .ipynb, while image/png named x.txt stays image/png;
+ *     text/plain). So "application/json" becomes "application/x-ipynb+json" for .ipynb,
+ *     while image/png named x.txt stays image/png;
  * is the answer, else raw_type. inode/... answers are never refined.
  * *type points to raw_type or to a string that lives as long as db (the default db lives
  * until exit). HV_ENOMEM/HV_EIO only when the default db cannot be loaded. */

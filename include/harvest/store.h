@@ -143,9 +143,9 @@ int64_t hv_snapshot_created_at(const hv_snapshot *sn);
 uint64_t hv_snapshot_entries(const hv_snapshot *sn);
 
 /* The next entry in *out (HV_OK) or HV_DONE at the end. Entries come in the walker's
- * HV_SORT_NAME order — pre-order, siblings sorted bytewise by name — which is hv_store_path_cmp()
- * order, so the collector can merge a sorted walk against the snapshot in one pass. Entries are
- * read in pages, so the handle can be written between two calls. */
+ * HV_SORT_NAME order (pre-order, siblings sorted bytewise by name), which is the order of
+ * hv_store_path_cmp(), so the collector can merge a sorted walk against the snapshot in one
+ * pass. Entries are read in pages, so the handle can be written between two calls. */
 hv_status hv_snapshot_next(hv_snapshot *sn, const hv_snapshot_entry **out);
 
 /* Finds path: HV_OK with *out filled, HV_DONE when the snapshot has no such entry. Does not

@@ -564,8 +564,13 @@ static bool acceptable(const hv_mime_db *db, const char *cand, const char *raw)
 {
 	if (starts_with(cand, "inode/"))
 		return false;
-	if (strcmp(raw, "application/octet-stream") == 0)
-		return !is_subclass(db, cand, "text/plain"); /* libmagic found no text */
+	/* libmagic's weak answers say little about the bytes: the name's type replaces them
+	 * (SPEC 2). Every other answer may only be narrowed to a declared subclass. */
+	static const char *const weak[] = {"application/octet-stream", "text/plain",
+					   "application/zip", "text/xml"};
+	for (size_t i = 0; i < sizeof(weak) / sizeof(weak[0]); i++)
+		if (strcmp(raw, weak[i]) == 0)
+			return true;
 	return is_subclass(db, cand, raw);
 }
 

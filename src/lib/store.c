@@ -674,9 +674,16 @@ static int open_file(hv_store *st, enum file_state state)
 			return hv_error_set(HV_ENOMEM, "out of memory");
 		rc = db_open(st, uri, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
 		free(uri);
+	} else if (st->readonly && check_writable_location(st->path) != HV_OK) {
+		hv_error_clear();
+		rc = db_open(st, st->path, SQLITE_OPEN_READONLY);
 	} else {
-		rc = db_open(st, st->path,
-			     st->readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE);
+		/* A read-only handle that could write opens read-write with query_only: a truly
+		 * read-only connection cannot remove the -wal and -shm files when it is the last to
+		 * close, and would leave them behind after every query. */
+		rc = db_open(st, st->path, SQLITE_OPEN_READWRITE);
+		if (rc == HV_OK && st->readonly)
+			rc = hvst_exec(st, "PRAGMA query_only = 1", "cannot open the database");
 	}
 	if (rc != HV_OK)
 		return rc;

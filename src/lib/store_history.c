@@ -685,13 +685,15 @@ hv_status hv_store_artifact_content(hv_store *st, int64_t artifact_id, void **da
  * lock for seconds, longer than the busy timeout of the other harvest processes. Each chunk
  * deletes whole runs (at most PRUNE_CHUNK_RUNS) with their artifacts and the contents no
  * remaining artifact has; a transaction takes chunks for about PRUNE_TX_BUDGET_NS (much
- * shorter transactions would rewrite the same pages of the random-order indexes, sha256 and
- * name, over and over). Every state between two transactions is a consistent database, and a
- * prune killed midway has done part of its work (running it again finishes).
- * Which runs go is fixed at the start (the newest run then existing bounds it), so runs
+ * shorter transactions rewrite the same pages of the random-order indexes, sha256 and name,
+ * over and over: 0.5 s made a prune three times slower than one transaction). Every state
+ * between two transactions is a consistent database, and a prune killed midway has done part
+ * of its work (running it again finishes). Which runs go is fixed at the start (the newest run then existing bounds it), so runs
  * recorded meanwhile are never pruned. */
 #define PRUNE_CHUNK_RUNS 64
-#define PRUNE_TX_BUDGET_NS (INT64_C(500) * 1000000) /* then commit and take the lock again */
+#define PRUNE_CACHE_SIZE "-65536" /* KiB */
+/* Then commit and take the lock again: other processes wait at most about this long. */
+#define PRUNE_TX_BUDGET_NS (INT64_C(2000) * 1000000)
 #define VACUUM_CHUNK_PAGES 4096
 
 typedef struct prune_ctx {
@@ -877,7 +879,12 @@ hv_status hv_store_prune(hv_store *st, const hv_prune_opts *opts, hv_prune_resul
 	hv_buf_append_str(&sel, ") ORDER BY id LIMIT :chunk");
 	if (rc == HV_OK && !sel.data)
 		rc = hv_error_last_status();
-	if (getenv("HV_PRAGMA")) hvst_exec(st, getenv("HV_PRAGMA"), "x"); /*TMP*/
+	/* A larger page cache for the prune: the random-order indexes otherwise spill and are
+	 * written many times over (measured: 13 s instead of 27 s for 500,000 artifacts). */
+	int64_t cache_size = 0;
+	char pragma[64];
+	if (rc == HV_OK && hvst_query_int(st, "PRAGMA cache_size", &cache_size) == HV_OK)
+		hvst_exec(st, "PRAGMA cache_size = " PRUNE_CACHE_SIZE, "cannot prune");
 	int64_t newest_started = 0;
 	for (uint64_t n = 1; rc == HV_OK && n;) {
 		/* One transaction: chunks until the time budget is spent. The counts of a
@@ -900,6 +907,10 @@ hv_status hv_store_prune(hv_store *st, const hv_prune_opts *opts, hv_prune_resul
 		}
 	}
 	hv_buf_free(&sel);
+	if (cache_size) {
+		snprintf(pragma, sizeof(pragma), "PRAGMA cache_size = %lld", (long long)cache_size);
+		hvst_exec(st, pragma, "cannot prune");
+	}
 
 	/* Snapshots as old as the history that went, and those abandoned by killed processes;
 	 * each deleted a chunk at a time too. */

@@ -492,7 +492,7 @@ static bool excluded(const hv_walk *w, const char *name)
 	if (w->opts.no_hidden && name[0] == '.')
 		return true;
 	for (size_t i = 0; i < w->opts.n_excludes; i++)
-		if (fnmatch(w->excludes[i], name, FNM_PERIOD) == 0)
+		if (fnmatch(w->excludes[i], name, 0) == 0)
 			return true;
 	return false;
 }
@@ -1080,7 +1080,7 @@ int hv_walk_openat(hv_walk *w, int flags)
 	int dfd = node_fd(w, p);
 	if (dfd < 0)
 		return -1;
-	int fd = openat(dfd, w->entry.name, flags | O_NOFOLLOW | O_CLOEXEC);
+	int fd = open_evicting(w, dfd, w->entry.name, flags | O_NOFOLLOW | O_CLOEXEC);
 	int err = errno;
 	cache_unpin(w, p);
 	errno = err;

@@ -73,7 +73,9 @@ static void test_wide_directory(void **state)
 		{"walk", "--threads", "1", NULL},
 		{"walk", "--sort", "none", NULL},
 		{"walk", "--sort", "none", "--threads", "4", NULL},
-		{"ls", NULL},
+		/* jsonl: tjson's tj_parse() of one big array costs O(n^2) under ASan (each string
+		 * allocates the rest of the input), and the array form is checked on small trees. */
+		{"ls", "--format", "jsonl", NULL},
 	};
 	for (size_t v = 0; v < 5; v++) {
 		const char *args[10];
@@ -87,7 +89,7 @@ static void test_wide_directory(void **state)
 		assert_clean(&r);
 		bool is_ls = v == 4, sorted = v < 2 || is_ls;
 		tu_recs rs;
-		tu_recs_parse(&rs, r.out, r.out_len, !is_ls, is_ls ? "name" : "path", false);
+		tu_recs_parse(&rs, r.out, r.out_len, true, is_ls ? "name" : "path", false);
 		if (rs.n != WIDE)
 			fail_msg("%s %s: %zu records, expected %d", args[0], args[1], rs.n, WIDE);
 		unsigned char *seen = calloc(WIDE, 1);

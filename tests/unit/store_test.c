@@ -203,6 +203,7 @@ static void test_new_database(void **state)
 	hv_stat s = {.dev = 1, .ino = 1, .mode = S_IFREG, .mtime_ns = 1, .ctime_ns = 1};
 	assert_int_equal(hv_store_mime_put(st, &s, "fp", "text/plain"), HV_EUSAGE);
 	check_ok(hv_store_close(st));
+	assert_no_side_files(f->db); /* the last connection cleans up after itself */
 }
 
 static void test_empty_file_is_new(void **state)
@@ -396,6 +397,7 @@ static void test_refuse_corrupt(void **state)
 	char *after = read_file(f->db, &len1);
 	assert_int_equal(len0, len1);
 	assert_memory_equal(before, after, len0);
+	assert_no_side_files(f->db);
 	free(before);
 	free(after);
 }
@@ -1133,6 +1135,95 @@ static void test_history_filters(void **state)
 	check_ok(hv_store_close(st));
 }
 
+/* Enough artifacts for a dense filter (past 20,000 matches) to be read in listing order and
+ * stopped at the limit, rather than sorted: both plans must give the same rows. */
+static void test_history_dense_filters(void **state)
+{
+	fixture *f = *state;
+	hv_store *st = open_ok(f->db, 0);
+	enum { N = 24000 };
+	static char names[N][16];
+	static hv_artifact_in in[N];
+	char sha_img[65], sha_txt[65];
+	sha256_hex("img", 3, sha_img);
+	sha256_hex("txt", 3, sha_txt);
+	int64_t ids[2];
+	for (int r = 0; r < 2; r++) {
+		hv_run_start rs = {.dir = "/d"};
+		check_ok(hv_store_run_begin(st, &rs, &ids[r]));
+		for (int i = 0; i < N; i++) {
+			bool img = i % 5 != 0;
+			snprintf(names[i], sizeof(names[i]), "%c%05d.%s", 'a' + r, i, img ? "png" : "txt");
+			in[i] = (hv_artifact_in){.path = names[i], .path_len = strlen(names[i]),
+						 .name = names[i], .name_len = strlen(names[i]),
+						 .mime_type = img ? "image/png" : "text/plain", .size = 3,
+						 .sha256 = img ? sha_img : sha_txt,
+						 .content = img ? "img" : "txt", .content_len = 3};
+		}
+		hv_run_end end = {.duration_ms = 1};
+		check_ok(hv_store_run_finish(st, ids[r], &end, in, N));
+	}
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM contents"), 2);
+	/* Dense with a limit: the newest run's first images, in recorded order, with content. */
+	hv_artifact_filter af = {.mime = "image/*", .limit = 7, .with_content = true};
+	hv_artifact_iter *it;
+	const hv_artifact_row *a;
+	check_ok(hv_store_artifacts(st, &af, &it));
+	int expect[] = {1, 2, 3, 4, 6, 7, 8};
+	for (int k = 0; k < 7; k++) {
+		assert_int_equal(hv_artifact_iter_next(it, &a), HV_OK);
+		assert_int_equal(a->run_id, ids[1]);
+		char want[16];
+		snprintf(want, sizeof(want), "b%05d.png", expect[k]);
+		assert_int_equal(a->name_len, strlen(want));
+		assert_memory_equal(a->name, want, a->name_len);
+		assert_int_equal(a->content_len, 3);
+		assert_memory_equal(a->content, "img", 3);
+	}
+	assert_int_equal(hv_artifact_iter_next(it, &a), HV_DONE);
+	hv_artifact_iter_free(it);
+	/* The same filter sparse (one name) and dense without a limit. */
+	af = (hv_artifact_filter){.mime = "image/*", .name = "a00007.png"};
+	assert_int_equal(count_artifacts(st, &af, is_image), 1);
+	af = (hv_artifact_filter){.mime = "image/*"};
+	assert_int_equal(count_artifacts(st, &af, is_image), 2 * N * 4 / 5);
+	af = (hv_artifact_filter){.name = "*.txt", .limit = 30000};
+	assert_int_equal(count_artifacts(st, &af, NULL), 2 * N / 5);
+	af = (hv_artifact_filter){.sha256 = sha_txt, .limit = 3};
+	check_ok(hv_store_artifacts(st, &af, &it));
+	assert_int_equal(hv_artifact_iter_next(it, &a), HV_OK);
+	assert_int_equal(a->run_id, ids[1]);
+	assert_memory_equal(a->name, "b00000.txt", 10);
+	hv_artifact_iter_free(it);
+	check_ok(hv_store_close(st));
+}
+
+static void test_prune_many_runs(void **state)
+{
+	fixture *f = *state;
+	hv_store *st = open_ok(f->db, 0);
+	int64_t first = 0, last = 0;
+	for (int i = 0; i < 200; i++) {
+		char content[32];
+		snprintf(content, sizeof(content), "run %d", i % 150); /* runs 150..199 share */
+		art a[] = {{"f", "f", "text/plain", content, true, ""}};
+		last = record_run(st, NULL, NULL, 0, a, 1);
+		if (!first)
+			first = last;
+	}
+	hv_prune_opts po = {.keep_runs = 20, .before_ns = 0};
+	hv_prune_result pr;
+	check_ok(hv_store_prune(st, &po, &pr));
+	assert_int_equal(pr.runs, 180);
+	assert_int_equal(pr.artifacts, 180);
+	/* Kept runs 180..199 hold contents "run 30".."run 49": the other 130 go. */
+	assert_int_equal(pr.contents, 130);
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM contents"), 20);
+	assert_int_equal(raw_int(f->db, "SELECT min(id) FROM runs"), last - 19);
+	check_ok(hv_store_integrity_check(st));
+	check_ok(hv_store_close(st));
+}
+
 static void test_prune(void **state)
 {
 	fixture *f = *state;
@@ -1404,7 +1495,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_snapshot_large_and_interleaved, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_runs_and_contents, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_history_filters, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_history_dense_filters, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_prune, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_prune_many_runs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_threads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_killed_writer, setup, teardown),
 	};

@@ -1,0 +1,1720 @@
+/* End-to-end tests of `harvest history` (SPEC section 2 `history ...` and TIME, section 5
+ * Storage): `show` equal to what `run` printed, `runs` and `artifacts` with every filter, `get`
+ * byte-exact, `prune`, a database path that does not exist, a corrupt database, many `run`
+ * processes at once into one database, and `collect` killed with SIGKILL at random moments.
+ * Every case works in a fresh temp directory (removed by tu_cleanup, even when it fails) and
+ * always passes --db with a database inside it. */
+#include "testutil.h"
+#include "tjson.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <openssl/evp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* A 1x1 PNG image (signature, IHDR, IDAT, IEND, all CRCs valid). */
+static const unsigned char png_bytes[] = {
+	0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48,
+	0x44, 0x52, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00,
+	0x00, 0x1f, 0x15, 0xc4, 0x89, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x44, 0x41, 0x54, 0x78,
+	0x9c, 0x63, 0x60, 0x00, 0x00, 0x00, 0x00, 0x05, 0x00, 0x01, 0x0d, 0x0a, 0x2d, 0xb4,
+	0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
+};
+
+/* ---- helpers ---------------------------------------------------------------------------- */
+
+/* A deterministic PRNG (xorshift64*), so the random bytes and kill times repeat. */
+static uint64_t rng_state = 0x9e3779b97f4a7c15u;
+
+static void rng_seed(uint64_t s)
+{
+	rng_state = s ? s : 1;
+}
+
+static uint64_t rng_next(void)
+{
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return rng_state * 0x2545f4914f6cdd1du;
+}
+
+static int64_t wall_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_REALTIME, &t);
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static double mono_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+	while (nanosleep(&t, &t) != 0 && errno == EINTR)
+		;
+}
+
+static void sha256_hex(const void *data, size_t len, char hex[65])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	assert_int_equal(EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL), 1);
+	for (unsigned i = 0; i < 32; i++)
+		sprintf(hex + 2 * i, "%02x", md[i]);
+}
+
+/* A fresh temp dir (removed by tu_cleanup) and the database path inside it. */
+typedef struct fixture {
+	char *root; /* owned by the cleanup list */
+	char *db;
+} fixture;
+
+static void fx_open(fixture *f)
+{
+	f->root = tu_tmpdir();
+	f->db = tu_path(f->root, "h.db");
+}
+
+static void fx_close(fixture *f)
+{
+	free(f->db);
+	f->db = NULL;
+}
+
+/* Runs harvest with a NULL-terminated argument list. */
+static void hv(tu_result *r, const char *stdin_data, const char *first, ...)
+{
+	const char *args[64];
+	size_t n = 0;
+	va_list ap;
+	va_start(ap, first);
+	for (const char *a = first; a; a = va_arg(ap, const char *)) {
+		assert_true(n < 63);
+		args[n++] = a;
+	}
+	va_end(ap);
+	args[n] = NULL;
+	tu_harvestv(r, NULL, stdin_data, args);
+}
+
+/* Runs harvest with args0 (NULL-terminated) followed by args1 (NULL-terminated, may be NULL). */
+static void hv2(tu_result *r, const char *const *args0, const char *const *args1)
+{
+	const char *args[96];
+	size_t n = 0;
+	for (size_t i = 0; args0[i]; i++)
+		args[n++] = args0[i];
+	for (size_t i = 0; args1 && args1[i]; i++)
+		args[n++] = args1[i];
+	assert_true(n < 96);
+	args[n] = NULL;
+	tu_harvestv(r, NULL, NULL, args);
+}
+
+static void expect_status(const tu_result *r, int want, const char *what)
+{
+	if (r->status != want)
+		fail_msg("%s: exit %d, expected %d\nstdout: %.2000s\nstderr: %.2000s", what,
+			 r->status, want, r->out, r->err);
+}
+
+/* The whole of stdout as one JSON document. */
+static tj_value *json_doc(const tu_result *r, const char *what)
+{
+	tj_value *v = tj_parse(r->out, r->out_len);
+	if (!v)
+		fail_msg("%s: stdout is not one valid JSON document:\n%.2000s\nstderr: %s", what,
+			 r->out, r->err);
+	return v;
+}
+
+/* The last line of stdout (jsonl) as a document. */
+static tj_value *last_line(const tu_result *r, const char *what)
+{
+	size_t end = r->out_len;
+	if (end && r->out[end - 1] == '\n')
+		end--;
+	size_t start = end;
+	while (start > 0 && r->out[start - 1] != '\n')
+		start--;
+	tj_value *v = tj_parse(r->out + start, end - start);
+	if (!v)
+		fail_msg("%s: the last line is not a JSON document:\n%.2000s\nstderr: %s", what,
+			 r->out, r->err);
+	return v;
+}
+
+/* stderr holds exactly one line, "harvest...: ...\n", mentioning has (may be NULL). */
+static void expect_one_line_error(const tu_result *r, const char *has, const char *what)
+{
+	if (r->err_len == 0 || r->err[r->err_len - 1] != '\n' ||
+	    memchr(r->err, '\n', r->err_len) != r->err + r->err_len - 1)
+		fail_msg("%s: stderr is not one line: '%s'", what, r->err);
+	if (strncmp(r->err, "harvest", 7) != 0)
+		fail_msg("%s: the error does not start with 'harvest': '%s'", what, r->err);
+	if (has && !strstr(r->err, has))
+		fail_msg("%s: the error does not mention '%s': '%s'", what, has, r->err);
+}
+
+/* Deep equality of two JSON values (objects: the same keys, in any order). */
+static void deep_eq(const tj_value *a, const tj_value *b, const char *path)
+{
+	if (!a || !b)
+		fail_msg("%s: missing on the %s side", path, a ? "second" : "first");
+	if (tj_type(a) != tj_type(b) || tj_is_null(a) != tj_is_null(b))
+		fail_msg("%s: types differ (%d vs %d)", path, tj_type(a), tj_type(b));
+	char sub[512];
+	switch (tj_type(a)) {
+	case TJ_NULL: return;
+	case TJ_BOOL:
+		if (tj_bool(a) != tj_bool(b))
+			fail_msg("%s: %d vs %d", path, tj_bool(a), tj_bool(b));
+		return;
+	case TJ_INT:
+	case TJ_DOUBLE:
+		if (tj_double(a) != tj_double(b) || tj_int(a) != tj_int(b))
+			fail_msg("%s: %g vs %g", path, tj_double(a), tj_double(b));
+		return;
+	case TJ_STRING: {
+		size_t la, lb;
+		const char *sa = tj_str(a, &la), *sb = tj_str(b, &lb);
+		if (la != lb || memcmp(sa, sb, la) != 0)
+			fail_msg("%s: '%.300s' (%zu bytes) vs '%.300s' (%zu bytes)", path, sa, la, sb,
+				 lb);
+		return;
+	}
+	case TJ_ARRAY:
+		if (tj_len(a) != tj_len(b))
+			fail_msg("%s: %zu vs %zu elements", path, tj_len(a), tj_len(b));
+		for (size_t i = 0; i < tj_len(a); i++) {
+			snprintf(sub, sizeof(sub), "%s[%zu]", path, i);
+			deep_eq(tj_at(a, i), tj_at(b, i), sub);
+		}
+		return;
+	case TJ_OBJECT:
+		if (tj_len(a) != tj_len(b))
+			fail_msg("%s: %zu vs %zu members", path, tj_len(a), tj_len(b));
+		for (size_t i = 0; i < tj_len(a); i++) {
+			const char *k = tj_key(a, i, NULL);
+			snprintf(sub, sizeof(sub), "%s.%s", path, k);
+			deep_eq(tj_at(a, i), tj_get(b, k), sub);
+		}
+		return;
+	}
+}
+
+static void expect_json_eq(const tj_value *got, const char *want_json, const char *path)
+{
+	tj_value *w = tj_parse(want_json, strlen(want_json));
+	assert_non_null(w);
+	deep_eq(got, w, path);
+	tj_free(w);
+}
+
+static void expect_str(const tj_value *v, const char *want, const char *what)
+{
+	const char *s = tj_str(v, NULL);
+	if (!s || strcmp(s, want) != 0)
+		fail_msg("%s: '%s', expected '%s'", what, s ? s : "(not a string)", want);
+}
+
+/* RFC 3339 date-time -> ns since the epoch; fails the test when s is not one. */
+static int64_t rfc3339_ns(const char *s, const char *what)
+{
+	if (!s)
+		fail_msg("%s: not a string", what);
+	int Y, M, D, h, m, sec, n = -1;
+	if (sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &Y, &M, &D, &h, &m, &sec, &n) != 6 || n != 19 ||
+	    s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':')
+		fail_msg("%s: '%s' is not RFC 3339", what, s);
+	const char *p = s + 19;
+	int64_t frac = 0;
+	if (*p == '.') {
+		int digits = 0;
+		for (p++; isdigit((unsigned char)*p); p++, digits++)
+			if (digits < 9)
+				frac = frac * 10 + (*p - '0');
+		if (digits == 0)
+			fail_msg("%s: '%s' is not RFC 3339", what, s);
+		for (; digits < 9; digits++)
+			frac *= 10;
+	}
+	long off = 0;
+	if (*p == 'Z') {
+		p++;
+	} else if ((*p == '+' || *p == '-') && isdigit((unsigned char)p[1]) &&
+		   isdigit((unsigned char)p[2]) && p[3] == ':' && isdigit((unsigned char)p[4]) &&
+		   isdigit((unsigned char)p[5])) {
+		off = ((p[1] - '0') * 10 + (p[2] - '0')) * 3600 + ((p[4] - '0') * 10 + (p[5] - '0')) * 60;
+		if (*p == '-')
+			off = -off;
+		p += 6;
+	} else {
+		fail_msg("%s: '%s' has no time zone", what, s);
+	}
+	if (*p)
+		fail_msg("%s: '%s' is not RFC 3339", what, s);
+	struct tm tm = {.tm_year = Y - 1900, .tm_mon = M - 1, .tm_mday = D, .tm_hour = h,
+			.tm_min = m, .tm_sec = sec};
+	time_t t = timegm(&tm);
+	return ((int64_t)t - off) * 1000000000 + frac;
+}
+
+/* `harvest run --db DB --dir ROOT/DIR EXTRA... -- CMD...` (cmd NULL for --language). */
+static void hv_run(tu_result *r, const fixture *f, const char *dir, const char *stdin_data,
+		   const char *const *extra, const char *const *cmd)
+{
+	const char *args[96];
+	size_t n = 0;
+	char *d = tu_path(f->root, dir);
+	args[n++] = "run";
+	args[n++] = "--db";
+	args[n++] = f->db;
+	args[n++] = "--dir";
+	args[n++] = d;
+	for (size_t i = 0; extra && extra[i]; i++)
+		args[n++] = extra[i];
+	if (cmd) {
+		args[n++] = "--";
+		for (size_t i = 0; cmd[i]; i++)
+			args[n++] = cmd[i];
+	}
+	assert_true(n < 96);
+	args[n] = NULL;
+	tu_harvestv(r, NULL, stdin_data, args);
+	free(d);
+}
+
+/* A shell run in ROOT/DIR (created here) that must exit with want; returns its final
+ * ExecutionResult line (the caller frees it). */
+static tj_value *shell_run(const fixture *f, const char *dir, const char *script, int want)
+{
+	tu_mkdir(f->root, dir);
+	tu_result r;
+	const char *extra[] = {"--shell", NULL};
+	const char *cmd[] = {script, NULL};
+	hv_run(&r, f, dir, NULL, extra, cmd);
+	expect_status(&r, want, script);
+	tj_value *res = last_line(&r, script);
+	tu_result_free(&r);
+	assert_int_equal(tj_type(tj_get(res, "run_id")), TJ_INT);
+	return res;
+}
+
+static int64_t run_id_of(const tj_value *res)
+{
+	const tj_value *v = tj_get(res, "run_id");
+	if (!v)
+		v = tj_get(res, "runId");
+	assert_int_equal(tj_type(v), TJ_INT);
+	return tj_int(v);
+}
+
+/* `harvest history SUB --db DB ARGS...` that must exit 0 and print one JSON document. */
+static tj_value *history_json(const fixture *f, const char *sub, const char *const *args)
+{
+	const char *base[] = {"history", sub, "--db", f->db, NULL};
+	tu_result r;
+	hv2(&r, base, args);
+	char what[256];
+	snprintf(what, sizeof(what), "history %s%s%s", sub, args && args[0] ? " " : "",
+		 args && args[0] ? args[0] : "");
+	expect_status(&r, 0, what);
+	if (r.err_len)
+		fail_msg("%s: unexpected stderr '%s'", what, r.err);
+	tj_value *v = json_doc(&r, what);
+	tu_result_free(&r);
+	return v;
+}
+
+/* `history SUB --db DB ARGS...` must be a usage error: exit 2, a message, nothing on stdout. */
+static void expect_usage(const fixture *f, const char *sub, const char *const *args)
+{
+	const char *base[] = {"history", sub, "--db", f->db, NULL};
+	tu_result r;
+	hv2(&r, base, args);
+	char what[256];
+	snprintf(what, sizeof(what), "history %s %s %s", sub, args[0], args[1] ? args[1] : "");
+	expect_status(&r, 2, what);
+	assert_int_equal(r.out_len, 0);
+	expect_one_line_error(&r, NULL, what);
+	tu_result_free(&r);
+}
+
+static bool path_exists(const char *p)
+{
+	struct stat sb;
+	return lstat(p, &sb) == 0;
+}
+
+static char *with_suffix(const char *p, const char *suffix)
+{
+	size_t a = strlen(p), b = strlen(suffix);
+	char *s = malloc(a + b + 1);
+	assert_non_null(s);
+	memcpy(s, p, a);
+	memcpy(s + a, suffix, b + 1);
+	return s;
+}
+
+/* `sqlite3 DB 'PRAGMA integrity_check'` prints exactly "ok". */
+static void expect_integrity_ok(const char *db, const char *what)
+{
+	tu_result r;
+	char *argv[] = {"sqlite3", (char *)db, "PRAGMA integrity_check", NULL};
+	tu_run(&r, NULL, NULL, argv);
+	if (r.status != 0 || strcmp(r.out, "ok\n") != 0)
+		fail_msg("%s: integrity_check exit %d: '%s' %s", what, r.status, r.out, r.err);
+	tu_result_free(&r);
+}
+
+/* ---- show reproduces run ---------------------------------------------------------------- */
+
+/* run's final result against show's: the same keys and values; output files' content null in
+ * show unless with_content. */
+static void compare_results(const tj_value *run, const tj_value *show, bool camel,
+			    bool with_content)
+{
+	const char *of_key = camel ? "outputFiles" : "output_files";
+	assert_int_equal(tj_type(show), TJ_OBJECT);
+	if (tj_len(run) != tj_len(show))
+		fail_msg("run's result has %zu members, show's %zu", tj_len(run), tj_len(show));
+	for (size_t i = 0; i < tj_len(run); i++) {
+		const char *k = tj_key(run, i, NULL);
+		const tj_value *a = tj_at(run, i), *b = tj_get(show, k);
+		if (!b)
+			fail_msg("show lacks '%s'", k);
+		if (strcmp(k, of_key) != 0) {
+			deep_eq(a, b, k);
+			continue;
+		}
+		if (tj_len(a) != tj_len(b))
+			fail_msg("%s: %zu files in run, %zu in show", k, tj_len(a), tj_len(b));
+		for (size_t j = 0; j < tj_len(a); j++) {
+			const tj_value *fa = tj_at(a, j), *fb = tj_at(b, j);
+			/* Without --content, content is null (snake case) or, in camel case, null
+			 * or left out (camel case leaves out what is not there, as for FileInfo). */
+			bool omitted = camel && !with_content && !tj_get(fb, "content");
+			if (tj_len(fa) != tj_len(fb) + omitted)
+				fail_msg("%s[%zu]: %zu vs %zu members", k, j, tj_len(fa), tj_len(fb));
+			for (size_t m = 0; m < tj_len(fa); m++) {
+				const char *fk = tj_key(fa, m, NULL);
+				char path[128];
+				snprintf(path, sizeof(path), "%s[%zu].%s", k, j, fk);
+				if (!strcmp(fk, "content") && !with_content) {
+					assert_int_equal(tj_type(tj_at(fa, m)), TJ_STRING);
+					if (!omitted && !tj_is_null(tj_get(fb, "content")))
+						fail_msg("%s: not null without --content", path);
+				} else {
+					deep_eq(tj_at(fa, m), tj_get(fb, fk), path);
+				}
+			}
+		}
+	}
+}
+
+static void show_matches_run(const fixture *f, const tj_value *run, bool camel)
+{
+	char id[32];
+	snprintf(id, sizeof(id), "%lld", (long long)run_id_of(run));
+	for (int content = 0; content < 2; content++) {
+		const char *args[6] = {id, NULL, NULL, NULL, NULL, NULL};
+		size_t n = 1;
+		if (camel) {
+			args[n++] = "--case";
+			args[n++] = "camel";
+		}
+		if (content)
+			args[n++] = "--content";
+		tj_value *show = history_json(f, "show", args);
+		compare_results(run, show, camel, content);
+		tj_free(show);
+	}
+}
+
+static void test_show_equals_run(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	tu_mkdir(f.root, "src");
+	unsigned char bin[600];
+	for (size_t i = 0; i < sizeof(bin); i++)
+		bin[i] = (unsigned char)(i * 37 + (i >> 8));
+	bin[0] = 0x00;
+	bin[1] = 0xff;
+	char *src = tu_path(f.root, "src");
+	tu_write(src, "b.bin", bin, sizeof(bin));
+	/* stdout with a 2-byte UTF-8 character, bytes that are not UTF-8 and a control char. */
+	static const char weird[] = "caf\xc3\xa9 \xff\xfe \x01 tab\there\n";
+	tu_write(src, "weird.txt", weird, sizeof(weird) - 1);
+
+	static const char script[] =
+		"printf 'out\\n'; cat ../src/weird.txt; printf 'err\\n' >&2;"
+		" printf 'a,b\\n1,2\\n' > t.csv; mkdir sub; cp ../src/b.bin sub/b.bin;"
+		" ln -s t.csv link; exit 3";
+	for (int camel = 0; camel < 2; camel++) {
+		const char *dir = camel ? "d-camel" : "d-snake";
+		tu_mkdir(f.root, dir);
+		const char *extra[] = {"--shell", camel ? "--case" : NULL, "camel", NULL};
+		const char *cmd[] = {script, NULL};
+		tu_result r;
+		hv_run(&r, &f, dir, NULL, extra, cmd);
+		expect_status(&r, 3, "run (exit 3)");
+		tj_value *run = last_line(&r, "run");
+		tu_result_free(&r);
+		/* The result is the one expected, so comparing it means something. */
+		static const char *const snake_keys[] = {
+			"type", "exit_code", "stdout", "stderr", "output_files", "skipped", "run_id",
+			"timed_out", "duration_ms", "stdout_truncated", "stderr_truncated"};
+		static const char *const camel_keys[] = {
+			"type", "exitCode", "stdout", "stderr", "outputFiles", "skipped", "runId",
+			"timedOut", "durationMs", "stdoutTruncated", "stderrTruncated"};
+		for (size_t i = 0; i < sizeof(snake_keys) / sizeof(snake_keys[0]); i++)
+			if (!tj_get(run, camel ? camel_keys[i] : snake_keys[i]))
+				fail_msg("run's result lacks %s", camel ? camel_keys[i] : snake_keys[i]);
+		assert_int_equal(tj_len(tj_get(run, camel ? "outputFiles" : "output_files")), 2);
+		assert_int_equal(tj_len(tj_get(run, "skipped")), 1);
+		size_t olen;
+		const char *o = tj_str(tj_get(run, "stdout"), &olen);
+		assert_non_null(o);
+		assert_int_equal(olen, 4 + sizeof(weird) - 1);
+		assert_memory_equal(o + 4, weird, sizeof(weird) - 1);
+		show_matches_run(&f, run, camel);
+		tj_free(run);
+	}
+
+	/* Timed out, both streams truncated. */
+	tu_mkdir(f.root, "d-trunc");
+	const char *extra[] = {"--shell", "--timeout", "0.5", "--max-output-bytes", "3", NULL};
+	const char *cmd[] = {"echo hello; echo world >&2; echo z > z.txt; sleep 10", NULL};
+	tu_result r;
+	hv_run(&r, &f, "d-trunc", NULL, extra, cmd);
+	expect_status(&r, 124, "run --timeout");
+	tj_value *run = last_line(&r, "run --timeout");
+	tu_result_free(&r);
+	assert_true(tj_bool(tj_get(run, "timed_out")));
+	assert_true(tj_bool(tj_get(run, "stdout_truncated")));
+	assert_true(tj_bool(tj_get(run, "stderr_truncated")));
+	expect_str(tj_get(run, "stdout"), "hel", "truncated stdout");
+	show_matches_run(&f, run, false);
+	tj_free(run);
+
+	/* An unknown run, and a run id that is not a number. */
+	hv(&r, NULL, "history", "show", "999", "--db", f.db, NULL);
+	expect_status(&r, 1, "history show 999");
+	assert_int_equal(r.out_len, 0);
+	expect_one_line_error(&r, "999", "history show 999");
+	tu_result_free(&r);
+	hv(&r, NULL, "history", "show", "abc", "--db", f.db, NULL);
+	expect_status(&r, 2, "history show abc");
+	tu_result_free(&r);
+	free(src);
+	fx_close(&f);
+}
+
+/* ---- runs ------------------------------------------------------------------------------- */
+
+/* The run ids of a `history runs` listing, in order. */
+static size_t listed_ids(const tj_value *list, int64_t *ids, size_t max)
+{
+	assert_int_equal(tj_type(list), TJ_ARRAY);
+	size_t n = tj_len(list);
+	assert_true(n <= max);
+	for (size_t i = 0; i < n; i++) {
+		const tj_value *id = tj_get(tj_at(list, i), "run_id");
+		assert_int_equal(tj_type(id), TJ_INT);
+		ids[i] = tj_int(id);
+	}
+	return n;
+}
+
+static void expect_runs(const fixture *f, const char *const *args, const int64_t *want, size_t n,
+			const char *what)
+{
+	tj_value *v = history_json(f, "runs", args);
+	int64_t got[16];
+	size_t m = listed_ids(v, got, 16);
+	bool same = m == n;
+	for (size_t i = 0; same && i < n; i++)
+		same = got[i] == want[i];
+	if (!same) {
+		char g[256] = "", w[256] = "";
+		for (size_t i = 0; i < m; i++)
+			snprintf(g + strlen(g), sizeof(g) - strlen(g), " %lld", (long long)got[i]);
+		for (size_t i = 0; i < n; i++)
+			snprintf(w + strlen(w), sizeof(w) - strlen(w), " %lld", (long long)want[i]);
+		fail_msg("history runs %s: runs [%s ], expected [%s ]", what, g, w);
+	}
+	tj_free(v);
+}
+
+static void test_runs(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	int64_t t0 = wall_ns();
+	tu_result r;
+	/* 1: --shell with a label. */
+	tu_mkdir(f.root, "d1");
+	const char *x1[] = {"--shell", "--label", "alpha", NULL};
+	const char *c1[] = {"echo 1 > one.txt", NULL};
+	hv_run(&r, &f, "d1", NULL, x1, c1);
+	expect_status(&r, 0, "run 1");
+	tj_value *res = last_line(&r, "run 1");
+	int64_t id1 = run_id_of(res);
+	tj_free(res);
+	tu_result_free(&r);
+	/* 2: --language python3, code on stdin, two files. */
+	tu_mkdir(f.root, "d2");
+	const char *x2[] = {"--language", "python3", NULL};
+	hv_run(&r, &f, "d2", "open('p.txt','w').write('py')\nopen('q.txt','w').write('qq')\n", x2,
+	       NULL);
+	expect_status(&r, 0, "run --language python3");
+	res = last_line(&r, "run 2");
+	int64_t id2 = run_id_of(res);
+	tj_free(res);
+	tu_result_free(&r);
+	/* 3: a collect of three files, labelled. */
+	tu_mkdir(f.root, "d3");
+	char *d3 = tu_path(f.root, "d3");
+	tu_write(d3, "a.txt", "a\n", 2);
+	tu_write(d3, "b.txt", "bb\n", 3);
+	tu_write(d3, "c.txt", "ccc\n", 4);
+	hv(&r, NULL, "collect", "--db", f.db, "--label", "beta", d3, NULL);
+	expect_status(&r, 0, "collect");
+	res = json_doc(&r, "collect");
+	int64_t id3 = run_id_of(res);
+	tj_free(res);
+	tu_result_free(&r);
+	/* 4: a plain argv that fails, labelled like 1. */
+	tu_mkdir(f.root, "d4");
+	const char *x4[] = {"--label", "alpha", NULL};
+	const char *c4[] = {"sh", "-c", "exit 5", NULL};
+	hv_run(&r, &f, "d4", NULL, x4, c4);
+	expect_status(&r, 5, "run 4");
+	res = last_line(&r, "run 4");
+	int64_t id4 = run_id_of(res);
+	tj_free(res);
+	tu_result_free(&r);
+	int64_t t1 = wall_ns();
+
+	/* Every field of every run, newest first. */
+	const struct {
+		int64_t id;
+		const char *label_json, *command_json, *dir, *exit_json;
+		int64_t artifacts;
+	} want[] = {
+		{id4, "\"alpha\"", "[\"sh\",\"-c\",\"exit 5\"]", "d4", "5", 0},
+		{id3, "\"beta\"", "null", "d3", "null", 3},
+		{id2, "null", "[\"python3\"]", "d2", "0", 2},
+		{id1, "\"alpha\"", "[\"sh\",\"-c\",\"echo 1 > one.txt\"]", "d1", "0", 1},
+	};
+	tj_value *list = history_json(&f, "runs", NULL);
+	assert_int_equal(tj_len(list), 4);
+	char started4[64] = "", started2[64] = "";
+	int64_t prev_started = INT64_MAX;
+	for (size_t i = 0; i < 4; i++) {
+		const tj_value *o = tj_at(list, i);
+		assert_int_equal(tj_len(o), 9);
+		assert_int_equal(tj_int(tj_get(o, "run_id")), want[i].id);
+		expect_json_eq(tj_get(o, "label"), want[i].label_json, "label");
+		expect_json_eq(tj_get(o, "command"), want[i].command_json, "command");
+		char *d = tu_path(f.root, want[i].dir);
+		char real[PATH_MAX];
+		assert_non_null(realpath(d, real));
+		expect_str(tj_get(o, "dir"), real, "dir");
+		free(d);
+		const char *s = tj_str(tj_get(o, "started_at"), NULL);
+		int64_t started = rfc3339_ns(s, "started_at");
+		int64_t ended = rfc3339_ns(tj_str(tj_get(o, "ended_at"), NULL), "ended_at");
+		if (started < t0 - 1000000000 || ended > t1 + 1000000000 || ended < started)
+			fail_msg("run %lld: started_at %s, ended_at %s: not within the test",
+				 (long long)want[i].id, s, tj_str(tj_get(o, "ended_at"), NULL));
+		assert_true(started <= prev_started);
+		prev_started = started;
+		if (i == 0)
+			snprintf(started4, sizeof(started4), "%s", s);
+		if (i == 2)
+			snprintf(started2, sizeof(started2), "%s", s);
+		expect_json_eq(tj_get(o, "exit_code"), want[i].exit_json, "exit_code");
+		expect_json_eq(tj_get(o, "timed_out"), "false", "timed_out");
+		assert_int_equal(tj_type(tj_get(o, "artifacts")), TJ_INT);
+		assert_int_equal(tj_int(tj_get(o, "artifacts")), want[i].artifacts);
+	}
+	assert_true(id4 > id3 && id3 > id2 && id2 > id1);
+
+	/* jsonl: the same records, one a line. */
+	const char *base[] = {"history", "runs", "--db", f.db, "--format", "jsonl", NULL};
+	hv2(&r, base, NULL);
+	expect_status(&r, 0, "history runs --format jsonl");
+	size_t nl;
+	tj_value *lines = tj_parse_lines(r.out, r.out_len, &nl);
+	assert_non_null(lines);
+	deep_eq(lines, list, "jsonl");
+	tj_free(lines);
+	tu_result_free(&r);
+	tj_free(list);
+
+	int64_t all[] = {id4, id3, id2, id1};
+	expect_runs(&f, (const char *const[]){"--limit", "2", NULL}, all, 2, "--limit 2");
+	expect_runs(&f, (const char *const[]){"--limit", "100", NULL}, all, 4, "--limit 100");
+	expect_runs(&f, (const char *const[]){"--label", "alpha", NULL}, (int64_t[]){id4, id1}, 2,
+		    "--label alpha");
+	expect_runs(&f, (const char *const[]){"--label", "alpha", "--limit", "1", NULL},
+		    (int64_t[]){id4}, 1, "--label alpha --limit 1");
+	expect_runs(&f, (const char *const[]){"--label", "beta", NULL}, (int64_t[]){id3}, 1,
+		    "--label beta");
+	expect_runs(&f, (const char *const[]){"--label", "alph", NULL}, NULL, 0, "--label alph");
+	expect_runs(&f, (const char *const[]){"--since", "1h", NULL}, all, 4, "--since 1h");
+	expect_runs(&f, (const char *const[]){"--since", "90m", NULL}, all, 4, "--since 90m");
+	expect_runs(&f, (const char *const[]){"--since", "7d", NULL}, all, 4, "--since 7d");
+	expect_runs(&f, (const char *const[]){"--since", "2000-01-01T00:00:00Z", NULL}, all, 4,
+		    "--since 2000");
+	expect_runs(&f, (const char *const[]){"--since", "2999-01-01T00:00:00Z", NULL}, NULL, 0,
+		    "--since 2999");
+	/* The exact start of a run is included; earlier runs are not. */
+	expect_runs(&f, (const char *const[]){"--since", started2, NULL}, all, 3, "--since run 2");
+	expect_runs(&f, (const char *const[]){"--since", started4, NULL}, all, 1, "--since run 4");
+	expect_runs(&f, (const char *const[]){"--since", started2, "--label", "alpha", NULL},
+		    (int64_t[]){id4}, 1, "--since run 2 --label alpha");
+
+	expect_usage(&f, "runs", (const char *const[]){"--since", "yesterday", NULL});
+	expect_usage(&f, "runs", (const char *const[]){"--since", "12x", NULL});
+	expect_usage(&f, "runs", (const char *const[]){"--since", "2026-13-45T00:00:00Z", NULL});
+	expect_usage(&f, "runs", (const char *const[]){"--since", "", NULL});
+	expect_usage(&f, "runs", (const char *const[]){"--limit", "many", NULL});
+	expect_usage(&f, "runs", (const char *const[]){"--limit", "-1", NULL});
+	free(d3);
+	fx_close(&f);
+}
+
+/* ---- artifacts -------------------------------------------------------------------------- */
+
+typedef struct art {
+	int64_t run;
+	const char *path, *mime;
+	const unsigned char *bytes;
+	size_t len;
+	char sha[65];
+} art;
+
+/* The (run, path) pairs listed must be exactly the arts whose bit is set in want. */
+static void expect_arts(const fixture *f, const art *arts, size_t n_arts, unsigned want,
+			const char *const *args, const char *what)
+{
+	tj_value *v = history_json(f, "artifacts", args);
+	unsigned got = 0;
+	for (size_t i = 0; i < tj_len(v); i++) {
+		const tj_value *o = tj_at(v, i);
+		int64_t run = tj_int(tj_get(o, "run_id"));
+		const char *p = tj_str(tj_get(o, "path"), NULL);
+		size_t k = 0;
+		while (k < n_arts && !(arts[k].run == run && p && !strcmp(arts[k].path, p)))
+			k++;
+		if (k == n_arts)
+			fail_msg("artifacts %s: unexpected run %lld path %s", what, (long long)run, p);
+		if (got & (1u << k))
+			fail_msg("artifacts %s: %s listed twice", what, p);
+		got |= 1u << k;
+	}
+	if (got != want)
+		fail_msg("artifacts %s: got set 0x%x, expected 0x%x", what, got, want);
+	tj_free(v);
+}
+
+static void test_artifacts(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	tu_mkdir(f.root, "src");
+	char *src = tu_path(f.root, "src");
+	/* Two real PNGs (the second with bytes after IEND: still a PNG, another hash). */
+	unsigned char png2[sizeof(png_bytes) + 8];
+	memcpy(png2, png_bytes, sizeof(png_bytes));
+	memcpy(png2 + sizeof(png_bytes), "trailing", 8);
+	tu_write(src, "plot.png", png_bytes, sizeof(png_bytes));
+	tu_write(src, "pic.png", png2, sizeof(png2));
+	for (int i = 0; i < 2; i++) {
+		char *p = tu_path(src, i ? "pic.png" : "plot.png");
+		tu_result r;
+		char *argv[] = {"file", "--mime-type", "-b", p, NULL};
+		tu_run(&r, NULL, NULL, argv);
+		expect_status(&r, 0, "file --mime-type");
+		assert_string_equal(r.out, "image/png\n");
+		tu_result_free(&r);
+		free(p);
+	}
+	static const unsigned char csv[] = "x,y\n1,2\n", deep[] = "k,v\nq,w\n",
+				   note[] = "a note\n", other[] = "another note\n";
+	tj_value *res = shell_run(&f, "d1",
+				  "cp ../src/plot.png plot.png; printf 'x,y\\n1,2\\n' > a.csv;"
+				  " echo 'a note' > notes.txt; mkdir sub; printf 'k,v\\nq,w\\n' > sub/deep.csv",
+				  0);
+	int64_t ra = run_id_of(res);
+	tj_free(res);
+	res = shell_run(&f, "d2",
+			"cp ../src/pic.png pic.png; printf 'x,y\\n1,2\\n' > b.csv;"
+			" echo 'another note' > other.txt",
+			0);
+	int64_t rb = run_id_of(res);
+	tj_free(res);
+	assert_true(rb > ra);
+
+	art arts[] = {
+		{ra, "plot.png", "image/png", png_bytes, sizeof(png_bytes), ""},
+		{ra, "a.csv", "text/csv", csv, sizeof(csv) - 1, ""},
+		{ra, "notes.txt", "text/plain", note, sizeof(note) - 1, ""},
+		{ra, "sub/deep.csv", "text/csv", deep, sizeof(deep) - 1, ""},
+		{rb, "pic.png", "image/png", png2, sizeof(png2), ""},
+		{rb, "b.csv", "text/csv", csv, sizeof(csv) - 1, ""},
+		{rb, "other.txt", "text/plain", other, sizeof(other) - 1, ""},
+	};
+	enum { PLOT = 1 << 0, ACSV = 1 << 1, NOTES = 1 << 2, DEEP = 1 << 3, PIC = 1 << 4,
+	       BCSV = 1 << 5, OTHER = 1 << 6, ALL = 0x7f, RUN_A = 0x0f, RUN_B = 0x70 };
+	const size_t n_arts = sizeof(arts) / sizeof(arts[0]);
+	for (size_t i = 0; i < n_arts; i++)
+		sha256_hex(arts[i].bytes, arts[i].len, arts[i].sha);
+
+	/* Every field of every artifact. */
+	tj_value *list = history_json(&f, "artifacts", NULL);
+	assert_int_equal(tj_len(list), n_arts);
+	int64_t seen_ids[16];
+	char recorded_b[64] = "";
+	int64_t rec_a = 0, rec_b = 0;
+	for (size_t i = 0; i < tj_len(list); i++) {
+		const tj_value *o = tj_at(list, i);
+		assert_int_equal(tj_len(o), 8);
+		int64_t run = tj_int(tj_get(o, "run_id"));
+		const char *p = tj_str(tj_get(o, "path"), NULL);
+		assert_non_null(p);
+		size_t k = 0;
+		while (k < n_arts && !(arts[k].run == run && !strcmp(arts[k].path, p)))
+			k++;
+		if (k == n_arts)
+			fail_msg("unexpected artifact %s of run %lld", p, (long long)run);
+		assert_int_equal(tj_type(tj_get(o, "artifact_id")), TJ_INT);
+		seen_ids[i] = tj_int(tj_get(o, "artifact_id"));
+		for (size_t j = 0; j < i; j++)
+			assert_true(seen_ids[j] != seen_ids[i]);
+		const char *base = strrchr(p, '/');
+		expect_str(tj_get(o, "name"), base ? base + 1 : p, "name");
+		expect_str(tj_get(o, "mime_type"), arts[k].mime, p);
+		assert_int_equal(tj_int(tj_get(o, "size")), (int64_t)arts[k].len);
+		expect_str(tj_get(o, "sha256"), arts[k].sha, "sha256");
+		const char *rec = tj_str(tj_get(o, "recorded_at"), NULL);
+		int64_t ns = rfc3339_ns(rec, "recorded_at");
+		if (run == rb) {
+			snprintf(recorded_b, sizeof(recorded_b), "%s", rec);
+			rec_b = ns;
+		} else {
+			rec_a = ns;
+		}
+	}
+	assert_true(rec_b > rec_a);
+
+	/* --limit: the first N of the same listing. */
+	tj_value *lim = history_json(&f, "artifacts", (const char *const[]){"--limit", "3", NULL});
+	assert_int_equal(tj_len(lim), 3);
+	for (size_t i = 0; i < 3; i++)
+		deep_eq(tj_at(lim, i), tj_at(list, i), "--limit 3");
+	tj_free(lim);
+	/* jsonl: the same records. */
+	const char *jl[] = {"history", "artifacts", "--db", f.db, "--format", "jsonl", NULL};
+	tu_result r;
+	hv2(&r, jl, NULL);
+	expect_status(&r, 0, "artifacts --format jsonl");
+	tj_value *lines = tj_parse_lines(r.out, r.out_len, NULL);
+	assert_non_null(lines);
+	deep_eq(lines, list, "jsonl");
+	tj_free(lines);
+	tu_result_free(&r);
+	tj_free(list);
+
+	char ra_s[32], rb_s[32];
+	snprintf(ra_s, sizeof(ra_s), "%lld", (long long)ra);
+	snprintf(rb_s, sizeof(rb_s), "%lld", (long long)rb);
+#define EXPECT_ARTS(want, ...)                                                                 \
+	expect_arts(&f, arts, n_arts, (want), (const char *const[]){__VA_ARGS__, NULL}, #__VA_ARGS__)
+	EXPECT_ARTS(RUN_A, "--run", ra_s);
+	EXPECT_ARTS(RUN_B, "--run", rb_s);
+	EXPECT_ARTS(0, "--run", "999");
+	EXPECT_ARTS(PLOT | PIC, "--mime", "image/*");
+	EXPECT_ARTS(PLOT | PIC, "--mime", "image/png");
+	EXPECT_ARTS(ACSV | NOTES | DEEP | BCSV | OTHER, "--mime", "text/*");
+	EXPECT_ARTS(ACSV | DEEP | BCSV, "--mime", "text/csv");
+	EXPECT_ARTS(0, "--mime", "image/jp*");
+	EXPECT_ARTS(0, "--mime", "application/*");
+	EXPECT_ARTS(ALL, "--mime", "*");
+	EXPECT_ARTS(ACSV | DEEP | BCSV, "--name", "*.csv");
+	EXPECT_ARTS(PLOT, "--name", "plot.png");
+	EXPECT_ARTS(PLOT | PIC, "--name", "p*.png");
+	EXPECT_ARTS(DEEP, "--name", "deep.csv");
+	EXPECT_ARTS(0, "--name", "sub*"); /* the name, not the path, as find -name */
+	EXPECT_ARTS(NOTES | OTHER, "--name", "*t*.txt");
+	EXPECT_ARTS(NOTES, "--name", "*note*");
+	EXPECT_ARTS(ACSV | BCSV, "--sha256", arts[1].sha);
+	EXPECT_ARTS(PIC, "--sha256", arts[4].sha);
+	char prefix[16], upper[65];
+	snprintf(prefix, sizeof(prefix), "%.12s", arts[1].sha);
+	EXPECT_ARTS(ACSV | BCSV, "--sha256", prefix);
+	for (size_t i = 0; i < 65; i++)
+		upper[i] = (char)toupper((unsigned char)arts[1].sha[i]);
+	EXPECT_ARTS(ACSV | BCSV, "--sha256", upper);
+	/* A one-digit prefix: whichever hashes start with it. */
+	unsigned first = 0;
+	for (size_t i = 0; i < n_arts; i++)
+		if (arts[i].sha[0] == arts[0].sha[0])
+			first |= 1u << i;
+	snprintf(prefix, sizeof(prefix), "%c", arts[0].sha[0]);
+	EXPECT_ARTS(first, "--sha256", prefix);
+	EXPECT_ARTS(0, "--sha256", "0000000000000000000000000000000000000000000000000000000000000000");
+	EXPECT_ARTS(ALL, "--since", "1h");
+	EXPECT_ARTS(ALL, "--since", "2000-01-01T00:00:00Z");
+	EXPECT_ARTS(0, "--since", "2999-01-01T00:00:00Z");
+	EXPECT_ARTS(RUN_B, "--since", recorded_b);
+	EXPECT_ARTS(PIC, "--run", rb_s, "--mime", "image/*");
+	EXPECT_ARTS(ACSV | DEEP, "--run", ra_s, "--name", "*.csv");
+	EXPECT_ARTS(BCSV, "--sha256", arts[1].sha, "--since", recorded_b);
+	EXPECT_ARTS(PIC, "--mime", "image/*", "--since", recorded_b, "--limit", "5");
+#undef EXPECT_ARTS
+	/* --limit with a filter: the first N of the filtered listing. */
+	tj_value *m = history_json(&f, "artifacts", (const char *const[]){"--mime", "text/*", NULL});
+	tj_value *m2 = history_json(&f, "artifacts",
+				    (const char *const[]){"--mime", "text/*", "--limit", "2", NULL});
+	assert_int_equal(tj_len(m2), 2);
+	deep_eq(tj_at(m2, 0), tj_at(m, 0), "--mime --limit");
+	deep_eq(tj_at(m2, 1), tj_at(m, 1), "--mime --limit");
+	tj_free(m);
+	tj_free(m2);
+
+	expect_usage(&f, "artifacts", (const char *const[]){"--sha256", "xyz", NULL});
+	expect_usage(&f, "artifacts", (const char *const[]){"--sha256", "", NULL});
+	char long_hex[70];
+	snprintf(long_hex, sizeof(long_hex), "%s0", arts[0].sha);
+	expect_usage(&f, "artifacts", (const char *const[]){"--sha256", long_hex, NULL});
+	expect_usage(&f, "artifacts", (const char *const[]){"--since", "soon", NULL});
+	expect_usage(&f, "artifacts", (const char *const[]){"--limit", "x", NULL});
+	expect_usage(&f, "artifacts", (const char *const[]){"--run", "x", NULL});
+	free(src);
+	fx_close(&f);
+}
+
+/* ---- get -------------------------------------------------------------------------------- */
+
+static void expect_get(const fixture *f, const char *what, const unsigned char *want, size_t len)
+{
+	tu_result r;
+	hv(&r, NULL, "history", "get", what, "--db", f->db, NULL);
+	expect_status(&r, 0, what);
+	assert_int_equal(r.err_len, 0);
+	if (r.out_len != len || memcmp(r.out, want, len) != 0)
+		fail_msg("get %s: %zu bytes, expected %zu (or different bytes)", what, r.out_len, len);
+	tu_result_free(&r);
+}
+
+static void test_get(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	tu_mkdir(f.root, "src");
+	char *src = tu_path(f.root, "src");
+	/* 70,000 bytes: every byte value, runs of NULs and 0xff. */
+	size_t blen = 70000;
+	unsigned char *bin = malloc(blen);
+	assert_non_null(bin);
+	rng_seed(42);
+	for (size_t i = 0; i < blen; i++)
+		bin[i] = i < 256 ? (unsigned char)i : (unsigned char)rng_next();
+	memset(bin + 1000, 0, 300);
+	memset(bin + 2000, 0xff, 300);
+	bin[blen - 1] = 0;
+	tu_write(src, "blob.bin", bin, blen);
+	tj_value *res = shell_run(&f, "d",
+				  "cp ../src/blob.bin blob.bin; : > empty.dat; printf 'tiny' > t.txt",
+				  0);
+	int64_t run = run_id_of(res);
+	tj_free(res);
+
+	char sha[65], sha_empty[65], sha_t[65];
+	sha256_hex(bin, blen, sha);
+	sha256_hex("", 0, sha_empty);
+	sha256_hex("tiny", 4, sha_t);
+	char rs[32];
+	snprintf(rs, sizeof(rs), "%lld", (long long)run);
+	tj_value *list = history_json(&f, "artifacts", (const char *const[]){"--run", rs, NULL});
+	assert_int_equal(tj_len(list), 3);
+	char id_blob[32] = "", id_empty[32] = "", id_t[32] = "";
+	for (size_t i = 0; i < 3; i++) {
+		const tj_value *o = tj_at(list, i);
+		const char *p = tj_str(tj_get(o, "path"), NULL);
+		char *dst = !strcmp(p, "blob.bin") ? id_blob : !strcmp(p, "empty.dat") ? id_empty : id_t;
+		snprintf(dst, 32, "%lld", (long long)tj_int(tj_get(o, "artifact_id")));
+	}
+	tj_free(list);
+	assert_true(id_blob[0] && id_empty[0] && id_t[0]);
+
+	expect_get(&f, id_blob, bin, blen);
+	expect_get(&f, sha, bin, blen);
+	char upper[65];
+	for (size_t i = 0; i < 65; i++)
+		upper[i] = (char)toupper((unsigned char)sha[i]);
+	expect_get(&f, upper, bin, blen);
+	expect_get(&f, id_empty, (const unsigned char *)"", 0);
+	expect_get(&f, sha_empty, (const unsigned char *)"", 0);
+	expect_get(&f, id_t, (const unsigned char *)"tiny", 4);
+	expect_get(&f, sha_t, (const unsigned char *)"tiny", 4);
+
+	/* -o FILE: the same bytes, nothing on stdout, no temporary file left. */
+	char *outp = tu_path(f.root, "out.bin");
+	for (int k = 0; k < 2; k++) {
+		tu_result r;
+		hv(&r, NULL, "history", "get", k ? sha : id_blob, "-o", outp, "--db", f.db, NULL);
+		expect_status(&r, 0, "get -o");
+		assert_int_equal(r.out_len, 0);
+		tu_result_free(&r);
+		size_t len;
+		char *got = tu_read_file(outp, &len);
+		assert_non_null(got);
+		assert_int_equal(len, blen);
+		assert_memory_equal(got, bin, blen);
+		free(got);
+	}
+	DIR *dd = opendir(f.root);
+	assert_non_null(dd);
+	for (struct dirent *e; (e = readdir(dd));)
+		if (!strncmp(e->d_name, "out.bin", 7) && strcmp(e->d_name, "out.bin") != 0)
+			fail_msg("get -o left %s behind", e->d_name);
+	closedir(dd);
+	/* -o into a directory that does not exist: an error, exit 1. */
+	char *bad = tu_path(f.root, "no/such/dir/out.bin");
+	tu_result r;
+	hv(&r, NULL, "history", "get", id_blob, "-o", bad, "--db", f.db, NULL);
+	expect_status(&r, 1, "get -o into a missing directory");
+	expect_one_line_error(&r, NULL, "get -o into a missing directory");
+	tu_result_free(&r);
+	free(bad);
+
+	/* Unknown ids and hashes: exit 1 with a message naming them, nothing on stdout. */
+	const char *unknown[] = {"9999",
+				 "0000000000000000000000000000000000000000000000000000000000000000"};
+	for (size_t i = 0; i < 2; i++) {
+		hv(&r, NULL, "history", "get", unknown[i], "--db", f.db, NULL);
+		expect_status(&r, 1, unknown[i]);
+		assert_int_equal(r.out_len, 0);
+		expect_one_line_error(&r, unknown[i], unknown[i]);
+		tu_result_free(&r);
+	}
+	hv(&r, NULL, "history", "get", "not-an-id", "--db", f.db, NULL);
+	expect_status(&r, 2, "get not-an-id");
+	assert_int_equal(r.out_len, 0);
+	tu_result_free(&r);
+	hv(&r, NULL, "history", "get", "--db", f.db, NULL);
+	expect_status(&r, 2, "get without an argument");
+	tu_result_free(&r);
+	free(outp);
+	free(bin);
+	free(src);
+	fx_close(&f);
+}
+
+/* ---- prune ------------------------------------------------------------------------------ */
+
+static void expect_get_fails(const fixture *f, const char *what)
+{
+	tu_result r;
+	hv(&r, NULL, "history", "get", what, "--db", f->db, NULL);
+	if (r.status != 1)
+		fail_msg("get %s after prune: exit %d (%zu bytes), expected 1", what, r.status,
+			 r.out_len);
+	assert_int_equal(r.out_len, 0);
+	expect_one_line_error(&r, NULL, what);
+	tu_result_free(&r);
+}
+
+static void expect_prune(const fixture *f, const char *const *args, int64_t runs, int64_t arts,
+			 int64_t contents, int64_t bytes)
+{
+	tj_value *v = history_json(f, "prune", args);
+	assert_int_equal(tj_type(v), TJ_OBJECT);
+	if (tj_int(tj_get(v, "runs")) != runs || tj_int(tj_get(v, "artifacts")) != arts ||
+	    (contents >= 0 && tj_int(tj_get(v, "contents")) != contents) ||
+	    (bytes >= 0 && tj_int(tj_get(v, "content_bytes")) != bytes))
+		fail_msg("prune %s: runs %lld artifacts %lld contents %lld bytes %lld, expected "
+			 "%lld %lld %lld %lld", args[0], (long long)tj_int(tj_get(v, "runs")),
+			 (long long)tj_int(tj_get(v, "artifacts")),
+			 (long long)tj_int(tj_get(v, "contents")),
+			 (long long)tj_int(tj_get(v, "content_bytes")), (long long)runs,
+			 (long long)arts, (long long)contents, (long long)bytes);
+	tj_free(v);
+}
+
+static void test_prune(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	static const char shared[] = "shared content\n", only1[] = "only in run 1\n",
+			  only2[] = "only in run 2!\n";
+	char sh_shared[65], sh1[65], sh2[65];
+	sha256_hex(shared, sizeof(shared) - 1, sh_shared);
+	sha256_hex(only1, sizeof(only1) - 1, sh1);
+	sha256_hex(only2, sizeof(only2) - 1, sh2);
+	tj_value *res = shell_run(&f, "d1",
+				  "printf 'shared content\\n' > s.txt; printf 'only in run 1\\n' > o1.txt",
+				  0);
+	int64_t r1 = run_id_of(res);
+	tj_free(res);
+	res = shell_run(&f, "d2", "printf 'only in run 2!\\n' > o2.txt", 0);
+	int64_t r2 = run_id_of(res);
+	tj_free(res);
+	res = shell_run(&f, "d3", "printf 'shared content\\n' > s3.txt", 0);
+	int64_t r3 = run_id_of(res);
+	tj_free(res);
+	(void)r2;
+	char r1s[32], r3s[32];
+	snprintf(r1s, sizeof(r1s), "%lld", (long long)r1);
+	snprintf(r3s, sizeof(r3s), "%lld", (long long)r3);
+	tj_value *a1 = history_json(&f, "artifacts", (const char *const[]){"--run", r1s, NULL});
+	char a1_id[32];
+	snprintf(a1_id, sizeof(a1_id), "%lld", (long long)tj_int(tj_get(tj_at(a1, 0), "artifact_id")));
+	tj_free(a1);
+	tj_value *a3 = history_json(&f, "artifacts", (const char *const[]){"--run", r3s, NULL});
+	assert_int_equal(tj_len(a3), 1);
+	char a3_id[32];
+	snprintf(a3_id, sizeof(a3_id), "%lld", (long long)tj_int(tj_get(tj_at(a3, 0), "artifact_id")));
+	tj_free(a3);
+
+	/* Neither option, or bad values: usage errors, nothing removed. */
+	tu_result r;
+	hv(&r, NULL, "history", "prune", "--db", f.db, NULL);
+	expect_status(&r, 2, "prune without options");
+	expect_one_line_error(&r, NULL, "prune without options");
+	tu_result_free(&r);
+	expect_usage(&f, "prune", (const char *const[]){"--keep-runs", "x", NULL});
+	expect_usage(&f, "prune", (const char *const[]){"--keep-runs", "-1", NULL});
+	expect_usage(&f, "prune", (const char *const[]){"--before", "someday", NULL});
+	expect_runs(&f, NULL, (int64_t[]){r3, r2, r1}, 3, "before prune");
+
+	/* --keep-runs 1: runs 1 and 2 go with their 3 artifacts and the 2 contents only they had;
+	 * the shared content stays (run 3 has it). */
+	expect_prune(&f, (const char *const[]){"--keep-runs", "1", NULL}, 2, 3, 2,
+		     (int64_t)(sizeof(only1) - 1 + sizeof(only2) - 1));
+	expect_runs(&f, NULL, (int64_t[]){r3}, 1, "after --keep-runs 1");
+	tj_value *left = history_json(&f, "artifacts", NULL);
+	assert_int_equal(tj_len(left), 1);
+	assert_int_equal(tj_int(tj_get(tj_at(left, 0), "run_id")), r3);
+	tj_free(left);
+	expect_get(&f, sh_shared, (const unsigned char *)shared, sizeof(shared) - 1);
+	expect_get(&f, a3_id, (const unsigned char *)shared, sizeof(shared) - 1);
+	expect_get_fails(&f, sh1);
+	expect_get_fails(&f, sh2);
+	expect_get_fails(&f, a1_id);
+	hv(&r, NULL, "history", "show", r1s, "--db", f.db, NULL);
+	expect_status(&r, 1, "show of a pruned run");
+	tu_result_free(&r);
+	expect_integrity_ok(f.db, "after --keep-runs 1");
+	/* Again: nothing more to do. */
+	expect_prune(&f, (const char *const[]){"--keep-runs", "1", NULL}, 0, 0, 0, 0);
+
+	/* --before: a run started before the time goes, one started at or after it stays. */
+	res = shell_run(&f, "d4", "printf 'run 4\\n' > four.txt", 0);
+	int64_t r4 = run_id_of(res);
+	tj_free(res);
+	tj_value *runs = history_json(&f, "runs", (const char *const[]){"--limit", "1", NULL});
+	assert_int_equal(tj_int(tj_get(tj_at(runs, 0), "run_id")), r4);
+	char started4[64];
+	snprintf(started4, sizeof(started4), "%s",
+		 tj_str(tj_get(tj_at(runs, 0), "started_at"), NULL));
+	tj_free(runs);
+	expect_prune(&f, (const char *const[]){"--before", "2000-01-01T00:00:00Z", NULL}, 0, 0, 0, 0);
+	expect_prune(&f, (const char *const[]){"--before", "1d", NULL}, 0, 0, 0, 0);
+	expect_runs(&f, NULL, (int64_t[]){r4, r3}, 2, "before --before");
+	expect_prune(&f, (const char *const[]){"--before", started4, NULL}, 1, 1, 1,
+		     (int64_t)(sizeof(shared) - 1));
+	expect_runs(&f, NULL, (int64_t[]){r4}, 1, "after --before");
+	expect_get_fails(&f, sh_shared);
+	expect_integrity_ok(f.db, "after --before");
+	fx_close(&f);
+}
+
+/* ---- a database that does not exist --------------------------------------------------- */
+
+static void expect_no_db_files(const char *db, const char *what)
+{
+	static const char *const sfx[] = {"", "-wal", "-shm", "-journal"};
+	for (size_t i = 0; i < 4; i++) {
+		char *p = with_suffix(db, sfx[i]);
+		if (path_exists(p))
+			fail_msg("%s created %s", what, p);
+		free(p);
+	}
+}
+
+static void test_missing_db(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	/* README: a read-only query of a database that does not exist answers from an empty
+	 * history (what store.c's open_ephemeral does); it creates nothing. */
+	char *nodir = tu_path(f.root, "nodir");
+	char *nodir_db = tu_path(f.root, "nodir/h.db");
+	const char *dbs[] = {f.db, nodir_db};
+	for (size_t k = 0; k < 2; k++) {
+		const char *db = dbs[k];
+		static const char *const lists[][6] = {
+			{"runs", NULL},
+			{"runs", "--limit", "3", "--since", "1h", NULL},
+			{"runs", "--label", "x", NULL},
+			{"artifacts", NULL},
+			{"artifacts", "--mime", "image/*", "--since", "7d", NULL},
+			{"artifacts", "--run", "1", NULL},
+		};
+		for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
+			const char *base[] = {"history", lists[i][0], "--db", db, NULL};
+			tu_result r;
+			hv2(&r, base, lists[i] + 1);
+			expect_status(&r, 0, lists[i][0]);
+			assert_int_equal(r.err_len, 0);
+			tj_value *v = json_doc(&r, lists[i][0]);
+			assert_int_equal(tj_type(v), TJ_ARRAY);
+			assert_int_equal(tj_len(v), 0);
+			tj_free(v);
+			tu_result_free(&r);
+			expect_no_db_files(db, lists[i][0]);
+		}
+		tu_result r;
+		hv(&r, NULL, "history", "runs", "--format", "jsonl", "--db", db, NULL);
+		expect_status(&r, 0, "runs --format jsonl");
+		assert_int_equal(r.out_len, 0);
+		tu_result_free(&r);
+		/* show and get of something that is not there: exit 1, a clear message. */
+		static const char *const missing[][3] = {
+			{"show", "1", NULL},
+			{"get", "1", NULL},
+			{"get", "0000000000000000000000000000000000000000000000000000000000000000",
+			 NULL},
+		};
+		for (size_t i = 0; i < 3; i++) {
+			hv(&r, NULL, "history", missing[i][0], missing[i][1], "--db", db, NULL);
+			expect_status(&r, 1, missing[i][0]);
+			assert_int_equal(r.out_len, 0);
+			expect_one_line_error(&r, missing[i][1], missing[i][0]);
+			tu_result_free(&r);
+			expect_no_db_files(db, missing[i][0]);
+		}
+	}
+	assert_false(path_exists(nodir));
+	free(nodir);
+	free(nodir_db);
+	fx_close(&f);
+}
+
+/* ---- corrupt databases ------------------------------------------------------------------ */
+
+/* Every history command on db: exit 1, one line naming db, nothing on stdout, db unchanged
+ * byte for byte and no -wal/-shm/-journal beside it. */
+static void expect_refused(const char *db, const char *what)
+{
+	size_t len0;
+	char *before = tu_read_file(db, &len0);
+	assert_non_null(before);
+	static const char *const cmds[][6] = {
+		{"runs", NULL},
+		{"runs", "--format", "jsonl", "--limit", "1", NULL},
+		{"artifacts", NULL},
+		{"artifacts", "--mime", "image/*", NULL},
+		{"artifacts", "--sha256", "abc", "--since", "1h", NULL},
+		{"show", "1", NULL},
+		{"show", "1", "--content", "--case", "camel", NULL},
+		{"get", "1", NULL},
+		{"get", "0000000000000000000000000000000000000000000000000000000000000000", NULL},
+		{"prune", "--keep-runs", "1", NULL},
+		{"prune", "--before", "1d", NULL},
+	};
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		tu_result r;
+		const char *args[16];
+		size_t n = 0;
+		args[n++] = "history";
+		args[n++] = cmds[i][0];
+		args[n++] = "--db";
+		args[n++] = db;
+		for (size_t j = 1; cmds[i][j]; j++)
+			args[n++] = cmds[i][j];
+		args[n] = NULL;
+		tu_harvestv(&r, NULL, NULL, args);
+		char w[256];
+		snprintf(w, sizeof(w), "%s: history %s %s", what, cmds[i][0],
+			 cmds[i][1] ? cmds[i][1] : "");
+		expect_status(&r, 1, w);
+		if (r.out_len)
+			fail_msg("%s: wrote to stdout: %s", w, r.out);
+		expect_one_line_error(&r, db, w);
+		tu_result_free(&r);
+		size_t len;
+		char *after = tu_read_file(db, &len);
+		assert_non_null(after);
+		if (len != len0 || memcmp(before, after, len) != 0)
+			fail_msg("%s: the database file changed", w);
+		free(after);
+		static const char *const sfx[] = {"-wal", "-shm", "-journal"};
+		for (size_t j = 0; j < 3; j++) {
+			char *p = with_suffix(db, sfx[j]);
+			if (path_exists(p))
+				fail_msg("%s: created %s", w, p);
+			free(p);
+		}
+	}
+	free(before);
+}
+
+/* Makes a harvest database at f->db with two runs, everything in the main file. */
+static void make_db(const fixture *f, int64_t *r1, int64_t *r2)
+{
+	tj_value *res = shell_run(f, "d1", "printf 'one\\n' > a.txt; printf 'x,y\\n' > b.csv", 0);
+	*r1 = run_id_of(res);
+	tj_free(res);
+	res = shell_run(f, "d2", "printf 'two\\n' > c.txt", 0);
+	*r2 = run_id_of(res);
+	tj_free(res);
+	tu_result r;
+	char *argv[] = {"sqlite3", f->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL};
+	tu_run(&r, NULL, NULL, argv);
+	expect_status(&r, 0, "sqlite3 wal_checkpoint");
+	tu_result_free(&r);
+	static const char *const sfx[] = {"-wal", "-shm"};
+	for (size_t j = 0; j < 2; j++) {
+		char *p = with_suffix(f->db, sfx[j]);
+		struct stat sb;
+		if (lstat(p, &sb) == 0)
+			assert_int_equal(sb.st_size == 0 || j == 1, 1);
+		unlink(p);
+		free(p);
+	}
+}
+
+static void test_corrupt_db(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	/* 4096 random bytes. */
+	unsigned char junk[4096];
+	rng_seed(4096);
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (unsigned char)rng_next();
+	tu_write(f.root, "junk.db", junk, sizeof(junk));
+	char *junk_db = tu_path(f.root, "junk.db");
+	expect_refused(junk_db, "4096 random bytes");
+	/* A harvest database whose first page (after the 100-byte header: the schema) is
+	 * random bytes. */
+	int64_t r1, r2;
+	make_db(&f, &r1, &r2);
+	size_t len;
+	unsigned char *db = (unsigned char *)tu_read_file(f.db, &len);
+	assert_non_null(db);
+	assert_true(len >= 8192);
+	for (size_t i = 100; i < 4096; i++)
+		db[i] = (unsigned char)rng_next();
+	tu_write(f.root, "page1.db", db, len);
+	char *page1_db = tu_path(f.root, "page1.db");
+	expect_refused(page1_db, "a harvest database with page 1 corrupt");
+	/* A text file, and an empty directory, where the database should be. */
+	tu_write(f.root, "text.db", "hello, this is not a database\n", 30);
+	char *text_db = tu_path(f.root, "text.db");
+	expect_refused(text_db, "a text file");
+	free(text_db);
+	free(page1_db);
+	free(db);
+	free(junk_db);
+	fx_close(&f);
+}
+
+/* A harvest database with one b-tree page (of a table or index) overwritten: commands that do
+ * not read that page may work; those that do fail with a one-line error; a command that fails
+ * leaves the file exactly as it was (SPEC 5: a corrupt database is never modified), and so
+ * prune is all or nothing. */
+static void test_corrupt_page(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	int64_t r1, r2;
+	make_db(&f, &r1, &r2);
+	size_t len;
+	char *pristine = tu_read_file(f.db, &len);
+	assert_non_null(pristine);
+	tu_result r;
+	char *argv[] = {"sqlite3", "-separator", " ", f.db,
+			"SELECT rootpage, name FROM sqlite_master WHERE rootpage > 1"
+			" ORDER BY rootpage; PRAGMA page_size;", NULL};
+	tu_run(&r, NULL, NULL, argv);
+	expect_status(&r, 0, "sqlite3 sqlite_master");
+	/* The last line is the page size. */
+	int pages[64];
+	char names[64][64];
+	size_t n = 0;
+	long page_size = 0;
+	for (char *line = strtok(r.out, "\n"); line; line = strtok(NULL, "\n")) {
+		int pg;
+		char name[64];
+		if (sscanf(line, "%d %63s", &pg, name) == 2) {
+			assert_true(n < 64);
+			pages[n] = pg;
+			snprintf(names[n], sizeof(names[n]), "%s", name);
+			n++;
+		} else {
+			page_size = atol(line);
+		}
+	}
+	tu_result_free(&r);
+	assert_true(n >= 5);
+	assert_true(page_size >= 512);
+	char sha_a[65];
+	sha256_hex("one\n", 4, sha_a);
+	char r1s[32];
+	snprintf(r1s, sizeof(r1s), "%lld", (long long)r1);
+	char *copy = tu_path(f.root, "c.db");
+	char *copy_wal = with_suffix(copy, "-wal"), *copy_shm = with_suffix(copy, "-shm");
+	static const char *cmds[][4] = {
+		{"runs", NULL},
+		{"artifacts", "--mime", "text/*", NULL},
+		{"show", "R1", "--content", NULL},
+		{"get", "1", NULL},
+		{"get", "SHA", NULL},
+		{"prune", "--keep-runs", "1", NULL},
+		{"prune", "--before", "2200-01-01T00:00:00Z", NULL},
+	};
+	char failures[4096] = "";
+	rng_seed(77);
+	unsigned char *bad = malloc(len);
+	assert_non_null(bad);
+	for (size_t p = 0; p < n; p++) {
+		memcpy(bad, pristine, len);
+		size_t off = (size_t)(pages[p] - 1) * (size_t)page_size;
+		assert_true(off + (size_t)page_size <= len);
+		for (long i = 0; i < page_size; i++)
+			bad[off + (size_t)i] = (unsigned char)rng_next();
+		bad[off] = 0xee; /* not a b-tree page type */
+		for (size_t c = 0; c < sizeof(cmds) / sizeof(cmds[0]); c++) {
+			tu_write(f.root, "c.db", bad, len);
+			unlink(copy_wal);
+			unlink(copy_shm);
+			const char *args[10];
+			size_t k = 0;
+			args[k++] = "history";
+			args[k++] = cmds[c][0];
+			args[k++] = "--db";
+			args[k++] = copy;
+			for (size_t j = 1; cmds[c][j]; j++)
+				args[k++] = !strcmp(cmds[c][j], "R1") ? r1s
+					    : !strcmp(cmds[c][j], "SHA") ? sha_a : cmds[c][j];
+			args[k] = NULL;
+			tu_harvestv(&r, NULL, NULL, args);
+			char w[160];
+			snprintf(w, sizeof(w), "page %d (%s) corrupt: history %s %s", pages[p],
+				 names[p], cmds[c][0], cmds[c][1] ? cmds[c][1] : "");
+			if (r.status == 0) {
+				if (r.err_len)
+					fail_msg("%s: exit 0 with stderr '%s'", w, r.err);
+			} else {
+				expect_status(&r, 1, w);
+				expect_one_line_error(&r, NULL, w);
+				size_t l2;
+				char *after = tu_read_file(copy, &l2);
+				assert_non_null(after);
+				struct stat sb;
+				bool wal_left = lstat(copy_wal, &sb) == 0 && sb.st_size > 0;
+				if (l2 != len || memcmp(after, bad, len) != 0 || wal_left)
+					snprintf(failures + strlen(failures),
+						 sizeof(failures) - strlen(failures),
+						 "  %s: exit 1 ('%.*s') but the database was modified\n",
+						 w, (int)(r.err_len ? r.err_len - 1 : 0), r.err);
+				free(after);
+			}
+			if (strcmp(cmds[c][0], "prune") != 0 && r.status == 0) {
+				/* A read never writes. */
+				size_t l2;
+				char *after = tu_read_file(copy, &l2);
+				assert_non_null(after);
+				if (l2 != len || memcmp(after, bad, len) != 0)
+					fail_msg("%s: a read changed the database", w);
+				free(after);
+			}
+			tu_result_free(&r);
+		}
+	}
+	if (failures[0])
+		fail_msg("a failed command modified a corrupt database:\n%s", failures);
+	free(bad);
+	free(copy_wal);
+	free(copy_shm);
+	free(copy);
+	free(pristine);
+	fx_close(&f);
+}
+
+/* ---- many processes, one database --------------------------------------------------------- */
+
+enum { N_PAR = 8 };
+
+static pid_t spawn_harvest(const char *out_path, char *const argv[])
+{
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int o = open(out_path ? out_path : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		int e = open("/dev/null", O_WRONLY);
+		int in = open("/dev/null", O_RDONLY);
+		if (o < 0 || e < 0 || in < 0)
+			_exit(99);
+		dup2(in, 0);
+		dup2(o, 1);
+		dup2(e, 2);
+		execv(HARVEST_BIN, argv);
+		_exit(98);
+	}
+	return pid;
+}
+
+static int wait_status(pid_t pid)
+{
+	int st;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			fail_msg("waitpid: %s", strerror(errno));
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void test_concurrent_runs(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	pid_t pids[N_PAR];
+	char *dirs[N_PAR], *outs[N_PAR];
+	for (int i = 0; i < N_PAR; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "w%d", i);
+		tu_mkdir(f.root, name);
+		dirs[i] = tu_path(f.root, name);
+		snprintf(name, sizeof(name), "out%d", i);
+		outs[i] = tu_path(f.root, name);
+	}
+	/* All started before any ends; the database does not exist yet: they race to create it. */
+	for (int i = 0; i < N_PAR; i++) {
+		char idx[16];
+		snprintf(idx, sizeof(idx), "%d", i);
+		char *argv[] = {HARVEST_BIN, "run", "--db", f.db, "--dir", dirs[i], "--format", "json",
+				"--", "sh", "-c", "echo \"$1\" > made-$1.txt; sleep 0.2", "sh", idx,
+				NULL};
+		pids[i] = spawn_harvest(outs[i], argv);
+	}
+	int64_t ids[N_PAR];
+	for (int i = 0; i < N_PAR; i++) {
+		int st = wait_status(pids[i]);
+		size_t len;
+		char *out = tu_read_file(outs[i], &len);
+		assert_non_null(out);
+		if (st != 0)
+			fail_msg("run %d: exit %d; stdout %s", i, st, out);
+		tj_value *v = tj_parse(out, len);
+		if (!v)
+			fail_msg("run %d: output is not JSON: %s", i, out);
+		ids[i] = run_id_of(v);
+		assert_int_equal(tj_len(tj_get(v, "output_files")), 1);
+		tj_free(v);
+		free(out);
+	}
+	tj_value *list = history_json(&f, "runs", NULL);
+	assert_int_equal(tj_len(list), N_PAR);
+	for (size_t i = 0; i < N_PAR; i++) {
+		const tj_value *o = tj_at(list, i);
+		int64_t id = tj_int(tj_get(o, "run_id"));
+		for (size_t j = 0; j < i; j++)
+			assert_true(tj_int(tj_get(tj_at(list, j), "run_id")) != id);
+		/* Whose run is it? The one started in its dir, and it printed this id. */
+		const char *dir = tj_str(tj_get(o, "dir"), NULL);
+		assert_non_null(dir);
+		int who = -1;
+		for (int k = 0; k < N_PAR; k++) {
+			char real[PATH_MAX];
+			assert_non_null(realpath(dirs[k], real));
+			if (!strcmp(real, dir))
+				who = k;
+		}
+		if (who < 0)
+			fail_msg("run %lld in an unknown dir %s", (long long)id, dir);
+		assert_int_equal(ids[who], id);
+		assert_int_equal(tj_int(tj_get(o, "artifacts")), 1);
+		expect_json_eq(tj_get(o, "exit_code"), "0", "exit_code");
+		char want[128];
+		snprintf(want, sizeof(want), "[\"sh\",\"-c\",\"echo \\\"$1\\\" > made-$1.txt; sleep 0.2\","
+			 "\"sh\",\"%d\"]", who);
+		expect_json_eq(tj_get(o, "command"), want, "command");
+		char rs[32];
+		snprintf(rs, sizeof(rs), "%lld", (long long)id);
+		tj_value *a = history_json(&f, "artifacts", (const char *const[]){"--run", rs, NULL});
+		assert_int_equal(tj_len(a), 1);
+		snprintf(want, sizeof(want), "made-%d.txt", who);
+		expect_str(tj_get(tj_at(a, 0), "path"), want, "artifact path");
+		tj_free(a);
+	}
+	tj_free(list);
+	tj_value *all = history_json(&f, "artifacts", NULL);
+	assert_int_equal(tj_len(all), N_PAR);
+	tj_free(all);
+	expect_integrity_ok(f.db, "after 8 concurrent runs");
+	for (int i = 0; i < N_PAR; i++) {
+		free(dirs[i]);
+		free(outs[i]);
+	}
+	fx_close(&f);
+}
+
+/* ---- a collect killed at random moments ------------------------------------------------- */
+
+enum { KILL_FILES = 2000 };
+
+/* After a kill: the database is consistent and usable; every run is either finished with all
+ * its artifacts or unfinished with none (the finish is one transaction). */
+static void check_after_kill(const fixture *f, const char *what)
+{
+	if (path_exists(f->db))
+		expect_integrity_ok(f->db, what);
+	tj_value *list = history_json(f, "runs", NULL);
+	for (size_t i = 0; i < tj_len(list); i++) {
+		const tj_value *o = tj_at(list, i);
+		int64_t n = tj_int(tj_get(o, "artifacts"));
+		bool ended = !tj_is_null(tj_get(o, "ended_at"));
+		if (ended ? n != KILL_FILES : n != 0)
+			fail_msg("%s: run %lld %s with %lld artifacts", what,
+				 (long long)tj_int(tj_get(o, "run_id")),
+				 ended ? "finished" : "unfinished", (long long)n);
+	}
+	tj_free(list);
+}
+
+static void test_kill_collect(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	tu_mkdir(f.root, "big");
+	char *big = tu_path(f.root, "big");
+	rng_seed(20261130);
+	char buf[1600];
+	for (int d = 0; d < 20; d++) {
+		char sub[16];
+		snprintf(sub, sizeof(sub), "s%02d", d);
+		tu_mkdir(big, sub);
+		char *sd = tu_path(big, sub);
+		for (int i = 0; i < KILL_FILES / 20; i++) {
+			size_t len = 40 + rng_next() % 1500;
+			for (size_t k = 0; k < len; k++)
+				buf[k] = (char)(k % 60 == 59 ? '\n' : 'a' + rng_next() % 26);
+			char name[32];
+			snprintf(name, sizeof(name), "f%03d.txt", i);
+			tu_write(sd, name, buf, len);
+		}
+		free(sd);
+	}
+	char *argv[] = {HARVEST_BIN, "collect", "--db", f.db, "--max-files", "5000", "--quiet",
+			big, NULL};
+	/* 5 kills early (10-200 ms: opening, creating, walking, hashing), 3 later (200-2500 ms:
+	 * reaching the recording transaction under the sanitizers). */
+	int killed = 0, finished = 0;
+	for (int k = 0; k < 8; k++) {
+		long ms = k < 5 ? 10 + (long)(rng_next() % 191) : 200 + (long)(rng_next() % 2301);
+		double t0 = mono_s();
+		pid_t pid = spawn_harvest(NULL, argv);
+		sleep_ms(ms);
+		kill(pid, SIGKILL);
+		int st = wait_status(pid);
+		if (st == 128 + SIGKILL)
+			killed++;
+		else if (st == 0)
+			finished++;
+		else
+			fail_msg("collect (kill %d at %ld ms): exit %d", k, ms, st);
+		char what[64];
+		snprintf(what, sizeof(what), "kill %d at %ld ms (%.0f ms)", k, ms,
+			 (mono_s() - t0) * 1000);
+		check_after_kill(&f, what);
+	}
+	assert_true(killed >= 5);
+	print_message("collect: %d killed, %d finished first\n", killed, finished);
+
+	/* A normal collect works on. */
+	tu_result r;
+	hv(&r, NULL, "collect", "--db", f.db, "--max-files", "5000", big, NULL);
+	expect_status(&r, 0, "collect after the kills");
+	tj_value *res = json_doc(&r, "collect");
+	tu_result_free(&r);
+	assert_int_equal(tj_len(tj_get(res, "output_files")), KILL_FILES);
+	int64_t id = run_id_of(res);
+	tj_free(res);
+	tj_value *list = history_json(&f, "runs", (const char *const[]){"--limit", "1", NULL});
+	assert_int_equal(tj_int(tj_get(tj_at(list, 0), "run_id")), id);
+	assert_int_equal(tj_int(tj_get(tj_at(list, 0), "artifacts")), KILL_FILES);
+	assert_int_equal(tj_type(tj_get(tj_at(list, 0), "ended_at")), TJ_STRING);
+	tj_free(list);
+	check_after_kill(&f, "after the normal collect");
+	char rs[32];
+	snprintf(rs, sizeof(rs), "%lld", (long long)id);
+	tj_value *a = history_json(&f, "artifacts",
+				   (const char *const[]){"--run", rs, "--name", "f007.txt", NULL});
+	assert_int_equal(tj_len(a), 20);
+	const char *p = tj_str(tj_get(tj_at(a, 0), "path"), NULL);
+	char *full = tu_path(big, p);
+	size_t len;
+	char *want = tu_read_file(full, &len);
+	assert_non_null(want);
+	char aid[32];
+	snprintf(aid, sizeof(aid), "%lld", (long long)tj_int(tj_get(tj_at(a, 0), "artifact_id")));
+	expect_get(&f, aid, (const unsigned char *)want, len);
+	free(want);
+	free(full);
+	tj_free(a);
+	free(big);
+	fx_close(&f);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_show_equals_run, tu_cleanup),
+		cmocka_unit_test_teardown(test_runs, tu_cleanup),
+		cmocka_unit_test_teardown(test_artifacts, tu_cleanup),
+		cmocka_unit_test_teardown(test_get, tu_cleanup),
+		cmocka_unit_test_teardown(test_prune, tu_cleanup),
+		cmocka_unit_test_teardown(test_missing_db, tu_cleanup),
+		cmocka_unit_test_teardown(test_corrupt_db, tu_cleanup),
+		cmocka_unit_test_teardown(test_corrupt_page, tu_cleanup),
+		cmocka_unit_test_teardown(test_concurrent_runs, tu_cleanup),
+		cmocka_unit_test_teardown(test_kill_collect, tu_cleanup),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
