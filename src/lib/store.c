@@ -170,8 +170,8 @@ int hvst_db_error(hv_store *st, int rc, const char *what)
 		return hv_error_set(HV_EDB, "%s: database is corrupt (%s)", path, msg);
 	case SQLITE_BUSY:
 	case SQLITE_LOCKED:
-		return hv_error_set(HV_EDB, "%s: database is locked (busy for more than %d s)", path,
-				    ST_BUSY_TIMEOUT_MS / 1000);
+		return hv_error_set(HV_EDB, "%s: %s: the database is locked (busy for more than %d s)",
+				    path, what, ST_BUSY_TIMEOUT_MS / 1000);
 	case SQLITE_READONLY:
 		return hv_error_set(HV_EDB, "%s: read-only database (%s)", path, msg);
 	case SQLITE_FULL:
@@ -516,15 +516,14 @@ static int refuse_newer(hv_store *st, int64_t version)
 			    HV_STORE_SCHEMA_VERSION);
 }
 
-/* A new (0-byte) file: mark it as ours while still in rollback-journal mode, so the mark is in
- * the main file's header for good. Another process may be doing the same: whoever gets the
+/* An empty (0-byte) file someone made for us: mark it as ours in its very first write, while
+ * still in rollback-journal mode, so the mark is in the main file's header for good and no
+ * other process ever sees a SQLite header without it. (Hence no auto_vacuum here: that pragma
+ * writes a header of its own first.) Another process may be doing the same: whoever gets the
  * write lock first marks it, the other sees the mark. */
-static int claim_new_file(hv_store *st)
+static int claim_empty_file(hv_store *st)
 {
-	/* Only takes effect on an empty database: lets prune give freed pages back. */
-	int rc = hvst_exec(st, "PRAGMA auto_vacuum = INCREMENTAL", "cannot set up the database");
-	if (rc == HV_OK)
-		rc = hvst_tx_begin(st);
+	int rc = hvst_tx_begin(st);
 	if (rc != HV_OK)
 		return rc;
 	int64_t app = 0, tables = 0;
@@ -609,6 +608,104 @@ static int open_ephemeral(hv_store *st)
 	return rc;
 }
 
+/* PRAGMA journal_mode = WAL: a no-op read when the database is in WAL mode already (every
+ * database harvest creates is). Switching needs an exclusive lock, and two connections that
+ * both hold a shared lock while asking for it deadlock: SQLite then fails one at once, without
+ * the busy handler. Releasing the statement drops the shared lock, so retrying a little later
+ * succeeds; this is bounded by the busy timeout. */
+static int switch_to_wal(hv_store *st)
+{
+	sqlite3_stmt *s;
+	int src = sqlite3_prepare_v2(st->db, "PRAGMA journal_mode = WAL", -1, &s, NULL);
+	if (src != SQLITE_OK)
+		return hvst_db_error(st, src, "cannot switch to WAL mode");
+	int64_t deadline = hv_store_now_ns() + (int64_t)ST_BUSY_TIMEOUT_MS * 1000000;
+	unsigned delay_us = 1000;
+	bool wal = false;
+	for (;;) {
+		src = sqlite3_step(s);
+		wal = src == SQLITE_ROW &&
+		      sqlite3_stricmp((const char *)sqlite3_column_text(s, 0), "wal") == 0;
+		sqlite3_reset(s);
+		if ((src & 0xff) != SQLITE_BUSY || hv_store_now_ns() > deadline)
+			break;
+		usleep(delay_us);
+		if (delay_us < 50000)
+			delay_us *= 2;
+	}
+	sqlite3_finalize(s);
+	if (src != SQLITE_ROW)
+		return hvst_db_error(st, src, "cannot switch to WAL mode");
+	if (!wal)
+		return hv_error_set(HV_EDB, "%s: cannot switch to WAL mode", st->path);
+	return HV_OK;
+}
+
+/* Publishes the finished database file tmp at path unless something is there already (then
+ * another process was first, and tmp is dropped). *published tells which. */
+static int publish(const char *tmp, const char *path, bool *published)
+{
+	*published = false;
+	if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0) {
+		*published = true;
+		return HV_OK;
+	}
+	int err = errno;
+	if (err == EINVAL || err == ENOSYS || err == ENOTSUP) {
+		/* No RENAME_NOREPLACE on this file system: link() does not replace either. */
+		if (link(tmp, path) == 0) {
+			*published = true;
+			unlink(tmp);
+			return HV_OK;
+		}
+		err = errno;
+	}
+	unlink(tmp);
+	if (err == EEXIST)
+		return HV_OK;
+	return hv_error_set(HV_EDB, "%s: cannot create the database: %s", path, strerror(err));
+}
+
+/* Creates a missing database: built complete under a temporary name next to it (mode 0600:
+ * it will keep copies of collected files), with auto_vacuum, the application_id, WAL mode and
+ * the schema, then put in place in one rename. No process ever sees it half made, and two
+ * processes creating it at once simply agree on whichever was first. */
+static int create_database(hv_store *st)
+{
+	size_t n = strlen(st->path);
+	char *tmp = malloc(n + 16);
+	if (!tmp)
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	memcpy(tmp, st->path, n);
+	memcpy(tmp + n, ".init-XXXXXX", 13);
+	int fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0) {
+		int rc = hv_error_set(HV_EDB, "%s: cannot create the database: %s", st->path,
+				      strerror(errno));
+		free(tmp);
+		return rc;
+	}
+	close(fd);
+	hv_store t = {.path = st->path}; /* errors name the database, not the temporary */
+	char sql[160];
+	snprintf(sql, sizeof(sql),
+		 "PRAGMA auto_vacuum = INCREMENTAL; PRAGMA application_id = %d;"
+		 " PRAGMA journal_mode = WAL;", HV_STORE_APPLICATION_ID);
+	int rc = db_open(&t, tmp, SQLITE_OPEN_READWRITE);
+	if (rc == HV_OK)
+		rc = hvst_exec(&t, sql, "cannot create the database");
+	if (rc == HV_OK)
+		rc = migrate(&t);
+	db_close(&t); /* checkpoints: everything is in the one file */
+	bool published = false;
+	if (rc == HV_OK)
+		rc = publish(tmp, st->path, &published);
+	else
+		unlink(tmp);
+	free(tmp);
+	return rc;
+}
+
 /* Whether a read-only open must use SQLite's immutable mode: a WAL database needs a -shm file
  * that readers create, which they cannot in a directory they may not write. When there is no
  * -wal file either, everything committed is in the main file, and reading it as immutable (no
@@ -688,21 +785,10 @@ static int open_file(hv_store *st, enum file_state state)
 	if (rc != HV_OK)
 		return rc;
 	if (!st->readonly) {
-		if (state == FILE_EMPTY && (rc = claim_new_file(st)) != HV_OK)
+		if (state == FILE_EMPTY && (rc = claim_empty_file(st)) != HV_OK)
 			return rc;
-		/* A no-op read when it is already in WAL mode. */
-		sqlite3_stmt *s;
-		int src = sqlite3_prepare_v2(st->db, "PRAGMA journal_mode = WAL", -1, &s, NULL);
-		if (src != SQLITE_OK)
-			return hvst_db_error(st, src, "cannot switch to WAL mode");
-		src = sqlite3_step(s);
-		bool wal = src == SQLITE_ROW &&
-			   sqlite3_stricmp((const char *)sqlite3_column_text(s, 0), "wal") == 0;
-		sqlite3_finalize(s);
-		if (src != SQLITE_ROW)
-			return hvst_db_error(st, src, "cannot switch to WAL mode");
-		if (!wal)
-			return hv_error_set(HV_EDB, "%s: cannot switch to WAL mode", st->path);
+		if ((rc = switch_to_wal(st)) != HV_OK)
+			return rc;
 		char sql[96];
 		snprintf(sql, sizeof(sql), "PRAGMA synchronous = NORMAL; PRAGMA journal_size_limit = %d",
 			 ST_JOURNAL_SIZE_LIMIT);
@@ -758,17 +844,11 @@ hv_status hv_store_open(hv_store **out, const char *path, int flags)
 	if (rc == HV_OK)
 		rc = inspect_file(st->path, &state);
 	if (rc == HV_OK && state == FILE_MISSING && !st->readonly) {
-		/* 0600: the database keeps copies of the files harvest collects. */
-		int fd = open(st->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-		if (fd >= 0) {
-			close(fd);
-			state = FILE_EMPTY;
-		} else if (errno == EEXIST) {
-			rc = inspect_file(st->path, &state); /* another process was first */
-		} else {
-			rc = hv_error_set(HV_EDB, "%s: cannot create the database: %s", st->path,
-					  strerror(errno));
-		}
+		rc = create_database(st);
+		if (rc == HV_OK)
+			rc = inspect_file(st->path, &state); /* ours, or another process's */
+		if (rc == HV_OK && state == FILE_MISSING)
+			rc = hv_error_set(HV_EDB, "%s: the new database vanished", st->path);
 	}
 	if (rc == HV_OK && !st->readonly && state != FILE_MISSING)
 		rc = check_writable_location(st->path);

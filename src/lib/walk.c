@@ -904,12 +904,6 @@ hv_status hv_walk_next(hv_walk *w, const hv_entry **out)
 	}
 	if (w->finished)
 		return HV_DONE;
-	if (w->limit_hit) {
-		w->finished = true;
-		w->warnings++;
-		return hv_error_set(HV_WARN, "%s: stopped after %llu entries (--max-entries)",
-				    message_path(w, NULL, 0), (unsigned long long)w->opts.max_entries);
-	}
 	while (w->n_frames > 0) {
 		struct frame *f = &w->frames[w->n_frames - 1];
 		if (!f->started && start_frame(w, f) == HV_WARN)
@@ -918,6 +912,15 @@ hv_status hv_walk_next(hv_walk *w, const hv_entry **out)
 		if (f->idx >= l->n) {
 			pop_frame(w);
 			continue;
+		}
+		if (w->limit_hit) {
+			/* Warn only when a record was really left out: a tree of exactly N entries
+			 * under --max-entries N is complete. */
+			w->finished = true;
+			w->warnings++;
+			return hv_error_set(HV_WARN, "%s: stopped after %llu entries (--max-entries)",
+					    message_path(w, NULL, 0),
+					    (unsigned long long)w->opts.max_entries);
 		}
 		size_t index = f->idx++;
 		const struct rec *r = &l->recs[index];

@@ -675,7 +675,7 @@ static bool events_match(const walk_log *lg, const char *root, const char *const
 
 /* ---- fixtures ----------------------------------------------------------------------------- */
 
-static void mkdir_p(const char *path)
+static void mkdir_abs(const char *path)
 {
 	if (mkdir(path, 0755) != 0)
 		fail_msg("mkdir %s: %s", path, strerror(errno));
@@ -741,94 +741,90 @@ static void gen_name(gen *g, char *buf)
 	}
 }
 
-static void gen_entry(gen *g, int dfd, const char *name, int kind, char ***queue, size_t *qn,
-		      size_t *qcap, const char *rel, int depth, int *depths)
+/* The directories made and not yet filled, breadth first. */
+typedef struct gen_queue {
+	char **rel; /* relative to the root */
+	int *depth; /* of the directory (children of the root: 1) */
+	size_t n, cap;
+} gen_queue;
+
+enum { GEN_DIR, GEN_FILE, GEN_LINK, GEN_FIFO };
+
+/* Makes one entry name in dfd (the directory rel, at depth); a name already taken is skipped. */
+static void gen_entry(gen *g, int dfd, const char *rel, int depth, const char *name, int kind,
+		      gen_queue *q)
 {
 	static char content[4096];
 	if (content[0] == 0)
 		for (size_t i = 0; i < sizeof(content); i++)
 			content[i] = (char)(i * 131 + 7);
-	if (kind == 0) { /* directory */
-		if (mkdirat(dfd, name, 0755) != 0) {
-			if (errno == EEXIST)
-				return;
-			fail_msg("mkdirat: %s", strerror(errno));
+	int rc;
+	if (kind == GEN_DIR) {
+		rc = mkdirat(dfd, name, 0755);
+		if (rc == 0) {
+			size_t rl = strlen(rel), nl = strlen(name);
+			char *p = xmalloc(rl + nl + 2);
+			if (rl) {
+				memcpy(p, rel, rl);
+				p[rl] = '/';
+				memcpy(p + rl + 1, name, nl + 1);
+			} else {
+				memcpy(p, name, nl + 1);
+			}
+			if (q->n == q->cap) {
+				q->cap = q->cap ? q->cap * 2 : 64;
+				q->rel = xrealloc(q->rel, q->cap * sizeof(*q->rel));
+				q->depth = xrealloc(q->depth, q->cap * sizeof(*q->depth));
+			}
+			q->rel[q->n] = p;
+			q->depth[q->n++] = depth + 1;
 		}
-		size_t rl = strlen(rel), nl = strlen(name);
-		char *p = xmalloc(rl + nl + 2);
-		if (rl) {
-			memcpy(p, rel, rl);
-			p[rl] = '/';
-			memcpy(p + rl + 1, name, nl + 1);
-		} else {
-			memcpy(p, name, nl + 1);
-		}
-		if (*qn == *qcap) {
-			*qcap = *qcap ? *qcap * 2 : 64;
-			*queue = xrealloc(*queue, *qcap * sizeof(**queue));
-		}
-		(*queue)[*qn] = p;
-		depths[*qn] = depth + 1;
-		(*qn)++;
-	} else if (kind == 1) { /* regular file */
+	} else if (kind == GEN_FILE) {
 		int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-		if (fd < 0) {
-			if (errno == EEXIST)
-				return;
-			fail_msg("openat: %s", strerror(errno));
+		rc = fd < 0 ? -1 : 0;
+		if (fd >= 0) {
+			size_t size = rndn(g, 8) == 0 ? 0 : rndn(g, sizeof(content));
+			assert_int_equal(write(fd, content, size), (ssize_t)size);
+			close(fd);
 		}
-		size_t size = rndn(g, 8) == 0 ? 0 : rndn(g, sizeof(content));
-		assert_int_equal(write(fd, content, size), (ssize_t)size);
-		close(fd);
-	} else if (kind == 2) { /* symlink: dangling, a loop, to a directory, to a sibling */
+	} else if (kind == GEN_LINK) { /* dangling, a loop, to a directory, to a sibling */
 		static const char *const targets[] = {"nowhere", "..", ".", "../..", NULL};
 		unsigned t = rndn(g, 5);
-		const char *target = targets[t] ? targets[t] : name;
-		if (symlinkat(target, dfd, name) != 0) {
-			if (errno == EEXIST)
-				return;
-			fail_msg("symlinkat: %s", strerror(errno));
-		}
-	} else { /* FIFO */
-		if (mkfifoat(dfd, name, 0644) != 0) {
-			if (errno == EEXIST)
-				return;
-			fail_msg("mkfifoat: %s", strerror(errno));
-		}
+		rc = symlinkat(targets[t] ? targets[t] : name, dfd, name);
+	} else {
+		rc = mkfifoat(dfd, name, 0644);
 	}
-	g->budget--;
+	if (rc != 0 && errno != EEXIST)
+		fail_msg("making %s/%s: %s", rel, name, strerror(errno));
+	if (rc == 0)
+		g->budget--;
 }
-
-#define GEN_MAX_DIRS 100000
 
 /* A random tree of about budget entries below root, breadth first, directories up to 6
  * levels deep, plus fixed names that test the byte order of the sort. */
 static void gen_tree(const char *root, uint64_t seed, long budget)
 {
 	gen g = {seed * 0x9E3779B97F4A7C15ULL + 1, budget};
+	gen_queue q = {0};
 	int rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	assert_true(rootfd >= 0);
 	static const char *const fixed_files[] = {"new\nline", "\x80\xff", "a", "a\x80", "ab",
 						  "B", "a\n", "\xc3\xa9t\xc3\xa9", "\xff", "~"};
 	for (size_t i = 0; i < sizeof(fixed_files) / sizeof(fixed_files[0]); i++)
-		gen_entry(&g, rootfd, fixed_files[i], 1, NULL, NULL, NULL, "", 0, NULL);
-	char **queue = NULL;
-	size_t qn = 0, qcap = 0, qi = 0;
-	int *depths = xmalloc(GEN_MAX_DIRS * sizeof(int));
-	qcap = GEN_MAX_DIRS; /* depths[] has the same capacity: never grown past it */
-	queue = xmalloc(qcap * sizeof(*queue));
-	gen_entry(&g, rootfd, ".hidden", 0, &queue, &qn, &qcap, "", 0, depths);
-	gen_entry(&g, rootfd, "dir\xe9\n", 0, &queue, &qn, &qcap, "", 0, depths);
+		gen_entry(&g, rootfd, "", 0, fixed_files[i], GEN_FILE, &q);
+	gen_entry(&g, rootfd, "", 0, ".hidden", GEN_DIR, &q);
+	gen_entry(&g, rootfd, "", 0, "dir\xe9\n", GEN_DIR, &q);
 	/* The root's own random entries, then each queued directory's. */
-	for (long pass = -1; g.budget > 0; pass++) {
+	size_t qi = 0;
+	for (bool at_root = true; g.budget > 0; at_root = false) {
 		const char *rel = "";
 		int depth = 0;
 		int dfd = rootfd;
-		if (pass >= 0) {
-			if (qi >= qn)
+		if (!at_root) {
+			if (qi >= q.n)
 				break;
-			rel = queue[qi];
-			depth = depths[qi];
+			rel = q.rel[qi];
+			depth = q.depth[qi];
 			qi++;
 			dfd = openat(rootfd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			assert_true(dfd >= 0);
@@ -838,16 +834,19 @@ static void gen_tree(const char *root, uint64_t seed, long budget)
 			char name[32];
 			gen_name(&g, name);
 			unsigned x = rndn(&g, 100);
-			int kind = x < 22 && depth < 6 && qn < qcap ? 0 : x < 88 ? 1 : x < 96 ? 2 : 3;
-			gen_entry(&g, dfd, name, kind, &queue, &qn, &qcap, rel, depth, depths);
+			int kind = x < 22 && depth < 6 ? GEN_DIR
+				   : x < 88	       ? GEN_FILE
+				   : x < 96	       ? GEN_LINK
+							: GEN_FIFO;
+			gen_entry(&g, dfd, rel, depth, name, kind, &q);
 		}
 		if (dfd != rootfd)
 			close(dfd);
 	}
-	for (size_t i = 0; i < qn; i++)
-		free(queue[i]);
-	free(queue);
-	free(depths);
+	for (size_t i = 0; i < q.n; i++)
+		free(q.rel[i]);
+	free(q.rel);
+	free(q.depth);
 	close(rootfd);
 }
 
@@ -856,7 +855,7 @@ static char *gen_fixture(char **base, uint64_t seed, long budget)
 {
 	*base = tu_mkdtemp();
 	char *root = tu_path(*base, "root");
-	mkdir_p(root);
+	mkdir_abs(root);
 	gen_tree(root, seed, budget);
 	return root;
 }
@@ -971,7 +970,7 @@ static char *symlink_fixture(char **base)
 {
 	*base = tu_mkdtemp();
 	char *root = tu_path(*base, "root");
-	mkdir_p(root);
+	mkdir_abs(root);
 	mklink(root, "nowhere", "dang");
 	mklink(root, "loop", "loop");
 	tu_mkdir(root, "realdir");
@@ -1038,6 +1037,7 @@ static void test_follow_enters_and_warns_on_ancestor(void **state)
 		hv_walk_opts o;
 		opts_threads(&o, threads[t], HV_SORT_NAME);
 		o.follow = true;
+		o.max_entries = 1000; /* a walk that does not see the loop ends, and fails */
 		walk_log lg;
 		assert_true(walk_run(&lg, root, &o, NULL));
 		/* ldir is entered; ldir/up and realdir/up lead back to the root: each listed once,
@@ -1060,7 +1060,7 @@ static void test_follow_enters_and_warns_on_ancestor(void **state)
 	/* root2/{a/b/{x, toa -> ..}, c/tob -> ../a/b}: under c/tob, "toa" leads to a, which is
 	 * not an ancestor there (entered), and a's "b" is c/tob itself (an ancestor: warned). */
 	char *root2 = tu_path(base, "root2");
-	mkdir_p(root2);
+	mkdir_abs(root2);
 	tu_mkdir(root2, "a");
 	tu_mkdir(root2, "a/b");
 	write_str(root2, "a/b/x", "x");
@@ -1074,6 +1074,7 @@ static void test_follow_enters_and_warns_on_ancestor(void **state)
 		hv_walk_opts o;
 		opts_threads(&o, nt, HV_SORT_NAME);
 		o.follow = true;
+		o.max_entries = 1000;
 		walk_log lg;
 		assert_true(walk_run(&lg, root2, &o, NULL));
 		assert_true(events_match(&lg, root2, expect2, 11, "follow, nested links"));
@@ -1092,7 +1093,7 @@ static void test_open_errors_and_symlink_root(void **state)
 	(void)state;
 	char *base = tu_mkdtemp();
 	char *root = tu_path(base, "root");
-	mkdir_p(root);
+	mkdir_abs(root);
 	tu_mkdir(root, "sub");
 	write_str(root, "sub/f", "hello");
 	write_str(root, "g", "x");
@@ -1136,7 +1137,7 @@ static void test_open_errors_and_symlink_root(void **state)
 	walk_log_free(&lg);
 	/* An empty directory: HV_DONE at once, and again. */
 	char *empty = tu_path(base, "empty");
-	mkdir_p(empty);
+	mkdir_abs(empty);
 	assert_int_equal(hv_walk_open(&w, empty, NULL), HV_OK);
 	const hv_entry *e = (const hv_entry *)&e;
 	assert_int_equal(hv_walk_next(w, &e), HV_DONE);
@@ -1200,7 +1201,7 @@ static char *options_fixture(char **base)
 {
 	*base = tu_mkdtemp();
 	char *root = tu_path(*base, "root");
-	mkdir_p(root);
+	mkdir_abs(root);
 	tu_mkdir(root, "keep");
 	write_str(root, "keep/x.tmp", "1");
 	write_str(root, "keep/y.txt", "22");
@@ -1284,7 +1285,7 @@ static void test_exclude_glob_matches_leading_dot(void **state)
 	(void)state;
 	char *base = tu_mkdtemp();
 	char *root = tu_path(base, "root");
-	mkdir_p(root);
+	mkdir_abs(root);
 	write_str(root, ".x.tmp", "1");
 	write_str(root, "y.tmp", "1");
 	tu_mkdir(root, ".cache");
@@ -1348,12 +1349,47 @@ static void test_max_entries(void **state)
 	free(base);
 }
 
+/* A limit that the tree does not exceed cuts nothing: all N records, then HV_DONE, and no
+ * warning (a warning, and the CLI's exit status 1, would tell the caller that the output is
+ * incomplete when it is not). */
+static void test_max_entries_not_exceeded(void **state)
+{
+	(void)state;
+	char *base = tu_mkdtemp();
+	char *root = tu_path(base, "root");
+	mkdir_abs(root);
+	write_str(root, "a", "a");
+	tu_mkdir(root, "d");
+	write_str(root, "d/b", "b");
+	bool ok = true;
+	for (uint64_t limit = 3; limit <= 4; limit++) {
+		for (int threads = 1; threads <= 2; threads++) {
+			hv_walk_opts o;
+			opts_threads(&o, threads, HV_SORT_NAME);
+			o.max_entries = limit;
+			walk_log lg;
+			const char *const expect[] = {"a", "d", "d/b"};
+			if (!walk_run(&lg, root, &o, NULL) ||
+			    !events_match(&lg, root, expect, 3, "max_entries not exceeded")) {
+				fprintf(stderr, "max_entries %llu, %d threads, on a tree of 3 entries\n",
+					(unsigned long long)limit, threads);
+				ok = false;
+			}
+			walk_log_free(&lg);
+		}
+	}
+	tu_rmrf(base);
+	free(root);
+	free(base);
+	assert_true(ok);
+}
+
 static void test_readlink_target(void **state)
 {
 	(void)state;
 	char *base = tu_mkdtemp();
 	char *root = tu_path(base, "root");
-	mkdir_p(root);
+	mkdir_abs(root);
 	mklink(root, "target\x80\nx", "l1");
 	char longt[1001];
 	for (size_t i = 0; i < 1000; i++)
@@ -1485,7 +1521,7 @@ static void test_fd_pressure_deep(void **state)
 	(void)state;
 	char *base = tu_mkdtemp();
 	char *root = tu_path(base, "root");
-	mkdir_p(root);
+	mkdir_abs(root);
 	int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	assert_true(fd >= 0);
 	size_t cap = 8192, len = 0;
@@ -1536,7 +1572,7 @@ static void test_fd_pressure_wide(void **state)
 	(void)state;
 	char *base = tu_mkdtemp();
 	char *root = tu_path(base, "root");
-	mkdir_p(root);
+	mkdir_abs(root);
 	for (int i = 0; i < 300; i++) {
 		char rel[64];
 		snprintf(rel, sizeof(rel), "w%03d", i);
@@ -1594,7 +1630,7 @@ static void test_deep_chain_20000(void **state)
 	(void)state;
 	char *base = tu_mkdtemp();
 	char *root = tu_path(base, "root");
-	mkdir_p(root);
+	mkdir_abs(root);
 	int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	assert_true(fd >= 0);
 	for (int i = 0; i < CHAIN; i++) {
@@ -1664,7 +1700,7 @@ static void test_openat(void **state)
 	(void)state;
 	char *base = tu_mkdtemp();
 	char *root = tu_path(base, "root");
-	mkdir_p(root);
+	mkdir_abs(root);
 	write_self(root, "f1");
 	tu_mkdir(root, "sub");
 	write_self(root, "sub/f2");
@@ -1759,7 +1795,7 @@ static void swap_walk(const char *base, const char *root, int threads, bool real
 			char *moved = tu_path(base, "moved");
 			assert_int_equal(rename(d, moved), 0);
 			if (real_dir) {
-				mkdir_p(d);
+				mkdir_abs(d);
 				write_str(d, "fresh", "f");
 			} else {
 				char *outside = tu_path(base, "outside");
@@ -1802,9 +1838,9 @@ static void test_swap_dir_for_symlink(void **state)
 	(void)state;
 	char *base = tu_mkdtemp();
 	char *root = tu_path(base, "root");
-	mkdir_p(root);
+	mkdir_abs(root);
 	char *outside = tu_path(base, "outside");
-	mkdir_p(outside);
+	mkdir_abs(outside);
 	write_str(outside, "secret", "s");
 	tu_mkdir(outside, "secretdir");
 	write_str(outside, "secretdir/secret2", "s");
@@ -1908,9 +1944,9 @@ static void test_swap_evicted_ancestor(void **state)
 	for (int real_dir = 0; real_dir < 2; real_dir++) {
 		char *base = tu_mkdtemp();
 		char *root = tu_path(base, "root");
-		mkdir_p(root);
+		mkdir_abs(root);
 		char *outside = tu_path(base, "outside");
-		mkdir_p(outside);
+		mkdir_abs(outside);
 		tu_mkdir(outside, "q");
 		write_str(outside, "q/secret", "s");
 		tu_mkdir(root, "p");
@@ -2007,7 +2043,7 @@ static void test_unreadable_dirs_as_nobody(void **state)
 	(void)state;
 	char *base = tu_mkdtemp();
 	char *root = tu_path(base, "root");
-	mkdir_p(root);
+	mkdir_abs(root);
 	tu_mkdir(root, "a");
 	write_str(root, "a/x", "x");
 	tu_mkdir(root, "b");
@@ -2148,6 +2184,7 @@ int main(void)
 		cmocka_unit_test(test_excludes_and_no_hidden),
 		cmocka_unit_test(test_exclude_glob_matches_leading_dot),
 		cmocka_unit_test(test_max_entries),
+		cmocka_unit_test(test_max_entries_not_exceeded),
 		cmocka_unit_test(test_readlink_target),
 		cmocka_unit_test(test_fd_pressure_deep),
 		cmocka_unit_test(test_fd_pressure_wide),
