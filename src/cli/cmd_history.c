@@ -409,11 +409,19 @@ int cmd_history(int argc, char **argv)
 	if (is_get) {
 		rc = get_artifact(&c, st, &h, pos[0]);
 	} else {
-		hv_json *j = cli_json_stdout(&c);
+		/* jsonl lists stream; everything else is built in memory and printed only when
+		 * complete, so a read that fails half-way prints no partial answer. */
+		bool stream = is_list && c.format == FMT_JSONL;
+		hv_json *j = NULL;
+		if (stream)
+			j = cli_json_stdout(&c);
+		else if (hv_json_new_buffer(&j, c.kase) != HV_OK)
+			j = NULL;
 		if (!j) {
+			cli_error("out of memory");
 			rc = EXIT_WARN;
 		} else {
-			if (is_list && c.format == FMT_JSON)
+			if (is_list && !stream)
 				hv_json_array_begin(j);
 			if (!strcmp(subs[k].name, "runs"))
 				rc = list_runs(&c, st, &h, j);
@@ -423,14 +431,23 @@ int cmd_history(int argc, char **argv)
 				rc = show_run(&c, st, &h, pos[0], j);
 			else
 				rc = prune(&c, st, &h, j);
-			if (is_list && c.format == FMT_JSON)
+			if (is_list && !stream)
 				hv_json_array_end(j);
-			if (!is_list && !is_prune)
+			if (!stream && !is_prune)
 				hv_json_newline(j);
-			else if (is_list && c.format == FMT_JSON)
-				hv_json_newline(j);
-			if (cli_json_finish(j) != EXIT_DONE)
-				rc = EXIT_WARN;
+			if (stream) {
+				if (cli_json_finish(j) != EXIT_DONE)
+					rc = EXIT_WARN;
+			} else {
+				size_t len;
+				const char *text = hv_json_buffer(j, &len);
+				if (rc == EXIT_DONE && hv_json_status(j) == HV_OK &&
+				    (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0)) {
+					cli_error("standard output: %s", strerror(errno));
+					rc = EXIT_WARN;
+				}
+				hv_json_free(j);
+			}
 		}
 	}
 	if (hv_store_close(st) != HV_OK && rc == EXIT_DONE) {

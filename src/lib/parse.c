@@ -110,7 +110,14 @@ static hv_status parse_rfc3339(const char *text, int64_t *out_ns)
 	struct tm tm = {.tm_year = y - 1900, .tm_mon = mo - 1, .tm_mday = d, .tm_hour = h,
 			.tm_min = mi, .tm_sec = s};
 	int64_t secs = (int64_t)timegm(&tm) - offset;
-	*out_ns = secs * 1000000000 + frac;
+	/* Nanoseconds in an int64 reach from 1677 to 2262; a time beyond is as far as it gets
+	 * (saturated), so "--since 2999-01-01" selects nothing instead of wrapping around. */
+	if (secs >= INT64_MAX / 1000000000)
+		*out_ns = INT64_MAX;
+	else if (secs <= INT64_MIN / 1000000000)
+		*out_ns = INT64_MIN;
+	else
+		*out_ns = secs * 1000000000 + frac;
 	return HV_OK;
 bad:
 	return hv_error_set(HV_EUSAGE,

@@ -1,9 +1,12 @@
 /* End-to-end tests of `harvest history` (SPEC section 2 `history ...` and TIME, section 5
- * Storage): `show` equal to what `run` printed, `runs` and `artifacts` with every filter, `get`
- * byte-exact, `prune`, a database path that does not exist, a corrupt database, many `run`
- * processes at once into one database, and `collect` killed with SIGKILL at random moments.
- * Every case works in a fresh temp directory (removed by tu_cleanup, even when it fails) and
- * always passes --db with a database inside it. */
+ * Storage, section 6 bad input): `show` equal to what `run` printed (snake and camel case,
+ * with and without --content, a timed-out truncated run); `runs` and `artifacts` with every
+ * filter; `get` byte-exact (by id, by SHA-256, -o FILE); `prune` (--keep-runs, --before, shared
+ * contents kept); TIMEs far from now; a database path that does not exist; corrupt databases
+ * (random bytes, a text file, a harvest database with one page overwritten); many `run`
+ * processes at once into one database; `collect` killed with SIGKILL at random moments (fixed
+ * seed). Every case works in a fresh temp directory (removed by tu_cleanup, even when it
+ * fails) and always passes --db with a database inside it. */
 #include "testutil.h"
 #include "tjson.h"
 
@@ -520,7 +523,9 @@ static void test_show_equals_run(void **state)
 	/* An unknown run, and a run id that is not a number. */
 	hv(&r, NULL, "history", "show", "999", "--db", f.db, NULL);
 	expect_status(&r, 1, "history show 999");
-	assert_int_equal(r.out_len, 0);
+	if (r.out_len)
+		fail_msg("history show 999: failed, yet wrote %zu bytes to stdout: '%s'", r.out_len,
+			 r.out);
 	expect_one_line_error(&r, "999", "history show 999");
 	tu_result_free(&r);
 	hv(&r, NULL, "history", "show", "abc", "--db", f.db, NULL);
@@ -689,8 +694,9 @@ static void test_runs(void **state)
 	expect_runs(&f, (const char *const[]){"--since", "7d", NULL}, all, 4, "--since 7d");
 	expect_runs(&f, (const char *const[]){"--since", "2000-01-01T00:00:00Z", NULL}, all, 4,
 		    "--since 2000");
-	expect_runs(&f, (const char *const[]){"--since", "2999-01-01T00:00:00Z", NULL}, NULL, 0,
-		    "--since 2999");
+	/* (Times past 2262 are in test_far_times.) */
+	expect_runs(&f, (const char *const[]){"--since", "2200-01-01T00:00:00Z", NULL}, NULL, 0,
+		    "--since 2200");
 	/* The exact start of a run is included; earlier runs are not. */
 	expect_runs(&f, (const char *const[]){"--since", started2, NULL}, all, 3, "--since run 2");
 	expect_runs(&f, (const char *const[]){"--since", started4, NULL}, all, 1, "--since run 4");
@@ -890,7 +896,7 @@ static void test_artifacts(void **state)
 	EXPECT_ARTS(0, "--sha256", "0000000000000000000000000000000000000000000000000000000000000000");
 	EXPECT_ARTS(ALL, "--since", "1h");
 	EXPECT_ARTS(ALL, "--since", "2000-01-01T00:00:00Z");
-	EXPECT_ARTS(0, "--since", "2999-01-01T00:00:00Z");
+	EXPECT_ARTS(0, "--since", "2200-01-01T00:00:00Z");
 	EXPECT_ARTS(RUN_B, "--since", recorded_b);
 	EXPECT_ARTS(PIC, "--run", rb_s, "--mime", "image/*");
 	EXPECT_ARTS(ACSV | DEEP, "--run", ra_s, "--name", "*.csv");
@@ -1158,6 +1164,64 @@ static void test_prune(void **state)
 	fx_close(&f);
 }
 
+/* ---- times far away ---------------------------------------------------------------------- */
+
+/* RFC 3339 times outside what int64 nanoseconds hold (1677-2262), and times at or before the
+ * epoch: each is a valid TIME, so --since and --before work with them (nothing is that new;
+ * nothing is that old). Every problem is collected, then reported together. */
+static void test_far_times(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	tj_value *res = shell_run(&f, "d1", "echo 1 > one.txt", 0);
+	tj_free(res);
+	res = shell_run(&f, "d2", "echo 2 > two.txt", 0);
+	tj_free(res);
+	static const struct {
+		const char *sub, *opt, *time;
+		int64_t want; /* runs/artifacts listed, or runs pruned */
+	} cases[] = {
+		{"runs", "--since", "2999-01-01T00:00:00Z", 0},
+		{"artifacts", "--since", "2999-01-01T00:00:00Z", 0},
+		{"runs", "--since", "9999-12-31T23:59:59Z", 0},
+		{"runs", "--since", "1600-01-01T00:00:00Z", 2},
+		{"artifacts", "--since", "1969-12-31T23:59:59Z", 2},
+		{"runs", "--since", "1970-01-01T00:00:00Z", 2},
+		{"prune", "--before", "1600-01-01T00:00:00Z", 0},
+		{"prune", "--before", "1960-01-01T00:00:00Z", 0},
+		{"prune", "--before", "1970-01-01T00:00:00Z", 0},
+		{"prune", "--before", "2999-01-01T00:00:00Z", 2}, /* last: removes everything */
+	};
+	char problems[4096] = "";
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		tu_result r;
+		hv(&r, NULL, "history", cases[i].sub, cases[i].opt, cases[i].time, "--db", f.db, NULL);
+		tj_value *v = r.status == 0 ? tj_parse(r.out, r.out_len) : NULL;
+		int64_t got = -1;
+		if (v)
+			got = !strcmp(cases[i].sub, "prune") ? tj_int(tj_get(v, "runs"))
+							       : (int64_t)tj_len(v);
+		if (r.status != 0 || !v || got != cases[i].want || r.err_len) {
+			print_message("  history %s %s %s: exit %d, %lld %s (expected exit 0, %lld)"
+				      "; stderr: %.*s\n", cases[i].sub, cases[i].opt, cases[i].time,
+				      r.status, (long long)got,
+				      !strcmp(cases[i].sub, "prune") ? "pruned" : "listed",
+				      (long long)cases[i].want,
+				      (int)(r.err_len && r.err[r.err_len - 1] == '\n' ? r.err_len - 1
+										      : r.err_len),
+				      r.err);
+			snprintf(problems + strlen(problems), sizeof(problems) - strlen(problems),
+				 " %s %s %s;", cases[i].sub, cases[i].opt, cases[i].time);
+		}
+		tj_free(v);
+		tu_result_free(&r);
+	}
+	fx_close(&f);
+	if (problems[0])
+		fail_msg("far times wrong (details above):%s", problems);
+}
+
 /* ---- a database that does not exist --------------------------------------------------- */
 
 static void expect_no_db_files(const char *db, const char *what)
@@ -1211,15 +1275,17 @@ static void test_missing_db(void **state)
 		tu_result_free(&r);
 		/* show and get of something that is not there: exit 1, a clear message. */
 		static const char *const missing[][3] = {
-			{"show", "1", NULL},
 			{"get", "1", NULL},
 			{"get", "0000000000000000000000000000000000000000000000000000000000000000",
 			 NULL},
+			{"show", "1", NULL},
 		};
 		for (size_t i = 0; i < 3; i++) {
 			hv(&r, NULL, "history", missing[i][0], missing[i][1], "--db", db, NULL);
 			expect_status(&r, 1, missing[i][0]);
-			assert_int_equal(r.out_len, 0);
+			if (r.out_len)
+				fail_msg("history %s %s: failed, yet wrote %zu bytes to stdout: '%s'",
+					 missing[i][0], missing[i][1], r.out_len, r.out);
 			expect_one_line_error(&r, missing[i][1], missing[i][0]);
 			tu_result_free(&r);
 			expect_no_db_files(db, missing[i][0]);
@@ -1447,11 +1513,27 @@ static void test_corrupt_page(void **state)
 				assert_non_null(after);
 				struct stat sb;
 				bool wal_left = lstat(copy_wal, &sb) == 0 && sb.st_size > 0;
-				if (l2 != len || memcmp(after, bad, len) != 0 || wal_left)
+				if (l2 != len || memcmp(after, bad, len) != 0 || wal_left) {
+					print_message("  %s: exit 1 ('%.*s') but the database was "
+						      "modified\n", w,
+						      (int)(r.err_len ? r.err_len - 1 : 0), r.err);
 					snprintf(failures + strlen(failures),
 						 sizeof(failures) - strlen(failures),
-						 "  %s: exit 1 ('%.*s') but the database was modified\n",
-						 w, (int)(r.err_len ? r.err_len - 1 : 0), r.err);
+						 " page %d %s %s modified it;", pages[p], cmds[c][0],
+						 cmds[c][1] ? cmds[c][1] : "");
+				}
+				/* A failure is not an answer: no result (a list, an ExecutionResult
+				 * missing what could not be read) on stdout. */
+				if (r.out_len) {
+					print_message("  %s: exit 1 ('%.*s') but stdout has %zu bytes: "
+						      "%.120s\n", w,
+						      (int)(r.err_len ? r.err_len - 1 : 0), r.err,
+						      r.out_len, r.out);
+					snprintf(failures + strlen(failures),
+						 sizeof(failures) - strlen(failures),
+						 " page %d %s %s printed a result;", pages[p],
+						 cmds[c][0], cmds[c][1] ? cmds[c][1] : "");
+				}
 				free(after);
 			}
 			if (strcmp(cmds[c][0], "prune") != 0 && r.status == 0) {
@@ -1466,27 +1548,29 @@ static void test_corrupt_page(void **state)
 			tu_result_free(&r);
 		}
 	}
-	if (failures[0])
-		fail_msg("a failed command modified a corrupt database:\n%s", failures);
 	free(bad);
 	free(copy_wal);
 	free(copy_shm);
 	free(copy);
 	free(pristine);
 	fx_close(&f);
+	if (failures[0])
+		fail_msg("corrupt pages (details above):%s", failures);
 }
 
 /* ---- many processes, one database --------------------------------------------------------- */
 
 enum { N_PAR = 8 };
 
-static pid_t spawn_harvest(const char *out_path, char *const argv[])
+/* Starts harvest (argv[0] is HARVEST_BIN) with stdin /dev/null and stdout, stderr written to
+ * the files out_path, err_path (NULL: /dev/null). */
+static pid_t spawn_harvest(const char *out_path, const char *err_path, char *const argv[])
 {
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
 		int o = open(out_path ? out_path : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		int e = open("/dev/null", O_WRONLY);
+		int e = open(err_path ? err_path : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
 		int in = open("/dev/null", O_RDONLY);
 		if (o < 0 || e < 0 || in < 0)
 			_exit(99);
@@ -1508,88 +1592,132 @@ static int wait_status(pid_t pid)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+/* Starts N_PAR `harvest run`s at once into db, each in its own directory ROOT/<tag><i> making
+ * one file, waits for all, checks their results, and puts their run ids in ids. */
+static void concurrent_round(const fixture *f, const char *db, const char *tag, int64_t *ids)
+{
+	pid_t pids[N_PAR];
+	char *dirs[N_PAR], *outs[N_PAR], *errs[N_PAR];
+	for (int i = 0; i < N_PAR; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "%s%d", tag, i);
+		tu_mkdir(f->root, name);
+		dirs[i] = tu_path(f->root, name);
+		snprintf(name, sizeof(name), "%s%d.out", tag, i);
+		outs[i] = tu_path(f->root, name);
+		snprintf(name, sizeof(name), "%s%d.err", tag, i);
+		errs[i] = tu_path(f->root, name);
+	}
+	/* All started before any ends. */
+	for (int i = 0; i < N_PAR; i++) {
+		char idx[16];
+		snprintf(idx, sizeof(idx), "%d", i);
+		char *argv[] = {HARVEST_BIN, "run", "--db", (char *)db, "--dir", dirs[i], "--format",
+				"json", "--", "sh", "-c", "echo \"$1\" > made-$1.txt; sleep 0.2", "sh",
+				idx, NULL};
+		pids[i] = spawn_harvest(outs[i], errs[i], argv);
+	}
+	int sts[N_PAR];
+	for (int i = 0; i < N_PAR; i++)
+		sts[i] = wait_status(pids[i]);
+	for (int i = 0; i < N_PAR; i++) {
+		size_t len;
+		char *out = tu_read_file(outs[i], &len);
+		assert_non_null(out);
+		char *err = tu_read_file(errs[i], NULL);
+		assert_non_null(err);
+		if (sts[i] != 0)
+			fail_msg("%s: run %d of %d started at once: exit %d; stdout '%s'; stderr '%s'",
+				 tag, i, N_PAR, sts[i], out, err);
+		free(err);
+		tj_value *v = tj_parse(out, len);
+		if (!v)
+			fail_msg("%s: run %d: output is not JSON: %s", tag, i, out);
+		ids[i] = run_id_of(v);
+		assert_int_equal(tj_len(tj_get(v, "output_files")), 1);
+		char want[32];
+		snprintf(want, sizeof(want), "made-%d.txt", i);
+		expect_str(tj_get(tj_at(tj_get(v, "output_files"), 0), "path"), want, "output path");
+		tj_free(v);
+		free(out);
+	}
+	for (int i = 0; i < N_PAR; i++) {
+		free(dirs[i]);
+		free(outs[i]);
+		free(errs[i]);
+	}
+}
+
+/* The history of db holds exactly the runs ids[0..n) (round r's i-th run is in ROOT/<tag r><i>),
+ * each with its one artifact. */
+static void expect_concurrent_history(const char *root, const char *db, const char *const *tags,
+				      const int64_t *ids, size_t n)
+{
+	fixture g = {(char *)root, (char *)db};
+	tj_value *list = history_json(&g, "runs", NULL);
+	assert_int_equal(tj_len(list), n);
+	for (size_t i = 0; i < n; i++) {
+		const tj_value *o = tj_at(list, i);
+		int64_t id = tj_int(tj_get(o, "run_id"));
+		for (size_t j = 0; j < i; j++)
+			if (tj_int(tj_get(tj_at(list, j), "run_id")) == id)
+				fail_msg("run id %lld listed twice", (long long)id);
+		size_t k = 0;
+		while (k < n && ids[k] != id)
+			k++;
+		if (k == n)
+			fail_msg("run %lld is listed but no process printed it", (long long)id);
+		/* It ran in its process's directory, made its file, and has that one artifact. */
+		char name[32];
+		snprintf(name, sizeof(name), "%s%zu", tags[k / N_PAR], k % N_PAR);
+		char *d = tu_path(root, name);
+		char real[PATH_MAX];
+		assert_non_null(realpath(d, real));
+		free(d);
+		expect_str(tj_get(o, "dir"), real, "dir");
+		assert_int_equal(tj_int(tj_get(o, "artifacts")), 1);
+		expect_json_eq(tj_get(o, "exit_code"), "0", "exit_code");
+		char want[128];
+		snprintf(want, sizeof(want), "[\"sh\",\"-c\",\"echo \\\"$1\\\" > made-$1.txt; sleep 0.2\","
+			 "\"sh\",\"%zu\"]", k % N_PAR);
+		expect_json_eq(tj_get(o, "command"), want, "command");
+		char rs[32];
+		snprintf(rs, sizeof(rs), "%lld", (long long)id);
+		tj_value *a = history_json(&g, "artifacts", (const char *const[]){"--run", rs, NULL});
+		assert_int_equal(tj_len(a), 1);
+		snprintf(want, sizeof(want), "made-%zu.txt", k % N_PAR);
+		expect_str(tj_get(tj_at(a, 0), "path"), want, "artifact path");
+		tj_free(a);
+	}
+	tj_free(list);
+	tj_value *all = history_json(&g, "artifacts", NULL);
+	assert_int_equal(tj_len(all), n);
+	tj_free(all);
+	expect_integrity_ok(db, "after concurrent runs");
+}
+
 static void test_concurrent_runs(void **state)
 {
 	(void)state;
 	fixture f;
 	fx_open(&f);
-	pid_t pids[N_PAR];
-	char *dirs[N_PAR], *outs[N_PAR];
-	for (int i = 0; i < N_PAR; i++) {
-		char name[32];
-		snprintf(name, sizeof(name), "w%d", i);
-		tu_mkdir(f.root, name);
-		dirs[i] = tu_path(f.root, name);
-		snprintf(name, sizeof(name), "out%d", i);
-		outs[i] = tu_path(f.root, name);
-	}
-	/* All started before any ends; the database does not exist yet: they race to create it. */
-	for (int i = 0; i < N_PAR; i++) {
-		char idx[16];
-		snprintf(idx, sizeof(idx), "%d", i);
-		char *argv[] = {HARVEST_BIN, "run", "--db", f.db, "--dir", dirs[i], "--format", "json",
-				"--", "sh", "-c", "echo \"$1\" > made-$1.txt; sleep 0.2", "sh", idx,
-				NULL};
-		pids[i] = spawn_harvest(outs[i], argv);
-	}
-	int64_t ids[N_PAR];
-	for (int i = 0; i < N_PAR; i++) {
-		int st = wait_status(pids[i]);
-		size_t len;
-		char *out = tu_read_file(outs[i], &len);
-		assert_non_null(out);
-		if (st != 0)
-			fail_msg("run %d: exit %d; stdout %s", i, st, out);
-		tj_value *v = tj_parse(out, len);
-		if (!v)
-			fail_msg("run %d: output is not JSON: %s", i, out);
-		ids[i] = run_id_of(v);
-		assert_int_equal(tj_len(tj_get(v, "output_files")), 1);
-		tj_free(v);
-		free(out);
-	}
-	tj_value *list = history_json(&f, "runs", NULL);
-	assert_int_equal(tj_len(list), N_PAR);
-	for (size_t i = 0; i < N_PAR; i++) {
-		const tj_value *o = tj_at(list, i);
-		int64_t id = tj_int(tj_get(o, "run_id"));
-		for (size_t j = 0; j < i; j++)
-			assert_true(tj_int(tj_get(tj_at(list, j), "run_id")) != id);
-		/* Whose run is it? The one started in its dir, and it printed this id. */
-		const char *dir = tj_str(tj_get(o, "dir"), NULL);
-		assert_non_null(dir);
-		int who = -1;
-		for (int k = 0; k < N_PAR; k++) {
-			char real[PATH_MAX];
-			assert_non_null(realpath(dirs[k], real));
-			if (!strcmp(real, dir))
-				who = k;
-		}
-		if (who < 0)
-			fail_msg("run %lld in an unknown dir %s", (long long)id, dir);
-		assert_int_equal(ids[who], id);
-		assert_int_equal(tj_int(tj_get(o, "artifacts")), 1);
-		expect_json_eq(tj_get(o, "exit_code"), "0", "exit_code");
-		char want[128];
-		snprintf(want, sizeof(want), "[\"sh\",\"-c\",\"echo \\\"$1\\\" > made-$1.txt; sleep 0.2\","
-			 "\"sh\",\"%d\"]", who);
-		expect_json_eq(tj_get(o, "command"), want, "command");
-		char rs[32];
-		snprintf(rs, sizeof(rs), "%lld", (long long)id);
-		tj_value *a = history_json(&f, "artifacts", (const char *const[]){"--run", rs, NULL});
-		assert_int_equal(tj_len(a), 1);
-		snprintf(want, sizeof(want), "made-%d.txt", who);
-		expect_str(tj_get(tj_at(a, 0), "path"), want, "artifact path");
-		tj_free(a);
-	}
-	tj_free(list);
-	tj_value *all = history_json(&f, "artifacts", NULL);
-	assert_int_equal(tj_len(all), N_PAR);
-	tj_free(all);
-	expect_integrity_ok(f.db, "after 8 concurrent runs");
-	for (int i = 0; i < N_PAR; i++) {
-		free(dirs[i]);
-		free(outs[i]);
+	/* Round a: 8 processes, and the database does not exist yet (they race to create it);
+	 * round b: 8 more into the same database. Then two more new databases, as the race to
+	 * create one is short. */
+	int64_t ids[2 * N_PAR];
+	const char *const tags[] = {"a", "b"};
+	concurrent_round(&f, f.db, "a", ids);
+	expect_concurrent_history(f.root, f.db, tags, ids, N_PAR);
+	concurrent_round(&f, f.db, "b", ids + N_PAR);
+	expect_concurrent_history(f.root, f.db, tags, ids, 2 * N_PAR);
+	for (int k = 0; k < 2; k++) {
+		const char *tag = k ? "d" : "c";
+		char name[16];
+		snprintf(name, sizeof(name), "%s.db", tag);
+		char *db = tu_path(f.root, name);
+		concurrent_round(&f, db, tag, ids);
+		expect_concurrent_history(f.root, db, &tag, ids, N_PAR);
+		free(db);
 	}
 	fx_close(&f);
 }
@@ -1643,13 +1771,12 @@ static void test_kill_collect(void **state)
 	}
 	char *argv[] = {HARVEST_BIN, "collect", "--db", f.db, "--max-files", "5000", "--quiet",
 			big, NULL};
-	/* 5 kills early (10-200 ms: opening, creating, walking, hashing), 3 later (200-2500 ms:
-	 * reaching the recording transaction under the sanitizers). */
+	/* 5 kills at 10-200 ms: opening or creating the database, walking, hashing, filling the
+	 * MIME cache. */
 	int killed = 0, finished = 0;
-	for (int k = 0; k < 8; k++) {
-		long ms = k < 5 ? 10 + (long)(rng_next() % 191) : 200 + (long)(rng_next() % 2301);
-		double t0 = mono_s();
-		pid_t pid = spawn_harvest(NULL, argv);
+	for (int k = 0; k < 5; k++) {
+		long ms = 10 + (long)(rng_next() % 191);
+		pid_t pid = spawn_harvest(NULL, NULL, argv);
 		sleep_ms(ms);
 		kill(pid, SIGKILL);
 		int st = wait_status(pid);
@@ -1660,12 +1787,60 @@ static void test_kill_collect(void **state)
 		else
 			fail_msg("collect (kill %d at %ld ms): exit %d", k, ms, st);
 		char what[64];
-		snprintf(what, sizeof(what), "kill %d at %ld ms (%.0f ms)", k, ms,
-			 (mono_s() - t0) * 1000);
+		snprintf(what, sizeof(what), "kill %d at %ld ms", k, ms);
+		check_after_kill(&f, what);
+	}
+	/* 3 kills inside the recording transaction: with --no-cache a collect writes to the
+	 * database only when it starts (a small run row) and when it records everything at the
+	 * end, so the process is killed once it has written a random amount (64 KiB + 0-1 MiB,
+	 * the content alone is about 1.5 MB) -- wchar of /proc/PID/io. */
+	char *argv_nc[] = {HARVEST_BIN, "collect", "--db", f.db, "--max-files", "5000", "--quiet",
+			   "--no-cache", big, NULL};
+	int in_tx = 0;
+	for (int k = 0; k < 3; k++) {
+		unsigned long long threshold = 65536 + rng_next() % (1 << 20);
+		pid_t pid = spawn_harvest(NULL, NULL, argv_nc);
+		char io[64];
+		snprintf(io, sizeof(io), "/proc/%d/io", (int)pid);
+		double t0 = mono_s();
+		bool hit = false;
+		while (mono_s() - t0 < 30) {
+			FILE *fp = fopen(io, "r");
+			unsigned long long wchar = 0;
+			char line[128];
+			bool found = false;
+			while (fp && fgets(line, sizeof(line), fp))
+				if (sscanf(line, "wchar: %llu", &wchar) == 1)
+					found = true;
+			if (fp)
+				fclose(fp);
+			if (!found)
+				break; /* exited (a zombie has no io), or no /proc: kill now */
+			if (wchar >= threshold) {
+				hit = true;
+				break;
+			}
+			struct timespec t = {0, 500000};
+			nanosleep(&t, NULL);
+		}
+		kill(pid, SIGKILL);
+		int st = wait_status(pid);
+		if (st == 128 + SIGKILL) {
+			killed++;
+			in_tx += hit;
+		} else if (st == 0) {
+			finished++;
+		} else {
+			fail_msg("collect --no-cache (kill at %llu bytes written): exit %d", threshold,
+				 st);
+		}
+		char what[96];
+		snprintf(what, sizeof(what), "kill after %llu bytes written", threshold);
 		check_after_kill(&f, what);
 	}
 	assert_true(killed >= 5);
-	print_message("collect: %d killed, %d finished first\n", killed, finished);
+	print_message("collect: %d killed (%d of them while recording), %d finished first\n",
+		      killed, in_tx, finished);
 
 	/* A normal collect works on. */
 	tu_result r;
@@ -1710,6 +1885,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_artifacts, tu_cleanup),
 		cmocka_unit_test_teardown(test_get, tu_cleanup),
 		cmocka_unit_test_teardown(test_prune, tu_cleanup),
+		cmocka_unit_test_teardown(test_far_times, tu_cleanup),
 		cmocka_unit_test_teardown(test_missing_db, tu_cleanup),
 		cmocka_unit_test_teardown(test_corrupt_db, tu_cleanup),
 		cmocka_unit_test_teardown(test_corrupt_page, tu_cleanup),
