@@ -9,7 +9,9 @@
  * `application_id` is not HV_STORE_APPLICATION_ID), a schema newer than this harvest knows, a
  * corrupt database, or (for a writing open) a read-only file or directory gets HV_EDB and a
  * one-line message naming the path; the file is never modified and no -wal/-shm/-journal file
- * is created next to it. A missing or empty (0-byte) file is a new database.
+ * is created next to it. A missing or empty (0-byte) file is a new database (a missing one is
+ * built complete under a temporary name beside it, "<path>.init-XXXXXX", and renamed into
+ * place, so no process ever sees it half made).
  *
  * Strings: paths, names, labels and stream data are bytes (any value but NUL, not necessarily
  * UTF-8) given and returned as (pointer, length). Times are int64 nanoseconds since the epoch
@@ -38,7 +40,8 @@ typedef struct hv_store hv_store;
 /* Flags of hv_store_open(). */
 enum {
 	/* Query only: nothing is written and nothing is created. A missing or empty database reads
-	 * as an empty one (no runs, no artifacts); writes fail with HV_EUSAGE. */
+	 * as an empty one (no runs, no artifacts); writes fail with HV_EUSAGE. (A database in a
+	 * directory the caller may not write is read without locks, as SQLite's "immutable".) */
 	HV_STORE_READONLY = 1 << 0,
 };
 
@@ -64,7 +67,8 @@ const char *hv_store_path(const hv_store *st);
 /* Writes pending MIME cache answers now (they are otherwise written in batches and on close). */
 hv_status hv_store_flush(hv_store *st);
 
-/* Runs `PRAGMA integrity_check`: HV_OK when it says "ok", else HV_EDB with its first line. */
+/* Runs `PRAGMA integrity_check`: HV_OK when it says "ok", else HV_EDB with its report on one
+ * line. */
 hv_status hv_store_integrity_check(hv_store *st);
 
 /* CLOCK_REALTIME in nanoseconds since the epoch, the clock of every time in the store. */
@@ -308,7 +312,9 @@ hv_status hv_store_artifact_content(hv_store *st, int64_t artifact_id, void **da
 
 typedef struct hv_prune_opts {
 	int64_t keep_runs;   /* >= 0: delete all runs but the newest keep_runs; -1: unused */
-	int64_t before_ns;   /* > 0: delete the runs started before this time; 0: unused */
+	int64_t before_ns;   /* delete the runs started before this time, when has_before or
+	                      * when it is not 0 (so 0 alone means unused) */
+	bool has_before;     /* before_ns is set, even to 0 (1970-01-01T00:00:00Z) */
 } hv_prune_opts;
 
 typedef struct hv_prune_result {
@@ -325,8 +331,9 @@ typedef struct hv_prune_result {
  * started) and unfinished snapshots more than an hour old; then gives freed pages back to the
  * file system. It works in short transactions of whole runs (a large prune would otherwise
  * lock out other processes for longer than their busy timeout): the database is consistent
- * after each, and a prune killed midway has done part of the work. *res counts what was
- * deleted (also on failure). HV_EUSAGE when neither option is set. */
+ * after each, and a prune killed midway has done part of the work. So a corrupt database is
+ * refused before anything is deleted, `PRAGMA quick_check` first (HV_EDB). *res counts what
+ * was deleted (also on failure). HV_EUSAGE when neither option is set. */
 hv_status hv_store_prune(hv_store *st, const hv_prune_opts *opts, hv_prune_result *res);
 
 #ifdef __cplusplus

@@ -5,10 +5,12 @@
  * Why the open is careful: SQLite itself would happily open a file that is not a database (and
  * fail later), create -wal/-shm files next to it, or switch a stranger's database to WAL mode.
  * So before SQLite sees the file we read its 100-byte header ourselves and refuse anything that
- * is not empty and not a harvest database. The application_id is written in rollback-journal
- * mode, before the switch to WAL, so it is always in the main file's header (a WAL database
- * may keep newer header fields in its -wal file only, such as user_version, which is therefore
- * checked again through SQLite). */
+ * is not empty and not a harvest database. For that check to be sound, no process may ever see
+ * a SQLite header without our application_id: a missing database is built complete under a
+ * temporary name and renamed into place; an empty file someone made is claimed with the id in
+ * its first write. The id is thus always in the main file's header, while a WAL database may
+ * keep newer header fields (user_version) in its -wal file only: those are checked again
+ * through SQLite. */
 #include "store_internal.h"
 
 #include <errno.h>
@@ -179,6 +181,28 @@ int hvst_db_error(hv_store *st, int rc, const char *what)
 	default:
 		return hv_error_set(HV_EDB, "%s: %s: %s", path, what, msg);
 	}
+}
+
+int hvst_check_failed(hv_store *st, const char *report)
+{
+	/* "*** in database main ***\nPage 3: ..." becomes "Page 3: ...; ...": one line. */
+	static const char banner[] = "*** in database main ***";
+	char line[512];
+	size_t n = 0;
+	if (!report)
+		report = "no answer";
+	if (strncmp(report, banner, sizeof(banner) - 1) == 0)
+		report += sizeof(banner) - 1;
+	for (const char *p = report; *p && n + 3 < sizeof(line); p++) {
+		if (*p == '\n' || *p == '\r') {
+			if (n && line[n - 1] != ' ' && p[1])
+				line[n++] = ';', line[n++] = ' ';
+		} else if ((unsigned char)*p >= 0x20) {
+			line[n++] = *p;
+		}
+	}
+	line[n] = '\0';
+	return hv_error_set(HV_EDB, "%s: database is corrupt (%s)", st->path, line);
 }
 
 sqlite3_stmt *hvst_stmt(hv_store *st, enum st_stmt which)
@@ -641,20 +665,16 @@ static int switch_to_wal(hv_store *st)
 	return HV_OK;
 }
 
-/* Publishes the finished database file tmp at path unless something is there already (then
- * another process was first, and tmp is dropped). *published tells which. */
-static int publish(const char *tmp, const char *path, bool *published)
+/* Puts the finished database file tmp at path, unless something is there already (then
+ * another process was first, and tmp is dropped): never replaces. */
+static int publish(const char *tmp, const char *path)
 {
-	*published = false;
-	if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0) {
-		*published = true;
+	if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0)
 		return HV_OK;
-	}
 	int err = errno;
 	if (err == EINVAL || err == ENOSYS || err == ENOTSUP) {
 		/* No RENAME_NOREPLACE on this file system: link() does not replace either. */
 		if (link(tmp, path) == 0) {
-			*published = true;
 			unlink(tmp);
 			return HV_OK;
 		}
@@ -697,21 +717,18 @@ static int create_database(hv_store *st)
 	if (rc == HV_OK)
 		rc = migrate(&t);
 	db_close(&t); /* checkpoints: everything is in the one file */
-	bool published = false;
 	if (rc == HV_OK)
-		rc = publish(tmp, st->path, &published);
+		rc = publish(tmp, st->path);
 	else
 		unlink(tmp);
 	free(tmp);
 	return rc;
 }
 
-/* Whether a read-only open must use SQLite's immutable mode: a WAL database needs a -shm file
- * that readers create, which they cannot in a directory they may not write. When there is no
- * -wal file either, everything committed is in the main file, and reading it as immutable (no
- * locks, no -shm) is exact -- unless someone starts writing meanwhile, which needs write access
- * to that directory, which whoever could do it may have; then SQLite may report corruption for
- * this one query and the caller retries. */
+/* Whether a read-only open must use SQLite's immutable mode: readers of a WAL database need a
+ * -shm file, which they cannot create in a directory they may not write. With no -wal file,
+ * everything committed is in the main file, and reading it as immutable (no locks, no -shm) is
+ * exact, unless its owner starts writing meanwhile; then this one query may fail. */
 static bool needs_immutable(const char *path)
 {
 	char *dir = strdup(path);
@@ -917,10 +934,7 @@ hv_status hv_store_integrity_check(hv_store *st)
 		status = hvst_db_error(st, rc, "integrity check");
 	} else {
 		const char *res = (const char *)sqlite3_column_text(s, 0);
-		status = res && strcmp(res, "ok") == 0
-				 ? HV_OK
-				 : hv_error_set(HV_EDB, "%s: integrity check failed: %s", st->path,
-						res ? res : "(no answer)");
+		status = res && strcmp(res, "ok") == 0 ? HV_OK : hvst_check_failed(st, res);
 	}
 	sqlite3_finalize(s);
 	return status;

@@ -50,6 +50,9 @@ struct hv_store {
 /* Sets the last error from a SQLite failure ("<path>: <what>: <reason>") and returns the
  * status: HV_ENOMEM for SQLITE_NOMEM, else HV_EDB. */
 int hvst_db_error(hv_store *st, int rc, const char *what);
+/* HV_EDB "<path>: database is corrupt (<report on one line>)", from a failed
+ * integrity_check or quick_check. */
+int hvst_check_failed(hv_store *st, const char *report);
 /* The cached statement `which`, prepared on first use (NULL and an error set on failure). */
 sqlite3_stmt *hvst_stmt(hv_store *st, enum st_stmt which);
 /* The first column of the first row of sql (a PRAGMA or a SELECT without parameters). */

@@ -1409,6 +1409,56 @@ static void test_concurrent_threads(void **state)
 	check_ok(hv_store_close(st));
 }
 
+/* Processes opening a database that does not exist yet (or is an empty file) all at once: all
+ * succeed, and none ever sees a half-made database (which it would refuse as foreign). */
+static void test_concurrent_creation(void **state)
+{
+	fixture *f = *state;
+	enum { PROCS = 6, ROUNDS = 15 };
+	for (int round = 0; round < 2 * ROUNDS; round++) {
+		char name[32];
+		snprintf(name, sizeof(name), "c%d.db", round);
+		char *db = tu_path(f->dir, name);
+		if (round >= ROUNDS)
+			tu_write(f->dir, name, "", 0);
+		pid_t pids[PROCS];
+		for (int k = 0; k < PROCS; k++) {
+			pids[k] = fork();
+			assert_true(pids[k] >= 0);
+			if (pids[k] == 0) {
+				hv_store *st = NULL;
+				int64_t id;
+				hv_run_start rs = {.dir = "/"};
+				if (hv_store_open(&st, db, 0) != HV_OK ||
+				    hv_store_run_begin(st, &rs, &id) != HV_OK) {
+					fprintf(stderr, "round %d: %s\n", round, hv_error_last());
+					_exit(1);
+				}
+				_exit(hv_store_close(st) == HV_OK ? 0 : 2);
+			}
+		}
+		for (int k = 0; k < PROCS; k++) {
+			int status;
+			assert_int_equal(waitpid(pids[k], &status, 0), pids[k]);
+			assert_true(WIFEXITED(status));
+			assert_int_equal(WEXITSTATUS(status), 0);
+		}
+		assert_int_equal(raw_int(db, "SELECT count(*) FROM runs"), PROCS);
+		assert_int_equal(raw_int(db, "PRAGMA application_id"), HV_STORE_APPLICATION_ID);
+		/* A database created whole gets auto_vacuum; a claimed empty file cannot. */
+		assert_int_equal(raw_int(db, "PRAGMA auto_vacuum"), round < ROUNDS ? 2 : 0);
+		/* (A -wal file may stay: connections that close at the same time each leave the
+		 * clean-up to the other, as SQLite does; the next one to close alone removes it.) */
+		free(db);
+	}
+	/* No temporary left behind. */
+	tu_result r;
+	char *argv[] = {"sh", "-c", "ls -a | grep -c init", NULL};
+	tu_run(&r, f->dir, NULL, argv);
+	assert_string_equal(r.out, "0\n");
+	tu_result_free(&r);
+}
+
 /* A child that writes as fast as it can until it is killed. */
 static void crash_child(const char *db)
 {
@@ -1499,6 +1549,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_prune, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_prune_many_runs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_threads, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_concurrent_creation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_killed_writer, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
