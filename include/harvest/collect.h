@@ -44,7 +44,7 @@ typedef struct hv_output_file {
 	size_t name_len;
 	char *mime_type;
 	uint64_t size;
-	char sha256[65];         /* hex; empty when not computed (a --no-content cache hit) */
+	char sha256[65];         /* hex */
 	unsigned char *content;  /* the bytes, or NULL with no_content */
 	size_t content_len;
 } hv_output_file;

@@ -94,6 +94,16 @@ hv_status hv_store_mime_lookup(hv_store *st, const hv_stat *s, const char *finge
 hv_status hv_store_mime_put(hv_store *st, const hv_stat *s, const char *fingerprint,
                             const char *mime_type);
 
+/* The same, with the content's SHA-256 (64 hex digits) when the caller read it: a later
+ * lookup hands it back, so `collect --no-content` can name an unchanged file's digest
+ * without opening it. */
+hv_status hv_store_mime_put_sha(hv_store *st, const hv_stat *s, const char *fingerprint,
+				const char *mime_type, const char *sha256);
+/* hv_store_mime_lookup, also giving the digest stored with the answer in sha256_out ("" when
+ * none was stored; may be NULL). */
+hv_status hv_store_mime_lookup_sha(hv_store *st, const hv_stat *s, const char *fingerprint,
+				   char **mime_out, char sha256_out[65]);
+
 /* ---- Snapshots -------------------------------------------------------------------------- */
 
 /* Entry paths are relative to the snapshot's root, '/'-separated, as hv_entry.path. A snapshot

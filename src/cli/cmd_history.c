@@ -96,7 +96,9 @@ static int history_opt(void *ctx, cli_common *c, int id, const char *v)
 		rc = cli_parse_uint(c, "--keep-runs", v, INT64_MAX, &u);
 		h->prune.keep_runs = (int64_t)u;
 		return rc;
-	case OPT_BEFORE: return cli_parse_time(c, "--before", v, &h->prune.before_ns);
+	case OPT_BEFORE:
+		h->prune.has_before = true;
+		return cli_parse_time(c, "--before", v, &h->prune.before_ns);
 	}
 	return 0;
 }
@@ -392,7 +394,7 @@ int cmd_history(int argc, char **argv)
 	if (rc == 0 && npos != subs[k].npos)
 		rc = cli_usage_error(&c, subs[k].npos ? "expected one argument" : "takes no arguments");
 	bool is_get = !strcmp(subs[k].name, "get"), is_prune = !strcmp(subs[k].name, "prune");
-	if (rc == 0 && is_prune && h.prune.keep_runs < 0 && h.prune.before_ns == 0)
+	if (rc == 0 && is_prune && h.prune.keep_runs < 0 && !h.prune.has_before)
 		rc = cli_usage_error(&c, "give --keep-runs N or --before TIME");
 	bool is_list = !strcmp(subs[k].name, "runs") || !strcmp(subs[k].name, "artifacts");
 	if (rc == 0 && !is_get)

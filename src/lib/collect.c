@@ -323,7 +323,7 @@ static int read_all(int fd, uint64_t expect, uint64_t max, const char *path, uns
 /* The raw (libmagic) type of the file open on fd with content buf: from the cache when the
  * file is unchanged, else detected and cached. */
 static int raw_type(struct collector *k, const hv_stat *fs, const unsigned char *buf, size_t len,
-		    int fd, const char *path, char **out)
+		    int fd, const char *path, const char *sha, char **out)
 {
 	if (!k->o->no_cache && k->st) {
 		int rc = hv_store_mime_lookup(k->st, fs, k->fingerprint, out);
@@ -340,7 +340,7 @@ static int raw_type(struct collector *k, const hv_stat *fs, const unsigned char 
 	if (!*out)
 		return hv_error_set(HV_ENOMEM, "out of memory");
 	if (!k->o->no_cache && k->st)
-		hv_store_mime_put(k->st, fs, k->fingerprint, t);
+		hv_store_mime_put_sha(k->st, fs, k->fingerprint, t, sha);
 	return HV_OK;
 }
 
@@ -351,6 +351,28 @@ enum { NOT_PRODUCED = 1 };
 static int collect_file(struct collector *k, const hv_entry *e, const char *compare_sha)
 {
 	const hv_collect_opts *o = k->o;
+	/* (A racy file is first read: it may turn out not to be produced at all.) */
+	if (!compare_sha &&
+	    (k->c->n_files >= o->max_files || k->total_bytes + e->lst.size > o->max_total_bytes))
+		return add_skipped(k, e, "limit", true, e->lst.size, NULL);
+	/* With --no-content, a cache hit that knows the digest answers without opening the
+	 * file at all: the walk's lstat is the key. */
+	if (o->no_content && !compare_sha && !o->no_cache && k->st) {
+		char *cached = NULL;
+		char cached_sha[65];
+		int rc = hv_store_mime_lookup_sha(k->st, &e->lst, k->fingerprint, &cached,
+						  cached_sha);
+		if (rc != HV_OK)
+			return rc;
+		if (cached && cached_sha[0]) {
+			const char *type;
+			hv_mime_refine(NULL, e->name, cached, &type);
+			rc = add_file(k, e, type, e->lst.size, cached_sha, NULL, 0);
+			free(cached);
+			return rc;
+		}
+		free(cached);
+	}
 	if (o->test_before_open)
 		o->test_before_open(o->ctx, e->path);
 	int fd = hv_walk_openat(k->w, O_RDONLY | O_NONBLOCK);
@@ -375,23 +397,6 @@ static int collect_file(struct collector *k, const hv_entry *e, const char *comp
 		close(fd);
 		return add_skipped(k, e, "too_large", true, fs.size, NULL);
 	}
-	if (k->c->n_files >= o->max_files || k->total_bytes + fs.size > o->max_total_bytes) {
-		close(fd);
-		return add_skipped(k, e, "limit", true, fs.size, NULL);
-	}
-	/* With --no-content, a cache hit answers without reading a byte. */
-	if (o->no_content && !compare_sha && !o->no_cache && k->st) {
-		char *cached = NULL;
-		rc = hv_store_mime_lookup(k->st, &fs, k->fingerprint, &cached);
-		if (rc == HV_OK && cached) {
-			close(fd);
-			const char *type;
-			hv_mime_refine(NULL, e->name, cached, &type);
-			rc = add_file(k, e, type, fs.size, NULL, NULL, 0);
-			free(cached);
-			return rc;
-		}
-	}
 	unsigned char *buf = NULL;
 	size_t len = 0;
 	rc = read_all(fd, fs.size, o->max_file_bytes, e->path, &buf, &len);
@@ -410,13 +415,13 @@ static int collect_file(struct collector *k, const hv_entry *e, const char *comp
 		free(buf);
 		return NOT_PRODUCED;
 	}
-	if (k->total_bytes + len > o->max_total_bytes) {
+	if (k->c->n_files >= o->max_files || k->total_bytes + len > o->max_total_bytes) {
 		close(fd);
 		free(buf);
 		return add_skipped(k, e, "limit", true, len, NULL);
 	}
 	char *raw = NULL;
-	rc = raw_type(k, &fs, buf, len, fd, e->path, &raw);
+	rc = raw_type(k, &fs, buf, len, fd, e->path, sha, &raw);
 	close(fd);
 	if (rc != HV_OK) {
 		free(buf);
@@ -648,8 +653,6 @@ hv_status hv_collection_record(hv_store *st, const hv_collection *c, const hv_ru
 	size_t n = 0;
 	for (size_t i = 0; i < c->n_files; i++) {
 		const hv_output_file *f = &c->files[i];
-		if (!f->sha256[0])
-			continue; /* not read (a --no-content cache hit): nothing to key it by */
 		hv_artifact_in *a = &arts[n++];
 		a->path = f->path;
 		a->path_len = f->path_len;

@@ -45,6 +45,7 @@ static const char schema_v1[] =
 	"  ctime_ns INTEGER NOT NULL,"
 	"  fingerprint TEXT NOT NULL,"
 	"  mime_type TEXT NOT NULL,"
+	"  sha256 TEXT,"                    /* the content's digest when it was read, else NULL */
 	"  cached_at_ns INTEGER NOT NULL,"
 	"  PRIMARY KEY (dev, ino)"
 	") WITHOUT ROWID;"
@@ -128,10 +129,10 @@ static const char *const stmt_sql[STMT__COUNT] = {
 	[STMT_COMMIT] = "COMMIT",
 	[STMT_ROLLBACK] = "ROLLBACK",
 	[STMT_MIME_GET] = "SELECT ftype, size, mtime_ns, ctime_ns, fingerprint, mime_type,"
-			  " cached_at_ns FROM mime_cache WHERE dev = ?1 AND ino = ?2",
+			  " cached_at_ns, sha256 FROM mime_cache WHERE dev = ?1 AND ino = ?2",
 	[STMT_MIME_PUT] = "INSERT OR REPLACE INTO mime_cache(dev, ino, ftype, size, mtime_ns,"
-			  " ctime_ns, fingerprint, mime_type, cached_at_ns)"
-			  " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+			  " ctime_ns, fingerprint, mime_type, cached_at_ns, sha256)"
+			  " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
 	[STMT_SNAP_ENTRY_PUT] = "INSERT INTO snapshot_entries(snapshot_id, path, dev, ino, size,"
 				" mode, mtime_ns, ctime_ns, sha256)"
 				" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
@@ -957,9 +958,17 @@ bool hv_store_stat_is_racy(const hv_stat *s, int64_t created_at_ns)
 hv_status hv_store_mime_lookup(hv_store *st, const hv_stat *s, const char *fingerprint,
 			       char **mime_out)
 {
+	return hv_store_mime_lookup_sha(st, s, fingerprint, mime_out, NULL);
+}
+
+hv_status hv_store_mime_lookup_sha(hv_store *st, const hv_stat *s, const char *fingerprint,
+				   char **mime_out, char sha256_out[65])
+{
 	if (!st || !s || !fingerprint || !mime_out)
 		return hv_error_set(HV_EUSAGE, "hv_store_mime_lookup: missing argument");
 	*mime_out = NULL;
+	if (sha256_out)
+		sha256_out[0] = '\0';
 	sqlite3_stmt *q = hvst_stmt(st, STMT_MIME_GET);
 	if (!q)
 		return hv_error_last_status();
@@ -984,6 +993,9 @@ hv_status hv_store_mime_lookup(hv_store *st, const hv_stat *s, const char *finge
 			   fp && strcmp(fp, fingerprint) == 0 && mime && old_enough(&cached, cached_at);
 		if (hit && !(*mime_out = strdup(mime)))
 			status = hv_error_set(HV_ENOMEM, "out of memory");
+		const char *sha = (const char *)sqlite3_column_text(q, 7);
+		if (hit && sha256_out && sha && strlen(sha) == 64)
+			memcpy(sha256_out, sha, 65);
 	} else if (rc != SQLITE_DONE) {
 		status = hvst_db_error(st, rc, "cannot read the MIME cache");
 	}
@@ -993,6 +1005,12 @@ hv_status hv_store_mime_lookup(hv_store *st, const hv_stat *s, const char *finge
 
 hv_status hv_store_mime_put(hv_store *st, const hv_stat *s, const char *fingerprint,
 			    const char *mime_type)
+{
+	return hv_store_mime_put_sha(st, s, fingerprint, mime_type, NULL);
+}
+
+hv_status hv_store_mime_put_sha(hv_store *st, const hv_stat *s, const char *fingerprint,
+				const char *mime_type, const char *sha256)
 {
 	if (!st || !s || !fingerprint || !mime_type)
 		return hv_error_set(HV_EUSAGE, "hv_store_mime_put: missing argument");
@@ -1007,6 +1025,9 @@ hv_status hv_store_mime_put(hv_store *st, const hv_stat *s, const char *fingerpr
 	p->cached_at_ns = now;
 	p->fingerprint = strdup(fingerprint);
 	p->mime = strdup(mime_type);
+	p->sha256[0] = '\0';
+	if (sha256 && strlen(sha256) == 64)
+		memcpy(p->sha256, sha256, 65);
 	if (!p->fingerprint || !p->mime) {
 		free(p->fingerprint);
 		free(p->mime);
@@ -1034,6 +1055,10 @@ hv_status hv_store_flush(hv_store *st)
 		sqlite3_bind_text(q, 7, p->fingerprint, -1, SQLITE_STATIC);
 		sqlite3_bind_text(q, 8, p->mime, -1, SQLITE_STATIC);
 		sqlite3_bind_int64(q, 9, p->cached_at_ns);
+		if (p->sha256[0])
+			sqlite3_bind_text(q, 10, p->sha256, 64, SQLITE_STATIC);
+		else
+			sqlite3_bind_null(q, 10);
 		int src = hvst_step_done(q);
 		if (src != SQLITE_DONE) {
 			rc = hvst_db_error(st, src, "cannot write the MIME cache");

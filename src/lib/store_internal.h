@@ -30,6 +30,7 @@ typedef struct st_mime_pending {
 	hv_stat st;
 	char *fingerprint;
 	char *mime;
+	char sha256[65];     /* "" when unknown */
 	int64_t cached_at_ns;
 } st_mime_pending;
 

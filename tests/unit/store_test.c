@@ -539,6 +539,22 @@ static void test_mime_cache(void **state)
 	assert_hit(st, &s, fp, "text/plain");
 	assert_miss(st, &base, fp);
 
+	/* The digest stored with an answer comes back with it, and only with a hit. */
+	char sha[65], *got = NULL;
+	const char digest[] = "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03";
+	check_ok(hv_store_mime_lookup_sha(st, &s, fp, &got, sha));
+	assert_string_equal(got, "text/plain");
+	assert_string_equal(sha, ""); /* stored without one */
+	free(got);
+	check_ok(hv_store_mime_put_sha(st, &s, fp, "text/plain", digest));
+	check_ok(hv_store_flush(st));
+	check_ok(hv_store_mime_lookup_sha(st, &s, fp, &got, sha));
+	assert_string_equal(sha, digest);
+	free(got);
+	check_ok(hv_store_mime_lookup_sha(st, &base, fp, &got, sha));
+	assert_null(got);
+	assert_string_equal(sha, "");
+
 	/* The 2 s rule: answers for files not yet 2 s old (by mtime or by ctime) are never
 	 * reused, whatever else matches. */
 	hv_stat young = {.dev = 2049, .ino = 500, .size = 5, .mode = S_IFREG | 0644};
@@ -563,8 +579,9 @@ static void test_mime_cache(void **state)
 	check_ok(hv_store_close(st));
 	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM mime_cache WHERE ino >= 500"), 0);
 	/* Even a racy row that got into the table is not a hit (the rule is on lookup too). */
-	raw_exec(f->db, "INSERT INTO mime_cache VALUES (2049, 600, 32768, 5, 1000000000000,"
-			" 1000000000000, 'fp', 'text/x-racy', 1000000001000)");
+	raw_exec(f->db, "INSERT INTO mime_cache(dev, ino, ftype, size, mtime_ns, ctime_ns,"
+			" fingerprint, mime_type, cached_at_ns) VALUES (2049, 600, 32768, 5,"
+			" 1000000000000, 1000000000000, 'fp', 'text/x-racy', 1000000001000)");
 	st = open_ok(f->db, 0);
 	hv_stat racy = {.dev = 2049, .ino = 600, .size = 5, .mode = S_IFREG,
 			.mtime_ns = 1000000000000, .ctime_ns = 1000000000000};
