@@ -1,7 +1,10 @@
-/* End-to-end tests of `harvest walk` on big trees: a directory of 100,000 entries, a chain of
- * 20,000 directories (deeper than PATH_MAX: built, checked and removed without full paths),
- * and a generated tree compared record by record with a reference listing built here
- * independently (opendir/readdir/lstat/stat, memcmp order, pre-order). */
+/* End-to-end tests of `harvest walk` on big trees and hard conditions: a directory of
+ * 100,000 entries; chains of 20,000 and 100,000 directories (deeper than PATH_MAX: built,
+ * checked and removed without full paths; progress on a terminal, none on a pipe); a generated
+ * tree compared record by record with a reference listing built here independently
+ * (opendir/readdir/lstat/stat, memcmp order, pre-order); a walk with 16 descriptors (the fd
+ * cache must fall back); and directories swapped for symlinks to outside while walks run.
+ * HV_TEST_FILTER=<test name> runs one case. */
 #include "testutil.h"
 #include "tjson.h"
 
@@ -10,11 +13,18 @@
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static void assert_clean(const tu_result *r)
@@ -277,6 +287,177 @@ static void test_deep_chain(void **state)
 	struct stat st;
 	if (lstat(root, &st) == 0)
 		fail_msg("tu_rmrf_deep left %s behind", root);
+}
+
+/* ---- a chain 100,000 directories deep (SPEC 6): ~10 GB of paths, counted as they stream ---- */
+
+#define DEEPEST 100000
+
+struct chain_count {
+	uint64_t records, cur_len, max_len;
+};
+
+static void count_records(void *ctx, const char *data, size_t n)
+{
+	struct chain_count *c = ctx;
+	while (n > 0) {
+		const char *z = memchr(data, '\0', n);
+		size_t l = z ? (size_t)(z - data) : n;
+		c->cur_len += l;
+		if (!z)
+			return;
+		c->records++;
+		if (c->cur_len > c->max_len)
+			c->max_len = c->cur_len;
+		c->cur_len = 0;
+		data += l + 1;
+		n -= l + 1;
+	}
+}
+
+/* Runs argv with stdout to sink (as tu_run_sink does) and stderr on a pseudo-terminal,
+ * whose output is returned in *tty (malloc'd). */
+static int run_with_tty_stderr(char *const argv[], void (*sink)(void *, const char *, size_t),
+			       void *ctx, char **tty, size_t *tty_len)
+{
+	int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+	assert_true(master >= 0);
+	assert_int_equal(grantpt(master), 0);
+	assert_int_equal(unlockpt(master), 0);
+	char *slave_name = ptsname(master);
+	assert_non_null(slave_name);
+	int slave = open(slave_name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+	assert_true(slave >= 0);
+	int op[2];
+	assert_int_equal(pipe2(op, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int in = open("/dev/null", O_RDONLY);
+		dup2(in, 0);
+		dup2(op[1], 1);
+		dup2(slave, 2);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(op[1]);
+	close(slave);
+	size_t cap = 4096, len = 0;
+	char *buf = malloc(cap);
+	assert_non_null(buf);
+	static char chunk[1 << 20];
+	int fds[2] = {op[0], master};
+	while (fds[0] >= 0) {
+		struct pollfd p[2] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			fail_msg("poll: %s", strerror(errno));
+		}
+		if (fds[1] >= 0 && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+			ssize_t n = read(fds[1], chunk, 65536);
+			if (n <= 0) { /* EIO once the slave side is closed */
+				fds[1] = -1;
+			} else {
+				while (len + (size_t)n + 1 > cap)
+					cap *= 2;
+				buf = realloc(buf, cap);
+				assert_non_null(buf);
+				memcpy(buf + len, chunk, (size_t)n);
+				len += (size_t)n;
+			}
+		}
+		if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+			ssize_t n = read(fds[0], chunk, sizeof(chunk));
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				close(fds[0]);
+				fds[0] = -1;
+			} else {
+				sink(ctx, chunk, (size_t)n);
+			}
+		}
+	}
+	int st;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	/* what the terminal still holds */
+	for (;;) {
+		struct pollfd p = {master, POLLIN, 0};
+		if (poll(&p, 1, 0) <= 0 || !(p.revents & POLLIN))
+			break;
+		ssize_t n = read(master, chunk, 65536);
+		if (n <= 0)
+			break;
+		while (len + (size_t)n + 1 > cap)
+			cap *= 2;
+		buf = realloc(buf, cap);
+		assert_non_null(buf);
+		memcpy(buf + len, chunk, (size_t)n);
+		len += (size_t)n;
+	}
+	close(master);
+	buf[len] = '\0';
+	*tty = buf;
+	*tty_len = len;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void test_chain_100k(void **state)
+{
+	(void)state;
+	char *root = tu_tmpdir();
+	int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	for (int i = 0; i < DEEPEST; i++) {
+		if (mkdirat(fd, "d", 0755) != 0)
+			fail_msg("mkdirat at depth %d: %s", i + 1, strerror(errno));
+		int nfd = openat(fd, "d", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		assert_true(nfd >= 0);
+		close(fd);
+		fd = nfd;
+	}
+	int lf = openat(fd, "leaf", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	assert_true(lf >= 0);
+	close(lf);
+	close(fd);
+
+	char *argv[] = {(char *)HARVEST_BIN, "walk", "--format", "nul", root, NULL};
+	struct chain_count c = {0, 0, 0};
+	char *err;
+	size_t err_len;
+	int status = tu_run_sink(NULL, argv, count_records, &c, &err, &err_len);
+	if (status != 0 || err_len != 0)
+		fail_msg("walk of a 100,000-deep chain: exit %d, stderr: %.500s", status, err);
+	free(err);
+	assert_int_equal(c.cur_len, 0); /* the last path is NUL-terminated */
+	assert_int_equal(c.records, DEEPEST + 1);
+	assert_int_equal(c.max_len, 2 * DEEPEST - 1 + 5); /* d/d/.../d/leaf */
+	/* That walk takes seconds and its stderr was a pipe: no progress (err_len was 0). Now
+	 * with stderr a terminal: progress is shown, and cleared at the end. */
+	char *tty_out;
+	size_t tty_len;
+	memset(&c, 0, sizeof(c));
+	status = run_with_tty_stderr(argv, count_records, &c, &tty_out, &tty_len);
+	assert_int_equal(status, 0);
+	assert_int_equal(c.records, DEEPEST + 1);
+	if (!memmem(tty_out, tty_len, "entries", 7))
+		fail_msg("no progress (entries, ...) on a terminal during a long walk: \"%.300s\"",
+			 tty_out);
+	if (memchr(tty_out, '\n', tty_len))
+		fail_msg("progress must stay on one line (\\r), got: \"%.300s\"", tty_out);
+	static const char *const erase[] = {"\033[K", "\033[0K", "\033[2K", "\033[K\r",
+					    "\033[2K\r", "\033[0K\r"};
+	bool cleared = false;
+	for (size_t i = 0; i < sizeof(erase) / sizeof(erase[0]); i++) {
+		size_t l = strlen(erase[i]);
+		cleared |= tty_len >= l && memcmp(tty_out + tty_len - l, erase[i], l) == 0;
+	}
+	if (!cleared)
+		fail_msg("the progress line is not cleared at the end: \"...%s\"",
+			 show(tty_out + (tty_len > 60 ? tty_len - 60 : 0), tty_len > 60 ? 60 : tty_len));
+	free(tty_out);
 }
 
 /* ---- a generated tree against an independent reference listing ---- */
@@ -648,12 +829,221 @@ static void test_reference_tree(void **state)
 	free(want.v);
 }
 
+/* ---- few descriptors: the walker's directory-fd cache must fall back, not fail ---- */
+
+static void test_fd_limit(void **state)
+{
+	(void)state;
+	char *root = tu_tmpdir();
+	int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	for (int i = 0; i < 200; i++) {
+		/* at each level: two files and a side directory with files, then the chain goes on */
+		static const char *const files[] = {"a", "z", "s/1", "s/2", "s/3"};
+		assert_int_equal(mkdirat(fd, "s", 0755), 0);
+		for (size_t k = 0; k < 5; k++) {
+			int f = openat(fd, files[k], O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+			assert_true(f >= 0);
+			assert_int_equal(write(f, "x", k % 2), (ssize_t)(k % 2));
+			close(f);
+		}
+		assert_int_equal(mkdirat(fd, "d", 0755), 0);
+		int nfd = openat(fd, "d", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		assert_true(nfd >= 0);
+		close(fd);
+		fd = nfd;
+	}
+	close(fd);
+	refs want = {0};
+	ref_list(root, NULL, &want);
+	assert_int_equal(want.n, 200 * 7);
+	ref *sorted = malloc(want.n * sizeof(*sorted));
+	assert_non_null(sorted);
+	memcpy(sorted, want.v, want.n * sizeof(*sorted));
+	qsort(sorted, want.n, sizeof(*sorted), ref_cmp);
+
+	static const char *const variants[][6] = {
+		{"--threads", "1", NULL},
+		{"--threads", "4", NULL},
+		{"--threads", "4", "--sort", "none", NULL},
+	};
+	for (size_t v = 0; v < 3; v++) {
+		const char *argv[16];
+		size_t n = 0;
+		argv[n++] = "sh";
+		argv[n++] = "-c";
+		argv[n++] = "ulimit -n 16 && exec \"$@\"";
+		argv[n++] = "sh";
+		argv[n++] = HARVEST_BIN;
+		argv[n++] = "walk";
+		for (size_t i = 0; variants[v][i]; i++)
+			argv[n++] = variants[v][i];
+		argv[n++] = root;
+		argv[n] = NULL;
+		tu_result r;
+		tu_run(&r, NULL, NULL, (char *const *)argv);
+		if (r.status != 0 || r.err_len != 0)
+			fail_msg("walk %s %s with 16 descriptors: exit %d, stderr: %.500s", variants[v][0],
+				 variants[v][1], r.status, r.err);
+		tu_recs rs;
+		tu_recs_parse(&rs, r.out, r.out_len, true, "path", false);
+		if (v == 2) {
+			if (rs.n > 1)
+				qsort(rs.v, rs.n, sizeof(*rs.v), rec_cmp);
+			compare("walk --sort none, 16 descriptors", rs.v, rs.n, sorted, want.n);
+		} else {
+			compare("walk with 16 descriptors", rs.v, rs.n, want.v, want.n);
+		}
+		tu_recs_free(&rs);
+		tu_result_free(&r);
+	}
+	free(sorted);
+	for (size_t i = 0; i < want.n; i++)
+		free(want.v[i].path);
+	free(want.v);
+}
+
+/* ---- SPEC 6: a directory swapped for a symlink mid-walk does not lead outside the root ---- */
+
+/* Builds base/sub/d1/.../d30, each level with files; the same shape under outside/ but with
+ * files named "outside-secret" that must never appear in a walk of base. */
+static void make_mirror(const char *top, const char *file)
+{
+	int fd = open(top, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	for (int i = 0; i < 30; i++) {
+		char name[16];
+		for (int k = 0; k < 5; k++) {
+			snprintf(name, sizeof(name), "%s%d", file, k);
+			int f = openat(fd, name, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+			assert_true(f >= 0);
+			close(f);
+		}
+		snprintf(name, sizeof(name), "d%d", i);
+		assert_int_equal(mkdirat(fd, name, 0755), 0);
+		int nfd = openat(fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		assert_true(nfd >= 0);
+		close(fd);
+		fd = nfd;
+	}
+	close(fd);
+}
+
+static pid_t swapper = -1;
+
+/* Stops the swapper whatever way the test ended, then removes the trees. */
+static int swap_teardown(void **state)
+{
+	if (swapper > 0) {
+		kill(swapper, SIGKILL);
+		waitpid(swapper, NULL, 0);
+		swapper = -1;
+	}
+	return tu_cleanup(state);
+}
+
+static void test_swap_race(void **state)
+{
+	(void)state;
+	char *root = tu_tmpdir(), *outside = tu_tmpdir();
+	tu_mkdir(root, "sub");
+	char *sub = tu_path(root, "sub"), *away = tu_path(root, "sub.away");
+	make_mirror(sub, "in");
+	make_mirror(outside, "outside-secret");
+	for (int i = 0; i < 40; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "top%d", i);
+		tu_write(root, name, "", 0);
+	}
+
+	swapper = fork();
+	assert_true(swapper >= 0);
+	if (swapper == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		/* Swap sub for a symlink to outside and back until killed: ~0.3 ms each way, so a
+		 * walk sees the directory when it starts on sub and the link while it descends. */
+		struct timespec pause = {0, 300000};
+		for (;;) {
+			if (rename(sub, away) == 0) {
+				if (symlink(outside, sub) == 0) {
+					nanosleep(&pause, NULL);
+					unlink(sub);
+				}
+				rename(away, sub);
+			}
+			nanosleep(&pause, NULL);
+		}
+	}
+
+	static const char *const variants[][8] = {
+		{"--threads", "1", NULL},
+		{"--threads", "4", "--sort", "none", NULL},
+		{"--threads", "4", NULL},
+	};
+	double start = 0;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	start = (double)ts.tv_sec + ts.tv_nsec / 1e9;
+	size_t runs = 0, warned = 0;
+	for (;; runs++) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		if ((double)ts.tv_sec + ts.tv_nsec / 1e9 - start > 6.0 && runs >= 30)
+			break;
+		const char *argv[16];
+		size_t n = 0;
+		bool few_fds = runs % 2 == 1; /* evictions: directories are reopened mid-walk */
+		if (few_fds) {
+			argv[n++] = "sh";
+			argv[n++] = "-c";
+			argv[n++] = "ulimit -n 12 && exec \"$@\"";
+			argv[n++] = "sh";
+		}
+		argv[n++] = HARVEST_BIN;
+		argv[n++] = "walk";
+		for (size_t i = 0; variants[runs % 3][i]; i++)
+			argv[n++] = variants[runs % 3][i];
+		argv[n++] = root;
+		argv[n] = NULL;
+		tu_result r;
+		tu_run(&r, NULL, NULL, (char *const *)argv);
+		if (r.status != 0 && r.status != 1) {
+			fail_msg("walk during swaps: exit %d, stderr: %.500s", r.status, r.err);
+		}
+		warned += r.status == 1;
+		if (memmem(r.out, r.out_len, "outside-secret", 14)) {
+			fail_msg("walk (%s %s%s) listed an entry from outside the root: a directory "
+				 "swapped for a symlink was followed",
+				 variants[runs % 3][0], variants[runs % 3][1],
+				 few_fds ? ", 12 descriptors" : "");
+		}
+		tu_recs rs;
+		tu_recs_parse(&rs, r.out, r.out_len, true, "path", false);
+		tu_recs_free(&rs);
+		tu_result_free(&r);
+	}
+	kill(swapper, SIGKILL);
+	waitpid(swapper, NULL, 0);
+	swapper = -1;
+	/* put sub back where it was if the swapper was killed mid-swap */
+	struct stat st;
+	if (lstat(sub, &st) == 0 && S_ISLNK(st.st_mode))
+		unlink(sub);
+	if (lstat(away, &st) == 0)
+		rename(away, sub);
+	print_message("[   INFO   ] %zu walks during swaps, %zu with a warning\n", runs, warned);
+	free(sub);
+	free(away);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_reference_tree, tu_cleanup),
 		cmocka_unit_test_teardown(test_wide_directory, tu_cleanup),
 		cmocka_unit_test_teardown(test_deep_chain, tu_cleanup),
+		cmocka_unit_test_teardown(test_fd_limit, tu_cleanup),
+		cmocka_unit_test_teardown(test_swap_race, swap_teardown),
+		cmocka_unit_test_teardown(test_chain_100k, tu_cleanup),
 	};
 	const char *filter = getenv("HV_TEST_FILTER"); /* e.g. HV_TEST_FILTER=test_deep_chain */
 	if (filter && *filter)

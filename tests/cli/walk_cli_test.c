@@ -1,7 +1,8 @@
 /* End-to-end tests of `harvest ls` and `harvest walk` (SPEC sections 1, 2, 3, 6): each case
  * builds a fresh tree in a temp directory, runs the built binary and checks its output after
  * decoding the JSON, byte for byte. The big trees (100,000 entries, 20,000 levels) and the
- * comparison with an independent reference listing are in walk_big_cli_test.c. */
+ * comparison with an independent reference listing are in walk_big_cli_test.c.
+ * HV_TEST_FILTER=<test name> runs one case. */
 #include "testutil.h"
 #include "tjson.h"
 
@@ -423,6 +424,33 @@ static void test_follow_ancestor_link(void **state)
 	tu_recs_free(&rs);
 	tu_result_free(&r);
 
+}
+
+/* Two links that lead into each other's directory: under --follow each is entered once
+ * from the other side, and the link back to a directory already on the path (by device and
+ * inode, whatever its name) is listed, not entered. */
+static void test_follow_mutual_links(void **state)
+{
+	(void)state;
+	char *root = tu_tmpdir();
+	tu_mkdir(root, "a");
+	tu_mkdir(root, "b");
+	tu_write(root, "a/fa", "1", 1);
+	tu_write(root, "b/fb", "22", 2);
+	mklink(root, "../b", "a/to-b");
+	mklink(root, "../a", "b/to-a");
+	tu_result r;
+	tu_recs rs;
+	hv_recs(&rs, &r, true, "path", false, "walk", "--follow", root, NULL);
+	assert_order(&rs, "a|a/fa|a/to-b|a/to-b/fb|a/to-b/to-a|"
+			  "b|b/fb|b/to-a|b/to-a/fa|b/to-a/to-b");
+	assert_rec(&rs, "a/to-b/fb", 0, 2);
+	assert_rec(&rs, "a/to-b/to-a", 1, st_size_of(root, "a"));
+	if (r.status != 1 || !strstr(r.err, "a/to-b/to-a") || !strstr(r.err, "b/to-a/to-b"))
+		fail_msg("links back to an ancestor: exit %d (expected 1), stderr: %s", r.status,
+			 r.err);
+	tu_recs_free(&rs);
+	tu_result_free(&r);
 }
 
 /* ---- special files ---- */
@@ -946,6 +974,26 @@ static void test_max_entries(void **state)
 
 }
 
+/* Exactly N entries and --max-entries N: nothing was left out, so nothing to warn about
+ * (exit 1 means the caller did not get all it asked for). */
+static void test_max_entries_exact(void **state)
+{
+	(void)state;
+	char *root = tu_tmpdir();
+	tu_write(root, "a", "", 0);
+	tu_mkdir(root, "d");
+	tu_write(root, "d/b", "", 0);
+	tu_result r;
+	tu_recs rs;
+	hv_recs(&rs, &r, true, "path", false, "walk", "--max-entries", "3", root, NULL);
+	assert_order(&rs, "a|d|d/b");
+	if (r.status != 0 || r.err_len != 0)
+		fail_msg("--max-entries 3 on exactly 3 entries: exit %d (expected 0), stderr: %s",
+			 r.status, r.err);
+	tu_recs_free(&rs);
+	tu_result_free(&r);
+}
+
 static void test_xdev(void **state)
 {
 	(void)state;
@@ -1258,6 +1306,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_dangling_and_loop, tu_cleanup),
 		cmocka_unit_test_teardown(test_symlink_to_dir, tu_cleanup),
 		cmocka_unit_test_teardown(test_follow_ancestor_link, tu_cleanup),
+		cmocka_unit_test_teardown(test_follow_mutual_links, tu_cleanup),
 		cmocka_unit_test_teardown(test_fifo_and_socket, tu_cleanup),
 		cmocka_unit_test_teardown(test_unreadable_dir, tu_cleanup),
 		cmocka_unit_test_teardown(test_missing_and_file_paths, tu_cleanup),
@@ -1267,6 +1316,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_max_depth, tu_cleanup),
 		cmocka_unit_test_teardown(test_exclude_and_no_hidden, tu_cleanup),
 		cmocka_unit_test_teardown(test_max_entries, tu_cleanup),
+		cmocka_unit_test_teardown(test_max_entries_exact, tu_cleanup),
 		cmocka_unit_test_teardown(test_xdev, tu_cleanup),
 		cmocka_unit_test_teardown(test_long, tu_cleanup),
 		cmocka_unit_test_teardown(test_formats, tu_cleanup),

@@ -617,3 +617,65 @@ int tu_cleanup(void **state)
 	}
 	return 0;
 }
+
+int tu_run_sink(const char *cwd, char *const argv[],
+		void (*sink)(void *ctx, const char *data, size_t n), void *ctx, char **err,
+		size_t *err_len)
+{
+	int op[2], ep[2];
+	assert_int_equal(pipe2(op, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(ep, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (cwd && chdir(cwd) != 0)
+			_exit(126);
+		int in = open("/dev/null", O_RDONLY);
+		dup2(in, 0);
+		dup2(op[1], 1);
+		dup2(ep[1], 2);
+		signal(SIGPIPE, SIG_DFL);
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	close(op[1]);
+	close(ep[1]);
+	char *ebuf = NULL;
+	size_t elen = 0, ecap = 0;
+	append(&ebuf, &elen, &ecap, "", 0);
+	static char chunk[1 << 20];
+	int fds[2] = {op[0], ep[0]};
+	while (fds[0] >= 0 || fds[1] >= 0) {
+		struct pollfd p[2] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			fail_msg("poll: %s", strerror(errno));
+		}
+		for (int i = 0; i < 2; i++) {
+			if (fds[i] < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			ssize_t n = read(fds[i], chunk, sizeof(chunk));
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				close(fds[i]);
+				fds[i] = -1;
+			} else if (i == 0) {
+				sink(ctx, chunk, (size_t)n);
+			} else {
+				append(&ebuf, &elen, &ecap, chunk, (size_t)n);
+			}
+		}
+	}
+	int st;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (err)
+		*err = ebuf;
+	else
+		free(ebuf);
+	if (err_len)
+		*err_len = elen;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}

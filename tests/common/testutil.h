@@ -99,6 +99,13 @@ void tu_cleanup_umount(const char *path);
 /* Unmounts and removes what tu_tmpdir() and tu_cleanup_umount() registered. Returns 0. */
 int tu_cleanup(void **state);
 
+
+/* Runs argv like tu_run_to_file(), but hands stdout to sink(ctx, bytes, n) as it arrives
+ * instead of keeping it: for outputs of many gigabytes. stderr is captured in *err. */
+int tu_run_sink(const char *cwd, char *const argv[],
+		void (*sink)(void *ctx, const char *data, size_t n), void *ctx, char **err,
+		size_t *err_len);
+
 #endif
 
 /* ---- Helpers for the mime/collect/run end-to-end tests (tests/cli/{mime,collect,run}_cli_test.c). */
