@@ -165,7 +165,13 @@ static size_t put_utf8(unsigned char *o, unsigned cp)
 static tj_value *parse_string(tj_parser *ps)
 {
 	ps->p++;
-	unsigned char *out = xrealloc(NULL, (size_t)(ps->end - ps->p) + 1), *o = out;
+	/* The decoded string is never longer than its JSON text: size the buffer by the text up
+	 * to the closing quote, not by the rest of the document (which made big arrays
+	 * quadratic). */
+	const unsigned char *q = ps->p;
+	while (q < ps->end && *q != '"')
+		q += *q == '\\' && q + 1 < ps->end ? 2 : 1;
+	unsigned char *out = xrealloc(NULL, (size_t)(q - ps->p) + 1), *o = out;
 	while (ps->p < ps->end && *ps->p != '"') {
 		const unsigned char *p = ps->p;
 		if (*p < 0x20)
