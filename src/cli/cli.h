@@ -145,6 +145,15 @@ void cli_collect_init(cli_collect *cc);
 /* Handles one of the CLI_COLLECT_OPTS; -2 when id is not one of them. */
 int cli_collect_opt(cli_collect *cc, cli_common *c, int id, const char *v);
 void cli_collect_free(cli_collect *cc);
+/* Where the library's warnings and progress go: stderr, through the command's options. */
+typedef struct cli_hooks {
+	const cli_common *c;
+	cli_progress progress;
+} cli_hooks;
+/* Routes cc's warnings and progress through h (which must outlive the collect). */
+void cli_collect_hooks(cli_collect *cc, const cli_common *c, cli_hooks *h);
+/* Clears the progress line, if one was shown. */
+void cli_collect_hooks_end(cli_hooks *h);
 /* Prints a collection's output files and skipped list as members of the open object. */
 void cli_print_collection(hv_json *j, const hv_collection *col, bool with_content);
 /* Prints one OutputFile object. */

@@ -107,7 +107,29 @@ void cli_print_collection(hv_json *j, const hv_collection *col, bool with_conten
 
 static void collect_warning(void *ctx, const char *message)
 {
-	cli_warn(ctx, "%s", message);
+	cli_hooks *x = ctx;
+	cli_progress_end(&x->progress);
+	cli_warn(x->c, "%s", message);
+}
+
+static void collect_progress(void *ctx, uint64_t entries, uint64_t files, uint64_t bytes)
+{
+	cli_hooks *x = ctx;
+	cli_progress_update(&x->progress, entries, files, bytes);
+}
+
+void cli_collect_hooks(cli_collect *cc, const cli_common *c, cli_hooks *x)
+{
+	x->c = c;
+	cli_progress_init(&x->progress, c);
+	cc->opts.on_warning = collect_warning;
+	cc->opts.on_progress = collect_progress;
+	cc->opts.ctx = x;
+}
+
+void cli_collect_hooks_end(cli_hooks *h)
+{
+	cli_progress_end(&h->progress);
 }
 
 /* ---- snapshot ---- */
@@ -154,8 +176,8 @@ int cmd_snapshot(int argc, char **argv)
 		cli_collect_free(&cc);
 		return rc < 0 ? EXIT_DONE : rc;
 	}
-	cc.opts.on_warning = collect_warning;
-	cc.opts.ctx = &c;
+	cli_hooks hooks;
+	cli_collect_hooks(&cc, &c, &hooks);
 	hv_store *st = cli_open_store(&c, 0);
 	if (!st) {
 		free(pos);
@@ -165,6 +187,7 @@ int cmd_snapshot(int argc, char **argv)
 	int64_t id = 0;
 	uint64_t entries = 0;
 	hv_status s = hv_snapshot_take(st, pos[0], &cc.opts, &id, &entries);
+	cli_collect_hooks_end(&hooks);
 	if (s != HV_OK) {
 		cli_error("%s", hv_error_last());
 		rc = s == HV_ENOTDIR ? EXIT_NOTDIR : EXIT_WARN;
@@ -250,8 +273,8 @@ int cmd_collect(int argc, char **argv)
 		cli_collect_free(&k.cc);
 		return rc < 0 ? EXIT_DONE : rc;
 	}
-	k.cc.opts.on_warning = collect_warning;
-	k.cc.opts.ctx = &c;
+	cli_hooks hooks;
+	cli_collect_hooks(&k.cc, &c, &hooks);
 	hv_store *st = NULL;
 	bool need_store = !k.cc.no_history || k.since || !k.cc.opts.no_cache;
 	if (need_store && !(st = cli_open_store(&c, 0))) {
@@ -261,6 +284,7 @@ int cmd_collect(int argc, char **argv)
 	}
 	hv_collection *col = NULL;
 	hv_status s = hv_collect(st, pos[0], &k.cc.opts, &col);
+	cli_collect_hooks_end(&hooks);
 	if (s != HV_OK) {
 		cli_error("%s", hv_error_last());
 		rc = s == HV_ENOTDIR ? EXIT_NOTDIR : s == HV_DONE ? EXIT_USAGE : EXIT_WARN;

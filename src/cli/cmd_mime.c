@@ -157,6 +157,8 @@ int cmd_mime(int argc, char **argv)
 		if (c.format == FMT_JSON)
 			hv_json_array_begin(j);
 	}
+	cli_progress progress;
+	cli_progress_init(&progress, &c);
 	/* In chunks, so output streams and memory stays flat on a large tree. */
 	enum { CHUNK = 4096 };
 	for (size_t base = 0; base < l.n; base += CHUNK) {
@@ -171,7 +173,9 @@ int cmd_mime(int argc, char **argv)
 		}
 		for (size_t i = 0; i < n; i++) {
 			const char *path = l.items[base + i];
+			cli_progress_update(&progress, base + i + 1, base + i + 1, 0);
 			if (!res[i].mime_type) {
+				cli_progress_end(&progress);
 				cli_error("%s", res[i].error ? res[i].error : path);
 				rc = EXIT_WARN;
 				continue;
@@ -195,6 +199,7 @@ int cmd_mime(int argc, char **argv)
 		}
 		hv_mime_results_free(res, n);
 	}
+	cli_progress_end(&progress);
 	if (st && hv_store_close(st) != HV_OK) {
 		cli_error("%s", hv_error_last());
 		rc = EXIT_WARN;

@@ -271,8 +271,12 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 	signal(SIGPIPE, SIG_IGN);
 
 	struct stream_ctx sc = {.j = j, .events = c->format == FMT_JSONL};
+	cli_hooks hooks;
+	cli_collect_hooks(&r->cc, c, &hooks);
+	eo.collect = r->cc.opts;
 	hv_execution ex;
 	hv_status s = hv_execute(st, r->dir ? r->dir : ".", &eo, on_chunk, &sc, &ex);
+	cli_collect_hooks_end(&hooks);
 	int rc;
 	if (s != HV_OK) {
 		cli_error("%s", hv_error_last());

@@ -118,6 +118,8 @@ hv_status hv_snapshot_take(hv_store *st, const char *dir, const hv_collect_opts 
 		if (rc != HV_OK)
 			break;
 		count++;
+		if (opts->on_progress)
+			opts->on_progress(opts->ctx, count, 0, 0);
 	}
 	hv_walk_close(w);
 	free(root);
@@ -573,6 +575,8 @@ hv_status hv_collect(hv_store *st, const char *dir, const hv_collect_opts *opts,
 			rc = HV_OK;
 		if (rc != HV_OK)
 			break;
+		if (opts->on_progress)
+			opts->on_progress(opts->ctx, hv_walk_count(k.w), k.c->n_files, k.total_bytes);
 	}
 	if (rc == HV_DONE)
 		rc = HV_OK;
