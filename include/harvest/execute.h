@@ -20,6 +20,7 @@ typedef struct hv_execute_opts {
 
 typedef struct hv_execution {
 	hv_run_result run;        /* exit code, output, timing */
+	hv_run_end end;           /* the same as the history records it (pointers into run) */
 	hv_collection *files;     /* the produced files; NULL when collecting failed */
 	int64_t run_id;           /* the history run, 0 with no_history */
 	int collect_status;       /* HV_OK, or why collecting or recording failed */

@@ -28,6 +28,8 @@ void hv_json_free(hv_json *j);
 hv_case hv_json_case(const hv_json *j);
 /* The bytes written so far to a buffer writer (not NUL-terminated), and their count. */
 const char *hv_json_buffer(const hv_json *j, size_t *len);
+/* A malloc'd, NUL-terminated copy of what a buffer writer holds (NULL when out of memory). */
+char *hv_json_buffer_strdup(const hv_json *j);
 /* Forgets the buffered bytes of a buffer writer (the structure state is kept). */
 void hv_json_buffer_reset(hv_json *j);
 

@@ -161,24 +161,12 @@ void cli_print_output_file(hv_json *j, const char *path, size_t path_len, const 
 			   size_t name_len, const char *mime, uint64_t size, const char *sha256,
 			   const void *content, size_t content_len, bool with_content);
 
-/* The fields of an ExecutionResult other than output_files and skipped. */
-typedef struct cli_result {
-	bool has_exit_code;
-	int exit_code;
-	const char *stdout_data;
-	size_t stdout_len;
-	bool stdout_truncated;
-	const char *stderr_data;
-	size_t stderr_len;
-	bool stderr_truncated;
-	int64_t run_id;          /* 0: null */
-	bool timed_out;
-	int64_t duration_ms;     /* < 0: null */
-} cli_result;
-/* Opens the ExecutionResult object and writes type, exit_code, stdout and stderr; the caller
- * then writes output_files and skipped, and cli_result_end the rest and the closing brace. */
-void cli_result_begin(hv_json *j, const cli_result *r);
-void cli_result_end(hv_json *j, const cli_result *r);
+/* The ExecutionResult object, from the fields the history keeps of a run (hv_run_end):
+ * cli_result_begin opens it and writes type, exit_code, stdout and stderr; the caller then
+ * writes output_files and skipped; cli_result_end writes run_id (0: null) and the rest and
+ * closes it. */
+void cli_result_begin(hv_json *j, const hv_run_end *r);
+void cli_result_end(hv_json *j, const hv_run_end *r, int64_t run_id);
 
 /* Commands. */
 int cmd_ls(int argc, char **argv);

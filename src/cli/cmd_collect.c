@@ -132,6 +132,19 @@ void cli_collect_hooks_end(cli_hooks *h)
 	cli_progress_end(&h->progress);
 }
 
+/* Parses a command that takes one DIR and prints json or jsonl. */
+static int parse_dir_command(cli_common *c, int argc, char **argv, const cli_opt *opts,
+			     cli_opt_fn fn, void *ctx, const char *usage, char ***pos)
+{
+	int npos = 0;
+	int rc = cli_parse(c, argc, argv, opts, fn, ctx, usage, pos, &npos);
+	if (rc == 0 && npos != 1)
+		rc = cli_usage_error(c, npos == 0 ? "missing DIR" : "one DIR at a time");
+	if (rc == 0)
+		rc = cli_check_format(c, FMT_JSON, "json,jsonl");
+	return rc;
+}
+
 /* ---- snapshot ---- */
 
 static const cli_opt snapshot_opts[] = {
@@ -164,13 +177,8 @@ int cmd_snapshot(int argc, char **argv)
 	cli_collect cc;
 	cli_collect_init(&cc);
 	char **pos = NULL;
-	int npos = 0;
-	int rc = cli_parse(&c, argc, argv, snapshot_opts, snapshot_opt, &cc, snapshot_usage, &pos,
-			   &npos);
-	if (rc == 0 && npos != 1)
-		rc = cli_usage_error(&c, npos == 0 ? "missing DIR" : "one DIR at a time");
-	if (rc == 0)
-		rc = cli_check_format(&c, FMT_JSON, "json,jsonl");
+	int rc = parse_dir_command(&c, argc, argv, snapshot_opts, snapshot_opt, &cc, snapshot_usage,
+				   &pos);
 	if (rc != 0) {
 		free(pos);
 		cli_collect_free(&cc);
@@ -262,12 +270,8 @@ int cmd_collect(int argc, char **argv)
 	struct collect_cli k = {0};
 	cli_collect_init(&k.cc);
 	char **pos = NULL;
-	int npos = 0;
-	int rc = cli_parse(&c, argc, argv, collect_opts, collect_opt, &k, collect_usage, &pos, &npos);
-	if (rc == 0 && npos != 1)
-		rc = cli_usage_error(&c, npos == 0 ? "missing DIR" : "one DIR at a time");
-	if (rc == 0)
-		rc = cli_check_format(&c, FMT_JSON, "json,jsonl");
+	int rc = parse_dir_command(&c, argc, argv, collect_opts, collect_opt, &k, collect_usage,
+				   &pos);
 	if (rc != 0) {
 		free(pos);
 		cli_collect_free(&k.cc);

@@ -233,18 +233,17 @@ static int show_run(cli_common *c, hv_store *st, struct history_cli *h, const ch
 		cli_error("%s", hv_error_last());
 		return EXIT_WARN;
 	}
-	cli_result res = {
+	hv_run_end res = {
 		.has_exit_code = r->has_exit_code,
 		.exit_code = r->exit_code,
+		.timed_out = r->timed_out,
+		.duration_ms = r->duration_ms,
 		.stdout_data = r->stdout_data,
 		.stdout_len = r->stdout_len,
 		.stdout_truncated = r->stdout_truncated,
 		.stderr_data = r->stderr_data,
 		.stderr_len = r->stderr_len,
 		.stderr_truncated = r->stderr_truncated,
-		.run_id = r->run_id,
-		.timed_out = r->timed_out,
-		.duration_ms = r->duration_ms,
 	};
 	cli_result_begin(j, &res);
 	hv_json_key(j, "output_files");
@@ -270,7 +269,7 @@ static int show_run(cli_common *c, hv_store *st, struct history_cli *h, const ch
 	hv_json_key(j, "skipped");
 	hv_json_raw(j, r->skipped_json ? r->skipped_json : "[]",
 		    strlen(r->skipped_json ? r->skipped_json : "[]"));
-	cli_result_end(j, &res);
+	cli_result_end(j, &res, r->run_id);
 	hv_run_iter_free(it);
 	return rc;
 }

@@ -97,7 +97,7 @@ static int run_opt(void *ctx, cli_common *c, int id, const char *v)
 	return rc == -2 ? 0 : rc;
 }
 
-void cli_result_begin(hv_json *j, const cli_result *r)
+void cli_result_begin(hv_json *j, const hv_run_end *r)
 {
 	hv_json_object_begin(j);
 	hv_json_key(j, "type");
@@ -114,11 +114,11 @@ void cli_result_begin(hv_json *j, const cli_result *r)
 	hv_json_string(j, r->stderr_data ? r->stderr_data : "", r->stderr_len);
 }
 
-void cli_result_end(hv_json *j, const cli_result *r)
+void cli_result_end(hv_json *j, const hv_run_end *r, int64_t run_id)
 {
 	hv_json_key(j, "run_id");
-	if (r->run_id > 0)
-		hv_json_int(j, r->run_id);
+	if (run_id > 0)
+		hv_json_int(j, run_id);
 	else
 		hv_json_null(j);
 	hv_json_key(j, "timed_out");
@@ -288,21 +288,7 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 								    : 9));
 		if (ex.collect_status != HV_OK)
 			cli_error("collecting the produced files: %s", hv_error_last());
-		const hv_run_result *rr = &ex.run;
-		cli_result res = {
-			.has_exit_code = true,
-			.exit_code = rr->exit_code,
-			.stdout_data = rr->stdout_data,
-			.stdout_len = rr->stdout_len,
-			.stdout_truncated = rr->stdout_truncated,
-			.stderr_data = rr->stderr_data,
-			.stderr_len = rr->stderr_len,
-			.stderr_truncated = rr->stderr_truncated,
-			.run_id = ex.run_id,
-			.timed_out = rr->timed_out,
-			.duration_ms = (int64_t)rr->duration_ms,
-		};
-		cli_result_begin(j, &res);
+		cli_result_begin(j, &ex.end);
 		if (ex.files) {
 			cli_print_collection(j, ex.files, !eo.collect.no_content);
 			for (size_t i = 0; i < ex.files->n_skipped; i++)
@@ -316,9 +302,9 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 			hv_json_array_begin(j);
 			hv_json_array_end(j);
 		}
-		cli_result_end(j, &res);
+		cli_result_end(j, &ex.end, ex.run_id);
 		hv_json_newline(j);
-		rc = rr->exit_code;
+		rc = ex.run.exit_code;
 	}
 	hv_json_flush(j);
 	hv_json_free(j);

@@ -622,13 +622,7 @@ char *hv_collection_skipped_json(const hv_collection *c, int kase)
 		hv_json_object_end(j);
 	}
 	hv_json_array_end(j);
-	size_t len;
-	const char *text = hv_json_buffer(j, &len);
-	char *out = malloc(len + 1);
-	if (out) {
-		memcpy(out, text, len);
-		out[len] = '\0';
-	}
+	char *out = hv_json_buffer_strdup(j);
 	hv_json_free(j);
 	return out;
 }

@@ -17,13 +17,7 @@ char *hv_argv_json(const char *const *argv)
 	for (size_t i = 0; argv && argv[i]; i++)
 		hv_json_string(j, argv[i], strlen(argv[i]));
 	hv_json_array_end(j);
-	size_t len;
-	const char *text = hv_json_buffer(j, &len);
-	char *out = malloc(len + 1);
-	if (out) {
-		memcpy(out, text, len);
-		out[len] = '\0';
-	}
+	char *out = hv_json_buffer_strdup(j);
 	hv_json_free(j);
 	return out;
 }
@@ -69,34 +63,29 @@ hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 		return rc;
 	}
 	co.since_snapshot = snap;
+	const hv_run_result *r = &out->run;
+	out->end = (hv_run_end){
+		.ended_at_ns = r->ended_at_ns,
+		.has_exit_code = true,
+		.exit_code = r->exit_code,
+		.timed_out = r->timed_out,
+		.duration_ms = (int64_t)r->duration_ms,
+		.stdout_data = r->stdout_data,
+		.stdout_len = r->stdout_len,
+		.stdout_truncated = r->stdout_truncated,
+		.stderr_data = r->stderr_data,
+		.stderr_len = r->stderr_len,
+		.stderr_truncated = r->stderr_truncated,
+	};
 	out->collect_status = hv_collect(st, root, &co, &out->files);
-	if (out->collect_status == HV_OK && out->run_id) {
-		const hv_run_result *r = &out->run;
-		hv_run_end end = {
-			.ended_at_ns = r->ended_at_ns,
-			.has_exit_code = true,
-			.exit_code = r->exit_code,
-			.timed_out = r->timed_out,
-			.duration_ms = (int64_t)r->duration_ms,
-			.stdout_data = r->stdout_data,
-			.stdout_len = r->stdout_len,
-			.stdout_truncated = r->stdout_truncated,
-			.stderr_data = r->stderr_data,
-			.stderr_len = r->stderr_len,
-			.stderr_truncated = r->stderr_truncated,
-		};
+	if (out->collect_status == HV_OK && out->run_id)
 		out->collect_status =
-			hv_collection_record(st, out->files, NULL, &end, &out->run_id);
-	}
+			hv_collection_record(st, out->files, NULL, &out->end, &out->run_id);
 	if (out->collect_status != HV_OK && out->run_id) {
 		/* Keep the error: the history still says how the command ended. */
 		char msg[1024];
 		snprintf(msg, sizeof(msg), "%s", hv_error_last());
-		const hv_run_result *r = &out->run;
-		hv_run_end end = {.ended_at_ns = r->ended_at_ns, .has_exit_code = true,
-				  .exit_code = r->exit_code, .timed_out = r->timed_out,
-				  .duration_ms = (int64_t)r->duration_ms};
-		hv_store_run_finish(st, out->run_id, &end, NULL, 0);
+		hv_store_run_finish(st, out->run_id, &out->end, NULL, 0);
 		hv_error_set(out->collect_status, "%s", msg);
 	}
 	hv_store_snapshot_delete(st, snap);

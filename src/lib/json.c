@@ -605,3 +605,15 @@ void hv_json_base64(hv_json *j, const void *data, size_t len)
 	*o++ = '"';
 	j->len = (size_t)(o - j->buf);
 }
+
+char *hv_json_buffer_strdup(const hv_json *j)
+{
+	size_t len;
+	const char *text = hv_json_buffer(j, &len);
+	char *out = malloc(len + 1);
+	if (out) {
+		memcpy(out, text, len);
+		out[len] = '\0';
+	}
+	return out;
+}
