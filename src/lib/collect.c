@@ -328,9 +328,14 @@ static int raw_type(struct collector *k, const hv_stat *fs, const unsigned char 
 		    int fd, const char *path, const char *sha, char **out)
 {
 	if (!k->o->no_cache && k->st) {
-		int rc = hv_store_mime_lookup(k->st, fs, k->fingerprint, out);
+		char cached_sha[65];
+		int rc = hv_store_mime_lookup_sha(k->st, fs, k->fingerprint, out, cached_sha);
 		if (rc != HV_OK)
 			return rc;
+		/* An answer cached without the digest (by `harvest mime`) gets it now, so a later
+		 * --no-content collect need not open the file. */
+		if (*out && !cached_sha[0])
+			hv_store_mime_put_sha(k->st, fs, k->fingerprint, *out, sha);
 		if (*out)
 			return HV_OK;
 	}
@@ -382,6 +387,9 @@ static int collect_file(struct collector *k, const hv_entry *e, const char *comp
 		int err = errno;
 		if (err == ELOOP)
 			return add_skipped(k, e, "symlink", true, e->lst.size, NULL);
+		if (err == ENXIO || err == ENODEV || err == EOPNOTSUPP)
+			/* swapped for a socket or a device after the walk saw it */
+			return add_skipped(k, e, "not_regular", true, e->lst.size, NULL);
 		char msg[PATH_MAX + 128];
 		snprintf(msg, sizeof(msg), "%s: %s", e->path, strerror(err));
 		return add_skipped(k, e, "error", true, e->lst.size, msg);
@@ -516,6 +524,16 @@ hv_status hv_collect(hv_store *st, const char *dir, const hv_collect_opts *opts,
 	if (opts->since_snapshot > 0) {
 		rc = hv_store_snapshot_open(st, opts->since_snapshot, &sn);
 		if (rc != HV_OK) {
+			hv_collection_free(k.c);
+			return rc;
+		}
+		/* Against a snapshot of another directory, everything would look produced. */
+		size_t sl;
+		const char *sroot = hv_snapshot_root(sn, &sl);
+		if (sl != strlen(root) || memcmp(sroot, root, sl) != 0) {
+			rc = hv_error_set(HV_EUSAGE, "snapshot %lld was taken of %.*s, not of %s",
+					  (long long)opts->since_snapshot, (int)sl, sroot, root);
+			hv_snapshot_close(sn);
 			hv_collection_free(k.c);
 			return rc;
 		}

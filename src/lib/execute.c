@@ -31,6 +31,17 @@ hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 		int err = errno;
 		return hv_error_errno(HV_ENOTDIR, dir, err);
 	}
+	/* Bad options are refused before anything is recorded. */
+	if (!o->run.argv || !o->run.argv[0] || !o->run.argv[0][0]) {
+		free(root);
+		return hv_error_set(HV_EUSAGE, "no command to run");
+	}
+	for (size_t i = 0; i < o->run.n_env; i++) {
+		if (hv_run_check_env(o->run.env[i]) != HV_OK) {
+			free(root);
+			return HV_EUSAGE;
+		}
+	}
 	hv_collect_opts co = o->collect;
 	int64_t snap = 0;
 	int rc = hv_snapshot_take(st, root, &co, &snap, NULL);

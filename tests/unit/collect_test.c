@@ -1,0 +1,1943 @@
+/* The collector at the library level: the swap race through the test hook (FIFO, symlink,
+ * bigger file, vanished, socket, directory, a parent directory swapped for a symlink), the
+ * produced set against a snapshot (create, modify, same-size rewrite, rename, delete, chmod,
+ * type changes, tricky name orders), the racy rule, the --no-content cache hit that opens
+ * nothing, every limit and a 100 GB sparse file, excludes, the database's own files,
+ * hv_collection_record and hv_mime_detect_cached (as nobody on unreadable files). */
+#include "testutil.h"
+
+#include "harvest/collect.h"
+#include "harvest/mime.h"
+#include "harvest/store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- fixture and helpers ------------------------------------------------------------------ */
+
+typedef struct fx {
+	char *dir;  /* the test's temp dir */
+	char *root; /* dir/root: what is collected */
+	char *db;   /* dir/harvest.db: outside the root */
+	hv_store *st;
+} fx;
+
+/* Collections still held by a test: freed by the teardown when an assertion ends the test
+ * early, so a failing test reports its failure and no leak. */
+static hv_collection *g_live[32];
+
+static void track(hv_collection *c)
+{
+	for (size_t i = 0; i < 32; i++)
+		if (!g_live[i]) {
+			g_live[i] = c;
+			return;
+		}
+}
+
+static void cfree(hv_collection *c)
+{
+	for (size_t i = 0; i < 32; i++)
+		if (g_live[i] == c)
+			g_live[i] = NULL;
+	hv_collection_free(c);
+}
+
+static int setup(void **state)
+{
+	fx *f = calloc(1, sizeof(*f));
+	assert_non_null(f);
+	f->dir = tu_mkdtemp();
+	f->root = tu_path(f->dir, "root");
+	assert_int_equal(mkdir(f->root, 0755), 0);
+	f->db = tu_path(f->dir, "harvest.db");
+	if (hv_store_open(&f->st, f->db, 0) != HV_OK)
+		fail_msg("hv_store_open: %s", hv_error_last());
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	fx *f = *state;
+	alarm(0);
+	for (size_t i = 0; i < 32; i++) {
+		hv_collection_free(g_live[i]);
+		g_live[i] = NULL;
+	}
+	hv_store_close(f->st);
+	tu_rmrf(f->dir);
+	free(f->dir);
+	free(f->root);
+	free(f->db);
+	free(f);
+	return 0;
+}
+
+static void wr(const fx *f, const char *rel, const char *text)
+{
+	tu_write(f->root, rel, text, strlen(text));
+}
+
+static void mkd(const fx *f, const char *rel)
+{
+	tu_mkdir(f->root, rel);
+}
+
+static char *rp(const fx *f, const char *rel)
+{
+	return tu_path(f->root, rel);
+}
+
+static void sha_hex(const void *data, size_t len, char out[65])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int n = 0;
+	assert_int_equal(EVP_Digest(data, len, md, &n, EVP_sha256(), NULL), 1);
+	assert_int_equal(n, 32);
+	for (unsigned i = 0; i < n; i++)
+		snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+static const char *sha_of(const char *text)
+{
+	static char buf[4][65];
+	static int k;
+	char *o = buf[k++ % 4];
+	sha_hex(text, strlen(text), o);
+	return o;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void sleep_s(double s)
+{
+	struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+/* Files old enough for the MIME cache (both mtime and ctime more than 2 s in the past). */
+static void age_files(void)
+{
+	sleep_s(2.2);
+}
+
+/* Moves the clock's coarse tick on, so a change made now gets a ctime different from the
+ * snapshot's (file system timestamps come from a clock that ticks every few ms). */
+static void next_tick(void)
+{
+	sleep_s(0.05);
+}
+
+static hv_collection *collect_st(hv_store *st, const char *dir, const hv_collect_opts *o)
+{
+	hv_collection *c = NULL;
+	int rc = hv_collect(st, dir, o, &c);
+	if (rc != HV_OK)
+		fail_msg("hv_collect(%s): %d %s", dir, rc, hv_error_last());
+	assert_non_null(c);
+	track(c);
+	return c;
+}
+
+static hv_collection *collect(const fx *f, const hv_collect_opts *o)
+{
+	return collect_st(f->st, f->root, o);
+}
+
+static int64_t snapshot(const fx *f, const hv_collect_opts *o, uint64_t *entries)
+{
+	int64_t id = 0;
+	int rc = hv_snapshot_take(f->st, f->root, o, &id, entries);
+	if (rc != HV_OK)
+		fail_msg("hv_snapshot_take: %d %s", rc, hv_error_last());
+	assert_true(id > 0);
+	return id;
+}
+
+static const char *describe(const hv_collection *c)
+{
+	static char buf[8192];
+	size_t o = 0;
+	o += (size_t)snprintf(buf + o, sizeof(buf) - o, "files:");
+	for (size_t i = 0; i < c->n_files && o < sizeof(buf) - 300; i++)
+		o += (size_t)snprintf(buf + o, sizeof(buf) - o, " [%s %s %llu]", c->files[i].path,
+				      c->files[i].mime_type, (unsigned long long)c->files[i].size);
+	o += (size_t)snprintf(buf + o, sizeof(buf) - o, "; skipped:");
+	for (size_t i = 0; i < c->n_skipped && o < sizeof(buf) - 300; i++)
+		o += (size_t)snprintf(buf + o, sizeof(buf) - o, " [%s %s%s%s]", c->skipped[i].path,
+				      c->skipped[i].reason, c->skipped[i].error ? " " : "",
+				      c->skipped[i].error ? c->skipped[i].error : "");
+	return buf;
+}
+
+static const hv_output_file *find_file(const hv_collection *c, const char *path)
+{
+	for (size_t i = 0; i < c->n_files; i++)
+		if (c->files[i].path_len == strlen(path) && !memcmp(c->files[i].path, path, strlen(path)))
+			return &c->files[i];
+	return NULL;
+}
+
+static const hv_skipped_file *find_skipped(const hv_collection *c, const char *path)
+{
+	for (size_t i = 0; i < c->n_skipped; i++)
+		if (c->skipped[i].path_len == strlen(path) &&
+		    !memcmp(c->skipped[i].path, path, strlen(path)))
+			return &c->skipped[i];
+	return NULL;
+}
+
+typedef struct skip_want {
+	const char *path;
+	const char *reason;
+} skip_want;
+
+/* Exactly these artifacts (NULL-terminated) and exactly these skipped files ({NULL}-ended),
+ * in any order; every record well formed. */
+static void assert_collection(const hv_collection *c, const char *const *files,
+			      const skip_want *skipped)
+{
+	size_t nf = 0, ns = 0;
+	for (; files && files[nf]; nf++)
+		if (!find_file(c, files[nf]))
+			fail_msg("%s is not an artifact; %s", files[nf], describe(c));
+	for (; skipped && skipped[ns].path; ns++) {
+		const hv_skipped_file *s = find_skipped(c, skipped[ns].path);
+		if (!s)
+			fail_msg("%s is not skipped; %s", skipped[ns].path, describe(c));
+		if (strcmp(s->reason, skipped[ns].reason) != 0)
+			fail_msg("%s skipped as %s, expected %s; %s", skipped[ns].path, s->reason,
+				 skipped[ns].reason, describe(c));
+	}
+	if (c->n_files != nf || c->n_skipped != ns)
+		fail_msg("expected %zu artifacts and %zu skipped; %s", nf, ns, describe(c));
+	for (size_t i = 0; i < c->n_files; i++) {
+		const hv_output_file *o = &c->files[i];
+		assert_int_equal(strlen(o->path), o->path_len);
+		const char *slash = strrchr(o->path, '/');
+		assert_string_equal(o->name, slash ? slash + 1 : o->path);
+		assert_int_equal(strlen(o->name), o->name_len);
+		assert_non_null(o->mime_type);
+		assert_int_equal(strlen(o->sha256), 64);
+	}
+	for (size_t i = 0; i < c->n_skipped; i++) {
+		const hv_skipped_file *s = &c->skipped[i];
+		assert_int_equal(strlen(s->path), s->path_len);
+		if (!strcmp(s->reason, "error"))
+			assert_non_null(s->error);
+	}
+}
+
+/* A file's content, size and digest equal text. */
+static void assert_content(const hv_collection *c, const char *path, const char *text)
+{
+	const hv_output_file *o = find_file(c, path);
+	if (!o)
+		fail_msg("%s is not an artifact; %s", path, describe(c));
+	size_t n = strlen(text);
+	assert_int_equal(o->size, n);
+	assert_int_equal(o->content_len, n);
+	assert_non_null(o->content);
+	assert_memory_equal(o->content, text, n);
+	assert_string_equal(o->sha256, sha_of(text));
+}
+
+static bool bytes_in(const hv_collection *c, const char *needle)
+{
+	for (size_t i = 0; i < c->n_files; i++)
+		if (c->files[i].content &&
+		    memmem(c->files[i].content, c->files[i].content_len, needle, strlen(needle)))
+			return true;
+	char *j = hv_collection_skipped_json(c, 0);
+	assert_non_null(j);
+	bool in = strstr(j, needle) != NULL;
+	free(j);
+	return in;
+}
+
+/* ---- the test hook ------------------------------------------------------------------------ */
+
+enum swap_action {
+	SWAP_NONE,
+	SWAP_FIFO,
+	SWAP_SYMLINK,
+	SWAP_BIGGER,
+	SWAP_VANISH,
+	SWAP_SOCKET,
+	SWAP_DIR,
+	SWAP_PARENT_SYMLINK, /* the file's directory renamed away and replaced by a symlink */
+};
+
+typedef struct hook {
+	const char *root;
+	const char *target; /* the relative path to act on (once) */
+	enum swap_action action;
+	const char *link_to;     /* SWAP_SYMLINK, SWAP_PARENT_SYMLINK */
+	size_t big;              /* SWAP_BIGGER */
+	int sock;                /* SWAP_SOCKET: the bound socket, closed by the test */
+	int calls;
+	char opened[64][256];
+	int failed;              /* errno of a failed swap (asserted after the collect) */
+	bool done;
+} hook;
+
+static void hook_init(hook *h, const fx *f, const char *target, enum swap_action a)
+{
+	memset(h, 0, sizeof(*h));
+	h->root = f->root;
+	h->target = target;
+	h->action = a;
+	h->sock = -1;
+}
+
+static void do_swap(hook *h, const char *path)
+{
+	char p[4096];
+	snprintf(p, sizeof(p), "%s/%s", h->root, path);
+	switch (h->action) {
+	case SWAP_NONE:
+		return;
+	case SWAP_FIFO:
+		if (unlink(p) != 0 || mkfifo(p, 0644) != 0)
+			h->failed = errno;
+		return;
+	case SWAP_SYMLINK:
+		if (unlink(p) != 0 || symlink(h->link_to, p) != 0)
+			h->failed = errno;
+		return;
+	case SWAP_BIGGER: {
+		if (unlink(p) != 0) {
+			h->failed = errno;
+			return;
+		}
+		int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		char *buf = malloc(h->big);
+		if (fd < 0 || !buf) {
+			h->failed = fd < 0 ? errno : ENOMEM;
+			free(buf);
+			if (fd >= 0)
+				close(fd);
+			return;
+		}
+		memset(buf, 'X', h->big);
+		if (write(fd, buf, h->big) != (ssize_t)h->big)
+			h->failed = EIO;
+		free(buf);
+		close(fd);
+		return;
+	}
+	case SWAP_VANISH:
+		if (unlink(p) != 0)
+			h->failed = errno;
+		return;
+	case SWAP_SOCKET: {
+		if (unlink(p) != 0) {
+			h->failed = errno;
+			return;
+		}
+		struct sockaddr_un a = {.sun_family = AF_UNIX};
+		if (strlen(p) >= sizeof(a.sun_path)) {
+			h->failed = ENAMETOOLONG;
+			return;
+		}
+		strcpy(a.sun_path, p);
+		h->sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (h->sock < 0 || bind(h->sock, (struct sockaddr *)&a, sizeof(a)) != 0)
+			h->failed = errno;
+		return;
+	}
+	case SWAP_DIR:
+		if (unlink(p) != 0 || mkdir(p, 0755) != 0)
+			h->failed = errno;
+		return;
+	case SWAP_PARENT_SYMLINK: {
+		char *slash = strrchr(p, '/');
+		*slash = '\0';
+		char moved[4200];
+		snprintf(moved, sizeof(moved), "%s.moved", p);
+		if (rename(p, moved) != 0 || symlink(h->link_to, p) != 0)
+			h->failed = errno;
+		return;
+	}
+	}
+}
+
+static void hook_fn(void *ctx, const char *path)
+{
+	hook *h = ctx;
+	if (h->calls < 64)
+		snprintf(h->opened[h->calls], sizeof(h->opened[0]), "%s", path);
+	h->calls++;
+	if (!h->done && h->target && strcmp(path, h->target) == 0) {
+		h->done = true;
+		do_swap(h, path);
+	}
+}
+
+static void opts_with_hook(hv_collect_opts *o, hook *h)
+{
+	hv_collect_opts_init(o);
+	o->test_before_open = hook_fn;
+	o->ctx = h;
+}
+
+static void assert_swapped(const hook *h)
+{
+	if (!h->done)
+		fail_msg("the hook never saw %s", h->target);
+	if (h->failed)
+		fail_msg("swapping %s failed: %s", h->target, strerror(h->failed));
+}
+
+/* ---- plain collect -------------------------------------------------------------------------- */
+
+static void test_collect_all(void **state)
+{
+	fx *f = *state;
+	wr(f, "a.txt", "hello world\n");
+	mkd(f, "sub");
+	mkd(f, "sub/deeper");
+	wr(f, "sub/notes.md", "# Notes\n\nsome text\n");
+	wr(f, "sub/deeper/data.json", "{\"a\": [1, 2, 3]}\n");
+	wr(f, "empty", "");
+	hv_collect_opts o;
+	hv_collect_opts_init(&o);
+	hv_collection *c = collect(f, &o);
+	const char *files[] = {"a.txt", "sub/notes.md", "sub/deeper/data.json", "empty", NULL};
+	assert_collection(c, files, NULL);
+	assert_false(c->incomplete);
+	assert_int_equal(c->warnings, 0);
+	char *real = realpath(f->root, NULL);
+	assert_string_equal(c->root, real);
+	free(real);
+	assert_content(c, "a.txt", "hello world\n");
+	assert_content(c, "sub/notes.md", "# Notes\n\nsome text\n");
+	assert_content(c, "sub/deeper/data.json", "{\"a\": [1, 2, 3]}\n");
+	assert_string_equal(find_file(c, "a.txt")->mime_type, "text/plain");
+	assert_string_equal(find_file(c, "sub/notes.md")->mime_type, "text/markdown");
+	assert_string_equal(find_file(c, "sub/deeper/data.json")->mime_type, "application/json");
+	assert_string_equal(find_file(c, "sub/deeper/data.json")->name, "data.json");
+	const hv_output_file *e = find_file(c, "empty");
+	assert_int_equal(e->size, 0);
+	assert_string_equal(e->sha256, sha_of(""));
+	assert_string_equal(e->mime_type, "inode/x-empty");
+	/* Walk order: pre-order, names sorted. */
+	assert_string_equal(c->files[0].path, "a.txt");
+	assert_string_equal(c->files[1].path, "empty");
+	assert_string_equal(c->files[2].path, "sub/deeper/data.json");
+	assert_string_equal(c->files[3].path, "sub/notes.md");
+	cfree(c);
+
+	/* Without a store: only with no_cache and no snapshot. */
+	o.no_cache = true;
+	c = collect_st(NULL, f->root, &o);
+	assert_int_equal(c->n_files, 4);
+	cfree(c);
+	o.no_cache = false;
+	c = (hv_collection *)1;
+	assert_int_equal(hv_collect(NULL, f->root, &o, &c), HV_EUSAGE);
+	assert_null(c);
+}
+
+static void test_collect_errors(void **state)
+{
+	fx *f = *state;
+	wr(f, "a.txt", "x");
+	hv_collect_opts o;
+	hv_collect_opts_init(&o);
+	hv_collection *c = (hv_collection *)1;
+	char *missing = rp(f, "missing");
+	assert_int_equal(hv_collect(f->st, missing, &o, &c), HV_ENOTDIR);
+	assert_null(c);
+	int64_t id = 7;
+	assert_int_equal(hv_snapshot_take(f->st, missing, &o, &id, NULL), HV_ENOTDIR);
+	char *file = rp(f, "a.txt");
+	assert_int_equal(hv_collect(f->st, file, &o, &c), HV_ENOTDIR);
+	assert_int_equal(hv_snapshot_take(f->st, file, &o, &id, NULL), HV_ENOTDIR);
+	/* A snapshot that does not exist. */
+	o.since_snapshot = 4242;
+	assert_int_equal(hv_collect(f->st, f->root, &o, &c), HV_DONE);
+	assert_null(c);
+	free(missing);
+	free(file);
+}
+
+/* ---- the swap race ------------------------------------------------------------------------- */
+
+static void three_files(const fx *f)
+{
+	wr(f, "a.txt", "first file\n");
+	wr(f, "b.txt", "second file\n");
+	wr(f, "c.txt", "third file\n");
+}
+
+static void test_swap_fifo(void **state)
+{
+	fx *f = *state;
+	alarm(20); /* a blocking open of the FIFO would hang: fail instead */
+	three_files(f);
+	hook h;
+	hook_init(&h, f, "b.txt", SWAP_FIFO);
+	hv_collect_opts o;
+	opts_with_hook(&o, &h);
+	hv_collection *c = collect(f, &o);
+	assert_swapped(&h);
+	const char *files[] = {"a.txt", "c.txt", NULL};
+	const skip_want sk[] = {{"b.txt", "not_regular"}, {NULL, NULL}};
+	assert_collection(c, files, sk);
+	assert_content(c, "a.txt", "first file\n");
+	assert_content(c, "c.txt", "third file\n");
+	assert_false(c->incomplete); /* a safety skip, not a limit */
+	cfree(c);
+	alarm(0);
+}
+
+static void test_swap_fifo_no_content(void **state)
+{
+	/* The same race with --no-content and no cache: still never read. */
+	fx *f = *state;
+	alarm(20);
+	three_files(f);
+	hook h;
+	hook_init(&h, f, "c.txt", SWAP_FIFO);
+	hv_collect_opts o;
+	opts_with_hook(&o, &h);
+	o.no_content = true;
+	o.no_cache = true;
+	hv_collection *c = collect(f, &o);
+	assert_swapped(&h);
+	const char *files[] = {"a.txt", "b.txt", NULL};
+	const skip_want sk[] = {{"c.txt", "not_regular"}, {NULL, NULL}};
+	assert_collection(c, files, sk);
+	assert_null(find_file(c, "a.txt")->content);
+	cfree(c);
+	alarm(0);
+}
+
+static const char SECRET[] = "TOP-SECRET-7f3a9c1e-do-not-leak";
+
+static char *write_secret(const fx *f)
+{
+	char *s = tu_path(f->dir, "secret.txt");
+	tu_write(f->dir, "secret.txt", SECRET, strlen(SECRET));
+	return s;
+}
+
+static void test_swap_symlink(void **state)
+{
+	fx *f = *state;
+	three_files(f);
+	char *secret = write_secret(f);
+	hook h;
+	hook_init(&h, f, "b.txt", SWAP_SYMLINK);
+	h.link_to = secret;
+	hv_collect_opts o;
+	opts_with_hook(&o, &h);
+	hv_collection *c = collect(f, &o);
+	assert_swapped(&h);
+	const char *files[] = {"a.txt", "c.txt", NULL};
+	const skip_want sk[] = {{"b.txt", "symlink"}, {NULL, NULL}};
+	assert_collection(c, files, sk);
+	assert_false(bytes_in(c, SECRET));
+	cfree(c);
+
+	/* A relative link the same way, and a link that was there from the start. */
+	char *b = rp(f, "b.txt");
+	assert_int_equal(unlink(b), 0);
+	assert_int_equal(symlink("../secret.txt", b), 0);
+	wr(f, "d.txt", "fourth\n");
+	hook_init(&h, f, "d.txt", SWAP_SYMLINK);
+	h.link_to = "../secret.txt";
+	opts_with_hook(&o, &h);
+	c = collect(f, &o);
+	assert_swapped(&h);
+	const char *files2[] = {"a.txt", "c.txt", NULL};
+	const skip_want sk2[] = {{"b.txt", "symlink"}, {"d.txt", "symlink"}, {NULL, NULL}};
+	assert_collection(c, files2, sk2);
+	assert_false(bytes_in(c, SECRET));
+	cfree(c);
+	free(b);
+	free(secret);
+}
+
+static void test_swap_parent_dir_for_symlink(void **state)
+{
+	/* The file's directory is renamed away and a symlink to an outside directory holding a
+	 * file of the same name put in its place, right before the open: the open goes through
+	 * the directory descriptor (or fails), never through the link. */
+	fx *f = *state;
+	wr(f, "a.txt", "top\n");
+	mkd(f, "sub");
+	wr(f, "sub/b.txt", "inside b\n");
+	wr(f, "sub/c.txt", "inside c\n");
+	tu_mkdir(f->dir, "outside");
+	tu_write(f->dir, "outside/b.txt", SECRET, strlen(SECRET));
+	tu_write(f->dir, "outside/c.txt", SECRET, strlen(SECRET));
+	char *outside = tu_path(f->dir, "outside");
+	hook h;
+	hook_init(&h, f, "sub/b.txt", SWAP_PARENT_SYMLINK);
+	h.link_to = outside;
+	hv_collect_opts o;
+	opts_with_hook(&o, &h);
+	hv_collection *c = collect(f, &o);
+	assert_swapped(&h);
+	assert_false(bytes_in(c, SECRET));
+	assert_content(c, "a.txt", "top\n");
+	/* What the walk saw is either read from the renamed directory or skipped. */
+	const hv_output_file *b = find_file(c, "sub/b.txt");
+	if (b)
+		assert_content(c, "sub/b.txt", "inside b\n");
+	else
+		assert_non_null(find_skipped(c, "sub/b.txt"));
+	if (find_file(c, "sub/c.txt"))
+		assert_content(c, "sub/c.txt", "inside c\n");
+	cfree(c);
+	free(outside);
+}
+
+static void test_swap_bigger(void **state)
+{
+	fx *f = *state;
+	three_files(f);
+	hook h;
+	hook_init(&h, f, "b.txt", SWAP_BIGGER);
+	h.big = 5000;
+	hv_collect_opts o;
+	opts_with_hook(&o, &h);
+	o.max_file_bytes = 1000;
+	hv_collection *c = collect(f, &o);
+	assert_swapped(&h);
+	const char *files[] = {"a.txt", "c.txt", NULL};
+	const skip_want sk[] = {{"b.txt", "too_large"}, {NULL, NULL}};
+	assert_collection(c, files, sk);
+	const hv_skipped_file *s = find_skipped(c, "b.txt");
+	assert_true(s->has_size);
+	assert_int_equal(s->size, 5000);
+	assert_true(c->incomplete);
+	assert_false(bytes_in(c, "XXXXXXXX"));
+	cfree(c);
+
+	/* Bigger but within max_file_bytes: read whole, as it is now. */
+	hook_init(&h, f, "c.txt", SWAP_BIGGER);
+	h.big = 800;
+	opts_with_hook(&o, &h);
+	o.max_file_bytes = 1000;
+	c = collect(f, &o);
+	assert_swapped(&h);
+	const hv_output_file *big = find_file(c, "c.txt");
+	assert_non_null(big);
+	assert_int_equal(big->size, 800);
+	assert_int_equal(big->content_len, 800);
+	cfree(c);
+}
+
+static void test_swap_vanish(void **state)
+{
+	fx *f = *state;
+	three_files(f);
+	hook h;
+	hook_init(&h, f, "b.txt", SWAP_VANISH);
+	hv_collect_opts o;
+	opts_with_hook(&o, &h);
+	hv_collection *c = collect(f, &o);
+	assert_swapped(&h);
+	const char *files[] = {"a.txt", "c.txt", NULL};
+	const skip_want sk[] = {{"b.txt", "error"}, {NULL, NULL}};
+	assert_collection(c, files, sk);
+	const hv_skipped_file *s = find_skipped(c, "b.txt");
+	assert_non_null(strstr(s->error, "b.txt"));
+	assert_true(c->incomplete);
+	cfree(c);
+}
+
+static void test_swap_dir(void **state)
+{
+	fx *f = *state;
+	three_files(f);
+	hook h;
+	hook_init(&h, f, "b.txt", SWAP_DIR);
+	hv_collect_opts o;
+	opts_with_hook(&o, &h);
+	hv_collection *c = collect(f, &o);
+	assert_swapped(&h);
+	const char *files[] = {"a.txt", "c.txt", NULL};
+	const skip_want sk[] = {{"b.txt", "not_regular"}, {NULL, NULL}};
+	assert_collection(c, files, sk);
+	cfree(c);
+}
+
+static void test_swap_socket(void **state)
+{
+	/* SPEC: sockets are never opened and are skipped as not_regular (not "error", which
+	 * would mark the collection incomplete). */
+	fx *f = *state;
+	three_files(f);
+	hook h;
+	hook_init(&h, f, "b.txt", SWAP_SOCKET);
+	hv_collect_opts o;
+	opts_with_hook(&o, &h);
+	hv_collection *c = collect(f, &o);
+	if (h.sock >= 0)
+		close(h.sock);
+	assert_swapped(&h);
+	const char *files[] = {"a.txt", "c.txt", NULL};
+	const skip_want sk[] = {{"b.txt", "not_regular"}, {NULL, NULL}};
+	assert_collection(c, files, sk);
+	assert_false(c->incomplete);
+	cfree(c);
+}
+
+/* ---- produced since a snapshot --------------------------------------------------------------- */
+
+static void restore_mtime_rewrite(const fx *f, const char *rel, const char *text)
+{
+	char *p = rp(f, rel);
+	struct stat before;
+	assert_int_equal(lstat(p, &before), 0);
+	assert_int_equal((size_t)before.st_size, strlen(text));
+	wr(f, rel, text);
+	struct timespec times[2] = {before.st_atim, before.st_mtim};
+	assert_int_equal(utimensat(AT_FDCWD, p, times, AT_SYMLINK_NOFOLLOW), 0);
+	struct stat after;
+	assert_int_equal(lstat(p, &after), 0);
+	assert_int_equal(after.st_size, before.st_size);
+	assert_int_equal(after.st_mtim.tv_sec, before.st_mtim.tv_sec);
+	assert_int_equal(after.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
+	assert_int_equal(after.st_ino, before.st_ino);
+	free(p);
+}
+
+static void test_produced_set(void **state)
+{
+	fx *f = *state;
+	wr(f, "keep.txt", "unchanged\n");
+	wr(f, "mod.txt", "hello");
+	wr(f, "same.txt", "aaaa");
+	wr(f, "ren.txt", "to be renamed\n");
+	wr(f, "del.txt", "to be deleted\n");
+	wr(f, "chmod.txt", "only the mode changes\n");
+	wr(f, "t_link", "becomes a symlink\n");
+	wr(f, "t_dir", "becomes a directory\n");
+	wr(f, "t_fifo", "becomes a fifo\n");
+	mkd(f, "sub");
+	wr(f, "sub/keep2.txt", "unchanged too\n");
+	mkd(f, "subren");
+	wr(f, "subren/x.txt", "in a renamed dir\n");
+	char *p = rp(f, "oldlink");
+	assert_int_equal(symlink("keep.txt", p), 0);
+	free(p);
+	p = rp(f, "oldfifo");
+	assert_int_equal(mkfifo(p, 0644), 0);
+	free(p);
+
+	hv_collect_opts o;
+	hv_collect_opts_init(&o);
+	uint64_t entries = 0;
+	int64_t id = snapshot(f, &o, &entries);
+	assert_int_equal(entries, 15);
+
+	/* Nothing changed yet: nothing produced, nothing skipped. */
+	o.since_snapshot = id;
+	hv_collection *c = collect(f, &o);
+	assert_collection(c, NULL, NULL);
+	assert_false(c->incomplete);
+	cfree(c);
+
+	next_tick();
+	wr(f, "mod.txt", "hello world");
+	restore_mtime_rewrite(f, "same.txt", "bbbb");
+	char *a = rp(f, "ren.txt"), *b = rp(f, "renamed.txt");
+	assert_int_equal(rename(a, b), 0);
+	free(a), free(b);
+	a = rp(f, "subren"), b = rp(f, "subren2");
+	assert_int_equal(rename(a, b), 0);
+	free(a), free(b);
+	p = rp(f, "del.txt");
+	assert_int_equal(unlink(p), 0);
+	free(p);
+	p = rp(f, "chmod.txt");
+	assert_int_equal(chmod(p, 0600), 0);
+	free(p);
+	p = rp(f, "t_link");
+	assert_int_equal(unlink(p), 0);
+	assert_int_equal(symlink("keep.txt", p), 0);
+	free(p);
+	p = rp(f, "t_dir");
+	assert_int_equal(unlink(p), 0);
+	free(p);
+	mkd(f, "t_dir");
+	wr(f, "t_dir/inner.txt", "inside the new dir\n");
+	p = rp(f, "t_fifo");
+	assert_int_equal(unlink(p), 0);
+	assert_int_equal(mkfifo(p, 0644), 0);
+	free(p);
+	wr(f, "new.txt", "brand new\n");
+	wr(f, "sub/new.txt", "new in sub\n");
+	p = rp(f, "newlink");
+	assert_int_equal(symlink("/etc/passwd", p), 0);
+	free(p);
+	p = rp(f, "newfifo");
+	assert_int_equal(mkfifo(p, 0644), 0);
+	free(p);
+
+	alarm(20);
+	c = collect(f, &o);
+	alarm(0);
+	const char *files[] = {"mod.txt",   "same.txt",        "renamed.txt", "subren2/x.txt",
+			       "chmod.txt", "t_dir/inner.txt", "new.txt",     "sub/new.txt",
+			       NULL};
+	const skip_want sk[] = {{"t_link", "symlink"},
+				{"t_fifo", "not_regular"},
+				{"newlink", "symlink"},
+				{"newfifo", "not_regular"},
+				{NULL, NULL}};
+	assert_collection(c, files, sk);
+	assert_content(c, "mod.txt", "hello world");
+	assert_content(c, "same.txt", "bbbb");
+	assert_content(c, "renamed.txt", "to be renamed\n");
+	assert_content(c, "chmod.txt", "only the mode changes\n");
+	assert_content(c, "t_dir/inner.txt", "inside the new dir\n");
+	assert_false(c->incomplete);
+	cfree(c);
+
+	/* The same tree without --since: every regular file, every link and FIFO skipped. */
+	o.since_snapshot = 0;
+	alarm(20);
+	c = collect(f, &o);
+	alarm(0);
+	const char *all[] = {"keep.txt",    "mod.txt",   "same.txt",        "renamed.txt",
+			     "subren2/x.txt", "chmod.txt", "t_dir/inner.txt", "new.txt",
+			     "sub/new.txt", "sub/keep2.txt", NULL};
+	const skip_want skall[] = {{"t_link", "symlink"},      {"t_fifo", "not_regular"},
+				   {"newlink", "symlink"},     {"newfifo", "not_regular"},
+				   {"oldlink", "symlink"},     {"oldfifo", "not_regular"},
+				   {NULL, NULL}};
+	assert_collection(c, all, skall);
+	cfree(c);
+}
+
+static void test_produced_merge_order(void **state)
+{
+	/* Names around '/' in byte order ("a" < "a b" < "a!b" < "a-b" < "a.txt" < "a0", and
+	 * "a/x" sorts right after "a"), non-UTF-8 and non-ASCII names: the walk and the
+	 * snapshot must merge in one pass without calling unchanged files produced. */
+	fx *f = *state;
+	mkd(f, "a");
+	wr(f, "a/x", "ax");
+	wr(f, "a/y.txt", "ay");
+	mkd(f, "a/z");
+	wr(f, "a/z/deep", "deep");
+	wr(f, "a b", "space");
+	wr(f, "a!b", "bang");
+	wr(f, "a-b", "dash");
+	wr(f, "a.txt", "dot");
+	wr(f, "a0", "zero");
+	wr(f, "\xff\xfe", "binary name");
+	wr(f, "caf\xc3\xa9", "utf8 name");
+	mkd(f, "b");
+	mkd(f, "b/a");
+	wr(f, "b/a/1", "1");
+	wr(f, "b/a-", "2");
+	wr(f, "Z", "upper");
+	hv_collect_opts o;
+	hv_collect_opts_init(&o);
+	uint64_t entries = 0;
+	o.since_snapshot = snapshot(f, &o, &entries);
+	assert_int_equal(entries, 17);
+	hv_collection *c = collect(f, &o);
+	assert_collection(c, NULL, NULL);
+	cfree(c);
+
+	next_tick();
+	wr(f, "a/new", "n1");
+	wr(f, "a b", "SPACE"); /* same size: ctime differs */
+	wr(f, "b/a/0", "n2");
+	wr(f, "\xff\xfe", "binary name changed");
+	wr(f, "a.txu", "n3");
+	c = collect(f, &o);
+	const char *files[] = {"a/new", "a b", "b/a/0", "\xff\xfe", "a.txu", NULL};
+	assert_collection(c, files, NULL);
+	assert_content(c, "\xff\xfe", "binary name changed");
+	cfree(c);
+}
+
+/* ---- the racy rule ---------------------------------------------------------------------------- */
+
+static void stat_of(const fx *f, const char *rel, hv_stat *s)
+{
+	char *p = rp(f, rel);
+	struct stat sb;
+	assert_int_equal(lstat(p, &sb), 0);
+	free(p);
+	s->dev = (uint64_t)sb.st_dev;
+	s->ino = (uint64_t)sb.st_ino;
+	s->size = (uint64_t)sb.st_size;
+	s->mode = sb.st_mode;
+	s->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+	s->ctime_ns = (int64_t)sb.st_ctim.tv_sec * 1000000000 + sb.st_ctim.tv_nsec;
+}
+
+static void test_racy_rule(void **state)
+{
+	fx *f = *state;
+	wr(f, "old.txt", "old enough");
+	age_files();
+	wr(f, "r.txt", "AAAA");
+	wr(f, "r2.txt", "CCCC");
+	hv_collect_opts o;
+	hv_collect_opts_init(&o);
+	int64_t id = snapshot(f, &o, NULL);
+
+	/* The snapshot holds the digest of the racy files only. */
+	hv_snapshot *sn;
+	assert_int_equal(hv_store_snapshot_open(f->st, id, &sn), HV_OK);
+	hv_snapshot_entry e;
+	assert_int_equal(hv_snapshot_lookup(sn, "old.txt", 7, &e), HV_OK);
+	assert_null(e.sha256);
+	assert_int_equal(hv_snapshot_lookup(sn, "r.txt", 5, &e), HV_OK);
+	assert_non_null(e.sha256);
+	assert_string_equal(e.sha256, sha_of("AAAA"));
+	assert_int_equal(hv_snapshot_lookup(sn, "r2.txt", 6, &e), HV_OK);
+	assert_non_null(e.sha256);
+	assert_string_equal(e.sha256, sha_of("CCCC"));
+	hv_snapshot_close(sn);
+
+	/* Same size, mtime put back: produced. The untouched racy file: not produced (its
+	 * content is compared and found equal). */
+	next_tick();
+	restore_mtime_rewrite(f, "r.txt", "BBBB");
+	o.since_snapshot = id;
+	hv_collection *c = collect(f, &o);
+	const char *files[] = {"r.txt", NULL};
+	assert_collection(c, files, NULL);
+	assert_content(c, "r.txt", "BBBB");
+	cfree(c);
+
+	/* The same-tick case, where not even ctime moved: a snapshot whose entries carry exactly
+	 * the files' current lstat. x.txt's recorded digest is that of other bytes (the content
+	 * was rewritten within the tick): produced, by its hash alone. y.txt's digest matches,
+	 * z.txt has none (it was not racy): not produced. */
+	wr(f, "x.txt", "XXXX");
+	wr(f, "y.txt", "YYYY");
+	wr(f, "z.txt", "ZZZZ");
+	char *root = realpath(f->root, NULL);
+	hv_snapshot_writer *w;
+	assert_int_equal(hv_store_snapshot_begin(f->st, root, &w), HV_OK);
+	const char *names[] = {"old.txt", "r.txt", "r2.txt", "x.txt", "y.txt", "z.txt"};
+	for (size_t i = 0; i < 6; i++) {
+		hv_stat s;
+		stat_of(f, names[i], &s);
+		const char *sha = NULL;
+		if (!strcmp(names[i], "x.txt"))
+			sha = sha_of("xxxx");
+		else if (!strcmp(names[i], "y.txt"))
+			sha = sha_of("YYYY");
+		else if (!strcmp(names[i], "r2.txt"))
+			sha = sha_of("CCCC");
+		assert_int_equal(hv_snapshot_writer_add(w, names[i], strlen(names[i]), &s, sha),
+				 HV_OK);
+	}
+	int64_t id2 = 0;
+	assert_int_equal(hv_snapshot_writer_finish(w, &id2), HV_OK);
+	free(root);
+	o.since_snapshot = id2;
+	c = collect(f, &o);
+	const char *files2[] = {"x.txt", NULL};
+	assert_collection(c, files2, NULL);
+	assert_content(c, "x.txt", "XXXX");
+	cfree(c);
+
+	/* With --no-content too (the racy compare must read the file even then). */
+	o.no_content = true;
+	c = collect(f, &o);
+	assert_collection(c, files2, NULL);
+	assert_string_equal(find_file(c, "x.txt")->sha256, sha_of("XXXX"));
+	assert_null(find_file(c, "x.txt")->content);
+	cfree(c);
+}
+
+/* ---- --no-content answers from the cache ---------------------------------------------------- */
+
+static void test_no_content_cache_hit(void **state)
+{
+	fx *f = *state;
+	static const unsigned char bin[] = {0x00, 0x01, 0x02, 0xfe, 0xff, 0x10, 0x80, 0x00, 0x7f};
+	wr(f, "a.txt", "plain text here\n");
+	tu_write(f->root, "b.bin", bin, sizeof(bin));
+	mkd(f, "d");
+	wr(f, "d/c.md", "# Title\n\nbody\n");
+	age_files();
+
+	hook h;
+	hook_init(&h, f, NULL, SWAP_NONE);
+	hv_collect_opts o;
+	opts_with_hook(&o, &h);
+	hv_collection *first = collect(f, &o);
+	const char *files[] = {"a.txt", "b.bin", "d/c.md", NULL};
+	assert_collection(first, files, NULL);
+	assert_int_equal(h.calls, 3);
+
+	/* Every answer is in the cache with its digest now: nothing is opened. */
+	hook_init(&h, f, NULL, SWAP_NONE);
+	opts_with_hook(&o, &h);
+	o.no_content = true;
+	hv_collection *c = collect(f, &o);
+	assert_collection(c, files, NULL);
+	if (h.calls != 0)
+		fail_msg("%d files opened on a warm --no-content collect (first: %s)", h.calls,
+			 h.opened[0]);
+	for (size_t i = 0; i < first->n_files; i++) {
+		const hv_output_file *a = &first->files[i], *b = find_file(c, a->path);
+		assert_non_null(b);
+		assert_string_equal(b->sha256, a->sha256);
+		assert_string_equal(b->mime_type, a->mime_type);
+		assert_int_equal(b->size, a->size);
+		assert_null(b->content);
+		assert_int_equal(b->content_len, 0);
+	}
+	assert_string_equal(find_file(c, "d/c.md")->mime_type, "text/markdown");
+	cfree(c);
+
+	/* One file changes: exactly that one is opened. */
+	static const unsigned char more[] = {0x01, 0x02, 0x03};
+	char *bp = rp(f, "b.bin");
+	int fd = open(bp, O_WRONLY | O_APPEND | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, more, sizeof(more)), (ssize_t)sizeof(more));
+	close(fd);
+	free(bp);
+	unsigned char both[sizeof(bin) + sizeof(more)];
+	memcpy(both, bin, sizeof(bin));
+	memcpy(both + sizeof(bin), more, sizeof(more));
+	char want[65];
+	sha_hex(both, sizeof(both), want);
+	hook_init(&h, f, NULL, SWAP_NONE);
+	opts_with_hook(&o, &h);
+	o.no_content = true;
+	c = collect(f, &o);
+	assert_collection(c, files, NULL);
+	assert_int_equal(h.calls, 1);
+	assert_string_equal(h.opened[0], "b.bin");
+	assert_string_equal(find_file(c, "b.bin")->sha256, want);
+	assert_int_equal(find_file(c, "b.bin")->size, sizeof(both));
+	assert_string_equal(find_file(c, "a.txt")->sha256, find_file(first, "a.txt")->sha256);
+	cfree(c);
+
+	/* --no-cache: everything is opened again. */
+	hook_init(&h, f, NULL, SWAP_NONE);
+	opts_with_hook(&o, &h);
+	o.no_content = true;
+	o.no_cache = true;
+	c = collect(f, &o);
+	assert_collection(c, files, NULL);
+	assert_int_equal(h.calls, 3);
+	cfree(c);
+	cfree(first);
+}
+
+static void test_no_content_young_files_opened(void **state)
+{
+	/* Files younger than 2 s are never answered from the cache: they are opened. */
+	fx *f = *state;
+	wr(f, "a.txt", "young\n");
+	hook h;
+	hook_init(&h, f, NULL, SWAP_NONE);
+	hv_collect_opts o;
+	opts_with_hook(&o, &h);
+	hv_collection *c = collect(f, &o);
+	cfree(c);
+	hook_init(&h, f, NULL, SWAP_NONE);
+	opts_with_hook(&o, &h);
+	o.no_content = true;
+	c = collect(f, &o);
+	assert_int_equal(h.calls, 1);
+	assert_string_equal(find_file(c, "a.txt")->sha256, sha_of("young\n"));
+	cfree(c);
+}
+
+static void test_no_content_after_mime_cache(void **state)
+{
+	/* The cache was filled by hv_mime_detect_cached (`harvest mime`), which stores no digest.
+	 * A collect with content then reads every file anyway: it must leave the digest in the
+	 * cache, so a later --no-content collect of the unchanged files opens nothing. */
+	fx *f = *state;
+	wr(f, "a.txt", "plain text here\n");
+	wr(f, "b.md", "# Title\n");
+	age_files();
+	char *paths[2] = {rp(f, "a.txt"), rp(f, "b.md")};
+	hv_mime_result *res = NULL;
+	assert_int_equal(hv_mime_detect_cached(f->st, (const char *const *)paths, 2, NULL, &res),
+			 HV_OK);
+	hv_mime_results_free(res, 2);
+	free(paths[0]);
+	free(paths[1]);
+
+	hook h;
+	hook_init(&h, f, NULL, SWAP_NONE);
+	hv_collect_opts o;
+	opts_with_hook(&o, &h);
+	hv_collection *c = collect(f, &o);
+	assert_int_equal(h.calls, 2);
+	assert_content(c, "a.txt", "plain text here\n");
+	cfree(c);
+
+	hook_init(&h, f, NULL, SWAP_NONE);
+	opts_with_hook(&o, &h);
+	o.no_content = true;
+	c = collect(f, &o);
+	const char *files[] = {"a.txt", "b.md", NULL};
+	assert_collection(c, files, NULL);
+	assert_string_equal(find_file(c, "a.txt")->sha256, sha_of("plain text here\n"));
+	if (h.calls != 0)
+		fail_msg("%d unchanged files opened by --no-content after a full collect read them "
+			 "(first: %s): the digest was not cached",
+			 h.calls, h.opened[0]);
+	cfree(c);
+}
+
+/* As nobody, on files root made 0600 (before they aged, so their ctime is old): a --no-content
+ * collect answers from the cache without opening them; without the cache it cannot read them. */
+typedef struct nobody_collect {
+	const char *root;
+	const char *db;
+	char sha_a[65];
+	char sha_b[65];
+} nobody_collect;
+
+static int nobody_collect_cached(void *arg)
+{
+	nobody_collect *x = arg;
+	hv_store *st;
+	if (hv_store_open(&st, x->db, 0) != HV_OK) {
+		fprintf(stderr, "nobody: hv_store_open: %s\n", hv_error_last());
+		return 30;
+	}
+	hv_collect_opts o;
+	hv_collect_opts_init(&o);
+	o.no_content = true;
+	hv_collection *c = NULL;
+	int rc = hv_collect(st, x->root, &o, &c);
+	int ret = 0;
+	if (rc != HV_OK) {
+		fprintf(stderr, "nobody: hv_collect: %s\n", hv_error_last());
+		ret = 31;
+	} else if (c->n_files != 2 || c->n_skipped != 0) {
+		fprintf(stderr, "nobody: %s\n", describe(c));
+		ret = 32;
+	} else if (!find_file(c, "a.txt") || strcmp(find_file(c, "a.txt")->sha256, x->sha_a) ||
+		   !find_file(c, "b.txt") || strcmp(find_file(c, "b.txt")->sha256, x->sha_b)) {
+		ret = 33;
+	}
+	cfree(c);
+	/* Control: without the cache, both files are opened and cannot be read. */
+	o.no_cache = true;
+	c = NULL;
+	if (ret == 0 && hv_collect(st, x->root, &o, &c) == HV_OK) {
+		if (c->n_files != 0 || c->n_skipped != 2 || !c->incomplete)
+			ret = 34;
+		for (size_t i = 0; ret == 0 && i < c->n_skipped; i++)
+			if (strcmp(c->skipped[i].reason, "error") != 0 || !c->skipped[i].error ||
+			    !strstr(c->skipped[i].error, "Permission denied"))
+				ret = 35;
+		if (ret)
+			fprintf(stderr, "nobody (no cache): %s\n", describe(c));
+	} else if (ret == 0) {
+		ret = 36;
+	}
+	cfree(c);
+	hv_store_close(st);
+	return ret;
+}
+
+static void test_no_content_as_nobody(void **state)
+{
+	fx *f = *state;
+	if (geteuid() != 0)
+		skip();
+	wr(f, "a.txt", "secret a\n");
+	wr(f, "b.txt", "secret b\n");
+	char *pa = rp(f, "a.txt"), *pb = rp(f, "b.txt");
+	assert_int_equal(chmod(pa, 0600), 0);
+	assert_int_equal(chmod(pb, 0600), 0);
+	free(pa);
+	free(pb);
+	tu_mkdir(f->dir, "dbdir");
+	char *dbdir = tu_path(f->dir, "dbdir");
+	assert_int_equal(chmod(dbdir, 0777), 0);
+	char *db = tu_path(dbdir, "c.db");
+	age_files();
+	hv_store *st;
+	assert_int_equal(hv_store_open(&st, db, 0), HV_OK);
+	hv_collect_opts o;
+	hv_collect_opts_init(&o);
+	hv_collection *c = collect_st(st, f->root, &o);
+	const char *files[] = {"a.txt", "b.txt", NULL};
+	assert_collection(c, files, NULL);
+	nobody_collect x = {.root = f->root, .db = db};
+	snprintf(x.sha_a, sizeof(x.sha_a), "%s", find_file(c, "a.txt")->sha256);
+	snprintf(x.sha_b, sizeof(x.sha_b), "%s", find_file(c, "b.txt")->sha256);
+	cfree(c);
+	assert_int_equal(hv_store_close(st), HV_OK);
+	assert_int_equal(chmod(db, 0666), 0);
+	assert_int_equal(tu_as_nobody(nobody_collect_cached, &x), 0);
+	free(db);
+	free(dbdir);
+}
+
+/* Unreadable things as nobody: a file is skipped as error (with the reason), a directory
+ * that cannot be opened is a warning; the rest is collected. */
+static void on_warning(void *ctx, const char *msg)
+{
+	int *n = ctx;
+	(*n)++;
+	(void)msg;
+}
+
+static int nobody_collect_unreadable(void *arg)
+{
+	const char *root = arg;
+	hv_collect_opts o;
+	hv_collect_opts_init(&o);
+	o.no_cache = true;
+	int warned = 0;
+	o.on_warning = on_warning;
+	o.ctx = &warned;
+	hv_collection *c = NULL;
+	if (hv_collect(NULL, root, &o, &c) != HV_OK)
+		return 40;
+	int ret = 0;
+	const hv_skipped_file *s = find_skipped(c, "closed.txt");
+	if (c->n_files != 1 || !find_file(c, "open.txt"))
+		ret = 41;
+	else if (c->n_skipped != 1 || !s || strcmp(s->reason, "error") != 0 || !s->error ||
+		 !strstr(s->error, "closed.txt") || !strstr(s->error, "Permission denied"))
+		ret = 42;
+	else if (!c->incomplete)
+		ret = 43;
+	else if (c->warnings != 1 || warned != 1)
+		ret = 44;
+	if (ret)
+		fprintf(stderr, "nobody: warnings %llu/%d; %s\n", (unsigned long long)c->warnings,
+			warned, describe(c));
+	cfree(c);
+	return ret;
+}
+
+static void test_unreadable_as_nobody(void **state)
+{
+	fx *f = *state;
+	if (geteuid() != 0)
+		skip();
+	wr(f, "open.txt", "readable\n");
+	wr(f, "closed.txt", "unreadable\n");
+	mkd(f, "closeddir");
+	wr(f, "closeddir/inside.txt", "hidden by its directory\n");
+	char *p = rp(f, "closed.txt");
+	assert_int_equal(chmod(p, 0600), 0);
+	free(p);
+	p = rp(f, "closeddir");
+	assert_int_equal(chmod(p, 0700), 0);
+	free(p);
+	assert_int_equal(tu_as_nobody(nobody_collect_unreadable, f->root), 0);
+}
+
+/* ---- limits ------------------------------------------------------------------------------------ */
+
+static void fill(const fx *f, const char *rel, size_t n, char ch)
+{
+	char *buf = malloc(n ? n : 1);
+	memset(buf, ch, n);
+	tu_write(f->root, rel, buf, n);
+	free(buf);
+}
+
+static void test_limit_max_file_bytes(void **state)
+{
+	fx *f = *state;
+	fill(f, "big.bin", 200, 'b');
+	fill(f, "exact.bin", 100, 'e');
+	fill(f, "small.bin", 10, 's');
+	hv_collect_opts o;
+	hv_collect_opts_init(&o);
+	o.max_file_bytes = 100;
+	hv_collection *c = collect(f, &o);
+	const char *files[] = {"exact.bin", "small.bin", NULL};
+	const skip_want sk[] = {{"big.bin", "too_large"}, {NULL, NULL}};
+	assert_collection(c, files, sk);
+	assert_true(find_skipped(c, "big.bin")->has_size);
+	assert_int_equal(find_skipped(c, "big.bin")->size, 200);
+	assert_true(c->incomplete);
+	cfree(c);
+
+	/* Under a snapshot too. */
+	o.max_file_bytes = 100;
+	int64_t id = snapshot(f, &o, NULL);
+	next_tick();
+	fill(f, "big2.bin", 150, 'c');
+	o.since_snapshot = id;
+	c = collect(f, &o);
+	const skip_want sk2[] = {{"big2.bin", "too_large"}, {NULL, NULL}};
+	assert_collection(c, NULL, sk2);
+	assert_true(c->incomplete);
+	cfree(c);
+
+	/* Complete: a symlink alone does not make a collection incomplete. */
+	o.since_snapshot = 0;
+	o.max_file_bytes = 1000;
+	char *p = rp(f, "link");
+	assert_int_equal(symlink("small.bin", p), 0);
+	free(p);
+	c = collect(f, &o);
+	const char *all[] = {"big.bin", "exact.bin", "small.bin", "big2.bin", NULL};
+	const skip_want sk3[] = {{"link", "symlink"}, {NULL, NULL}};
+	assert_collection(c, all, sk3);
+	assert_false(c->incomplete);
+	cfree(c);
+}
+
+static void test_limit_max_files(void **state)
+{
+	fx *f = *state;
+	wr(f, "a", "1");
+	wr(f, "b", "2");
+	wr(f, "c", "3");
+	wr(f, "d", "4");
+	hv_collect_opts o;
+	hv_collect_opts_init(&o);
+	o.max_files = 2;
+	hv_collection *c = collect(f, &o);
+	const char *files[] = {"a", "b", NULL};
+	const skip_want sk[] = {{"c", "limit"}, {"d", "limit"}, {NULL, NULL}};
+	assert_collection(c, files, sk);
+	assert_true(c->incomplete);
+	assert_int_equal(find_skipped(c, "c")->size, 1);
+	cfree(c);
+
+	o.max_files = 4;
+	c = collect(f, &o);
+	assert_int_equal(c->n_files, 4);
+	assert_false(c->incomplete);
+	cfree(c);
+}
+
+static void test_limit_max_total_bytes(void **state)
+{
+	fx *f = *state;
+	fill(f, "a", 100, 'a');
+	fill(f, "b", 100, 'b');
+	fill(f, "c", 100, 'c');
+	hv_collect_opts o;
+	hv_collect_opts_init(&o);
+	o.max_total_bytes = 250;
+	hv_collection *c = collect(f, &o);
+	const char *files[] = {"a", "b", NULL};
+	const skip_want sk[] = {{"c", "limit"}, {NULL, NULL}};
+	assert_collection(c, files, sk);
+	assert_true(c->incomplete);
+	assert_int_equal(find_skipped(c, "c")->size, 100);
+	uint64_t total = 0;
+	for (size_t i = 0; i < c->n_files; i++)
+		total += c->files[i].content_len;
+	assert_true(total <= 250);
+	cfree(c);
+
+	o.max_total_bytes = 300;
+	c = collect(f, &o);
+	assert_int_equal(c->n_files, 3);
+	assert_false(c->incomplete);
+	cfree(c);
+}
+
+static void test_sparse_100g(void **state)
+{
+	fx *f = *state;
+	wr(f, "small.txt", "small\n");
+	hv_collect_opts o;
+	hv_collect_opts_init(&o);
+	int64_t id = snapshot(f, &o, NULL);
+	char *p = rp(f, "huge.bin");
+	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	const off_t size = (off_t)100 << 30;
+	if (ftruncate(fd, size) != 0)
+		fail_msg("ftruncate 100 GB: %s", strerror(errno));
+	close(fd);
+	free(p);
+
+	hook h;
+	hook_init(&h, f, NULL, SWAP_NONE);
+	opts_with_hook(&o, &h);
+	double t0 = now_s();
+	hv_collection *c = collect(f, &o);
+	double dt = now_s() - t0;
+	const char *files[] = {"small.txt", NULL};
+	const skip_want sk[] = {{"huge.bin", "too_large"}, {NULL, NULL}};
+	assert_collection(c, files, sk);
+	assert_int_equal(find_skipped(c, "huge.bin")->size, (uint64_t)size);
+	assert_true(c->incomplete);
+	for (int i = 0; i < h.calls && i < 64; i++)
+		assert_string_not_equal(h.opened[i], "huge.bin");
+	if (dt > 5.0)
+		fail_msg("collect with a 100 GB file took %.1f s", dt);
+	cfree(c);
+
+	/* Since the snapshot (taken before it existed), and a snapshot now (it is racy, but
+	 * too large to hash): both fast. */
+	o.since_snapshot = id;
+	t0 = now_s();
+	c = collect(f, &o);
+	assert_collection(c, NULL, sk);
+	cfree(c);
+	o.since_snapshot = 0;
+	(void)snapshot(f, &o, NULL);
+	dt = now_s() - t0;
+	if (dt > 5.0)
+		fail_msg("since-collect + snapshot with a 100 GB file took %.1f s", dt);
+
+	/* No per-file limit: the total limit stops it, still without reading. */
+	hook_init(&h, f, NULL, SWAP_NONE);
+	opts_with_hook(&o, &h);
+	o.max_file_bytes = UINT64_MAX;
+	t0 = now_s();
+	c = collect(f, &o);
+	dt = now_s() - t0;
+	const skip_want sk2[] = {{"huge.bin", "limit"}, {NULL, NULL}};
+	assert_collection(c, files, sk2);
+	for (int i = 0; i < h.calls && i < 64; i++)
+		assert_string_not_equal(h.opened[i], "huge.bin");
+	if (dt > 5.0)
+		fail_msg("collect (no file limit) with a 100 GB file took %.1f s", dt);
+	cfree(c);
+}
+
+/* ---- excludes ---------------------------------------------------------------------------------- */
+
+static void test_excludes(void **state)
+{
+	fx *f = *state;
+	wr(f, "a.txt", "a");
+	wr(f, ".hidden", "h");
+	mkd(f, ".hiddendir");
+	wr(f, ".hiddendir/x.txt", "x");
+	char *p = rp(f, ".hiddendir/fifo");
+	assert_int_equal(mkfifo(p, 0644), 0);
+	free(p);
+	p = rp(f, ".hlink");
+	assert_int_equal(symlink("a.txt", p), 0);
+	free(p);
+	mkd(f, "__pycache__");
+	wr(f, "__pycache__/m.cpython-311.pyc", "pyc");
+	mkd(f, "sub");
+	wr(f, "sub/b.txt", "b");
+	wr(f, "sub/.env", "SECRET=1");
+	mkd(f, "sub/__pycache__");
+	wr(f, "sub/__pycache__/n.pyc", "pyc");
+	wr(f, "run.log", "log");
+	mkd(f, "build");
+	wr(f, "build/out.o", "obj");
+	p = rp(f, "build/link");
+	assert_int_equal(symlink("/etc/passwd", p), 0);
+	free(p);
+
+	alarm(20);
+	hv_collect_opts o;
+	hv_collect_opts_init(&o);
+	hv_collection *c = collect(f, &o);
+	const char *def[] = {"a.txt", "sub/b.txt", "run.log", "build/out.o", NULL};
+	const skip_want defsk[] = {{"build/link", "symlink"}, {NULL, NULL}};
+	assert_collection(c, def, defsk);
+	cfree(c);
+
+	o.include_hidden = true;
+	c = collect(f, &o);
+	const char *all[] = {"a.txt",
+			     ".hidden",
+			     ".hiddendir/x.txt",
+			     "__pycache__/m.cpython-311.pyc",
+			     "sub/b.txt",
+			     "sub/.env",
+			     "sub/__pycache__/n.pyc",
+			     "run.log",
+			     "build/out.o",
+			     NULL};
+	const skip_want allsk[] = {{".hiddendir/fifo", "not_regular"},
+				   {".hlink", "symlink"},
+				   {"build/link", "symlink"},
+				   {NULL, NULL}};
+	assert_collection(c, all, allsk);
+	cfree(c);
+
+	/* Extra excludes: on names, an excluded directory not entered (its link not skipped). */
+	const char *ex[] = {"*.log", "build"};
+	o.include_hidden = false;
+	o.excludes = ex;
+	o.n_excludes = 2;
+	c = collect(f, &o);
+	const char *some[] = {"a.txt", "sub/b.txt", NULL};
+	assert_collection(c, some, NULL);
+	cfree(c);
+
+	o.include_hidden = true;
+	c = collect(f, &o);
+	const char *some2[] = {"a.txt",     ".hidden",  ".hiddendir/x.txt", "__pycache__/m.cpython-311.pyc",
+			       "sub/b.txt", "sub/.env", "sub/__pycache__/n.pyc", NULL};
+	const skip_want some2sk[] = {{".hiddendir/fifo", "not_regular"}, {".hlink", "symlink"},
+				     {NULL, NULL}};
+	assert_collection(c, some2, some2sk);
+	cfree(c);
+
+	/* The snapshot uses the same excludes: a change in an excluded place is not produced. */
+	o.include_hidden = false;
+	o.excludes = NULL;
+	o.n_excludes = 0;
+	int64_t id = snapshot(f, &o, NULL);
+	next_tick();
+	wr(f, ".hidden", "changed");
+	wr(f, "sub/__pycache__/n.pyc", "changed");
+	wr(f, "sub/new.txt", "new");
+	o.since_snapshot = id;
+	c = collect(f, &o);
+	const char *nw[] = {"sub/new.txt", NULL};
+	assert_collection(c, nw, NULL);
+	cfree(c);
+
+	/* Excludes apply below the root, never to the root's own name. */
+	o.since_snapshot = 0;
+	const char *ex_root[] = {"root"};
+	o.excludes = ex_root;
+	o.n_excludes = 1;
+	c = collect(f, &o);
+	assert_non_null(find_file(c, "a.txt"));
+	cfree(c);
+	tu_mkdir(f->dir, ".hiddenroot");
+	char *hroot = tu_path(f->dir, ".hiddenroot");
+	tu_write(hroot, "x.txt", "x", 1);
+	o.excludes = NULL;
+	o.n_excludes = 0;
+	c = collect_st(f->st, hroot, &o);
+	const char *hx[] = {"x.txt", NULL};
+	assert_collection(c, hx, NULL);
+	cfree(c);
+	free(hroot);
+	alarm(0);
+}
+
+/* ---- the database's own files ---------------------------------------------------------------- */
+
+static void test_db_inside_root(void **state)
+{
+	fx *f = *state;
+	wr(f, "a.txt", "artifact\n");
+	mkd(f, "sub");
+	wr(f, "sub/harvest.db-wal", "not ours: another directory\n");
+	wr(f, "harvest.db.bak", "not ours: another name\n");
+	wr(f, "harvest.db-walx", "not ours: another suffix\n");
+	char *db = rp(f, "harvest.db");
+	hv_store *st;
+	assert_int_equal(hv_store_open(&st, db, 0), HV_OK);
+	/* A journal made by hand next to it (SQLite's rollback journal name). */
+	wr(f, "harvest.db-journal", "journal bytes\n");
+	hv_collect_opts o;
+	hv_collect_opts_init(&o);
+	int64_t id = 0;
+	assert_int_equal(hv_snapshot_take(st, f->root, &o, &id, NULL), HV_OK);
+	/* The store is busy: a WAL file exists now. */
+	char *wal = rp(f, "harvest.db-wal");
+	struct stat sb;
+	assert_int_equal(lstat(wal, &sb), 0);
+	free(wal);
+
+	const char *files[] = {"a.txt", "sub/harvest.db-wal", "harvest.db.bak", "harvest.db-walx",
+			       NULL};
+	hv_collection *c = collect_st(st, f->root, &o);
+	assert_collection(c, files, NULL);
+	int64_t run = 0;
+	assert_int_equal(hv_collection_record(st, c, NULL, NULL, &run), HV_OK);
+	cfree(c);
+
+	/* Since the snapshot: the database changed (it recorded a run), yet nothing of it shows. */
+	wr(f, "new.txt", "new\n");
+	o.since_snapshot = id;
+	c = collect_st(st, f->root, &o);
+	const char *nw[] = {"new.txt", NULL};
+	assert_collection(c, nw, NULL);
+	cfree(c);
+
+	/* Through a symlinked path to the root, and a journal made after the store opened. */
+	char *journal = rp(f, "harvest.db-journal");
+	assert_int_equal(unlink(journal), 0);
+	free(journal);
+	char *link = tu_path(f->dir, "rootlink");
+	assert_int_equal(symlink(f->root, link), 0);
+	wr(f, "harvest.db-journal", "journal again\n");
+	o.since_snapshot = 0;
+	c = collect_st(st, link, &o);
+	const char *files2[] = {"a.txt",           "sub/harvest.db-wal", "harvest.db.bak",
+				"harvest.db-walx", "new.txt",            NULL};
+	assert_collection(c, files2, NULL);
+	cfree(c);
+	hv_store_close(st);
+	free(link);
+	free(db);
+}
+
+static void test_db_in_subdir(void **state)
+{
+	/* The database below the root, opened by a path through a symlinked directory. */
+	fx *f = *state;
+	wr(f, "a.txt", "artifact\n");
+	mkd(f, "data");
+	char *link = tu_path(f->dir, "datalink");
+	char *data = rp(f, "data");
+	assert_int_equal(symlink(data, link), 0);
+	char *db = tu_path(link, "h.db");
+	hv_store *st;
+	assert_int_equal(hv_store_open(&st, db, 0), HV_OK);
+	hv_collect_opts o;
+	hv_collect_opts_init(&o);
+	int64_t id = 0;
+	assert_int_equal(hv_snapshot_take(st, f->root, &o, &id, NULL), HV_OK);
+	wr(f, "data/h.db-journal", "journal\n");
+	wr(f, "data/h.db-shm2", "not ours\n");
+	hv_collection *c = collect_st(st, f->root, &o);
+	const char *files[] = {"a.txt", "data/h.db-shm2", NULL};
+	assert_collection(c, files, NULL);
+	cfree(c);
+	hv_store_close(st);
+	free(db);
+	free(data);
+	free(link);
+}
+
+static void test_db_symlinked_file(void **state)
+{
+	/* The database opened by a path that is a symlink to a file inside the root. */
+	fx *f = *state;
+	wr(f, "a.txt", "artifact\n");
+	char *real = rp(f, "real.db");
+	char *link = tu_path(f->dir, "link.db");
+	assert_int_equal(symlink(real, link), 0);
+	/* (Created through its real path: hv_store_open through a dangling link fails with "the
+	 * new database vanished", a store matter outside this test.) */
+	hv_store *st;
+	assert_int_equal(hv_store_open(&st, real, 0), HV_OK);
+	hv_store_close(st);
+	assert_int_equal(hv_store_open(&st, link, 0), HV_OK);
+	hv_collect_opts o;
+	hv_collect_opts_init(&o);
+	int64_t id = 0;
+	assert_int_equal(hv_snapshot_take(st, f->root, &o, &id, NULL), HV_OK);
+	wr(f, "real.db-journal", "journal\n");
+	hv_collection *c = collect_st(st, f->root, &o);
+	const char *files[] = {"a.txt", NULL};
+	assert_collection(c, files, NULL);
+	cfree(c);
+	hv_store_close(st);
+	free(real);
+	free(link);
+}
+
+/* ---- hv_collection_record ------------------------------------------------------------------- */
+
+static int64_t count_rows(const char *db, const char *sql)
+{
+	sqlite3 *h;
+	assert_int_equal(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	sqlite3_stmt *q;
+	assert_int_equal(sqlite3_prepare_v2(h, sql, -1, &q, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+	int64_t n = sqlite3_column_int64(q, 0);
+	sqlite3_finalize(q);
+	sqlite3_close(h);
+	return n;
+}
+
+static void test_record(void **state)
+{
+	fx *f = *state;
+	wr(f, "one.txt", "identical bytes\n");
+	mkd(f, "sub");
+	wr(f, "sub/two.txt", "identical bytes\n");
+	wr(f, "three.md", "# other\n");
+	char *p = rp(f, "link");
+	assert_int_equal(symlink("one.txt", p), 0);
+	free(p);
+	hv_collect_opts o;
+	hv_collect_opts_init(&o);
+	hv_collection *c = collect(f, &o);
+	assert_int_equal(c->n_files, 3);
+	hv_run_start start = {.label = "the label"};
+	int64_t run = 0;
+	assert_int_equal(hv_collection_record(f->st, c, &start, NULL, &run), HV_OK);
+	assert_true(run > 0);
+
+	hv_artifact_filter af = {.run_id = run, .with_content = true};
+	hv_artifact_iter *it;
+	assert_int_equal(hv_store_artifacts(f->st, &af, &it), HV_OK);
+	const hv_artifact_row *r;
+	size_t n = 0;
+	while (hv_artifact_iter_next(it, &r) == HV_OK) {
+		/* In the order recorded: the collection's order. */
+		assert_true(n < c->n_files);
+		const hv_output_file *o2 = &c->files[n++];
+		assert_int_equal(r->run_id, run);
+		assert_int_equal(r->path_len, o2->path_len);
+		assert_memory_equal(r->path, o2->path, o2->path_len);
+		assert_int_equal(r->name_len, o2->name_len);
+		assert_memory_equal(r->name, o2->name, o2->name_len);
+		assert_string_equal(r->mime_type, o2->mime_type);
+		assert_int_equal(r->size, o2->size);
+		assert_string_equal(r->sha256, o2->sha256);
+		assert_true(r->content_stored);
+		assert_int_equal(r->content_len, o2->content_len);
+		assert_memory_equal(r->content, o2->content, o2->content_len);
+	}
+	hv_artifact_iter_free(it);
+	assert_int_equal(n, 3);
+
+	/* One content for the two identical files. */
+	void *data = NULL;
+	size_t len = 0;
+	assert_int_equal(hv_store_content_get(f->st, sha_of("identical bytes\n"), &data, &len),
+			 HV_OK);
+	assert_int_equal(len, strlen("identical bytes\n"));
+	assert_memory_equal(data, "identical bytes\n", len);
+	free(data);
+	assert_int_equal(count_rows(f->db, "SELECT count(*) FROM contents"), 2);
+
+	/* The run: a collect (no command, no exit code), its label, dir, count, skipped. */
+	hv_run_filter rf = {.run_id = run, .with_output = true};
+	hv_run_iter *ri;
+	assert_int_equal(hv_store_runs(f->st, &rf, &ri), HV_OK);
+	const hv_run_row *row;
+	assert_int_equal(hv_run_iter_next(ri, &row), HV_OK);
+	assert_int_equal(row->run_id, run);
+	assert_null(row->command_json);
+	assert_false(row->has_exit_code);
+	assert_true(row->ended);
+	assert_int_equal(row->artifacts, 3);
+	assert_int_equal(row->label_len, strlen("the label"));
+	assert_memory_equal(row->label, "the label", row->label_len);
+	assert_int_equal(row->dir_len, strlen(c->root));
+	assert_memory_equal(row->dir, c->root, row->dir_len);
+	assert_non_null(row->skipped_json);
+	assert_non_null(strstr(row->skipped_json, "\"link\""));
+	assert_non_null(strstr(row->skipped_json, "\"symlink\""));
+	assert_int_equal(hv_run_iter_next(ri, &row), HV_DONE);
+	hv_run_iter_free(ri);
+	cfree(c);
+
+	/* Recorded again with --no-content: metadata only, the same contents table. */
+	wr(f, "four.txt", "only metadata\n");
+	o.no_content = true;
+	c = collect(f, &o);
+	int64_t run2 = 0;
+	assert_int_equal(hv_collection_record(f->st, c, NULL, NULL, &run2), HV_OK);
+	assert_true(run2 > run);
+	af.run_id = run2;
+	assert_int_equal(hv_store_artifacts(f->st, &af, &it), HV_OK);
+	n = 0;
+	while (hv_artifact_iter_next(it, &r) == HV_OK) {
+		n++;
+		assert_false(r->content_stored);
+		assert_null(r->content);
+	}
+	hv_artifact_iter_free(it);
+	assert_int_equal(n, 4);
+	data = NULL;
+	assert_int_equal(hv_store_content_get(f->st, sha_of("only metadata\n"), &data, &len),
+			 HV_DONE);
+	free(data);
+	assert_int_equal(count_rows(f->db, "SELECT count(*) FROM contents"), 2);
+	cfree(c);
+}
+
+/* ---- hv_mime_detect_cached ----------------------------------------------------------------------- */
+
+static const unsigned char PNG[] = {
+	0x89, 'P',  'N',  'G',  0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 'I',  'H',
+	'D',  'R',  0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00,
+	0x00, 0x1f, 0x15, 0xc4, 0x89, 0x00, 0x00, 0x00, 0x0d, 'I',  'D',  'A',  'T',  0x78,
+	0x9c, 0x63, 0x00, 0x01, 0x00, 0x00, 0x05, 0x00, 0x01, 0x0d, 0x0a, 0x2d, 0xb4, 0x00,
+	0x00, 0x00, 0x00, 'I',  'E',  'N',  'D',  0xae, 0x42, 0x60, 0x82,
+};
+
+#define N_MIME 5
+
+typedef struct nobody_ctx {
+	const char *db;
+	const char *const *paths;
+	char want[N_MIME][128];
+} nobody_ctx;
+
+static int nobody_uncached(void *arg)
+{
+	/* Proof that nobody cannot read the files: detection without the cache fails. */
+	nobody_ctx *x = arg;
+	hv_mime_result *res = NULL;
+	int rc = hv_mime_detect_paths(x->paths, N_MIME, NULL, &res);
+	if (rc < 0 || !res)
+		return 10;
+	int unread = 0;
+	for (size_t i = 0; i < N_MIME; i++)
+		if (res[i].status != HV_OK || !res[i].mime_type)
+			unread++;
+	hv_mime_results_free(res, N_MIME);
+	return unread == N_MIME ? 0 : 11;
+}
+
+static int nobody_cached(void *arg)
+{
+	nobody_ctx *x = arg;
+	hv_store *st;
+	if (hv_store_open(&st, x->db, 0) != HV_OK) {
+		fprintf(stderr, "nobody: hv_store_open: %s\n", hv_error_last());
+		return 20;
+	}
+	hv_mime_result *res = NULL;
+	int rc = hv_mime_detect_cached(st, x->paths, N_MIME, NULL, &res);
+	if (rc != HV_OK || !res) {
+		fprintf(stderr, "nobody: hv_mime_detect_cached: %d %s\n", rc, hv_error_last());
+		hv_store_close(st);
+		return 21;
+	}
+	int bad = 0;
+	for (size_t i = 0; i < N_MIME; i++) {
+		if (res[i].status != HV_OK || !res[i].mime_type ||
+		    strcmp(res[i].mime_type, x->want[i]) != 0) {
+			fprintf(stderr, "nobody: %s: got %s (%s), want %s\n", x->paths[i],
+				res[i].mime_type ? res[i].mime_type : "NULL",
+				res[i].error ? res[i].error : "", x->want[i]);
+			bad++;
+		}
+	}
+	hv_mime_results_free(res, N_MIME);
+	hv_store_close(st);
+	return bad ? 22 : 0;
+}
+
+static void test_mime_detect_cached(void **state)
+{
+	fx *f = *state;
+	if (geteuid() != 0)
+		skip();
+	wr(f, "a.txt", "just some text\n");
+	tu_write(f->root, "b.png", PNG, sizeof(PNG));
+	wr(f, "c.md", "# Heading\n\ntext\n");
+	wr(f, "d.json", "{\"k\": \"v\"}\n");
+	static const unsigned char bin[] = {0x00, 0xff, 0x00, 0xfe, 0x01, 0x02};
+	tu_write(f->root, "e.bin", bin, sizeof(bin));
+	const char *rel[N_MIME] = {"a.txt", "b.png", "c.md", "d.json", "e.bin"};
+	char *paths[N_MIME];
+	for (size_t i = 0; i < N_MIME; i++) {
+		paths[i] = rp(f, rel[i]);
+		assert_int_equal(chmod(paths[i], 0600), 0); /* before caching: ctime settles */
+	}
+	/* The database where nobody may use it: its own directory, open to all. */
+	tu_mkdir(f->dir, "dbdir");
+	char *dbdir = tu_path(f->dir, "dbdir");
+	assert_int_equal(chmod(dbdir, 0777), 0);
+	char *db = tu_path(dbdir, "mime.db");
+	age_files();
+
+	hv_store *st;
+	assert_int_equal(hv_store_open(&st, db, 0), HV_OK);
+	hv_mime_result *first = NULL, *second = NULL, *plain = NULL;
+	assert_int_equal(hv_mime_detect_cached(st, (const char *const *)paths, N_MIME, NULL, &first),
+			 HV_OK);
+	assert_int_equal(hv_mime_detect_paths((const char *const *)paths, N_MIME, NULL, &plain),
+			 HV_OK);
+	assert_int_equal(hv_mime_detect_cached(st, (const char *const *)paths, N_MIME, NULL,
+					       &second),
+			 HV_OK);
+	nobody_ctx x = {.db = db, .paths = (const char *const *)paths};
+	for (size_t i = 0; i < N_MIME; i++) {
+		assert_non_null(first[i].mime_type);
+		assert_non_null(second[i].mime_type);
+		assert_string_equal(first[i].mime_type, plain[i].mime_type);
+		assert_string_equal(second[i].mime_type, first[i].mime_type);
+		snprintf(x.want[i], sizeof(x.want[i]), "%s", first[i].mime_type);
+	}
+	assert_string_equal(first[0].mime_type, "text/plain");
+	assert_string_equal(first[1].mime_type, "image/png");
+	assert_string_equal(first[2].mime_type, "text/markdown");
+	assert_string_equal(first[3].mime_type, "application/json");
+	hv_mime_results_free(first, N_MIME);
+	hv_mime_results_free(second, N_MIME);
+	hv_mime_results_free(plain, N_MIME);
+
+	/* Raw answers come from the same cache entries. */
+	hv_mime_opts mo;
+	hv_mime_opts_init(&mo);
+	mo.raw = true;
+	hv_mime_result *raw = NULL;
+	assert_int_equal(hv_mime_detect_cached(st, (const char *const *)paths, N_MIME, &mo, &raw),
+			 HV_OK);
+	assert_string_equal(raw[2].mime_type, "text/plain");
+	assert_string_equal(raw[1].mime_type, "image/png");
+	hv_mime_results_free(raw, N_MIME);
+	assert_int_equal(hv_store_close(st), HV_OK);
+	assert_int_equal(chmod(db, 0666), 0);
+
+	/* As nobody: the files cannot be read, the cache answers all of them. */
+	assert_int_equal(tu_as_nobody(nobody_uncached, &x), 0);
+	assert_int_equal(tu_as_nobody(nobody_cached, &x), 0);
+
+	for (size_t i = 0; i < N_MIME; i++)
+		free(paths[i]);
+	free(db);
+	free(dbdir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_collect_all, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_collect_errors, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_swap_fifo, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_swap_fifo_no_content, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_swap_symlink, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_swap_parent_dir_for_symlink, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_swap_bigger, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_swap_vanish, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_swap_dir, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_swap_socket, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_produced_set, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_produced_merge_order, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_racy_rule, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_no_content_cache_hit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_no_content_young_files_opened, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_no_content_after_mime_cache, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_no_content_as_nobody, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unreadable_as_nobody, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_limit_max_file_bytes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_limit_max_files, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_limit_max_total_bytes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sparse_100g, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_excludes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_db_inside_root, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_db_in_subdir, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_db_symlinked_file, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_record, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_mime_detect_cached, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
