@@ -31,6 +31,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The read-ahead budget: directories queued or read but not yet reached by the consumer,
@@ -254,10 +255,13 @@ static void cache_unpin(hv_walk *w, struct dnode *n)
 	pthread_mutex_unlock(&w->lock);
 }
 
-/* openat that, when the process is out of descriptors, closes cached ones and tries again. */
-static int open_evicting(hv_walk *w, int dirfd, const char *name, int flags)
+/* openat that, when the process is out of descriptors, closes cached ones and tries again.
+ * When every cached descriptor is pinned, a patient caller (the consumer) waits for the
+ * workers to unpin theirs, up to a few seconds; a worker gives up at once (EMFILE) and hands
+ * the job back, so a passing shortage never becomes a lost directory. */
+static int open_evicting(hv_walk *w, int dirfd, const char *name, int flags, bool patient)
 {
-	for (;;) {
+	for (int waited_ms = 0;;) {
 		int fd = openat(dirfd, name, flags);
 		if (fd >= 0 || (errno != EMFILE && errno != ENFILE))
 			return fd;
@@ -268,8 +272,13 @@ static int open_evicting(hv_walk *w, int dirfd, const char *name, int flags)
 			w->fd_cap = w->open_fds;
 		pthread_mutex_unlock(&w->lock);
 		if (closed == 0) {
-			errno = EMFILE;
-			return -1;
+			if (!patient || waited_ms >= 5000) {
+				errno = EMFILE;
+				return -1;
+			}
+			struct timespec ms = {0, 1000000};
+			nanosleep(&ms, NULL);
+			waited_ms++;
 		}
 	}
 }
@@ -282,7 +291,7 @@ static int dir_open_flags(const struct dnode *n)
 
 /* Returns a pinned descriptor of n (call cache_unpin after use), reopening it from the
  * nearest open ancestor when it was evicted, or -1 with errno set. */
-static int node_fd(hv_walk *w, struct dnode *n)
+static int node_fd(hv_walk *w, struct dnode *n, bool patient)
 {
 	pthread_mutex_lock(&w->lock);
 	if (n->fd >= 0) {
@@ -303,6 +312,7 @@ static int node_fd(hv_walk *w, struct dnode *n)
 		a->pins++;
 	pthread_mutex_unlock(&w->lock);
 
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
 	struct dnode **chain = malloc(len * sizeof(*chain));
 	if (!chain) {
 		if (a)
@@ -317,9 +327,11 @@ static int node_fd(hv_walk *w, struct dnode *n)
 	int cur = a ? a->fd : AT_FDCWD;
 	int err = 0;
 	for (i = 0; i < len; i++) {
+		/* The loop above filled chain: the len nodes from n up to a, counted under lock.
+		 * NOLINTNEXTLINE(clang-analyzer-core.uninitialized.Assign) */
 		struct dnode *c = chain[i];
 		int flags = c->parent ? dir_open_flags(c) : O_RDONLY | O_DIRECTORY | O_CLOEXEC;
-		int fd = open_evicting(w, cur, c->name, flags);
+		int fd = open_evicting(w, cur, c->name, flags, patient);
 		if (fd < 0) {
 			err = errno;
 		} else if (c->ino != 0) {
@@ -470,6 +482,7 @@ static void make_children(hv_walk *w, struct dnode *n)
 			count++;
 	if (count == 0)
 		return;
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
 	n->children = malloc(count * sizeof(*n->children));
 	if (!n->children)
 		return; /* the consumer makes each child when it gets there */
@@ -572,27 +585,32 @@ static void stat_entries(hv_walk *w, int dfd, struct listing *l)
 	}
 }
 
-/* Opens, reads, stats and sorts one directory into n->listing. Runs on any thread. */
-static void run_job(hv_walk *w, struct dnode *n, char *dbuf)
+/* Opens, reads, stats and sorts one directory into n->listing. Runs on any thread.
+ * Returns false when a worker (not patient) ran short of descriptors: the job is then
+ * untouched, for the consumer to run itself. */
+static bool run_job(hv_walk *w, struct dnode *n, char *dbuf, bool patient)
 {
 	struct listing *l = &n->listing;
 	int fd;
 	if (n->parent) {
-		int pfd = node_fd(w, n->parent);
-		if (pfd < 0) {
-			l->err = errno;
-			return;
+		int pfd = node_fd(w, n->parent, patient);
+		if (pfd >= 0) {
+			fd = open_evicting(w, pfd, n->name, dir_open_flags(n), patient);
+			int err = errno;
+			cache_unpin(w, n->parent);
+			errno = err;
+		} else {
+			fd = -1;
 		}
-		fd = open_evicting(w, pfd, n->name, dir_open_flags(n));
-		int err = errno;
-		cache_unpin(w, n->parent);
-		errno = err;
 	} else {
-		fd = open_evicting(w, AT_FDCWD, n->name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		fd = open_evicting(w, AT_FDCWD, n->name, O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+				   patient);
 	}
 	if (fd < 0) {
+		if (!patient && (errno == EMFILE || errno == ENFILE))
+			return false;
 		l->err = errno;
-		return;
+		return true;
 	}
 	pthread_mutex_lock(&w->lock);
 	cache_insert(w, n, fd);
@@ -630,6 +648,7 @@ read_done:
 		qsort_r(l->recs, l->n, sizeof(*l->recs), rec_cmp, l->names.data);
 	cache_unpin(w, n);
 	make_children(w, n);
+	return true;
 }
 
 /* ---- the job queue and workers ---- */
@@ -707,6 +726,7 @@ static void enqueue_locked(hv_walk *w, struct dnode *n)
 		return;
 	if (w->queue_len == w->queue_cap) {
 		size_t cap = w->queue_cap ? w->queue_cap * 2 : 256;
+		/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
 		struct dnode **q = realloc(w->queue, cap * sizeof(*q));
 		if (!q)
 			return; /* not read ahead: the consumer will read it itself */
@@ -714,9 +734,11 @@ static void enqueue_locked(hv_walk *w, struct dnode *n)
 		w->queue_cap = cap;
 	}
 	n->state = JOB_QUEUED;
-	n->counted = true;
+	if (!n->counted) {
+		n->counted = true;
+		w->ahead_nodes++;
+	}
 	n->refs++;
-	w->ahead_nodes++;
 	heap_push(w, n);
 	pthread_cond_signal(&w->work_cond);
 }
@@ -745,8 +767,15 @@ static void *worker_main(void *arg)
 		}
 		n->state = JOB_RUNNING;
 		pthread_mutex_unlock(&w->lock);
-		run_job(w, n, dbuf);
+		bool done = run_job(w, n, dbuf, false);
 		pthread_mutex_lock(&w->lock);
+		if (!done) {
+			/* Out of descriptors: give the job back; the consumer will read it. */
+			n->state = JOB_NEW;
+			node_unref_locked(w, n);
+			pthread_cond_broadcast(&w->done_cond);
+			continue;
+		}
 		n->state = JOB_DONE;
 		if (n->counted)
 			w->ahead_entries += n->listing.n;
@@ -767,17 +796,20 @@ static void *worker_main(void *arg)
 static void await_listing(hv_walk *w, struct dnode *n)
 {
 	pthread_mutex_lock(&w->lock);
-	if (n->state == JOB_NEW || n->state == JOB_QUEUED) {
+	while (n->state != JOB_DONE) {
+		if (n->state == JOB_RUNNING) {
+			/* A worker has it; it finishes it or hands it back (JOB_NEW). */
+			pthread_cond_wait(&w->done_cond, &w->lock);
+			continue;
+		}
 		n->state = JOB_RUNNING;
 		pthread_mutex_unlock(&w->lock);
-		run_job(w, n, w->dents_buf);
+		run_job(w, n, w->dents_buf, true);
 		pthread_mutex_lock(&w->lock);
 		n->state = JOB_DONE;
 		if (n->counted)
 			w->ahead_entries += n->listing.n;
 	}
-	while (n->state != JOB_DONE)
-		pthread_cond_wait(&w->done_cond, &w->lock);
 	if (n->counted) {
 		n->counted = false;
 		w->ahead_nodes--;
@@ -809,6 +841,7 @@ static int push_frame(hv_walk *w, struct dnode *n, size_t base_len, int depth)
 
 /* Releases a node the consumer will never reach (w->lock held), with its own unconsumed
  * children, iteratively. */
+/* NOLINTNEXTLINE(misc-no-recursion): only read-ahead nodes recurse, at most AHEAD_MAX_NODES */
 static void abandon_locked(hv_walk *w, struct dnode *n)
 {
 	n->abandoned = true;
@@ -823,6 +856,7 @@ static void abandon_locked(hv_walk *w, struct dnode *n)
 	node_unref_locked(w, n);
 }
 
+/* NOLINTNEXTLINE(misc-no-recursion): see abandon_locked */
 static void abandon_children_locked(hv_walk *w, struct dnode *n)
 {
 	for (size_t i = n->next_child; i < n->n_children; i++)
@@ -1014,6 +1048,8 @@ hv_status hv_walk_open(hv_walk **out, const char *root, const hv_walk_opts *opts
 		return hv_error_set(HV_ENOMEM, "out of memory");
 	}
 	for (size_t i = 0; i < o.n_excludes; i++)
+		/* excludes is not NULL when n_excludes is not 0 (checked above).
+		 * NOLINTNEXTLINE(clang-analyzer-core.NullDereference) */
 		if (!w->excludes[i]) {
 			hv_walk_close(w);
 			return hv_error_set(HV_ENOMEM, "out of memory");
@@ -1080,10 +1116,10 @@ int hv_walk_openat(hv_walk *w, int flags)
 		errno = EINVAL;
 		return -1;
 	}
-	int dfd = node_fd(w, p);
+	int dfd = node_fd(w, p, true);
 	if (dfd < 0)
 		return -1;
-	int fd = open_evicting(w, dfd, w->entry.name, flags | O_NOFOLLOW | O_CLOEXEC);
+	int fd = open_evicting(w, dfd, w->entry.name, flags | O_NOFOLLOW | O_CLOEXEC, true);
 	int err = errno;
 	cache_unpin(w, p);
 	errno = err;
