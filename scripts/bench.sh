@@ -21,7 +21,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-HV_SECTIONS=(walk)
+HV_SECTIONS=(walk mime collect run history)
 HV_ROUNDS=5
 HV_WALK_ENTRIES=200000
 HARVEST=
@@ -267,6 +267,411 @@ bench_walk() {
 	hv_target "sorted time ÷ find" "$(ratio "${HV_MEDIAN[hv_name]}")" 0.85
 	hv_target "peak RSS, --sort none (MiB)" "$mib_none" 31.99
 	hv_target "peak RSS, sorted (MiB)" "$mib_name" 31.99
+}
+
+# ---- helpers shared by the sections below ----
+
+# A / B with 3 decimals (the ratios of the targets), and seconds as milliseconds.
+hv_div() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (b > 0) ? a / b : 0 }'; }
+hv_ms() { awk -v s="$1" 'BEGIN { printf "%.1f", s * 1000 }'; }
+# The load average, for a section's header: on a 2-core machine, other work halves the gain
+# of harvest's threads (compare the CPU seconds, which load hardly changes).
+hv_load() { echo "  load average now: $(cut -d' ' -f1-3 /proc/loadavg)"; }
+
+# The length of the JSON array at the top of $1, or of its key $2 (python3: no jq needed).
+hv_json_len() {
+	python3 -c 'import json, sys
+d = json.load(open(sys.argv[1], "rb"))
+print(len(d[sys.argv[2]] if len(sys.argv) > 2 else d))' "$@"
+}
+
+# $HV_TMP/collect-tree: a deterministic directory of $1 files (default 10000) in ~150 nested
+# directories (up to 5 levels), about 85 MB of real bytes: text, markdown, python, CSV, JSON,
+# valid PNGs, random binaries, some without an extension; 80% under 4 KiB, 18% 4-32 KiB, 2%
+# 32-256 KiB. Generated once for all sections, then left to age 2.1 s so that the MIME cache
+# takes its answers (it refuses files younger than 2 s). Sets HV_COLLECT_TREE and _FILES.
+hv_collect_corpus() {
+	HV_COLLECT_TREE=$HV_TMP/collect-tree
+	HV_COLLECT_FILES=${1:-10000}
+	if [ -d "$HV_COLLECT_TREE" ]; then
+		echo "  corpus: the $HV_COLLECT_FILES files of the collect section ($HV_COLLECT_TREE)"
+		return 0
+	fi
+	local t0=$EPOCHREALTIME info
+	info=$(python3 - "$HV_COLLECT_TREE" "$HV_COLLECT_FILES" <<'PY'
+import json, os, random, struct, sys, zlib
+root, target = sys.argv[1], int(sys.argv[2])
+rng = random.Random(20240602)
+words = ("alpha beta gamma delta epsilon result value model train loss accuracy data frame "
+         "plot figure sample mean error config output input batch epoch seed token").split()
+def size():
+    r = rng.random()
+    if r < 0.80: return rng.randint(0, 4096)
+    if r < 0.98: return rng.randint(4096, 32768)
+    return rng.randint(32768, 262144)
+def text(n):
+    out, tot = [], 0
+    while tot < n:
+        line = " ".join(rng.choice(words) for _ in range(rng.randint(3, 14))) + "\n"
+        out.append(line); tot += len(line)
+    return "".join(out)[:n].encode()
+def csv(n):
+    out, tot, i = ["id,name,value,score\n"], 20, 0
+    while tot < n:
+        line = "%d,%s,%d,%.4f\n" % (i, rng.choice(words), rng.randint(0, 10**6), rng.random())
+        out.append(line); tot += len(line); i += 1
+    return "".join(out).encode()
+def js(n):
+    items, tot = [], 2
+    while tot < n:
+        it = {"id": len(items), "name": rng.choice(words), "value": rng.random()}
+        items.append(it); tot += len(json.dumps(it)) + 2
+    return json.dumps({"items": items}, indent=1).encode()
+def png(n):
+    def chunk(t, d): return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+    raw = b"".join(b"\0" + rng.randbytes(48) for _ in range(16))
+    body = chunk(b"IHDR", struct.pack(">IIBBBBB", 16, 16, 8, 2, 0, 0, 0)) + chunk(b"IDAT", zlib.compress(raw))
+    if n > len(body) + 40: body += chunk(b"tEXt", b"c\0" + rng.randbytes(n - len(body) - 40))
+    return b"\x89PNG\r\n\x1a\n" + body + chunk(b"IEND", b"")
+def binary(n): return rng.randbytes(n)
+kinds = [(".txt", text), (".md", text), (".py", text), ("", text), (".csv", csv), (".json", js),
+         (".png", png), (".bin", binary), ("", binary), (".dat", binary)]
+os.mkdir(root)
+dirs, files, total = [root], 0, 0
+while files < target:
+    if rng.random() < 0.02 or len(dirs) == 1:
+        parent = rng.choice(dirs)
+        if parent.count("/") - root.count("/") < 5:
+            d = os.path.join(parent, "d%d_%s" % (len(dirs), rng.choice(words)))
+            os.mkdir(d); dirs.append(d)
+    ext, fn = rng.choice(kinds)
+    data = fn(size())
+    with open(os.path.join(rng.choice(dirs), "f%d_%s%s" % (files, rng.choice(words), ext)), "wb") as f:
+        f.write(data)
+    files += 1; total += len(data)
+print(files, len(dirs) - 1, total)
+PY
+)
+	sleep 2.1
+	read -r HV_COLLECT_FILES HV_COLLECT_DIRS HV_COLLECT_BYTES <<<"$info"
+	printf '  corpus: %d files in %d directories, %.1f MB, generated in %.1f s (then 2.1 s to age)\n' \
+		"$HV_COLLECT_FILES" "$HV_COLLECT_DIRS" "$(awk -v b="$HV_COLLECT_BYTES" 'BEGIN { print b / 1e6 }')" \
+		"$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { print b - a - 2.1 }')"
+}
+
+# ---- section: mime ----
+
+# shellcheck disable=SC2034 # the HV_CMD_* arrays are read by hv_time_rounds
+bench_mime() {
+	local all=$HV_TMP/mime-all list=$HV_TMP/mime-list db=$HV_TMP/mime.db want=4000 n
+	local -a files
+	echo
+	echo "== mime: harvest mime vs file --mime-type on real files of this machine"
+	hv_load
+	# Regular files (no symlinks) of /usr/share, /usr/lib, /usr/bin up to 8 MiB, more than a
+	# minute old (so the cache takes them). The sample is the $want paths of least CRC-32, in
+	# bytewise order: chosen by a hash of each path, not by position, so that a package
+	# installed or removed meanwhile changes only its own files' part of it.
+	find /usr/share /usr/lib /usr/bin -type f -size -8193k -readable -mmin +1 -cmin +1 \
+		-print0 2>/dev/null | LC_ALL=C sort -z | tr '\n\0' '\1\n' | grep -v $'\1' >"$all" || true
+	n=$(wc -l <"$all")
+	[ "$n" -ge 3000 ] || die "mime: only $n files under /usr/share, /usr/lib, /usr/bin"
+	python3 - "$all" "$want" >"$list" <<'PY'
+import sys, zlib
+paths = open(sys.argv[1], "rb").read().splitlines()
+want = int(sys.argv[2])
+sample = sorted(sorted(paths, key=lambda p: (zlib.crc32(p), p))[:want])
+sys.stdout.buffer.write(b"".join(p + b"\n" for p in sample))
+PY
+	mapfile -t files <"$list"
+	[ "${#files[@]}" -ge 3000 ] || die "mime: a sample of only ${#files[@]} files"
+	# Every path is an argument of one harvest process: it must fit in ARG_MAX with room to spare.
+	local argbytes max
+	argbytes=$(awk '{ s += length($0) + 1 + 8 } END { print s }' "$list")
+	max=$(getconf ARG_MAX)
+	[ "$argbytes" -lt $((max / 2)) ] || die "mime: the list ($argbytes bytes) does not fit ARG_MAX ($max)"
+	printf '  corpus: %d of the %d regular files <= 8 MiB under /usr/share /usr/lib /usr/bin (%.1f MB); one\n' \
+		"${#files[@]}" "$n" "$(du -cb "${files[@]}" | tail -1 | awk '{ print $1 / 1e6 }')"
+	printf '  harvest process with every path as an argument (%d KiB of ARG_MAX %d KiB)\n' \
+		$((argbytes / 1024)) $((max / 1024))
+
+	# Fill the cache, and check it took every answer.
+	"$HARVEST" mime --quiet --db "$db" --format jsonl "${files[@]}" >"$HV_OUTDIR/mime-warm" ||
+		die "mime: harvest mime failed"
+	local cached
+	cached=$(sqlite3 "$db" 'SELECT count(*) FROM mime_cache' 2>/dev/null || echo '?')
+	"$HARVEST" mime --quiet --no-cache --db "$db" --format jsonl "${files[@]}" >"$HV_OUTDIR/mime-cold" ||
+		die "mime: harvest mime --no-cache failed"
+	cmp -s "$HV_OUTDIR/mime-warm" "$HV_OUTDIR/mime-cold" ||
+		echo "  WARNING: the cached answers differ from the uncached ones"
+	"$HARVEST" mime --quiet --raw --no-cache --db "$db" --format text "${files[@]}" >"$HV_OUTDIR/mime-raw" ||
+		die "mime: harvest mime --raw failed"
+	sed -i 's/.*: //' "$HV_OUTDIR/mime-raw"
+	file --mime-type -b -f "$list" >"$HV_OUTDIR/mime-file"
+	printf '  answers: %s of %d cached; mime --raw equals file(1) on %d of %d\n' "$cached" "${#files[@]}" \
+		"$(paste -d '\t' "$HV_OUTDIR/mime-raw" "$HV_OUTDIR/mime-file" | awk -F '\t' '$1 == $2' | wc -l)" "${#files[@]}"
+
+	HV_CMD_file=(file --mime-type -b -f "$list")
+	HV_CMD_cold=("$HARVEST" mime --no-cache --format jsonl --db "$db" "${files[@]}")
+	HV_CMD_warm=("$HARVEST" mime --format jsonl --db "$db" "${files[@]}")
+	hv_time_rounds file cold warm
+
+	local f=${HV_MEDIAN[file]} c=${HV_MEDIAN[cold]} w=${HV_MEDIAN[warm]}
+	hv_row "command" "median s" "÷ file" "CPU s"
+	hv_row "file --mime-type -b -f LIST" "$f" "1.000" "${HV_CPU[file]}"
+	hv_row "harvest mime --no-cache (cold)" "$c" "$(hv_div "$c" "$f")" "${HV_CPU[cold]}"
+	hv_row "harvest mime, all cached (warm)" "$w" "$(hv_div "$w" "$f")" "${HV_CPU[warm]}"
+	echo "  targets ($(nproc) CPUs; the cold target is for 2):"
+	hv_target "cold ÷ file" "$(hv_div "$c" "$f")" 0.6
+	hv_target "warm ÷ cold" "$(hv_div "$w" "$c")" 0.05
+}
+
+# ---- section: collect ----
+
+# shellcheck disable=SC2034
+bench_collect() {
+	local db=$HV_TMP/collect.db fresh=$HV_TMP/collect-fresh.db
+	echo
+	echo "== collect: harvest collect of a 10,000-file directory, MIME cache cold and warm"
+	hv_load
+	hv_collect_corpus 10000
+	local tree=$HV_COLLECT_TREE
+	local -a opts=(collect --no-history --max-files 20000 --max-total-bytes 1GiB)
+
+	# Fill the cache (one --no-content run reads every file: MIME and SHA-256), then check it.
+	"$HARVEST" "${opts[@]}" --quiet --no-content --db "$db" "$tree" >"$HV_OUT" || die "collect: failed"
+	local got
+	got=$(hv_json_len "$HV_OUT" output_files)
+	[ "$got" -eq "$HV_COLLECT_FILES" ] || die "collect: $got output files, not $HV_COLLECT_FILES"
+	printf '  answers cached after one run: %s of %d\n' \
+		"$(sqlite3 "$db" 'SELECT count(*) FROM mime_cache' 2>/dev/null || echo '?')" "$HV_COLLECT_FILES"
+
+	HV_CMD_c_cold=("$HARVEST" "${opts[@]}" --no-cache --db "$db" "$tree")
+	HV_CMD_c_warm=("$HARVEST" "${opts[@]}" --db "$db" "$tree")
+	HV_CMD_n_cold=("$HARVEST" "${opts[@]}" --no-content --no-cache --db "$db" "$tree")
+	# shellcheck disable=SC2016 # expanded by that sh
+	HV_CMD_n_fresh=(sh -c 'rm -f "$1" "$1-wal" "$1-shm"; shift; exec "$@"' sh "$fresh"
+		"$HARVEST" "${opts[@]}" --no-content --db "$fresh" "$tree")
+	HV_CMD_n_warm=("$HARVEST" "${opts[@]}" --no-content --db "$db" "$tree")
+	hv_time_rounds c_cold c_warm n_cold n_fresh n_warm
+
+	hv_row "harvest collect --no-history ..." "median s" "÷ cold" "CPU s"
+	local k
+	for k in c_cold c_warm n_cold n_fresh n_warm; do
+		local label base=${HV_MEDIAN[c_cold]}
+		case $k in
+		c_cold) label="content (base64), --no-cache" ;;
+		c_warm) label="content (base64), cache filled" ;;
+		n_cold) label="--no-content --no-cache" ; base=${HV_MEDIAN[n_cold]} ;;
+		n_fresh) label="--no-content, fresh db (fills it)" ; base=${HV_MEDIAN[n_cold]} ;;
+		n_warm) label="--no-content, cache filled" ; base=${HV_MEDIAN[n_cold]} ;;
+		esac
+		hv_row "$label" "${HV_MEDIAN[$k]}" "$(hv_div "${HV_MEDIAN[$k]}" "$base")" "${HV_CPU[$k]}"
+	done
+	"${HV_CMD_c_warm[@]}" >"$HV_OUT" || die "collect: failed"
+	got=$(hv_json_len "$HV_OUT" output_files)
+	[ "$got" -eq "$HV_COLLECT_FILES" ] || die "collect: $got output files with content"
+	printf '  (with content, %.1f MB of JSON: every byte is read, hashed and base64-encoded whether\n' \
+		"$(stat -c %s "$HV_OUT" | awk '{ print $1 / 1e6 }')"
+	echo "  the MIME answer is cached or not, so the 1/20 target is for --no-content only)"
+	echo "  targets:"
+	hv_target "--no-content: warm ÷ cold" "$(hv_div "${HV_MEDIAN[n_warm]}" "${HV_MEDIAN[n_cold]}")" 0.05
+}
+
+# ---- section: run ----
+
+# shellcheck disable=SC2034
+bench_run() {
+	local empty=$HV_TMP/run-empty db=$HV_TMP/run.db true_bin
+	local HV_ROUNDS=$((HV_ROUNDS > 20 ? HV_ROUNDS : 20)) # median of (at least) 20
+	echo
+	echo "== run: overhead of harvest run, and chunk latency"
+	hv_load
+	mkdir -p "$empty"
+	true_bin=$(type -P true) || die "run: no true(1) binary"
+	HV_CMD_true=("$true_bin")
+	HV_CMD_run=("$HARVEST" run --no-history --db "$db" --dir "$empty" -- true)
+	HV_CMD_collect=("$HARVEST" collect --no-history --db "$db" "$empty")
+	HV_CMD_version=("$HARVEST" --version)
+	# The same run with its database beside the outputs (on tmpfs): what the disk syncs cost.
+	HV_CMD_run_shm=("$HARVEST" run --no-history --db "$HV_OUTDIR/run.db" --dir "$empty" -- true)
+	hv_time_rounds true run collect version run_shm
+	local over coll
+	over=$(awk -v a="${HV_MEDIAN[run]}" -v b="${HV_MEDIAN[true]}" 'BEGIN { printf "%.2f", (a - b) * 1000 }')
+	coll=$(awk -v a="${HV_MEDIAN[collect]}" 'BEGIN { printf "%.2f", a * 1000 }')
+	echo "  median of $HV_ROUNDS interleaved rounds (EMPTY: an empty directory; --db in the temp dir)"
+	hv_row "command" "median ms" "CPU ms"
+	hv_row "$true_bin" "$(hv_ms "${HV_MEDIAN[true]}")" "$(hv_ms "${HV_CPU[true]}")"
+	hv_row "harvest run --no-history --dir EMPTY -- true" "$(hv_ms "${HV_MEDIAN[run]}")" "$(hv_ms "${HV_CPU[run]}")"
+	hv_row "  the same, --db on $(stat -f -c %T "$HV_OUTDIR")" "$(hv_ms "${HV_MEDIAN[run_shm]}")" "$(hv_ms "${HV_CPU[run_shm]}")"
+	hv_row "harvest collect --no-history EMPTY" "$coll" "$(hv_ms "${HV_CPU[collect]}")"
+	hv_row "harvest --version (process start)" "$(hv_ms "${HV_MEDIAN[version]}")" "$(hv_ms "${HV_CPU[version]}")"
+	hv_row "overhead: run − true" "$over" ""
+
+	# Chunk latency: the child writes its CLOCK_MONOTONIC time and sleeps; the reader takes its
+	# own time as soon as it has read that chunk's line from harvest's stdout. One warm-up.
+	local lat
+	lat=$(python3 - "$HARVEST" "$db" "$empty" "$HV_ROUNDS" <<'PY'
+import json, os, statistics, subprocess, sys, time
+harvest, db, d, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+child = [sys.executable, "-S", "-c",
+         "import os, time\nos.write(1, b'T%d\\n' % time.monotonic_ns())\ntime.sleep(0.05)\n"]
+lat = []
+for i in range(n + 1):
+    p = subprocess.Popen([harvest, "run", "--no-history", "--db", db, "--dir", d, "--"] + child,
+                         stdout=subprocess.PIPE)
+    line = p.stdout.readline()
+    t1 = time.monotonic_ns()
+    ev = json.loads(line)
+    if ev.get("type") != "stream_chunk" or ev.get("stream_type") != "stdout":
+        sys.exit("chunk latency: first line is not a stdout chunk: %r" % line)
+    t0 = int(ev["data"].strip()[1:])
+    p.stdout.read()
+    if p.wait() != 0:
+        sys.exit("chunk latency: harvest run exited with %d" % p.returncode)
+    if i:
+        lat.append((t1 - t0) / 1e6)
+print("%.2f %.2f %.2f" % (statistics.median(lat), min(lat), max(lat)))
+PY
+) || die "run: chunk latency measurement failed"
+	local lat_med lat_min lat_max
+	read -r lat_med lat_min lat_max <<<"$lat"
+	hv_row "chunk latency, child write → harvest stdout" "$lat_med" "" "min $lat_min, max $lat_max"
+	echo "  targets:"
+	hv_target "overhead − collect of EMPTY (ms)" "$(awk -v o="$over" -v c="$coll" 'BEGIN { printf "%.2f", o - c }')" 5
+	hv_target "chunk latency, median (ms)" "$lat_med" 9.99
+}
+
+# ---- section: history ----
+
+# Bulk-inserts $2 synthetic artifacts into the harvest database $1, in $3 runs, in one
+# transaction with the sqlite3 CLI: ~10% image/png (plus 0.05% image/webp), text, CSV, JSON,
+# binaries; runs an hour apart, the newest an hour before the real ones that follow.
+hv_bulk_artifacts() {
+	local db=$1 n=$2 runs=$3 col
+	for col in run_id path name mime_type size sha256 recorded_at_ns content_stored; do
+		[ "$(sqlite3 "$db" "SELECT count(*) FROM pragma_table_info('artifacts') WHERE name = '$col'")" = 1 ] ||
+			die "history: the artifacts table has no column $col (schema: sqlite3 $db .schema)"
+	done
+	local per=$(((n + runs - 1) / runs))
+	sqlite3 "$db" <<SQL
+PRAGMA cache_size = -262144;
+BEGIN IMMEDIATE;
+CREATE TEMP TABLE p(base INTEGER, now INTEGER);
+INSERT INTO p SELECT (SELECT coalesce(max(id), 0) FROM runs),
+	CAST((julianday('now') - 2440587.5) * 86400 AS INTEGER) * 1000000000 - 3600000000000;
+WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < $runs)
+INSERT INTO runs(id, label, command, dir, started_at_ns, ended_at_ns, exit_code, timed_out,
+		 duration_ms, skipped)
+SELECT base + i, CAST('bulk' AS BLOB), '["python3","job.py"]', CAST('/sandbox/job' || i AS BLOB),
+	now - ($runs - i) * 3600000000000, now - ($runs - i) * 3600000000000 + 2000000000, 0, 0,
+	2000, '[]' FROM r, p;
+WITH RECURSIVE a(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM a WHERE i < $n - 1),
+	b AS (SELECT i, CASE WHEN i % 100 < 10 THEN 0 WHEN i % 2000 = 11 THEN 1 WHEN i % 100 < 40 THEN 2
+		WHEN i % 100 < 60 THEN 3 WHEN i % 100 < 80 THEN 4 ELSE 5 END AS k FROM a),
+	c AS (SELECT i, CASE k WHEN 0 THEN 'image/png' WHEN 1 THEN 'image/webp' WHEN 2 THEN 'text/plain'
+		WHEN 3 THEN 'text/csv' WHEN 4 THEN 'application/json' ELSE 'application/octet-stream' END
+		AS mime, CASE k WHEN 0 THEN '.png' WHEN 1 THEN '.webp' WHEN 2 THEN '.txt' WHEN 3 THEN '.csv'
+		WHEN 4 THEN '.json' ELSE '.bin' END AS ext FROM b)
+INSERT INTO artifacts(run_id, path, name, mime_type, size, sha256, recorded_at_ns, content_stored)
+SELECT base + 1 + i / $per, CAST('out/d' || (i % 37) || '/file' || i || ext AS BLOB),
+	CAST('file' || i || ext AS BLOB), mime, (i * 7919) % 100000, lower(hex(randomblob(32))),
+	now - ($runs - 1 - i / $per) * 3600000000000 + 2000000000, 0
+FROM p, c;
+COMMIT;
+SQL
+}
+
+# shellcheck disable=SC2034
+bench_history() {
+	local db=$HV_TMP/history.db big=$HV_TMP/history-1m.db
+	echo
+	echo "== history: recording 10,000 artifacts, and queries over 1,000,000"
+	hv_load
+	hv_collect_corpus 10000
+	local tree=$HV_COLLECT_TREE
+	local -a base=(collect --max-files 20000 --max-total-bytes 1GiB --label bench)
+	local -a opts=("${base[@]}" --db "$db")
+	# Fill the MIME cache first: the difference below is the recording alone. A copy of the
+	# database as it is then (cache only) is the start of each "first recording" round.
+	"$HARVEST" "${opts[@]}" --quiet --no-history --no-content "$tree" >"$HV_OUT" || die "history: collect failed"
+	sqlite3 "$db" "VACUUM INTO '$HV_TMP/history-cache-only.db'"
+	HV_CMD_rec=("$HARVEST" "${opts[@]}" --no-content "$tree")
+	HV_CMD_norec=("$HARVEST" "${opts[@]}" --no-content --no-history "$tree")
+	HV_CMD_rec_c=("$HARVEST" "${opts[@]}" "$tree")
+	HV_CMD_norec_c=("$HARVEST" "${opts[@]}" --no-history "$tree")
+	# shellcheck disable=SC2016 # expanded by that sh
+	HV_CMD_rec_first=(sh -c 'cp "$1" "$2" && rm -f "$2-wal" "$2-shm" && shift 2 && exec "$@"' sh
+		"$HV_TMP/history-cache-only.db" "$HV_TMP/history-rec.db"
+		"$HARVEST" "${base[@]}" --db "$HV_TMP/history-rec.db" "$tree")
+	hv_time_rounds rec norec rec_c norec_c rec_first
+	local recorded
+	recorded=$("$HARVEST" history runs --db "$db" --limit 1 --format jsonl | python3 -c \
+		'import json, sys; print(json.loads(sys.stdin.readline())["artifacts"])')
+	[ "$recorded" -eq "$HV_COLLECT_FILES" ] || die "history: the last run recorded $recorded artifacts"
+	local rec rec_c
+	rec=$(awk -v a="${HV_MEDIAN[rec]}" -v b="${HV_MEDIAN[norec]}" 'BEGIN { printf "%.3f", a - b }')
+	rec_c=$(awk -v a="${HV_MEDIAN[rec_c]}" -v b="${HV_MEDIAN[norec_c]}" 'BEGIN { printf "%.3f", a - b }')
+	hv_row "harvest collect (cache filled) ..." "median s" "" "CPU s"
+	hv_row "--no-content (records 10,000 artifacts)" "${HV_MEDIAN[rec]}" "" "${HV_CPU[rec]}"
+	hv_row "--no-content --no-history" "${HV_MEDIAN[norec]}" "" "${HV_CPU[norec]}"
+	hv_row "  recording, --no-content (difference)" "$rec" ""
+	hv_row "with content (records, contents deduplicated)" "${HV_MEDIAN[rec_c]}" "" "${HV_CPU[rec_c]}"
+	hv_row "with content, --no-history" "${HV_MEDIAN[norec_c]}" "" "${HV_CPU[norec_c]}"
+	hv_row "  recording, with content (difference)" "$rec_c" ""
+	hv_row "with content, into the cache-only db" "${HV_MEDIAN[rec_first]}" "" "${HV_CPU[rec_first]}"
+	hv_row "  first recording, storing $((HV_COLLECT_BYTES / 1000000)) MB (difference)" \
+		"$(awk -v a="${HV_MEDIAN[rec_first]}" -v b="${HV_MEDIAN[norec_c]}" 'BEGIN { printf "%.3f", a - b }')" ""
+
+	# A million artifacts: one real collect creates the database, 1000 older runs are
+	# bulk-inserted, then 3 real collects of the corpus are the newest runs.
+	local t0=$EPOCHREALTIME i have
+	mkdir -p "$HV_TMP/history-first"
+	printf 'x\n' >"$HV_TMP/history-first/a.txt"
+	"$HARVEST" collect --quiet --db "$big" --no-content --label first "$HV_TMP/history-first" >/dev/null ||
+		die "history: collect failed"
+	have=$(sqlite3 "$big" 'SELECT count(*) FROM artifacts')
+	hv_bulk_artifacts "$big" $((1000000 - have - 3 * HV_COLLECT_FILES)) 1000
+	for i in 1 2 3; do
+		"$HARVEST" "${base[@]}" --quiet --db "$big" --no-content "$tree" >/dev/null ||
+			die "history: collect failed"
+	done
+	local total images webp
+	read -r total images webp < <(sqlite3 -separator ' ' "$big" "SELECT count(*),
+		sum(mime_type GLOB 'image/*'), sum(mime_type = 'image/webp') FROM artifacts")
+	printf '  database: %d artifacts (%d image/*, %d image/webp) in %d runs, %.0f MB, built in %.1f s\n' \
+		"$total" "$images" "$webp" "$(sqlite3 "$big" 'SELECT count(*) FROM runs')" \
+		"$(du -cb "$big"* | tail -1 | awk '{ print $1 / 1e6 }')" \
+		"$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { print b - a }')"
+	HV_CMD_q100=("$HARVEST" history artifacts --db "$big" --mime 'image/*' --limit 100)
+	HV_CMD_qwebp=("$HARVEST" history artifacts --db "$big" --mime 'image/webp')
+	HV_CMD_qall=("$HARVEST" history artifacts --db "$big" --mime 'image/*')
+	hv_time_rounds q100 qwebp qall
+	local q_lim=${HV_MEDIAN[q100]} q_lim_cpu=${HV_CPU[q100]}
+	local got
+	"${HV_CMD_q100[@]}" >"$HV_OUT"
+	got=$(hv_json_len "$HV_OUT")
+	[ "$got" -eq 100 ] || die "history: --limit 100 gave $got artifacts"
+	"${HV_CMD_qwebp[@]}" >"$HV_OUT"
+	got=$(hv_json_len "$HV_OUT")
+	[ "$got" -eq "$webp" ] || die "history: --mime image/webp gave $got artifacts, not $webp"
+	hv_row "harvest history artifacts ..." "median ms" "rows" "CPU ms"
+	hv_row "--mime 'image/*' --limit 100" "$(hv_ms "$q_lim")" 100 "$(hv_ms "$q_lim_cpu")"
+	hv_row "--mime 'image/webp' (no limit)" "$(hv_ms "${HV_MEDIAN[qwebp]}")" "$webp" "$(hv_ms "${HV_CPU[qwebp]}")"
+	hv_row "--mime 'image/*' (no limit)" "$(hv_ms "${HV_MEDIAN[qall]}")" "$images" "$(hv_ms "${HV_CPU[qall]}")"
+	# The same query when the images are not spread over the history but all old: a project
+	# that made its plots early on (the images of the newest three quarters become text).
+	local old_images
+	old_images=$(sqlite3 "$big" "UPDATE artifacts SET mime_type = 'text/plain' WHERE id > (SELECT
+		max(id) / 4 FROM artifacts) AND mime_type GLOB 'image/*';
+		SELECT count(*) FROM artifacts WHERE mime_type GLOB 'image/*'")
+	hv_time_rounds q100
+	hv_row "  the same, images only in the oldest quarter" "$(hv_ms "${HV_MEDIAN[q100]}")" "100" \
+		"$(hv_ms "${HV_CPU[q100]}")"
+	echo "  (there, $old_images image/* artifacts, none in the newest 750,000; no target of its own)"
+	echo "  targets:"
+	hv_target "recording 10,000 artifacts, --no-content (s)" "$rec" 0.999
+	hv_target "--mime 'image/*' --limit 100 over 1M (ms)" "$(hv_ms "$q_lim")" 49.9
 }
 
 # ---- main ----

@@ -1,7 +1,9 @@
 # Sourced by setup.sh and test.sh: installs the Debian 12 packages harvest builds, tests and
 # benchmarks with, when any is missing. Needs root (or sudo) the first time only.
+# clang-tidy and cppcheck: scripts/lint.sh (run by scripts/test.sh); valgrind: scripts/test.sh
+# --valgrind; lcov (with gcc's gcov): scripts/coverage.sh.
 HV_PACKAGES="cmake make gcc pkg-config libmagic-dev libmagic-mgc file libsqlite3-dev sqlite3
-libcmocka-dev libssl-dev shared-mime-info bfs time python3"
+libcmocka-dev libssl-dev shared-mime-info bfs time python3 clang-tidy cppcheck valgrind lcov"
 
 hv_install_deps() {
 	local missing=()

@@ -26,6 +26,7 @@ case $seconds in
 	;;
 esac
 
+# shellcheck source=scripts/deps.sh
 . scripts/deps.sh
 HV_PACKAGES="$HV_PACKAGES clang libclang-rt-14-dev"
 hv_install_deps
@@ -43,6 +44,10 @@ done
 }
 
 build=${FUZZ_BUILD:-build-fuzz}
+case $build in
+/*) ;;
+*) build=$root/$build ;;
+esac
 mkdir -p "$build/obj" "$build/bin" "$build/corpus" "$build/artifacts" "$build/logs"
 
 # -max_len per target: what its inputs need to reach every branch, and no more (libFuzzer's
@@ -67,6 +72,7 @@ timeout_for() {
 	esac
 }
 
+# shellcheck disable=SC2054 # the commas are clang's, inside one option
 cflags=(-std=c11 -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined
 	-fno-sanitize-recover=all -Iinclude -Isrc/lib -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64
 	-DHARVEST_VERSION='"fuzz"' -Wall -Wno-unused-parameter)
@@ -105,6 +111,23 @@ done
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
+# The report of a finding in log $1: the check or sanitizer message, the top of its stack, and
+# where the input was written.
+report() {
+	awk 'done { if (/Test unit written/) print; next }
+		/check failed|runtime error|^==[0-9]+==ERROR|^Running: / {print; n=14; next}
+		/^SUMMARY/ {print; done=1; next}
+		/^NOTE: libFuzzer|Combine libFuzzer with/ {next}
+		/^ *#[0-9]+ / && /libFuzzer|fuzzer::|__sanitizer|__ubsan|__asan|libc|_start|raise|abort/ {next}
+		n > 0 {print; n--}' "$1" | head -n 40 >&2
+}
+
+# The targets' scratch trees and databases (fuzz_produced, fuzz_store), gone after the run even
+# when a target crashed.
+scratch=$(mktemp -d /dev/shm/harvest-fuzz.XXXXXX 2>/dev/null || mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+export HV_FUZZ_TMPDIR=$scratch
+
 failed=()
 for t in "${targets[@]}"; do
 	bin=$build/bin/fuzz_$t
@@ -118,20 +141,23 @@ for t in "${targets[@]}"; do
 	common=(-max_len="$(max_len "$t")" -timeout="$(timeout_for "$t")" -rss_limit_mb=2048
 		-artifact_prefix="$artifacts/")
 
-	# The regressions: every input that once found a bug must pass.
-	regs=()
+	# The regressions, one at a time so that every failing one is reported: each input that
+	# once found a bug must pass.
+	reg_failed=0
 	if [ -d "tests/fuzz/regressions/$t" ]; then
 		for f in tests/fuzz/regressions/"$t"/*; do
-			[ -f "$f" ] && regs+=("$f")
+			[ -f "$f" ] || continue
+			rlog=$build/logs/$t.regression-$(basename "$f").log
+			if ! "$bin" "${common[@]}" "$f" >"$rlog" 2>&1; then
+				echo "fuzz: $t: FINDING: regression $f fails (log: $rlog)" >&2
+				report "$rlog"
+				reg_failed=1
+			fi
 		done
 	fi
-	if [ ${#regs[@]} -gt 0 ]; then
-		if ! "$bin" "${common[@]}" "${regs[@]}" >"$log" 2>&1; then
-			echo "fuzz: $t: a regression input fails again:" >&2
-			tail -n 40 "$log" >&2
-			failed+=("$t")
-			continue
-		fi
+	if [ "$reg_failed" = 1 ]; then
+		failed+=("$t")
+		continue
 	fi
 
 	# shellcheck disable=SC2086 # FUZZ_ARGS is a list of options
@@ -144,11 +170,9 @@ for t in "${targets[@]}"; do
 			"$seconds" "${rate:-?}" "$units"
 	else
 		echo "fuzz: $t: FINDING (log: $log)" >&2
-		# The report: from the first sanitizer or check line to the end.
-		awk '/^==[0-9]+==|runtime error|check failed|^SUMMARY|Test unit written|ERROR: libFuzzer/ {p=1} p' \
-			"$log" | head -n 80 >&2
+		report "$log"
 		crash=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -n 1)
-		[ -n "$crash" ] && echo "fuzz: $t: reproduce with: $root/$bin $root/$crash" >&2
+		[ -n "$crash" ] && echo "fuzz: $t: reproduce with: $bin $crash" >&2
 		failed+=("$t")
 	fi
 done

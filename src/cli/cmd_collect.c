@@ -118,13 +118,13 @@ static void collect_progress(void *ctx, uint64_t entries, uint64_t files, uint64
 	cli_progress_update(&x->progress, entries, files, bytes);
 }
 
-void cli_collect_hooks(cli_collect *cc, const cli_common *c, cli_hooks *x)
+void cli_collect_hooks(cli_collect *cc, const cli_common *c, cli_hooks *h)
 {
-	x->c = c;
-	cli_progress_init(&x->progress, c);
+	h->c = c;
+	cli_progress_init(&h->progress, c);
 	cc->opts.on_warning = collect_warning;
 	cc->opts.on_progress = collect_progress;
-	cc->opts.ctx = x;
+	cc->opts.ctx = h;
 }
 
 void cli_collect_hooks_end(cli_hooks *h)
@@ -291,7 +291,7 @@ int cmd_collect(int argc, char **argv)
 	cli_collect_hooks_end(&hooks);
 	if (s != HV_OK) {
 		cli_error("%s", hv_error_last());
-		rc = s == HV_ENOTDIR ? EXIT_NOTDIR : s == HV_DONE ? EXIT_USAGE : EXIT_WARN;
+		rc = s == HV_ENOTDIR ? EXIT_NOTDIR : s == HV_DONE || s == HV_EUSAGE ? EXIT_USAGE : EXIT_WARN;
 	} else {
 		int64_t run_id = 0;
 		if (!k.cc.no_history) {

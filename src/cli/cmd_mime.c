@@ -211,6 +211,9 @@ int cmd_mime(int argc, char **argv)
 		}
 		if (cli_json_finish(j) != EXIT_DONE)
 			rc = EXIT_WARN;
+	} else if (fflush(stdout) != 0 || ferror(stdout)) {
+		cli_error("standard output: write error");
+		rc = EXIT_WARN;
 	}
 out:
 	for (size_t i = 0; i < l.n; i++)

@@ -598,6 +598,7 @@ void hv_json_base64(hv_json *j, const void *data, size_t len)
 			v |= (uint32_t)s[whole + 1] << 8;
 		o[0] = base64_alphabet[v >> 18];
 		o[1] = base64_alphabet[v >> 12 & 63];
+		/* NOLINTNEXTLINE(bugprone-narrowing-conversions): '=' is an int constant in C */
 		o[2] = len % 3 == 2 ? base64_alphabet[v >> 6 & 63] : '=';
 		o[3] = '=';
 		o += 4;

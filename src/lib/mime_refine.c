@@ -219,6 +219,7 @@ static hv_status parse_globs2(hv_mime_db *db)
 				cs |= strcmp(fl, "cs") == 0;
 		}
 		char *pat = f[2];
+		/* cppcheck-suppress unknownEvaluationOrder ; order is read only by order++ here */
 		glob_entry e = {.type = f[1], .weight = (int)weight, .cs = cs, .order = order++};
 		int rc;
 		if (!has_wildcard(pat)) {

@@ -34,6 +34,8 @@
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
 
+/* POSIX has the program declare environ; glibc declares it too, under _GNU_SOURCE only.
+ * NOLINTNEXTLINE(readability-redundant-declaration) */
 extern char **environ;
 
 #define READ_SIZE 65536

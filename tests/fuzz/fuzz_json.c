@@ -9,6 +9,7 @@
  *     output snprintf-style;
  *   - the text is strictly valid UTF-8, holds no raw control character, and decodes to the input;
  *   - hv_json_char_length() agrees with a reference strict UTF-8 decoder at every offset;
+ *   - hv_json_base64() (OutputFile content) is padded RFC 4648 base64 of the input;
  *   - keys and enum values (snake_case converted to camelCase) never crash, stay valid JSON, and
  *     decode to the reference conversion of the input.
  *
@@ -220,9 +221,9 @@ static void dump(const char *what, const void *p, size_t n)
 {
 	const unsigned char *s = p;
 	fprintf(stderr, "%s (%zu bytes):", what, n);
-	for (size_t i = 0; i < n && i < 256; i++)
+	for (size_t i = 0; i < n && i < 64; i++)
 		fprintf(stderr, " %02x", s[i]);
-	fprintf(stderr, "%s\n", n > 256 ? " ..." : "");
+	fprintf(stderr, "%s\n", n > 64 ? " ..." : "");
 }
 
 static void check_literal(const char *what, const unsigned char *text, size_t tlen,
@@ -233,7 +234,7 @@ static void check_literal(const char *what, const unsigned char *text, size_t tl
 	const char *why = "";
 	long n = decode_string(text, tlen, dec, &why);
 	if (n < 0 || (size_t)n != wlen || memcmp(dec, want, wlen) != 0) {
-		dump("input", want, wlen);
+		dump("expected", want, wlen);
 		dump("json", text, tlen);
 		if (n >= 0)
 			dump("decoded", dec, (size_t)n);
@@ -351,6 +352,39 @@ static void check_string_value(const unsigned char *data, size_t size)
 		      data, size / 2);
 	free(ftext);
 	hv_json_free(j);
+
+	/* hv_json_base64 (OutputFile content): RFC 4648 with padding, decoding to the input. */
+	hv_json *b64;
+	CHECK(hv_json_new_buffer(&b64, HV_CASE_SNAKE) == HV_OK, "new buffer writer");
+	hv_json_base64(b64, data, size);
+	size_t b64len;
+	const char *b64text = hv_json_buffer(b64, &b64len);
+	CHECK(b64len == 2 + (size + 2) / 3 * 4 && b64text[0] == '"' && b64text[b64len - 1] == '"',
+	      "base64 of %zu bytes is %zu characters", size, b64len);
+	static const char alphabet[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	size_t k = 0;
+	for (size_t i = 1; i + 1 < b64len; i += 4) {
+		uint32_t v = 0;
+		int pad = 0;
+		for (int q = 0; q < 4; q++) {
+			char ch = b64text[i + q];
+			const char *at = ch ? strchr(alphabet, ch) : NULL;
+			CHECK(at || (ch == '=' && i + 4 + 1 == b64len && q >= 2),
+			      "base64: bad character at %zu", i + q);
+			if (ch == '=')
+				pad++;
+			else
+				CHECK(pad == 0, "base64: data after padding");
+			v = v << 6 | (uint32_t)(at ? at - alphabet : 0);
+		}
+		unsigned char out[3] = {(unsigned char)(v >> 16), (unsigned char)(v >> 8),
+					(unsigned char)v};
+		for (int q = 0; q < 3 - pad; q++, k++)
+			CHECK(k < size && out[q] == data[k], "base64: decodes to other bytes at %zu", k);
+	}
+	CHECK(k == size, "base64: decodes to %zu bytes, not %zu", k, size);
+	hv_json_free(b64);
 
 	/* hv_utf8_char_length against the reference at every offset. */
 	for (size_t i = 0; i < size; i++) {

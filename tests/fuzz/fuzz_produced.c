@@ -24,8 +24,8 @@
  *           outside it and "s" is an --exclude glob; bit 2 max_file_bytes = 8 (else the
  *           default); bits 3..5 the number of "before" operations (at most 6); the other
  *           operations (at most 6) are "after" ones.
- *   then two bytes per operation: (kind << 4 | slot), arg. Slots name 16 paths chosen for
- *   their walk order ("a/x" < "a b" < "a!" < "a-b" < "a.b"), invalid UTF-8 and control
+ *   then two bytes per operation: (kind << 4 | slot), arg, kind an enum op_kind. Slots name
+ *   16 paths chosen for their walk order ("a/x" < "a b" < "a!" < "a-b" < "a.b"), invalid UTF-8 and control
  *   characters, hidden names and nesting. Operations that do not apply (a parent is a file)
  *   simply fail: the reference is computed from what is on disk, not from the operations. */
 #include "harvest/collect.h"
@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -77,13 +78,13 @@ enum op_kind {
 	K_SYMLINK,         /* replace with a symlink */
 	K_MKDIR,           /* replace with a directory */
 	K_FIFO,            /* replace with a FIFO */
-	K_TOUCH,           /* mtime to arg * 1000 s ago (0: now) */
+	K_TOUCH,           /* mtime to arg * 1000 s ago (0: now; F8..FF: far past and future) */
 	K_CHMOD,
 	K_LINK,            /* hard link to slot arg & 15 */
 	K_TRUNCATE,        /* to arg & 15 bytes */
 	K_REWRITE,         /* O_TRUNC and new content of arg & 15 bytes */
 	K_SOCKET,          /* replace with a socket */
-	K_CREATE2,
+	K_MMAP,            /* change bytes through a shared mapping: on tmpfs, no time changes */
 };
 
 static char base[128];   /* the fuzzer's temp directory */
@@ -251,9 +252,19 @@ static int walk_order(const char *a, size_t al, const char *b, size_t bl)
 	}
 }
 
-static int64_t ns_of(const struct timespec *ts)
+/* Nanoseconds since the epoch, without overflow (a file's time may be beyond int64 ns). */
+static __int128 ns_of(const struct timespec *ts)
 {
-	return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
+	return (__int128)ts->tv_sec * 1000000000 + ts->tv_nsec;
+}
+
+/* Whether ns is what the library should report for a time of t: equal when t fits int64 ns.
+ * For times beyond, SPEC says nothing: anything is accepted here (but the computation must
+ * not overflow, which UBSan checks). */
+static bool ns_matches(int64_t ns, const struct timespec *t)
+{
+	__int128 want = ns_of(t);
+	return want < INT64_MIN || want > INT64_MAX || ns == (int64_t)want;
 }
 
 /* ---- building and changing the tree ------------------------------------------------------ */
@@ -308,7 +319,9 @@ static void fill(unsigned char *buf, size_t n, unsigned arg)
 static void write_new(const char *abs, size_t n, unsigned arg, int extra_flags)
 {
 	make_parents(abs);
-	int fd = open(abs, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | extra_flags, 0644);
+	/* O_NONBLOCK: a FIFO at that path must not block the open. */
+	int fd = open(abs, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | extra_flags,
+		      0644);
 	if (fd < 0)
 		return;
 	unsigned char buf[16];
@@ -332,9 +345,28 @@ static void apply(unsigned kind, unsigned slot, unsigned arg)
 	struct stat sb;
 	switch ((enum op_kind)kind) {
 	case K_CREATE:
-	case K_CREATE2:
 		write_new(p, arg & 15, arg, O_TRUNC);
 		break;
+	case K_MMAP: {
+		/* tmpfs updates no time for a store into a page already mapped: the content
+		 * changes, the metadata does not, and only the racy rule's digest can tell. */
+		if (!is_regular(p, &sb) || sb.st_size == 0)
+			break;
+		int fd = open(p, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			break;
+		unsigned char *m = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+					fd, 0);
+		if (m != MAP_FAILED) {
+			volatile unsigned char first = m[0]; /* fault the page in for reading first */
+			(void)first;
+			for (off_t i = 0; i < sb.st_size; i++)
+				m[i] ^= (unsigned char)(arg | 1);
+			munmap(m, (size_t)sb.st_size);
+		}
+		close(fd);
+		break;
+	}
 	case K_SAME_SIZE:
 	case K_SAME_SIZE_MTIME: {
 		if (!is_regular(p, &sb) || sb.st_size > 64)
@@ -386,8 +418,21 @@ static void apply(unsigned kind, unsigned slot, unsigned arg)
 		mkfifo(p, 0644);
 		break;
 	case K_TOUCH: {
+		/* Code in a sandbox may set any time: some that int64 nanoseconds cannot hold. */
+		static const struct timespec far[] = {
+			{INT64_C(10413792000), 0},      /* 2300-01-01 */
+			{INT64_C(-11676096000), 0},     /* 1600-01-01 */
+			{INT64_C(9223372036), 854775807}, /* the last int64 ns */
+			{INT64_C(9223372036), 854775808}, /* one past it */
+			{INT64_C(-9223372037), 145224192}, /* the first int64 ns */
+			{INT64_C(-9223372037), 145224191}, /* one before it */
+			{INT64_MAX / 4, 0},
+			{-1, 999999999},
+		};
 		struct timespec ts[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
-		if (arg) {
+		if (arg >= 0xF8) {
+			ts[1] = far[arg - 0xF8];
+		} else if (arg) {
 			struct timespec now;
 			clock_gettime(CLOCK_REALTIME, &now);
 			ts[1].tv_sec = now.tv_sec - (time_t)arg * 1000;
@@ -488,7 +533,8 @@ static bool same_meta(const struct stat *a, const struct stat *b)
 {
 	return (a->st_mode & S_IFMT) == (b->st_mode & S_IFMT) && a->st_ino == b->st_ino &&
 	       a->st_dev == b->st_dev && a->st_size == b->st_size &&
-	       ns_of(&a->st_mtim) == ns_of(&b->st_mtim) && ns_of(&a->st_ctim) == ns_of(&b->st_ctim);
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+	       a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
 }
 
 static void check_snapshot(hv_store *st, int64_t id, uint64_t entries, bool db_inside,
@@ -522,8 +568,8 @@ static void check_snapshot(hv_store *st, int64_t id, uint64_t entries, bool db_i
 		matched++;
 		CHECK(e->st.ino == (uint64_t)b->sb.st_ino && e->st.dev == (uint64_t)b->sb.st_dev &&
 			      e->st.size == (uint64_t)b->sb.st_size && e->st.mode == b->sb.st_mode &&
-			      e->st.mtime_ns == ns_of(&b->sb.st_mtim) &&
-			      e->st.ctime_ns == ns_of(&b->sb.st_ctim),
+			      ns_matches(e->st.mtime_ns, &b->sb.st_mtim) &&
+			      ns_matches(e->st.ctime_ns, &b->sb.st_ctim),
 		      "the snapshot's lstat of '%s' differs from ours", e->path);
 		bool racy = *created - ns_of(&b->sb.st_mtim) <= RACY_NS ||
 			    *created - ns_of(&b->sb.st_ctim) <= RACY_NS;
@@ -712,7 +758,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-	const char *tmp = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+	/* $HV_FUZZ_TMPDIR (scripts/fuzz.sh removes it after the run, also after a crash), else
+	 * tmpfs. */
+	const char *tmp = getenv("HV_FUZZ_TMPDIR");
+	if (!tmp || !*tmp)
+		tmp = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
 	snprintf(base, sizeof(base), "%s/harvest-fuzz-produced-XXXXXX", tmp);
 	CHECK(mkdtemp(base), "mkdtemp: %s", strerror(errno));
 	char p[256];
