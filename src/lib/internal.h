@@ -34,6 +34,17 @@ int hv_buf_printf(hv_buf *b, const char *fmt, ...) HV_ATTR_PRINTF(2, 3);
 void hv_buf_truncate(hv_buf *b, size_t n);
 void hv_buf_free(hv_buf *b);
 
+/* Seconds and nanoseconds as nanoseconds since the epoch, saturated outside 1677–2262:
+ * a file's times are set by untrusted code (`touch -d 2300-01-01`). */
+static inline int64_t hv_ns_from_timespec(int64_t sec, long nsec)
+{
+	int64_t ns;
+	if (__builtin_mul_overflow(sec, (int64_t)1000000000, &ns) ||
+	    __builtin_add_overflow(ns, (int64_t)nsec, &ns))
+		return sec < 0 ? INT64_MIN : INT64_MAX;
+	return ns;
+}
+
 /* The hv_stat of a struct stat (from <sys/stat.h>; callers include it). */
 #define HV_STAT_FROM(st, out)                                                                \
 	do {                                                                                 \
@@ -41,10 +52,8 @@ void hv_buf_free(hv_buf *b);
 		(out)->ino = (st)->st_ino;                                                   \
 		(out)->size = (uint64_t)(st)->st_size;                                       \
 		(out)->mode = (st)->st_mode;                                                 \
-		(out)->mtime_ns = (int64_t)(st)->st_mtim.tv_sec * 1000000000 +               \
-				  (st)->st_mtim.tv_nsec;                                     \
-		(out)->ctime_ns = (int64_t)(st)->st_ctim.tv_sec * 1000000000 +               \
-				  (st)->st_ctim.tv_nsec;                                     \
+		(out)->mtime_ns = hv_ns_from_timespec((st)->st_mtim.tv_sec, (st)->st_mtim.tv_nsec); \
+		(out)->ctime_ns = hv_ns_from_timespec((st)->st_ctim.tv_sec, (st)->st_ctim.tv_nsec); \
 	} while (0)
 
 /* SHA-256 (OpenSSL's libcrypto) as 64 lower-case hex digits plus NUL. */

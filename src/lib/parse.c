@@ -112,12 +112,11 @@ static hv_status parse_rfc3339(const char *text, int64_t *out_ns)
 	int64_t secs = (int64_t)timegm(&tm) - offset;
 	/* Nanoseconds in an int64 reach from 1677 to 2262; a time beyond is as far as it gets
 	 * (saturated), so "--since 2999-01-01" selects nothing instead of wrapping around. */
-	if (secs >= INT64_MAX / 1000000000)
-		*out_ns = INT64_MAX;
-	else if (secs <= INT64_MIN / 1000000000)
-		*out_ns = INT64_MIN;
-	else
-		*out_ns = secs * 1000000000 + frac;
+	int64_t ns;
+	if (__builtin_mul_overflow(secs, (int64_t)1000000000, &ns) ||
+	    __builtin_add_overflow(ns, (int64_t)frac, &ns))
+		ns = secs < 0 ? INT64_MIN : INT64_MAX;
+	*out_ns = ns;
 	return HV_OK;
 bad:
 	return hv_error_set(HV_EUSAGE,
@@ -155,8 +154,13 @@ hv_status hv_parse_time(const char *text, int64_t now_ns, int64_t *out_ns)
 
 size_t hv_format_time(int64_t ns, char *out, size_t cap)
 {
-	int64_t secs = ns >= 0 ? ns / 1000000000 : -((-ns + 999999999) / 1000000000);
-	long frac = (long)(ns - secs * 1000000000);
+	/* Floor division without negating ns (which overflows at INT64_MIN). */
+	int64_t secs = ns / 1000000000;
+	long frac = (long)(ns % 1000000000);
+	if (frac < 0) {
+		secs--;
+		frac += 1000000000;
+	}
 	time_t t = (time_t)secs;
 	struct tm tm;
 	if (!gmtime_r(&t, &tm))

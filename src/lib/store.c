@@ -951,7 +951,8 @@ hv_status hv_store_integrity_check(hv_store *st)
  * describe a version of the file that a same-tick rewrite has since replaced. */
 static bool old_enough(const hv_stat *s, int64_t at_ns)
 {
-	return at_ns - s->mtime_ns > ST_RACY_NS && at_ns - s->ctime_ns > ST_RACY_NS;
+	/* In 128 bits: file times are set by untrusted code and may sit at either end of int64. */
+	return (__int128)at_ns - s->mtime_ns > ST_RACY_NS && (__int128)at_ns - s->ctime_ns > ST_RACY_NS;
 }
 
 bool hv_store_stat_is_racy(const hv_stat *s, int64_t created_at_ns)
