@@ -447,8 +447,31 @@ void hv_json_cstring(hv_json *j, const char *s)
 static void put_name(hv_json *j, const char *snake)
 {
 	size_t n = strlen(snake);
-	if (j->kase != HV_CASE_CAMEL || n > STRING_CHUNK) {
+	if (j->kase != HV_CASE_CAMEL) {
 		put_string(j, snake, n);
+		return;
+	}
+	if (n > STRING_CHUNK) {
+		/* Too long for one pass through the buffer: convert into a copy, then escape it. */
+		char *camel = malloc(n + 1);
+		if (!camel) {
+			put_string(j, snake, n);
+			return;
+		}
+		size_t k = 0;
+		for (size_t i = 0; i < n; i++) {
+			unsigned char next = (unsigned char)snake[i + 1];
+			bool word = (next >= 'a' && next <= 'z') || (next >= 'A' && next <= 'Z') ||
+				    (next >= '0' && next <= '9');
+			if (snake[i] == '_' && i > 0 && word) {
+				camel[k++] = (char)(next >= 'a' && next <= 'z' ? next - 'a' + 'A' : next);
+				i++;
+			} else {
+				camel[k++] = snake[i];
+			}
+		}
+		put_string(j, camel, k);
+		free(camel);
 		return;
 	}
 	const unsigned char *s = (const unsigned char *)snake;

@@ -113,6 +113,11 @@ static hv_status parse_rfc3339(const char *text, int64_t *out_ns)
 	/* Nanoseconds in an int64 reach from 1677 to 2262; a time beyond is as far as it gets
 	 * (saturated), so "--since 2999-01-01" selects nothing instead of wrapping around. */
 	int64_t ns;
+	if (secs < 0 && frac > 0) {
+		/* (secs + 1) s minus a fraction: stays in range down to INT64_MIN itself. */
+		secs++;
+		frac -= 1000000000;
+	}
 	if (__builtin_mul_overflow(secs, (int64_t)1000000000, &ns) ||
 	    __builtin_add_overflow(ns, (int64_t)frac, &ns))
 		ns = secs < 0 ? INT64_MIN : INT64_MAX;
