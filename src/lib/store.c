@@ -164,10 +164,19 @@ int64_t hv_store_now_ns(void)
 int hvst_db_error(hv_store *st, int rc, const char *what)
 {
 	const char *path = st && st->path ? st->path : "database";
-	const char *msg = st && st->db ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc);
+	const char *raw = st && st->db ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc);
+	/* SQLite's message may quote bytes of a damaged file: keep the error on one line and
+	 * free of control characters. */
+	char msg[512];
+	size_t k = 0;
+	for (const char *p = raw ? raw : ""; *p && k + 1 < sizeof(msg); p++)
+		msg[k++] = (unsigned char)*p < 0x20 || *p == 0x7f ? '?' : *p;
+	msg[k] = '\0';
 	switch (rc & 0xff) {
 	case SQLITE_NOMEM:
-		return hv_error_set(HV_ENOMEM, "out of memory");
+		/* A damaged schema page makes SQLite report NOMEM too: name the file. */
+		return hv_error_set(HV_EDB, "%s: %s: out of memory (is the database damaged?)",
+				    path, what);
 	case SQLITE_CORRUPT:
 	case SQLITE_NOTADB:
 		return hv_error_set(HV_EDB, "%s: database is corrupt (%s)", path, msg);
@@ -803,17 +812,10 @@ static int open_file(hv_store *st, enum file_state state)
 	}
 	if (rc != HV_OK)
 		return rc;
-	if (!st->readonly) {
-		if (state == FILE_EMPTY && (rc = claim_empty_file(st)) != HV_OK)
-			return rc;
-		if ((rc = switch_to_wal(st)) != HV_OK)
-			return rc;
-		char sql[96];
-		snprintf(sql, sizeof(sql), "PRAGMA synchronous = NORMAL; PRAGMA journal_size_limit = %d",
-			 ST_JOURNAL_SIZE_LIMIT);
-		if ((rc = hvst_exec(st, sql, "cannot open the database")) != HV_OK)
-			return rc;
-	}
+	if (!st->readonly && state == FILE_EMPTY && (rc = claim_empty_file(st)) != HV_OK)
+		return rc;
+	/* Every check that only reads comes before anything that writes (the switch to WAL,
+	 * the schema): a file refused here is left exactly as it was. */
 	int64_t app = 0, version = 0, tables = 0;
 	if ((rc = hvst_query_int(st, "PRAGMA application_id", &app)) != HV_OK)
 		return rc;
@@ -823,6 +825,23 @@ static int open_file(hv_store *st, enum file_state state)
 		return rc;
 	if (version > HV_STORE_SCHEMA_VERSION)
 		return refuse_newer(st, version);
+	/* Parses the schema now, so a corrupt one is refused here rather than mid-command. */
+	if ((rc = hvst_query_int(st, "SELECT count(*) FROM sqlite_master", &tables)) != HV_OK)
+		return rc;
+	/* The schema and its version are written in one transaction, so tables without a
+	 * version were not made by harvest. */
+	if (version == 0 && tables > 0)
+		return hv_error_set(HV_EDB, "%s: not a harvest database (tables without a schema "
+				    "version)", st->path);
+	if (!st->readonly) {
+		if ((rc = switch_to_wal(st)) != HV_OK)
+			return rc;
+		char sql[96];
+		snprintf(sql, sizeof(sql), "PRAGMA synchronous = NORMAL; PRAGMA journal_size_limit = %d",
+			 ST_JOURNAL_SIZE_LIMIT);
+		if ((rc = hvst_exec(st, sql, "cannot open the database")) != HV_OK)
+			return rc;
+	}
 	if (version < HV_STORE_SCHEMA_VERSION) {
 		if (!st->readonly)
 			return migrate(st);
@@ -833,8 +852,7 @@ static int open_file(hv_store *st, enum file_state state)
 				    "command that writes to the database first", st->path,
 				    (long long)version);
 	}
-	/* Parses the schema now, so a corrupt one is refused here rather than mid-command. */
-	return hvst_query_int(st, "SELECT count(*) FROM sqlite_master", &tables);
+	return HV_OK;
 }
 
 hv_status hv_store_open(hv_store **out, const char *path, int flags)
