@@ -169,8 +169,12 @@ int hvst_db_error(hv_store *st, int rc, const char *what)
 	 * free of control characters. */
 	char msg[512];
 	size_t k = 0;
-	for (const char *p = raw ? raw : ""; *p && k + 1 < sizeof(msg); p++)
-		msg[k++] = (unsigned char)*p < 0x20 || *p == 0x7f ? '?' : *p;
+	for (const char *p = raw ? raw : ""; *p && k + 1 < sizeof(msg); p++) {
+		bool control = (unsigned char)*p < 0x20 || *p == 0x7f;
+		msg[k++] = *p;
+		if (control)
+			msg[k - 1] = '?';
+	}
 	msg[k] = '\0';
 	switch (rc & 0xff) {
 	case SQLITE_NOMEM:
