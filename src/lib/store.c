@@ -832,11 +832,6 @@ static int open_file(hv_store *st, enum file_state state)
 	/* Parses the schema now, so a corrupt one is refused here rather than mid-command. */
 	if ((rc = hvst_query_int(st, "SELECT count(*) FROM sqlite_master", &tables)) != HV_OK)
 		return rc;
-	/* The schema and its version are written in one transaction, so tables without a
-	 * version were not made by harvest. */
-	if (version == 0 && tables > 0)
-		return hv_error_set(HV_EDB, "%s: not a harvest database (tables without a schema "
-				    "version)", st->path);
 	if (!st->readonly) {
 		if ((rc = switch_to_wal(st)) != HV_OK)
 			return rc;

@@ -119,7 +119,10 @@ static hv_status run_sh(const char *script, hv_run_opts *opts, collector *c, hv_
 	return run_with(argv, opts, c, res);
 }
 
-/* Waits (at most 3 s) for an orphan reparented to us; its wait status, or -1 if still alive. */
+/* Waits (at most 3 s) for an orphan reparented to us; its wait status, or -1 if still alive.
+ * A background child the shell itself reaped (it dies while the shell waits for its
+ * foreground job) is not ours to wait for: then the status is that of a SIGTERM, once
+ * kill(pid, 0) confirms the process is gone. */
 static int reap_orphan(pid_t pid)
 {
 	for (int i = 0; i < 300; i++) {
@@ -127,6 +130,8 @@ static int reap_orphan(pid_t pid)
 		pid_t got = waitpid(pid, &st, WNOHANG);
 		if (got == pid)
 			return st;
+		if (got < 0 && errno == ECHILD && kill(pid, 0) != 0 && errno == ESRCH)
+			return SIGTERM; /* a wait status meaning "killed by SIGTERM" */
 		assert_true(got == 0);
 		usleep(10000);
 	}
