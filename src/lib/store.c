@@ -583,6 +583,36 @@ static int claim_empty_file(hv_store *st)
 	return hvst_tx_commit(st);
 }
 
+/* The checks of an existing file that only read, in one read transaction: a first opener
+ * creating the schema at the same moment commits either before all of them or after, so a
+ * version of 0 and tables seen together are the file's real state, never a half-seen
+ * creation. */
+static int check_header(hv_store *st, int64_t *version)
+{
+	int rc = hvst_exec(st, "BEGIN DEFERRED", "cannot read the database");
+	if (rc != HV_OK)
+		return rc;
+	int64_t app = 0, tables = 0;
+	rc = hvst_query_int(st, "PRAGMA application_id", &app);
+	if (rc == HV_OK && app != HV_STORE_APPLICATION_ID)
+		rc = refuse_foreign(st);
+	if (rc == HV_OK)
+		rc = hvst_query_int(st, "PRAGMA user_version", version);
+	if (rc == HV_OK && *version > HV_STORE_SCHEMA_VERSION)
+		rc = refuse_newer(st, *version);
+	/* Parses the schema now, so a corrupt one is refused here rather than mid-command. */
+	if (rc == HV_OK)
+		rc = hvst_query_int(st, "SELECT count(*) FROM sqlite_master", &tables);
+	/* The schema and its version are written in one transaction, so tables without a
+	 * version were not made by harvest. */
+	if (rc == HV_OK && *version == 0 && tables > 0)
+		rc = hv_error_set(HV_EDB, "%s: not a harvest database (tables without a schema "
+				  "version)", st->path);
+	if (!sqlite3_get_autocommit(st->db))
+		sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL);
+	return rc;
+}
+
 /* Runs the missing migration steps, all in one transaction. */
 static int migrate(hv_store *st)
 {
@@ -820,17 +850,8 @@ static int open_file(hv_store *st, enum file_state state)
 		return rc;
 	/* Every check that only reads comes before anything that writes (the switch to WAL,
 	 * the schema): a file refused here is left exactly as it was. */
-	int64_t app = 0, version = 0, tables = 0;
-	if ((rc = hvst_query_int(st, "PRAGMA application_id", &app)) != HV_OK)
-		return rc;
-	if (app != HV_STORE_APPLICATION_ID)
-		return refuse_foreign(st);
-	if ((rc = hvst_query_int(st, "PRAGMA user_version", &version)) != HV_OK)
-		return rc;
-	if (version > HV_STORE_SCHEMA_VERSION)
-		return refuse_newer(st, version);
-	/* Parses the schema now, so a corrupt one is refused here rather than mid-command. */
-	if ((rc = hvst_query_int(st, "SELECT count(*) FROM sqlite_master", &tables)) != HV_OK)
+	int64_t version = 0;
+	if ((rc = check_header(st, &version)) != HV_OK)
 		return rc;
 	if (!st->readonly) {
 		if ((rc = switch_to_wal(st)) != HV_OK)

@@ -351,6 +351,21 @@ static void test_refuse_foreign_sqlite(void **state)
 	assert_refused(f->db, "not a harvest database");
 }
 
+/* Our application id but tables and no schema version: harvest writes the schema and its
+ * version in one transaction, so some other program made these tables. Refused before the
+ * open switches the file to WAL (it stays in rollback-journal mode, byte for byte). */
+static void test_refuse_tables_without_version(void **state)
+{
+	fixture *f = *state;
+	char sql[128];
+	snprintf(sql, sizeof(sql), "PRAGMA application_id = %d; CREATE TABLE runs(x);",
+		 HV_STORE_APPLICATION_ID);
+	raw_exec(f->db, sql);
+	assert_int_equal(raw_int(f->db, "PRAGMA user_version"), 0);
+	assert_refused(f->db, "tables without a schema version");
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM sqlite_master"), 1);
+}
+
 static void test_refuse_newer_schema(void **state)
 {
 	fixture *f = *state;
@@ -1553,6 +1568,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_refuse_text_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refuse_directory, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refuse_foreign_sqlite, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_refuse_tables_without_version, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refuse_newer_schema, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refuse_corrupt, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refuse_readonly, setup, teardown),
