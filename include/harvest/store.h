@@ -9,7 +9,12 @@
  * `application_id` is not HV_STORE_APPLICATION_ID), a schema newer than this harvest knows, a
  * corrupt database, or (for a writing open) a read-only file or directory gets HV_EDB and a
  * one-line message naming the path; the file is never modified and no -wal/-shm/-journal file
- * is created next to it. A missing or empty (0-byte) file is a new database (a missing one is
+ * is created next to it. "Corrupt" is what SQLite finds on the pages the open reads (header,
+ * schema); a writing open of a harvest database that is not in WAL mode (a copy, a restore: one
+ * harvest did not leave) first runs a full `PRAGMA integrity_check`, once, before switching it
+ * to WAL. A database already in WAL mode is not fully checked at every open (that would cost
+ * time in the size of the history): a damaged page is found when a command reads it, and
+ * hv_store_prune runs quick_check first. A missing or empty (0-byte) file is a new database (a missing one is
  * built complete under a temporary name beside it, "<path>.init-XXXXXX", and renamed into
  * place, so no process ever sees it half made).
  *

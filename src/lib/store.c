@@ -219,6 +219,26 @@ int hvst_check_failed(hv_store *st, const char *report)
 	return hv_error_set(HV_EDB, "%s: database is corrupt (%s)", st->path, line);
 }
 
+int hvst_check_integrity(hv_store *st, bool full)
+{
+	sqlite3_stmt *q = NULL;
+	int src = sqlite3_prepare_v2(st->db, full ? "PRAGMA integrity_check(1)" :
+				     "PRAGMA quick_check(1)", -1, &q, NULL);
+	if (src != SQLITE_OK)
+		return hvst_db_error(st, src, "cannot check the database");
+	src = sqlite3_step(q);
+	int rc = HV_OK;
+	if (src != SQLITE_ROW) {
+		rc = hvst_db_error(st, src, "cannot check the database");
+	} else {
+		const char *res = (const char *)sqlite3_column_text(q, 0);
+		if (!res || strcmp(res, "ok") != 0)
+			rc = hvst_check_failed(st, res);
+	}
+	sqlite3_finalize(q);
+	return rc;
+}
+
 sqlite3_stmt *hvst_stmt(hv_store *st, enum st_stmt which)
 {
 	if (!st->stmt[which]) {
@@ -613,6 +633,28 @@ static int check_header(hv_store *st, int64_t *version)
 	return rc;
 }
 
+/* A writing open of a harvest database that is not in WAL mode: one harvest did not leave
+ * that way (it always does), but a copy, a restore, or `sqlite3 ... 'PRAGMA journal_mode =
+ * DELETE'` did. Such a file is adopted: fully checked first (integrity_check, time in its
+ * size, once), so a corrupt one is refused before the switch to WAL changes its header. A
+ * database harvest keeps in WAL mode gets SQLite's own checks of every page it reads, and
+ * `history prune` runs quick_check; a full check at every open would cost every command time
+ * in the size of the history. */
+static int check_adopted(hv_store *st)
+{
+	sqlite3_stmt *s = NULL;
+	int src = sqlite3_prepare_v2(st->db, "PRAGMA main.journal_mode", -1, &s, NULL);
+	if (src != SQLITE_OK)
+		return hvst_db_error(st, src, "cannot read the database");
+	src = sqlite3_step(s);
+	bool wal = src == SQLITE_ROW &&
+		   sqlite3_stricmp((const char *)sqlite3_column_text(s, 0), "wal") == 0;
+	sqlite3_finalize(s);
+	if (src != SQLITE_ROW)
+		return hvst_db_error(st, src, "cannot read the database");
+	return wal ? HV_OK : hvst_check_integrity(st, true);
+}
+
 /* Runs the missing migration steps, all in one transaction. */
 static int migrate(hv_store *st)
 {
@@ -854,6 +896,8 @@ static int open_file(hv_store *st, enum file_state state)
 	if ((rc = check_header(st, &version)) != HV_OK)
 		return rc;
 	if (!st->readonly) {
+		if ((rc = check_adopted(st)) != HV_OK)
+			return rc;
 		if ((rc = switch_to_wal(st)) != HV_OK)
 			return rc;
 		char sql[96];
@@ -967,20 +1011,7 @@ const char *hv_store_path(const hv_store *st)
 
 hv_status hv_store_integrity_check(hv_store *st)
 {
-	sqlite3_stmt *s;
-	int rc = sqlite3_prepare_v2(st->db, "PRAGMA integrity_check", -1, &s, NULL);
-	if (rc != SQLITE_OK)
-		return hvst_db_error(st, rc, "integrity check");
-	rc = sqlite3_step(s);
-	int status;
-	if (rc != SQLITE_ROW) {
-		status = hvst_db_error(st, rc, "integrity check");
-	} else {
-		const char *res = (const char *)sqlite3_column_text(s, 0);
-		status = res && strcmp(res, "ok") == 0 ? HV_OK : hvst_check_failed(st, res);
-	}
-	sqlite3_finalize(s);
-	return status;
+	return hvst_check_integrity(st, true);
 }
 
 /* ---- MIME cache ------------------------------------------------------------------------- */

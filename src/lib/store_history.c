@@ -789,26 +789,6 @@ static int prune_chunk(prune_ctx *c, const char *select_runs, hv_prune_result *r
 	return HV_OK;
 }
 
-/* PRAGMA quick_check: HV_OK when it says "ok", else HV_EDB naming the first problem. */
-static int quick_check(hv_store *st)
-{
-	sqlite3_stmt *q = NULL;
-	int src = sqlite3_prepare_v2(st->db, "PRAGMA quick_check", -1, &q, NULL);
-	if (src != SQLITE_OK)
-		return hvst_db_error(st, src, "cannot check the database");
-	src = sqlite3_step(q);
-	int rc = HV_OK;
-	if (src != SQLITE_ROW) {
-		rc = hvst_db_error(st, src, "cannot check the database");
-	} else {
-		const char *res = (const char *)sqlite3_column_text(q, 0);
-		if (!res || strcmp(res, "ok") != 0)
-			rc = hvst_check_failed(st, res);
-	}
-	sqlite3_finalize(q);
-	return rc;
-}
-
 /* The ids of the snapshots to delete, read out in full before deleting any. */
 static int prune_snapshot_ids(prune_ctx *c, int64_t **ids, size_t *n)
 {
@@ -892,7 +872,7 @@ hv_status hv_store_prune(hv_store *st, const hv_prune_opts *opts, hv_prune_resul
 	/* A prune commits as it goes (see above), so a corrupt page met midway would leave it
 	 * half done; SPEC 5 wants a corrupt database untouched. So check first (reading only,
 	 * no lock: about 2 s for a million artifacts, against 15 s to prune half of them). */
-	rc = quick_check(st);
+	rc = hvst_check_integrity(st, false);
 	if (rc == HV_OK)
 		rc = hvst_exec(st, "CREATE TEMP TABLE IF NOT EXISTS prune_runs(id INTEGER PRIMARY KEY);"
 			   "CREATE TEMP TABLE IF NOT EXISTS prune_shas(sha256 TEXT PRIMARY KEY);",

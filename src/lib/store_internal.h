@@ -54,6 +54,9 @@ int hvst_db_error(hv_store *st, int rc, const char *what);
 /* HV_EDB "<path>: database is corrupt (<report on one line>)", from a failed
  * integrity_check or quick_check. */
 int hvst_check_failed(hv_store *st, const char *report);
+/* PRAGMA integrity_check (full) or quick_check: HV_OK when it says "ok", else HV_EDB naming
+ * the first problem. */
+int hvst_check_integrity(hv_store *st, bool full);
 /* The cached statement `which`, prepared on first use (NULL and an error set on failure). */
 sqlite3_stmt *hvst_stmt(hv_store *st, enum st_stmt which);
 /* The first column of the first row of sql (a PRAGMA or a SELECT without parameters). */

@@ -637,6 +637,340 @@ static void test_cache_used(void **state)
 	free(root);
 }
 
+/* ---- output formats, options, failures ---- */
+
+/* Three files whose answers are known by their bytes and names. */
+typedef struct trio {
+	char *root, *md, *png, *txt;
+} trio;
+
+static void trio_open(trio *t)
+{
+	t->root = tu_mkdtemp();
+	tu_write(t->root, "a.md", "# A\n", 4);
+	tu_write(t->root, "b.png", png_bytes, sizeof(png_bytes));
+	tu_write(t->root, "c.txt", "plain words\n", 12);
+	t->md = tu_path(t->root, "a.md");
+	t->png = tu_path(t->root, "b.png");
+	t->txt = tu_path(t->root, "c.txt");
+}
+
+static void trio_close(trio *t)
+{
+	tu_rmrf(t->root);
+	free(t->root);
+	free(t->md);
+	free(t->png);
+	free(t->txt);
+}
+
+/* json is one array of the same objects jsonl gives a line each, in input order; --case camel
+ * names the key mimeType; text is "PATH: TYPE" a line; nul is PATH NUL TYPE NUL. */
+static void test_output_formats(void **state)
+{
+	(void)state;
+	trio t;
+	trio_open(&t);
+	const char *const want[][2] = {{t.md, "text/markdown"}, {t.png, "image/png"},
+				       {t.txt, "text/plain"}};
+	tu_result r;
+
+	const char *json_args[] = {"mime", "--no-cache", "--format", "json", t.md, t.png, t.txt,
+				   NULL};
+	tu_harvestv(&r, NULL, NULL, json_args);
+	assert_int_equal(r.status, 0);
+	tj_value *doc = tj_parse(r.out, r.out_len);
+	if (!doc)
+		fail_msg("--format json is not one JSON document:\n%s", r.out);
+	assert_int_equal(tj_type(doc), TJ_ARRAY);
+	assert_int_equal(tj_len(doc), 3);
+	for (size_t i = 0; i < 3; i++) {
+		const tj_value *o = tj_at(doc, i);
+		assert_int_equal(tj_len(o), 2);
+		assert_string_equal(tj_str(tj_get(o, "path"), NULL), want[i][0]);
+		assert_string_equal(tj_str(tj_get(o, "mime_type"), NULL), want[i][1]);
+	}
+	tj_free(doc);
+	tu_result_free(&r);
+
+	const char *camel_args[] = {"mime", "--no-cache", "--case", "camel", t.png, NULL};
+	tu_harvestv(&r, NULL, NULL, camel_args);
+	assert_int_equal(r.status, 0);
+	size_t n;
+	doc = tj_parse_lines(r.out, r.out_len, &n);
+	assert_non_null(doc);
+	assert_int_equal(n, 1);
+	assert_string_equal(tj_str(tj_get(tj_at(doc, 0), "mimeType"), NULL), "image/png");
+	assert_null(tj_get(tj_at(doc, 0), "mime_type"));
+	tj_free(doc);
+	tu_result_free(&r);
+
+	const char *text_args[] = {"mime", "--no-cache", "--format", "text", t.md, t.png, t.txt,
+				   NULL};
+	tu_harvestv(&r, NULL, NULL, text_args);
+	assert_int_equal(r.status, 0);
+	char expect[4096];
+	snprintf(expect, sizeof(expect), "%s: %s\n%s: %s\n%s: %s\n", want[0][0], want[0][1],
+		 want[1][0], want[1][1], want[2][0], want[2][1]);
+	assert_string_equal(r.out, expect);
+	tu_result_free(&r);
+
+	const char *nul_args[] = {"mime", "--no-cache", "--format", "nul", t.md, t.png, t.txt,
+				  NULL};
+	tu_harvestv(&r, NULL, NULL, nul_args);
+	assert_int_equal(r.status, 0);
+	size_t off = 0;
+	for (size_t i = 0; i < 3; i++) {
+		for (int k = 0; k < 2; k++) {
+			size_t len = strlen(want[i][k]);
+			assert_true(off + len < r.out_len);
+			assert_memory_equal(r.out + off, want[i][k], len);
+			assert_int_equal(r.out[off + len], '\0');
+			off += len + 1;
+		}
+	}
+	assert_int_equal(off, r.out_len);
+	tu_result_free(&r);
+	trio_close(&t);
+}
+
+/* Usage errors exit 2 with a one-line message naming the problem, print nothing on stdout and
+ * create no database; --help prints the usage and exits 0. */
+static void test_usage_errors(void **state)
+{
+	(void)state;
+	trio t;
+	trio_open(&t);
+	char *db = tu_path(t.root, "h.db");
+	static const struct {
+		const char *opt, *val, *says;
+	} bad[] = {
+		{NULL, NULL, "missing PATH"},   {"--threads", "0", "--threads"},
+		{"--threads", "x", "--threads"}, {"--threads", "1025", "--threads"},
+		{"--format", "csv", "csv"},      {"--case", "kebab", "kebab"},
+		{"--bogus", NULL, "--bogus"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *args[8];
+		size_t k = 0;
+		args[k++] = "mime";
+		args[k++] = "--db";
+		args[k++] = db;
+		if (bad[i].opt)
+			args[k++] = bad[i].opt;
+		if (bad[i].val)
+			args[k++] = bad[i].val;
+		if (bad[i].opt)
+			args[k++] = t.md;
+		args[k] = NULL;
+		tu_result r;
+		tu_harvestv(&r, NULL, NULL, args);
+		if (r.status != 2)
+			fail_msg("%s %s: exit %d, expected 2", bad[i].opt ? bad[i].opt : "(no path)",
+				 bad[i].val ? bad[i].val : "", r.status);
+		assert_int_equal(r.out_len, 0);
+		assert_int_equal(count_lines(r.err, r.err_len), 1);
+		if (!strstr(r.err, bad[i].says))
+			fail_msg("the message does not say '%s': %s", bad[i].says, r.err);
+		tu_result_free(&r);
+	}
+	const char *help[] = {"mime", "--db", db, "--help", t.md, NULL};
+	tu_result r;
+	tu_harvestv(&r, NULL, NULL, help);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "usage: harvest mime"));
+	assert_non_null(strstr(r.out, "--raw"));
+	assert_null(strstr(r.out, "mime_type")); /* no answer: nothing was examined */
+	tu_result_free(&r);
+	assert_int_not_equal(access(db, F_OK), 0);
+	free(db);
+	trio_close(&t);
+}
+
+/* Detection runs on several threads, but the answers come in input order, each the same as
+ * with one thread. */
+static void test_threads_keep_input_order(void **state)
+{
+	(void)state;
+	enum { N = 60 };
+	char *root = tu_mkdtemp();
+	char *paths[N];
+	const char *types[N];
+	for (int i = 0; i < N; i++) {
+		char name[32];
+		/* Names in reverse order of the arguments, so sorting would be noticed. */
+		switch (i % 3) {
+		case 0:
+			snprintf(name, sizeof(name), "f%02d.png", N - i);
+			tu_write(root, name, png_bytes, sizeof(png_bytes));
+			types[i] = "image/png";
+			break;
+		case 1:
+			snprintf(name, sizeof(name), "f%02d.md", N - i);
+			tu_write(root, name, "# T\n", 4);
+			types[i] = "text/markdown";
+			break;
+		default:
+			snprintf(name, sizeof(name), "f%02d.txt", N - i);
+			tu_write(root, name, "words\n", 6);
+			types[i] = "text/plain";
+		}
+		paths[i] = tu_path(root, name);
+	}
+	for (int threads = 1; threads <= 4; threads += 3) {
+		char tn[8];
+		snprintf(tn, sizeof(tn), "%d", threads);
+		argvec av = {0};
+		av_add(&av, "mime");
+		av_add(&av, "--no-cache");
+		av_add(&av, "--threads");
+		av_add(&av, tn);
+		for (int i = 0; i < N; i++)
+			av_add(&av, paths[i]);
+		tu_result r;
+		tu_harvestv(&r, NULL, NULL, av.v);
+		if (r.status != 0)
+			fail_msg("--threads %d: exit %d: %s", threads, r.status, r.err);
+		tj_value *doc;
+		size_t n;
+		answer *a = parse_answers(&r, &doc, &n);
+		assert_int_equal(n, N);
+		for (int i = 0; i < N; i++) {
+			assert_string_equal(a[i].path, paths[i]);
+			assert_string_equal(a[i].mime, types[i]);
+		}
+		free(a);
+		tj_free(doc);
+		tu_result_free(&r);
+		free(av.v);
+	}
+	for (int i = 0; i < N; i++)
+		free(paths[i]);
+	tu_rmrf(root);
+	free(root);
+}
+
+/* As nobody: a directory argument with an unreadable subdirectory answers the rest and names
+ * the subdirectory; an unreadable directory argument is named too; the exit status is 1.
+ * --quiet leaves the warnings out but not the status. */
+static void test_unreadable_directories(void **state)
+{
+	(void)state;
+	char *root = tu_mkdtemp();
+	assert_int_equal(chmod(root, 0755), 0);
+	tu_mkdir(root, "tree");
+	tu_mkdir(root, "tree/secret");
+	tu_mkdir(root, "closed");
+	tu_write(root, "tree/a.md", "# A\n", 4);
+	tu_write(root, "tree/secret/s.txt", "s\n", 2);
+	tu_write(root, "closed/c.txt", "c\n", 2);
+	tu_write(root, "z.txt", "z\n", 2);
+	char *tree = tu_path(root, "tree"), *secret = tu_path(root, "tree/secret");
+	char *closed = tu_path(root, "closed"), *z = tu_path(root, "z.txt");
+	char *a_md = tu_path(root, "tree/a.md");
+	assert_int_equal(chmod(tree, 0755), 0);
+	assert_int_equal(chmod(secret, 0), 0);
+	assert_int_equal(chmod(closed, 0), 0);
+	for (int quiet = 0; quiet < 2; quiet++) {
+		const char *args[] = {"mime", "--no-cache", tree, closed, z,
+				      quiet ? "--quiet" : NULL, NULL};
+		tu_result r;
+		tu_harvest_as_nobody(&r, NULL, args);
+		assert_int_equal(r.status, 1);
+		tj_value *doc;
+		size_t n;
+		answer *a = parse_answers(&r, &doc, &n);
+		assert_int_equal(n, 2);
+		assert_string_equal(a[0].path, a_md);
+		assert_string_equal(a[0].mime, "text/markdown");
+		assert_string_equal(a[1].path, z);
+		assert_string_equal(a[1].mime, "text/plain");
+		if (quiet) {
+			assert_int_equal(r.err_len, 0);
+		} else {
+			assert_int_equal(count_lines(r.err, r.err_len), 2);
+			if (!strstr(r.err, secret) || !strstr(r.err, closed))
+				fail_msg("stderr does not name both directories: %s", r.err);
+			assert_non_null(strstr(r.err, "Permission denied"));
+		}
+		free(a);
+		tj_free(doc);
+		tu_result_free(&r);
+	}
+	assert_int_equal(chmod(secret, 0755), 0);
+	assert_int_equal(chmod(closed, 0755), 0);
+	free(a_md);
+	free(tree);
+	free(secret);
+	free(closed);
+	free(z);
+	tu_rmrf(root);
+	free(root);
+}
+
+/* A --db that is not a database: exit 1 with the path named, no answer, the file untouched.
+ * --no-cache never opens the database, so the same --db does not matter then. */
+static void test_bad_database(void **state)
+{
+	(void)state;
+	trio t;
+	trio_open(&t);
+	static const char text[] = "plain text, not a database\n";
+	tu_write(t.root, "notdb", text, sizeof(text) - 1);
+	char *notdb = tu_path(t.root, "notdb");
+	const char *args[] = {"mime", "--db", notdb, t.md, NULL};
+	tu_result r;
+	tu_harvestv(&r, NULL, NULL, args);
+	assert_int_equal(r.status, 1);
+	assert_int_equal(r.out_len, 0);
+	assert_non_null(strstr(r.err, notdb));
+	tu_result_free(&r);
+	size_t len;
+	char *after = tu_read_file(notdb, &len);
+	assert_non_null(after);
+	assert_int_equal(len, sizeof(text) - 1);
+	assert_memory_equal(after, text, len);
+	free(after);
+
+	const char *nc[] = {"mime", "--no-cache", "--db", notdb, t.md, NULL};
+	tu_harvestv(&r, NULL, NULL, nc);
+	assert_int_equal(r.status, 0);
+	tj_value *doc;
+	size_t n;
+	answer *a = parse_answers(&r, &doc, &n);
+	assert_int_equal(n, 1);
+	assert_string_equal(a[0].mime, "text/markdown");
+	free(a);
+	tj_free(doc);
+	tu_result_free(&r);
+	free(notdb);
+	trio_close(&t);
+}
+
+/* Standard output that cannot be written (a full disk): exit 1 with a message, in every
+ * format, never a silent success. */
+static void test_write_error(void **state)
+{
+	(void)state;
+	if (access("/dev/full", W_OK) != 0)
+		skip();
+	trio t;
+	trio_open(&t);
+	static const char *const formats[] = {"jsonl", "json", "text", "nul"};
+	for (size_t i = 0; i < 4; i++) {
+		char *argv[] = {"sh", "-c", "exec \"$@\" > /dev/full", "sh", HARVEST_BIN, "mime",
+				"--no-cache", "--format", (char *)formats[i], t.md, t.png, NULL};
+		tu_result r;
+		tu_run(&r, NULL, NULL, argv);
+		if (r.status != 1)
+			fail_msg("--format %s to /dev/full: exit %d", formats[i], r.status);
+		if (!strstr(r.err, "standard output"))
+			fail_msg("--format %s: no write error on stderr: %s", formats[i], r.err);
+		tu_result_free(&r);
+	}
+	trio_close(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -647,6 +981,12 @@ int main(void)
 		cmocka_unit_test(test_fifo_no_hang),
 		cmocka_unit_test(test_missing_path),
 		cmocka_unit_test(test_cache_used),
+		cmocka_unit_test(test_output_formats),
+		cmocka_unit_test(test_usage_errors),
+		cmocka_unit_test(test_threads_keep_input_order),
+		cmocka_unit_test(test_unreadable_directories),
+		cmocka_unit_test(test_bad_database),
+		cmocka_unit_test(test_write_error),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

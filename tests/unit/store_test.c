@@ -452,6 +452,52 @@ static int nobody_write_open(void *arg)
 	return strstr(hv_error_last(), "read-only") ? 0 : 21;
 }
 
+/* A harvest database someone switched out of WAL mode (a copy, a restore, the sqlite3 shell)
+ * is fully checked by the writing open that adopts it: a damaged table page, which the open
+ * itself never reads, is found and the file is refused unchanged, still in rollback-journal
+ * mode. The same file undamaged is adopted and switched back to WAL. */
+static void test_refuse_corrupt_adopted(void **state)
+{
+	fixture *f = *state;
+	hv_store *st = open_ok(f->db, 0);
+	int64_t id;
+	hv_run_start rs = {.dir = "/x", .label = "l"};
+	check_ok(hv_store_run_begin(st, &rs, &id));
+	check_ok(hv_store_close(st));
+	raw_exec(f->db, "PRAGMA journal_mode = DELETE;");
+	st = open_ok(f->db, 0);
+	check_ok(hv_store_close(st));
+	size_t len0, len1;
+	char *wal = read_file(f->db, &len0);
+	assert_int_equal(wal[18], 2); /* file format: WAL */
+	free(wal);
+
+	raw_exec(f->db, "PRAGMA journal_mode = DELETE;");
+	int64_t page = raw_int(f->db, "SELECT rootpage FROM sqlite_master WHERE name = 'runs'");
+	int64_t page_size = raw_int(f->db, "PRAGMA page_size");
+	assert_true(page > 1);
+	int fd = open(f->db, O_WRONLY);
+	assert_true(fd >= 0);
+	unsigned char junk[64];
+	memset(junk, 0xa5, sizeof(junk));
+	assert_int_equal(pwrite(fd, junk, sizeof(junk), (page - 1) * page_size),
+			 (ssize_t)sizeof(junk));
+	close(fd);
+	char *before = read_file(f->db, &len0);
+	assert_int_equal(before[18], 1); /* rollback journal */
+	assert_int_equal(hv_store_open(&st, f->db, 0), HV_EDB);
+	assert_null(st);
+	assert_non_null(strstr(hv_error_last(), f->db));
+	assert_non_null(strstr(hv_error_last(), "database is corrupt"));
+	assert_null(strchr(hv_error_last(), '\n'));
+	char *after = read_file(f->db, &len1);
+	assert_int_equal(len0, len1);
+	assert_memory_equal(before, after, len0);
+	assert_no_side_files(f->db);
+	free(before);
+	free(after);
+}
+
 static void test_refuse_readonly(void **state)
 {
 	fixture *f = *state;
@@ -1571,6 +1617,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_refuse_tables_without_version, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refuse_newer_schema, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refuse_corrupt, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_refuse_corrupt_adopted, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refuse_readonly, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mime_cache, setup, teardown),
 		cmocka_unit_test(test_path_cmp),
