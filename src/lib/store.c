@@ -522,15 +522,13 @@ static int inspect_file(const char *path, enum file_state *state)
 	return rc;
 }
 
-/* A writing open needs the file and its directory (for -wal, -shm) writable. Checked before
- * SQLite opens anything, so a read-only database gets a clear message and stays untouched. */
-static int check_writable_location(const char *path)
+/* Whether the directory holding path lets this process create and remove files (errno set
+ * when not). -1 when out of memory. */
+static int parent_dir_writable(const char *path)
 {
-	if (faccessat(AT_FDCWD, path, R_OK | W_OK, AT_EACCESS) != 0)
-		return hv_error_set(HV_EDB, "%s: read-only database (%s)", path, strerror(errno));
 	char *dir = strdup(path);
 	if (!dir)
-		return hv_error_set(HV_ENOMEM, "out of memory");
+		return -1;
 	char *slash = strrchr(dir, '/');
 	const char *d = ".";
 	if (slash == dir)
@@ -539,12 +537,26 @@ static int check_writable_location(const char *path)
 		*slash = '\0';
 		d = dir;
 	}
-	int rc = HV_OK;
-	if (faccessat(AT_FDCWD, d, W_OK | X_OK, AT_EACCESS) != 0)
-		rc = hv_error_set(HV_EDB, "%s: read-only database (its directory: %s)", path,
-				  strerror(errno));
+	int ok = faccessat(AT_FDCWD, d, W_OK | X_OK, AT_EACCESS) == 0;
+	int saved = errno;
 	free(dir);
-	return rc;
+	errno = saved;
+	return ok;
+}
+
+/* A writing open needs the file and its directory (for -wal, -shm) writable. Checked before
+ * SQLite opens anything, so a read-only database gets a clear message and stays untouched. */
+static int check_writable_location(const char *path)
+{
+	if (faccessat(AT_FDCWD, path, R_OK | W_OK, AT_EACCESS) != 0)
+		return hv_error_set(HV_EDB, "%s: read-only database (%s)", path, strerror(errno));
+	int ok = parent_dir_writable(path);
+	if (ok < 0)
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	if (!ok)
+		return hv_error_set(HV_EDB, "%s: read-only database (its directory: %s)", path,
+				    strerror(errno));
+	return HV_OK;
 }
 
 /* ---- Opening ------------------------------------------------------------------------------ */
@@ -818,20 +830,7 @@ static int create_database(hv_store *st)
  * exact, unless its owner starts writing meanwhile; then this one query may fail. */
 static bool needs_immutable(const char *path)
 {
-	char *dir = strdup(path);
-	if (!dir)
-		return false;
-	char *slash = strrchr(dir, '/');
-	const char *d = ".";
-	if (slash == dir)
-		d = "/";
-	else if (slash) {
-		*slash = '\0';
-		d = dir;
-	}
-	bool dir_writable = faccessat(AT_FDCWD, d, W_OK | X_OK, AT_EACCESS) == 0;
-	free(dir);
-	if (dir_writable)
+	if (parent_dir_writable(path) != 0)
 		return false;
 	size_t n = strlen(path);
 	char *wal = malloc(n + 5);
