@@ -765,8 +765,9 @@ static int switch_to_wal(hv_store *st)
 }
 
 /* Puts the finished database file tmp at path, unless something is there already (then
- * another process was first, and tmp is dropped): never replaces. */
-static int publish(const char *tmp, const char *path)
+ * another process was first, and tmp is dropped): never replaces. Errors name the database
+ * as it was given (name). */
+static int publish(const char *tmp, const char *path, const char *name)
 {
 	if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0)
 		return HV_OK;
@@ -782,26 +783,75 @@ static int publish(const char *tmp, const char *path)
 	unlink(tmp);
 	if (err == EEXIST)
 		return HV_OK;
-	return hv_error_set(HV_EDB, "%s: cannot create the database: %s", path, strerror(err));
+	return hv_error_set(HV_EDB, "%s: cannot create the database: %s", name, strerror(err));
 }
 
 /* Creates a missing database: built complete under a temporary name next to it (mode 0600:
  * it will keep copies of collected files), with auto_vacuum, the application_id, WAL mode and
  * the schema, then put in place in one rename. No process ever sees it half made, and two
  * processes creating it at once simply agree on whichever was first. */
+/* Where a missing database is made: path itself, or, when path is a dangling symlink (a
+ * chain of them), the missing file it points to, as `sqlite3` and `touch` would create it.
+ * *out is malloc'd. */
+static int creation_path(const char *path, char **out)
+{
+	char *p = strdup(path);
+	if (!p)
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	for (int hops = 0;; hops++) {
+		struct stat sb;
+		if (lstat(p, &sb) != 0 || !S_ISLNK(sb.st_mode))
+			break; /* missing (made here), or made by someone meanwhile */
+		if (hops == 40) {
+			free(p);
+			return hv_error_set(HV_EDB, "%s: cannot create the database: %s", path,
+					    strerror(ELOOP));
+		}
+		char target[PATH_MAX];
+		ssize_t n = readlink(p, target, sizeof(target) - 1);
+		if (n < 0) {
+			int err = errno;
+			free(p);
+			return hv_error_set(HV_EDB, "%s: cannot create the database: %s", path,
+					    strerror(err));
+		}
+		target[n] = '\0';
+		const char *slash = strrchr(p, '/');
+		size_t dir_len = target[0] != '/' && slash ? (size_t)(slash - p) + 1 : 0;
+		char *next = malloc(dir_len + (size_t)n + 1);
+		if (!next) {
+			free(p);
+			return hv_error_set(HV_ENOMEM, "out of memory");
+		}
+		memcpy(next, p, dir_len);
+		memcpy(next + dir_len, target, (size_t)n + 1);
+		free(p);
+		p = next;
+	}
+	*out = p;
+	return HV_OK;
+}
+
 static int create_database(hv_store *st)
 {
-	size_t n = strlen(st->path);
+	char *target = NULL;
+	int rc = creation_path(st->path, &target);
+	if (rc != HV_OK)
+		return rc;
+	size_t n = strlen(target);
 	char *tmp = malloc(n + 16);
-	if (!tmp)
+	if (!tmp) {
+		free(target);
 		return hv_error_set(HV_ENOMEM, "out of memory");
-	memcpy(tmp, st->path, n);
+	}
+	memcpy(tmp, target, n);
 	memcpy(tmp + n, ".init-XXXXXX", 13);
 	int fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd < 0) {
-		int rc = hv_error_set(HV_EDB, "%s: cannot create the database: %s", st->path,
-				      strerror(errno));
+		rc = hv_error_set(HV_EDB, "%s: cannot create the database: %s", st->path,
+				  strerror(errno));
 		free(tmp);
+		free(target);
 		return rc;
 	}
 	close(fd);
@@ -810,17 +860,18 @@ static int create_database(hv_store *st)
 	snprintf(sql, sizeof(sql),
 		 "PRAGMA auto_vacuum = INCREMENTAL; PRAGMA application_id = %d;"
 		 " PRAGMA journal_mode = WAL;", HV_STORE_APPLICATION_ID);
-	int rc = db_open(&t, tmp, SQLITE_OPEN_READWRITE);
+	rc = db_open(&t, tmp, SQLITE_OPEN_READWRITE);
 	if (rc == HV_OK)
 		rc = hvst_exec(&t, sql, "cannot create the database");
 	if (rc == HV_OK)
 		rc = migrate(&t);
 	db_close(&t); /* checkpoints: everything is in the one file */
 	if (rc == HV_OK)
-		rc = publish(tmp, st->path);
+		rc = publish(tmp, target, st->path);
 	else
 		unlink(tmp);
 	free(tmp);
+	free(target);
 	return rc;
 }
 

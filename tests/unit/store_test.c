@@ -253,6 +253,38 @@ static void test_missing_readonly(void **state)
 	free(deep);
 }
 
+/* A database path that is a dangling symlink creates the file the link points to (relative
+ * to the link's directory), as sqlite3 and touch do; the link stays a link. A symlink loop
+ * is a one-line error. */
+static void test_dangling_symlink_path(void **state)
+{
+	fixture *f = *state;
+	tu_mkdir(f->dir, "sub");
+	char *link = tu_path(f->dir, "link.db");
+	assert_int_equal(symlink("sub/real.db", link), 0);
+	hv_store *st = open_ok(link, 0);
+	check_ok(hv_store_close(st));
+	char *real = tu_path(f->dir, "sub/real.db");
+	struct stat sb;
+	assert_int_equal(lstat(real, &sb), 0);
+	assert_true(S_ISREG(sb.st_mode));
+	assert_int_equal(lstat(link, &sb), 0);
+	assert_true(S_ISLNK(sb.st_mode));
+	assert_int_equal(raw_int(real, "PRAGMA application_id"), HV_STORE_APPLICATION_ID);
+	st = open_ok(link, HV_STORE_READONLY); /* and it opens through the link from now on */
+	check_ok(hv_store_close(st));
+
+	char *loop = tu_path(f->dir, "loop.db");
+	assert_int_equal(symlink("loop.db", loop), 0);
+	assert_int_equal(hv_store_open(&st, loop, 0), HV_EDB);
+	assert_null(st);
+	assert_non_null(strstr(hv_error_last(), loop));
+	assert_non_null(strstr(hv_error_last(), "symbolic links"));
+	free(loop);
+	free(real);
+	free(link);
+}
+
 static void test_default_path(void **state)
 {
 	fixture *f = *state;
@@ -1609,6 +1641,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_new_database, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_empty_file_is_new, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_missing_readonly, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dangling_symlink_path, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_default_path, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refuse_random_bytes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refuse_text_file, setup, teardown),
