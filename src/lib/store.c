@@ -792,51 +792,42 @@ static int publish(const char *tmp, const char *path, const char *name)
  * processes creating it at once simply agree on whichever was first. */
 /* Where a missing database is made: path itself, or, when path is a dangling symlink (a
  * chain of them), the missing file it points to, as `sqlite3` and `touch` would create it.
- * *out is malloc'd. */
-static int creation_path(const char *path, char **out)
+ * malloc'd; NULL on failure, with the error set and its status in *rc. */
+static char *creation_path(const char *path, int *rc)
 {
 	char *p = strdup(path);
-	if (!p)
-		return hv_error_set(HV_ENOMEM, "out of memory");
-	for (int hops = 0;; hops++) {
+	for (int hops = 0; p; hops++) {
 		struct stat sb;
 		if (lstat(p, &sb) != 0 || !S_ISLNK(sb.st_mode))
-			break; /* missing (made here), or made by someone meanwhile */
-		if (hops == 40) {
-			free(p);
-			return hv_error_set(HV_EDB, "%s: cannot create the database: %s", path,
-					    strerror(ELOOP));
-		}
+			return p; /* missing (made here), or made by someone meanwhile */
 		char target[PATH_MAX];
-		ssize_t n = readlink(p, target, sizeof(target) - 1);
+		ssize_t n = hops < 40 ? readlink(p, target, sizeof(target) - 1) : -1;
 		if (n < 0) {
-			int err = errno;
+			*rc = hv_error_set(HV_EDB, "%s: cannot create the database: %s", path,
+					   strerror(hops < 40 ? errno : ELOOP));
 			free(p);
-			return hv_error_set(HV_EDB, "%s: cannot create the database: %s", path,
-					    strerror(err));
+			return NULL;
 		}
 		target[n] = '\0';
 		const char *slash = strrchr(p, '/');
 		size_t dir_len = target[0] != '/' && slash ? (size_t)(slash - p) + 1 : 0;
 		char *next = malloc(dir_len + (size_t)n + 1);
-		if (!next) {
-			free(p);
-			return hv_error_set(HV_ENOMEM, "out of memory");
+		if (next) {
+			memcpy(next, p, dir_len);
+			memcpy(next + dir_len, target, (size_t)n + 1);
 		}
-		memcpy(next, p, dir_len);
-		memcpy(next + dir_len, target, (size_t)n + 1);
 		free(p);
 		p = next;
 	}
-	*out = p;
-	return HV_OK;
+	*rc = hv_error_set(HV_ENOMEM, "out of memory");
+	return NULL;
 }
 
 static int create_database(hv_store *st)
 {
-	char *target = NULL;
-	int rc = creation_path(st->path, &target);
-	if (rc != HV_OK)
+	int rc = HV_OK;
+	char *target = creation_path(st->path, &rc);
+	if (!target)
 		return rc;
 	size_t n = strlen(target);
 	char *tmp = malloc(n + 16);
