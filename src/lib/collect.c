@@ -3,7 +3,9 @@
  * One read of each file serves its SHA-256, its MIME detection (libmagic on the bytes read)
  * and its content. A file is opened relative to its directory's descriptor through the
  * walker (never by path), with O_NOFOLLOW|O_NONBLOCK, and checked with fstat: a file swapped
- * for a FIFO or a symlink after the walk saw it is skipped, never read. */
+ * for a FIFO or a symlink after the walk saw it is skipped, never read. The reading, digesting
+ * and detecting run on worker threads a window ahead of the walk (see "The read-ahead
+ * pipeline"), with the same result as one thread. */
 #include "harvest/collect.h"
 #include "harvest/json.h"
 #include "harvest/mime.h"
@@ -13,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -322,132 +325,433 @@ static int read_all(int fd, uint64_t expect, uint64_t max, const char *path, uns
 	return HV_OK;
 }
 
-/* The raw (libmagic) type of the file open on fd with content buf: from the cache when the
- * file is unchanged, else detected and cached. */
-static int raw_type(struct collector *k, const hv_stat *fs, const unsigned char *buf, size_t len,
-		    int fd, const char *path, const char *sha, char **out)
+/* ---- The read-ahead pipeline ----------------------------------------------------------
+ *
+ * Reading a file, its SHA-256 and above all its detection (libmagic takes about a millisecond
+ * a file) run on worker threads, a window of files ahead of the collect loop. The loop itself
+ * does everything that depends on order or on the walker and the store (one thread each): it
+ * opens each file through the walker's directory descriptors, asks the MIME cache, and
+ * finishes the files in walk order, applying the limits as it goes. So the result (its order,
+ * the limits, every skip reason) is the one a single thread would give; only work on files
+ * that a limit then skips can be wasted, at most a window of it. The loop works on queued
+ * files itself rather than wait, so a collect of one file starts no thread; workers start
+ * when two files wait. The window holds at most PIPE_SLOTS files and PIPE_BYTES of their
+ * sizes (always at least one file), which bounds the memory read ahead. */
+#define PIPE_SLOTS 64
+#define PIPE_BYTES (64ull << 20)
+#define PIPE_MAX_THREADS 7
+
+enum job_state {
+	JOB_READY,   /* needs no work: decided by the loop */
+	JOB_QUEUED,  /* to be read (and detected) */
+	JOB_CLAIMED, /* being read by some thread */
+	JOB_DONE,
+};
+
+/* What the read found (job.outcome). */
+enum { READ_OK, READ_TOO_LARGE, READ_ERROR, READ_SAME, READ_NOMEM };
+
+struct job {
+	enum job_state state; /* under pipe.mu */
+	/* The entry, copied: the walker's lives until its next step. */
+	char *path;
+	size_t path_len, name_len;
+	hv_stat lst;
+	uint64_t seen; /* entries walked so far, for the progress callback */
+	/* Decided by the loop before the limit check (a symlink, a FIFO...): skip with this. */
+	const char *early_reason;
+	/* Decided by the loop after it (the open failed, the file changed): skip with this. */
+	const char *late_reason;
+	bool has_size;
+	uint64_t size;
+	char *error;
+	bool racy;            /* compare_sha holds the snapshot's digest */
+	char compare_sha[65];
+	bool cached_hit;      /* --no-content and the cache knew type and digest: no read */
+	char cached_sha[65];  /* the cache's digest of this file, "" if none */
+	char *lookup_error;   /* the cache lookup failed (the file is then skipped with it) */
+	int fd;
+	hv_stat fs;           /* fstat of fd */
+	char *raw;            /* libmagic's answer: from the cache, or detected by the read */
+	bool detected;        /* raw is new: cache it */
+	/* Set by the read. */
+	int outcome;
+	unsigned char *buf;
+	size_t len;
+	char sha[65];
+};
+
+struct pipe {
+	pthread_mutex_t mu;
+	pthread_cond_t work_cv; /* a file was queued, or stop */
+	pthread_cond_t done_cv; /* a file was read */
+	struct job slots[PIPE_SLOTS];
+	uint64_t head, tail, next_claim; /* absolute positions: slot = position % PIPE_SLOTS */
+	uint64_t window_bytes;
+	const hv_collect_opts *o;
+	pthread_t threads[PIPE_MAX_THREADS];
+	int n_threads, max_threads;
+	bool stop;
+};
+
+/* The next queued job, claimed; NULL if none. Under mu. */
+static struct job *pipe_claim(struct pipe *p)
 {
-	if (!k->o->no_cache && k->st) {
-		char cached_sha[65];
-		int rc = hv_store_mime_lookup_sha(k->st, fs, k->fingerprint, out, cached_sha);
+	while (p->next_claim < p->tail) {
+		struct job *j = &p->slots[p->next_claim++ % PIPE_SLOTS];
+		if (j->state == JOB_QUEUED) {
+			j->state = JOB_CLAIMED;
+			return j;
+		}
+	}
+	return NULL;
+}
+
+/* Reads a claimed job's file: content, digest, and libmagic's answer unless the cache gave
+ * one (or the content shows the racy file unchanged). Runs on any thread; touches only j. */
+static void job_read(struct job *j, const hv_collect_opts *o, hv_magic *magic)
+{
+	int rc = read_all(j->fd, j->fs.size, o->max_file_bytes, j->path, &j->buf, &j->len);
+	if (rc == HV_WARN) {
+		j->outcome = READ_TOO_LARGE;
+	} else if (rc == HV_ENOMEM) {
+		j->outcome = READ_NOMEM;
+	} else if (rc != HV_OK) {
+		j->outcome = READ_ERROR;
+		j->error = strdup(hv_error_last());
+	} else {
+		hv_sha256_hex(j->buf, j->len, j->sha);
+		j->outcome = READ_OK;
+		if (j->racy && strcmp(j->sha, j->compare_sha) == 0) {
+			j->outcome = READ_SAME;
+		} else if (!j->raw && !j->lookup_error) {
+			const char *t;
+			rc = hv_magic_buffer(magic, j->buf, j->len, j->fd, j->path, &t);
+			if (rc == HV_OK) {
+				j->raw = strdup(t);
+				j->detected = true;
+				if (!j->raw)
+					j->outcome = READ_NOMEM;
+			} else {
+				j->error = strdup(hv_error_last());
+			}
+		}
+		if (j->outcome == READ_OK && !j->raw && !j->error && !j->lookup_error)
+			j->outcome = READ_NOMEM; /* strdup of the error failed */
+	}
+	close(j->fd);
+	j->fd = -1;
+}
+
+static void *pipe_worker(void *arg)
+{
+	struct pipe *p = arg;
+	hv_magic *magic = NULL;
+	if (hv_magic_open(&magic, NULL, 0) != HV_OK)
+		return NULL; /* the loop does the work itself */
+	pthread_mutex_lock(&p->mu);
+	while (!p->stop) {
+		struct job *j = pipe_claim(p);
+		if (!j) {
+			pthread_cond_wait(&p->work_cv, &p->mu);
+			continue;
+		}
+		pthread_mutex_unlock(&p->mu);
+		job_read(j, p->o, magic);
+		pthread_mutex_lock(&p->mu);
+		j->state = JOB_DONE;
+		pthread_cond_signal(&p->done_cv);
+	}
+	pthread_mutex_unlock(&p->mu);
+	hv_magic_close(magic);
+	return NULL;
+}
+
+static void job_clear(struct job *j)
+{
+	if (j->fd >= 0)
+		close(j->fd);
+	free(j->path);
+	free(j->error);
+	free(j->lookup_error);
+	free(j->raw);
+	free(j->buf);
+	memset(j, 0, sizeof(*j));
+	j->fd = -1;
+}
+
+static void pipe_init(struct pipe *p, const hv_collect_opts *o)
+{
+	memset(p, 0, sizeof(*p));
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->work_cv, NULL);
+	pthread_cond_init(&p->done_cv, NULL);
+	p->o = o;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	p->max_threads = cpus > 1 ? (int)(cpus - 1) : 0; /* the loop is one more */
+	if (p->max_threads > PIPE_MAX_THREADS)
+		p->max_threads = PIPE_MAX_THREADS;
+	for (size_t i = 0; i < PIPE_SLOTS; i++)
+		p->slots[i].fd = -1;
+}
+
+/* Stops the workers and drops every job not finished. */
+static void pipe_destroy(struct pipe *p)
+{
+	pthread_mutex_lock(&p->mu);
+	p->stop = true;
+	pthread_cond_broadcast(&p->work_cv);
+	pthread_mutex_unlock(&p->mu);
+	for (int i = 0; i < p->n_threads; i++)
+		pthread_join(p->threads[i], NULL);
+	for (; p->head < p->tail; p->head++)
+		job_clear(&p->slots[p->head % PIPE_SLOTS]);
+	pthread_cond_destroy(&p->done_cv);
+	pthread_cond_destroy(&p->work_cv);
+	pthread_mutex_destroy(&p->mu);
+}
+
+/* The job at the head, once it needs no more work (wait: work on queued jobs meanwhile, or
+ * sleep until a worker is done); NULL when the window is empty or, without wait, when the
+ * head is not done yet. */
+static struct job *pipe_head(struct pipe *p, hv_magic *magic, bool wait)
+{
+	pthread_mutex_lock(&p->mu);
+	struct job *h = p->head < p->tail ? &p->slots[p->head % PIPE_SLOTS] : NULL;
+	while (h && wait && h->state != JOB_READY && h->state != JOB_DONE) {
+		struct job *j = pipe_claim(p);
+		if (!j) {
+			pthread_cond_wait(&p->done_cv, &p->mu);
+			continue;
+		}
+		pthread_mutex_unlock(&p->mu);
+		job_read(j, p->o, magic);
+		pthread_mutex_lock(&p->mu);
+		j->state = JOB_DONE;
+	}
+	if (h && h->state != JOB_READY && h->state != JOB_DONE)
+		h = NULL;
+	pthread_mutex_unlock(&p->mu);
+	return h;
+}
+
+/* The next free slot at the tail (the caller has made room). */
+static struct job *pipe_slot(struct pipe *p)
+{
+	return &p->slots[p->tail % PIPE_SLOTS];
+}
+
+/* Adds the job filled in at pipe_slot() to the window. */
+static void pipe_push(struct pipe *p, bool queued)
+{
+	pthread_mutex_lock(&p->mu);
+	struct job *j = &p->slots[p->tail % PIPE_SLOTS];
+	j->state = queued ? JOB_QUEUED : JOB_READY;
+	p->tail++;
+	if (queued) {
+		p->window_bytes += j->fs.size;
+		uint64_t waiting = 0;
+		for (uint64_t i = p->next_claim; i < p->tail && waiting < 2; i++)
+			waiting += p->slots[i % PIPE_SLOTS].state == JOB_QUEUED;
+		if (waiting >= 2 && p->n_threads < p->max_threads &&
+		    pthread_create(&p->threads[p->n_threads], NULL, pipe_worker, p) == 0)
+			p->n_threads++;
+		pthread_cond_signal(&p->work_cv);
+	}
+	pthread_mutex_unlock(&p->mu);
+}
+
+static bool pipe_full(const struct pipe *p, uint64_t size)
+{
+	uint64_t n = p->tail - p->head;
+	return n == PIPE_SLOTS || (n > 0 && p->window_bytes + size > PIPE_BYTES);
+}
+
+/* Finishes the head job, in walk order: the limits, the cache, the collection. Returns
+ * HV_OK or a fatal status. */
+static int job_finish(struct collector *k, struct job *j)
+{
+	const hv_collect_opts *o = k->o;
+	hv_entry e = {0};
+	e.path = j->path;
+	e.path_len = j->path_len;
+	e.name = j->path + (j->path_len - j->name_len);
+	e.name_len = j->name_len;
+	if (j->early_reason)
+		return add_skipped(k, &e, j->early_reason, j->has_size, j->size, j->error);
+	/* (A racy file is first read: it may turn out not to be produced at all.) */
+	if (!j->racy &&
+	    (k->c->n_files >= o->max_files || k->total_bytes + j->lst.size > o->max_total_bytes))
+		return add_skipped(k, &e, "limit", true, j->lst.size, NULL);
+	const char *type;
+	if (j->cached_hit) {
+		hv_mime_refine(NULL, e.name, j->raw, &type);
+		return add_file(k, &e, type, j->lst.size, j->cached_sha, NULL, 0);
+	}
+	if (j->late_reason)
+		return add_skipped(k, &e, j->late_reason, true, j->size, j->error);
+	switch (j->outcome) {
+	case READ_TOO_LARGE:
+		return add_skipped(k, &e, "too_large", true, j->fs.size, NULL);
+	case READ_ERROR:
+		return add_skipped(k, &e, "error", true, j->fs.size, j->error ? j->error : "");
+	case READ_NOMEM:
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	case READ_SAME:
+		return HV_OK; /* not produced */
+	default:
+		break;
+	}
+	if (k->c->n_files >= o->max_files || k->total_bytes + j->len > o->max_total_bytes)
+		return add_skipped(k, &e, "limit", true, j->len, NULL);
+	if (j->lookup_error || !j->raw)
+		return add_skipped(k, &e, "error", true, j->len,
+				   j->lookup_error ? j->lookup_error : j->error);
+	/* A new answer is cached; one cached without the digest (by `harvest mime`) gets it now,
+	 * so a later --no-content collect need not open the file. */
+	if ((j->detected || !j->cached_sha[0]) && !o->no_cache && k->st)
+		hv_store_mime_put_sha(k->st, &j->fs, k->fingerprint, j->raw, j->sha);
+	hv_mime_refine(NULL, e.name, j->raw, &type);
+	unsigned char *content = o->no_content ? NULL : j->buf;
+	int rc = add_file(k, &e, type, j->len, j->sha, content, content ? j->len : 0);
+	if (rc == HV_OK && content)
+		j->buf = NULL; /* the collection owns it now */
+	return rc;
+}
+
+/* Finishes the jobs at the head that are done (wait: at least one, waiting for it). */
+static int pipe_drain(struct collector *k, struct pipe *p, bool wait)
+{
+	struct job *j;
+	while ((j = pipe_head(p, k->magic, wait)) != NULL) {
+		int rc = job_finish(k, j);
+		if (rc == HV_OK && k->o->on_progress)
+			k->o->on_progress(k->o->ctx, j->seen, k->c->n_files, k->total_bytes);
+		pthread_mutex_lock(&p->mu);
+		if (j->state == JOB_DONE)
+			p->window_bytes -= j->fs.size;
+		job_clear(j);
+		p->head++;
+		if (p->next_claim < p->head)
+			p->next_claim = p->head; /* never look at a cleared slot */
+		pthread_mutex_unlock(&p->mu);
 		if (rc != HV_OK)
 			return rc;
-		/* An answer cached without the digest (by `harvest mime`) gets it now, so a later
-		 * --no-content collect need not open the file. */
-		if (*out && !cached_sha[0])
-			hv_store_mime_put_sha(k->st, fs, k->fingerprint, *out, sha);
-		if (*out)
-			return HV_OK;
+		wait = false;
 	}
-	const char *t;
-	int rc = hv_magic_buffer(k->magic, buf, len, fd, path, &t);
-	if (rc != HV_OK)
-		return rc;
-	*out = strdup(t);
-	if (!*out)
-		return hv_error_set(HV_ENOMEM, "out of memory");
-	if (!k->o->no_cache && k->st)
-		hv_store_mime_put_sha(k->st, fs, k->fingerprint, t, sha);
 	return HV_OK;
 }
 
-enum { NOT_PRODUCED = 1 };
-
-/* One regular file that may be an artifact. compare_sha: the snapshot's digest of this
- * racy file, or NULL. Returns HV_OK, NOT_PRODUCED, or a fatal status. */
-static int collect_file(struct collector *k, const hv_entry *e, const char *compare_sha)
+/* The part of a file's work that needs the walker and the store: with --no-content, a cache
+ * hit that knows the digest answers without opening the file at all (the walk's lstat is the
+ * key); else the file is opened relative to its directory, checked with fstat (a file swapped
+ * after the walk saw it is never read) and its cached answer looked up. *queued: it is to be
+ * read. */
+static int open_job(struct collector *k, const hv_entry *e, struct job *j, bool *queued)
 {
 	const hv_collect_opts *o = k->o;
-	/* (A racy file is first read: it may turn out not to be produced at all.) */
-	if (!compare_sha &&
-	    (k->c->n_files >= o->max_files || k->total_bytes + e->lst.size > o->max_total_bytes))
-		return add_skipped(k, e, "limit", true, e->lst.size, NULL);
-	/* With --no-content, a cache hit that knows the digest answers without opening the
-	 * file at all: the walk's lstat is the key. */
-	if (o->no_content && !compare_sha && !o->no_cache && k->st) {
-		char *cached = NULL;
-		char cached_sha[65];
-		int rc = hv_store_mime_lookup_sha(k->st, &e->lst, k->fingerprint, &cached,
-						  cached_sha);
+	bool cache = !o->no_cache && k->st;
+	if (o->no_content && !j->racy && cache) {
+		int rc = hv_store_mime_lookup_sha(k->st, &e->lst, k->fingerprint, &j->raw,
+						  j->cached_sha);
 		if (rc != HV_OK)
 			return rc;
-		if (cached && cached_sha[0]) {
-			const char *type;
-			hv_mime_refine(NULL, e->name, cached, &type);
-			rc = add_file(k, e, type, e->lst.size, cached_sha, NULL, 0);
-			free(cached);
-			return rc;
+		if (j->raw && j->cached_sha[0]) {
+			j->cached_hit = true;
+			return HV_OK;
 		}
-		free(cached);
+		free(j->raw);
+		j->raw = NULL;
+		j->cached_sha[0] = '\0';
 	}
 	if (o->test_before_open)
 		o->test_before_open(o->ctx, e->path);
-	int fd = hv_walk_openat(k->w, O_RDONLY | O_NONBLOCK);
-	if (fd < 0) {
+	j->fd = hv_walk_openat(k->w, O_RDONLY | O_NONBLOCK);
+	if (j->fd < 0) {
 		int err = errno;
-		if (err == ELOOP)
-			return add_skipped(k, e, "symlink", true, e->lst.size, NULL);
-		if (err == ENXIO || err == ENODEV || err == EOPNOTSUPP)
+		if (err == ELOOP) {
+			j->late_reason = "symlink";
+		} else if (err == ENXIO || err == ENODEV || err == EOPNOTSUPP) {
 			/* swapped for a socket or a device after the walk saw it */
-			return add_skipped(k, e, "not_regular", true, e->lst.size, NULL);
-		char msg[PATH_MAX + 128];
-		snprintf(msg, sizeof(msg), "%s: %s", e->path, strerror(err));
-		return add_skipped(k, e, "error", true, e->lst.size, msg);
+			j->late_reason = "not_regular";
+		} else {
+			char msg[PATH_MAX + 128];
+			snprintf(msg, sizeof(msg), "%s: %s", e->path, strerror(err));
+			j->late_reason = "error";
+			if (!(j->error = strdup(msg)))
+				return hv_error_set(HV_ENOMEM, "out of memory");
+		}
+		return HV_OK;
 	}
 	struct stat fst;
-	if (fstat(fd, &fst) != 0 || !S_ISREG(fst.st_mode)) {
-		/* Swapped after the walk saw it: never read a FIFO or a device. */
-		close(fd);
-		return add_skipped(k, e, "not_regular", true, e->lst.size, NULL);
+	if (fstat(j->fd, &fst) != 0 || !S_ISREG(fst.st_mode)) {
+		j->late_reason = "not_regular"; /* never read a FIFO or a device */
+		return HV_OK;
 	}
-	hv_stat fs;
-	HV_STAT_FROM(&fst, &fs);
-	int rc;
-	if (fs.size > o->max_file_bytes) {
-		close(fd);
-		return add_skipped(k, e, "too_large", true, fs.size, NULL);
+	HV_STAT_FROM(&fst, &j->fs);
+	if (j->fs.size > o->max_file_bytes) {
+		j->late_reason = "too_large";
+		j->size = j->fs.size;
+		return HV_OK;
 	}
-	unsigned char *buf = NULL;
-	size_t len = 0;
-	rc = read_all(fd, fs.size, o->max_file_bytes, e->path, &buf, &len);
-	if (rc == HV_WARN) {
-		close(fd);
-		return add_skipped(k, e, "too_large", true, fs.size, NULL);
+	if (cache) {
+		if (hv_store_mime_lookup_sha(k->st, &j->fs, k->fingerprint, &j->raw,
+					     j->cached_sha) != HV_OK &&
+		    !(j->lookup_error = strdup(hv_error_last())))
+			return hv_error_set(HV_ENOMEM, "out of memory");
+	}
+	*queued = true;
+	return HV_OK;
+}
+
+/* Puts the walker's current entry e into the window: skipped for early_reason (unless NULL),
+ * else opened and queued for reading (or decided at once when it cannot be). compare_sha: the
+ * snapshot's digest of this racy file, or NULL. */
+static int collect_entry(struct collector *k, struct pipe *p, const hv_entry *e,
+			 const char *early_reason, const char *error, const char *compare_sha)
+{
+	const hv_collect_opts *o = k->o;
+	uint64_t size = early_reason ? 0 : e->lst.size;
+	while (pipe_full(p, size)) {
+		int rc = pipe_drain(k, p, true);
+		if (rc != HV_OK)
+			return rc;
+	}
+	struct job *j = pipe_slot(p);
+	j->fd = -1;
+	j->path = malloc(e->path_len + 1);
+	if (!j->path)
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	memcpy(j->path, e->path, e->path_len + 1);
+	j->path_len = e->path_len;
+	j->name_len = e->name_len;
+	j->lst = e->lst;
+	j->seen = hv_walk_count(k->w);
+	j->has_size = e->have_lstat;
+	j->size = e->have_lstat ? e->lst.size : 0;
+	bool queued = false;
+	int rc = HV_OK;
+	if (early_reason) {
+		j->early_reason = early_reason;
+		if (error && !(j->error = strdup(error)))
+			rc = hv_error_set(HV_ENOMEM, "out of memory");
+	} else if (!compare_sha &&
+		   (k->c->n_files >= o->max_files ||
+		    k->total_bytes + e->lst.size > o->max_total_bytes)) {
+		/* Over a limit already (the counts only grow): the head check will say so. */
+	} else {
+		if (compare_sha) {
+			j->racy = true;
+			memcpy(j->compare_sha, compare_sha, 65);
+		}
+		rc = open_job(k, e, j, &queued);
 	}
 	if (rc != HV_OK) {
-		close(fd);
-		return add_skipped(k, e, "error", true, fs.size, hv_error_last());
+		job_clear(j);
+		return rc;
 	}
-	char sha[65];
-	hv_sha256_hex(buf, len, sha);
-	if (compare_sha && strcmp(sha, compare_sha) == 0) {
-		close(fd);
-		free(buf);
-		return NOT_PRODUCED;
-	}
-	if (k->c->n_files >= o->max_files || k->total_bytes + len > o->max_total_bytes) {
-		close(fd);
-		free(buf);
-		return add_skipped(k, e, "limit", true, len, NULL);
-	}
-	char *raw = NULL;
-	rc = raw_type(k, &fs, buf, len, fd, e->path, sha, &raw);
-	close(fd);
-	if (rc != HV_OK) {
-		free(buf);
-		return add_skipped(k, e, "error", true, len, hv_error_last());
-	}
-	const char *type;
-	hv_mime_refine(NULL, e->name, raw, &type);
-	if (o->no_content) {
-		free(buf);
-		buf = NULL;
-	}
-	rc = add_file(k, e, type, len, sha, buf, buf ? len : 0);
-	free(raw);
-	if (rc != HV_OK)
-		free(buf);
-	return rc;
+	pipe_push(p, queued);
+	return pipe_drain(k, p, false);
 }
 
 /* Whether e differs from the snapshot's entry s (NULL: absent). *compare_sha is set when
@@ -551,6 +855,8 @@ hv_status hv_collect(hv_store *st, const char *dir, const hv_collect_opts *opts,
 	}
 	struct db_files dbf;
 	db_files_init(&dbf, st);
+	struct pipe pipe;
+	pipe_init(&pipe, opts);
 	const hv_snapshot_entry *cur = NULL;
 	bool at_end = false;
 	const hv_entry *e;
@@ -565,7 +871,7 @@ hv_status hv_collect(hv_store *st, const char *dir, const hv_collect_opts *opts,
 		if (e->type == HV_FT_DIR)
 			continue; /* directories hold artifacts; they are not artifacts */
 		if (!e->have_lstat) {
-			rc = add_skipped(&k, e, "error", false, 0, "cannot be examined");
+			rc = collect_entry(&k, &pipe, e, "error", "cannot be examined", NULL);
 			if (rc != HV_OK)
 				break;
 			continue;
@@ -581,21 +887,23 @@ hv_status hv_collect(hv_store *st, const char *dir, const hv_collect_opts *opts,
 			if (!produced(e, match, &compare_sha))
 				continue;
 		}
+		const char *early = NULL;
 		if (e->type == HV_FT_SYMLINK)
-			rc = add_skipped(&k, e, "symlink", true, e->lst.size, NULL);
+			early = "symlink";
 		else if (e->type != HV_FT_FILE)
-			rc = add_skipped(&k, e, "not_regular", true, e->lst.size, NULL);
+			early = "not_regular";
 		else if (e->lst.size > opts->max_file_bytes)
-			rc = add_skipped(&k, e, "too_large", true, e->lst.size, NULL);
-		else
-			rc = collect_file(&k, e, compare_sha);
-		if (rc == NOT_PRODUCED)
-			rc = HV_OK;
+			early = "too_large";
+		rc = collect_entry(&k, &pipe, e, early, NULL, compare_sha);
 		if (rc != HV_OK)
 			break;
-		if (opts->on_progress)
-			opts->on_progress(opts->ctx, hv_walk_count(k.w), k.c->n_files, k.total_bytes);
 	}
+	while (rc == HV_DONE && pipe.head < pipe.tail) {
+		int drc = pipe_drain(&k, &pipe, true);
+		if (drc != HV_OK)
+			rc = drc;
+	}
+	pipe_destroy(&pipe);
 	if (rc == HV_DONE)
 		rc = HV_OK;
 	hv_walk_close(k.w);
