@@ -304,7 +304,9 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 		}
 		cli_result_end(j, &ex.end, ex.run_id);
 		hv_json_newline(j);
-		rc = ex.run.exit_code;
+		/* The command ran, but harvest could not tell what it produced: harvest's own
+		 * failure (the command's status is still in the result). */
+		rc = ex.collect_status != HV_OK ? EXIT_HARVEST_FAILED : ex.run.exit_code;
 	}
 	hv_json_flush(j);
 	hv_json_free(j);

@@ -339,7 +339,7 @@ static int read_all(int fd, uint64_t expect, uint64_t max, const char *path, uns
  * sizes (always at least one file), which bounds the memory read ahead. */
 #define PIPE_SLOTS 64
 #define PIPE_BYTES (64ull << 20)
-#define PIPE_MAX_THREADS 7
+#define PIPE_MAX_THREADS 7 /* workers, beside the loop: threads 0 means up to 8 in all */
 
 enum job_state {
 	JOB_READY,   /* needs no work: decided by the loop */
@@ -487,7 +487,7 @@ static void pipe_init(struct pipe *p, const hv_collect_opts *o)
 	pthread_cond_init(&p->work_cv, NULL);
 	pthread_cond_init(&p->done_cv, NULL);
 	p->o = o;
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	long cpus = o->threads > 0 ? o->threads : sysconf(_SC_NPROCESSORS_ONLN);
 	p->max_threads = cpus > 1 ? (int)(cpus - 1) : 0; /* the loop is one more */
 	if (p->max_threads > PIPE_MAX_THREADS)
 		p->max_threads = PIPE_MAX_THREADS;

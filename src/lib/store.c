@@ -867,12 +867,16 @@ static int create_database(hv_store *st)
 }
 
 /* Whether a read-only open must use SQLite's immutable mode: readers of a WAL database need a
- * -shm file, which they cannot create in a directory they may not write. With no -wal file,
+ * -shm file, which they cannot create in a directory they may not write, and must not leave
+ * behind next to a file they may not write. With no -wal file,
  * everything committed is in the main file, and reading it as immutable (no locks, no -shm) is
  * exact, unless its owner starts writing meanwhile; then this one query may fail. */
 static bool needs_immutable(const char *path)
 {
-	if (parent_dir_writable(path) != 0)
+	/* Another user's database in a directory this one may write: a plain read-only open
+	 * would create -wal and -shm files there, owned by this user and left behind, which
+	 * the owner's next write could not use. */
+	if (parent_dir_writable(path) > 0 && faccessat(AT_FDCWD, path, W_OK, AT_EACCESS) == 0)
 		return false;
 	size_t n = strlen(path);
 	char *wal = malloc(n + 5);

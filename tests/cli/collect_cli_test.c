@@ -35,16 +35,6 @@ static double now_s(void)
 	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-static void sha256_hex(const void *data, size_t len, char hex[65])
-{
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
-	assert_int_equal(EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL), 1);
-	assert_int_equal(mdlen, 32);
-	for (unsigned i = 0; i < 32; i++)
-		sprintf(hex + 2 * i, "%02x", md[i]);
-}
-
 static int b64val(unsigned char c)
 {
 	if (c >= 'A' && c <= 'Z')
@@ -219,7 +209,7 @@ static void check_output_file(const tj_value *of, const char *root, const char *
 	assert_int_equal(tj_type(tj_get(of, "size")), TJ_INT);
 	assert_int_equal(tj_int(tj_get(of, "size")), (int64_t)flen);
 	char hex[65];
-	sha256_hex(bytes, flen, hex);
+	tu_sha256_hex(bytes, flen, hex);
 	const char *sha = tj_str(tj_get(of, "sha256"), NULL);
 	assert_non_null(sha);
 	assert_string_equal(sha, hex);
@@ -602,7 +592,7 @@ static void test_symlink_outside(void **state)
 	assert_int_equal(symlink("ok.txt", l3), 0); /* even one inside the root is not read */
 
 	char hex[65];
-	sha256_hex(secret, strlen(secret), hex);
+	tu_sha256_hex(secret, strlen(secret), hex);
 	char *b64 = b64_encode((const unsigned char *)secret, strlen(secret));
 	char snap_id[32];
 	snprintf(snap_id, sizeof(snap_id), "%lld", (long long)take_snapshot(db, d, NULL));

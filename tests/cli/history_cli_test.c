@@ -17,6 +17,7 @@
 #include <limits.h>
 #include <openssl/evp.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,15 +73,6 @@ static void sleep_ms(long ms)
 	struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
 	while (nanosleep(&t, &t) != 0 && errno == EINTR)
 		;
-}
-
-static void sha256_hex(const void *data, size_t len, char hex[65])
-{
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
-	assert_int_equal(EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL), 1);
-	for (unsigned i = 0; i < 32; i++)
-		sprintf(hex + 2 * i, "%02x", md[i]);
 }
 
 /* A fresh temp dir (removed by tu_cleanup) and the database path inside it. */
@@ -388,6 +380,25 @@ static void expect_integrity_ok(const char *db, const char *what)
 	tu_result_free(&r);
 }
 
+/* db holds exactly the len0 bytes of before, with no -wal/-shm/-journal beside it. */
+static void expect_db_unchanged(const char *db, const char *before, size_t len0,
+				const char *what)
+{
+	size_t len;
+	char *after = tu_read_file(db, &len);
+	assert_non_null(after);
+	if (len != len0 || memcmp(before, after, len) != 0)
+		fail_msg("%s: the database file changed", what);
+	free(after);
+	static const char *const sfx[] = {"-wal", "-shm", "-journal"};
+	for (size_t j = 0; j < 3; j++) {
+		char *p = with_suffix(db, sfx[j]);
+		if (path_exists(p))
+			fail_msg("%s: created %s", what, p);
+		free(p);
+	}
+}
+
 /* ---- show reproduces run ---------------------------------------------------------------- */
 
 /* run's final result against show's: the same keys and values; output files' content null in
@@ -532,6 +543,46 @@ static void test_show_equals_run(void **state)
 	expect_status(&r, 2, "history show abc");
 	tu_result_free(&r);
 	free(src);
+	fx_close(&f);
+}
+
+/* A collect is a run of its own in the history, without a command: show gives its
+ * ExecutionResult with exit_code and duration_ms null, empty streams, and the same output
+ * files and skipped list the collect printed. */
+static void test_show_collect(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	tu_mkdir(f.root, "c");
+	char *c = tu_path(f.root, "c");
+	tu_write(c, "a.csv", "x,y\n1,2\n", 8);
+	tu_write(c, "p.png", png_bytes, sizeof(png_bytes));
+	tu_result r;
+	hv(&r, NULL, "collect", "--db", f.db, c, NULL);
+	expect_status(&r, 0, "collect");
+	tj_value *col = json_doc(&r, "collect");
+	tu_result_free(&r);
+	int64_t id = tj_int(tj_get(col, "run_id"));
+	assert_true(id > 0);
+	assert_int_equal(tj_len(tj_get(col, "output_files")), 2);
+	char ids[32];
+	snprintf(ids, sizeof(ids), "%lld", (long long)id);
+	const char *args[] = {ids, "--content", NULL};
+	tj_value *show = history_json(&f, "show", args);
+	expect_str(tj_get(show, "type"), "execution_result", "type");
+	assert_true(tj_is_null(tj_get(show, "exit_code")));
+	assert_true(tj_is_null(tj_get(show, "duration_ms")));
+	expect_str(tj_get(show, "stdout"), "", "stdout");
+	expect_str(tj_get(show, "stderr"), "", "stderr");
+	assert_int_equal(tj_int(tj_get(show, "run_id")), id);
+	assert_int_equal(tj_type(tj_get(show, "timed_out")), TJ_BOOL);
+	assert_false(tj_bool(tj_get(show, "timed_out")));
+	deep_eq(tj_get(col, "output_files"), tj_get(show, "output_files"), "output_files");
+	deep_eq(tj_get(col, "skipped"), tj_get(show, "skipped"), "skipped");
+	tj_free(show);
+	tj_free(col);
+	free(c);
 	fx_close(&f);
 }
 
@@ -799,7 +850,7 @@ static void test_artifacts(void **state)
 	       BCSV = 1 << 5, OTHER = 1 << 6, ALL = 0x7f, RUN_A = 0x0f, RUN_B = 0x70 };
 	const size_t n_arts = sizeof(arts) / sizeof(arts[0]);
 	for (size_t i = 0; i < n_arts; i++)
-		sha256_hex(arts[i].bytes, arts[i].len, arts[i].sha);
+		tu_sha256_hex(arts[i].bytes, arts[i].len, arts[i].sha);
 
 	/* Every field of every artifact. */
 	tj_value *list = history_json(&f, "artifacts", NULL);
@@ -963,9 +1014,9 @@ static void test_get(void **state)
 	tj_free(res);
 
 	char sha[65], sha_empty[65], sha_t[65];
-	sha256_hex(bin, blen, sha);
-	sha256_hex("", 0, sha_empty);
-	sha256_hex("tiny", 4, sha_t);
+	tu_sha256_hex(bin, blen, sha);
+	tu_sha256_hex("", 0, sha_empty);
+	tu_sha256_hex("tiny", 4, sha_t);
 	char rs[32];
 	snprintf(rs, sizeof(rs), "%lld", (long long)run);
 	tj_value *list = history_json(&f, "artifacts", (const char *const[]){"--run", rs, NULL});
@@ -1083,9 +1134,9 @@ static void test_prune(void **state)
 	static const char shared[] = "shared content\n", only1[] = "only in run 1\n",
 			  only2[] = "only in run 2!\n";
 	char sh_shared[65], sh1[65], sh2[65];
-	sha256_hex(shared, sizeof(shared) - 1, sh_shared);
-	sha256_hex(only1, sizeof(only1) - 1, sh1);
-	sha256_hex(only2, sizeof(only2) - 1, sh2);
+	tu_sha256_hex(shared, sizeof(shared) - 1, sh_shared);
+	tu_sha256_hex(only1, sizeof(only1) - 1, sh1);
+	tu_sha256_hex(only2, sizeof(only2) - 1, sh2);
 	tj_value *res = shell_run(&f, "d1",
 				  "printf 'shared content\\n' > s.txt; printf 'only in run 1\\n' > o1.txt",
 				  0);
@@ -1297,6 +1348,196 @@ static void test_missing_db(void **state)
 	fx_close(&f);
 }
 
+/* ---- databases others may only read, paths that are not databases ----------------------- */
+
+/* A database in a directory nobody cannot write (so nothing can be made beside it: no -wal,
+ * no -shm), the file readable by all: nobody's history queries read it, a collect into it is
+ * refused as read-only; the file is never changed. A file nobody cannot read at all is a
+ * one-line error naming it and the reason. */
+static void test_readonly_location_as_nobody(void **state)
+{
+	(void)state;
+	if (geteuid() != 0)
+		skip(); /* the directory must be someone else's */
+	fixture f;
+	fx_open(&f);
+	tu_mkdir(f.root, "c");
+	char *c = tu_path(f.root, "c");
+	tu_write(c, "a.txt", "hello\n", 6);
+	tu_result r;
+	hv(&r, NULL, "collect", "--db", f.db, c, NULL);
+	expect_status(&r, 0, "collect");
+	tu_result_free(&r);
+	assert_int_equal(chmod(f.db, 0644), 0);
+	size_t len0;
+	char *before = tu_read_file(f.db, &len0);
+	assert_non_null(before);
+	char *real_c = realpath(c, NULL);
+	assert_non_null(real_c);
+
+	const char *runs[] = {"history", "runs", "--db", f.db, NULL};
+	tu_harvest_as_nobody(&r, NULL, runs);
+	expect_status(&r, 0, "history runs as nobody");
+	tj_value *v = json_doc(&r, "history runs as nobody");
+	assert_int_equal(tj_len(v), 1);
+	expect_str(tj_get(tj_at(v, 0), "dir"), real_c, "dir");
+	assert_int_equal(tj_int(tj_get(tj_at(v, 0), "artifacts")), 1);
+	tj_free(v);
+	tu_result_free(&r);
+	const char *arts[] = {"history", "artifacts", "--db", f.db, NULL};
+	tu_harvest_as_nobody(&r, NULL, arts);
+	expect_status(&r, 0, "history artifacts as nobody");
+	v = json_doc(&r, "history artifacts as nobody");
+	assert_int_equal(tj_len(v), 1);
+	expect_str(tj_get(tj_at(v, 0), "path"), "a.txt", "path");
+	tj_free(v);
+	tu_result_free(&r);
+	expect_db_unchanged(f.db, before, len0, "history as nobody");
+
+	const char *col[] = {"collect", "--db", f.db, c, NULL};
+	tu_harvest_as_nobody(&r, NULL, col);
+	expect_status(&r, 1, "collect as nobody");
+	assert_int_equal(r.out_len, 0);
+	expect_one_line_error(&r, f.db, "collect as nobody");
+	assert_non_null(strstr(r.err, "read-only"));
+	tu_result_free(&r);
+	expect_db_unchanged(f.db, before, len0, "collect as nobody");
+
+	assert_int_equal(chmod(f.db, 0600), 0);
+	tu_harvest_as_nobody(&r, NULL, runs);
+	expect_status(&r, 1, "history runs of an unreadable database");
+	assert_int_equal(r.out_len, 0);
+	expect_one_line_error(&r, f.db, "history runs of an unreadable database");
+	assert_non_null(strstr(r.err, "Permission denied"));
+	tu_result_free(&r);
+	expect_db_unchanged(f.db, before, len0, "history runs of an unreadable database");
+	free(real_c);
+	free(before);
+	free(c);
+	fx_close(&f);
+}
+
+/* A --db that is not a regular file (a character device) is not a database: reading and
+ * writing commands both refuse it in one line. */
+static void test_db_not_a_file(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	tu_mkdir(f.root, "c");
+	char *c = tu_path(f.root, "c");
+	tu_result r;
+	hv(&r, NULL, "history", "runs", "--db", "/dev/null", NULL);
+	expect_status(&r, 1, "history runs --db /dev/null");
+	assert_int_equal(r.out_len, 0);
+	expect_one_line_error(&r, "not a regular file", "history runs --db /dev/null");
+	tu_result_free(&r);
+	hv(&r, NULL, "snapshot", "--db", "/dev/null", c, NULL);
+	expect_status(&r, 1, "snapshot --db /dev/null");
+	assert_int_equal(r.out_len, 0);
+	expect_one_line_error(&r, "/dev/null", "snapshot --db /dev/null");
+	tu_result_free(&r);
+	free(c);
+	fx_close(&f);
+}
+
+/* Without --db and $HARVEST_DB the database is $XDG_DATA_HOME/harvest/harvest.db, its
+ * directories made as needed; when they cannot be made, a one-line error names the one that
+ * failed and why. */
+static void test_default_location(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	tu_mkdir(f.root, "c");
+	char *c = tu_path(f.root, "c");
+	tu_write(f.root, "file", "x", 1);
+	char xdg[4200];
+	snprintf(xdg, sizeof(xdg), "XDG_DATA_HOME=%s/data", f.root);
+	char *argv[] = {"env", "-u", "HARVEST_DB", xdg, HARVEST_BIN, "snapshot", c, NULL};
+	tu_result r;
+	tu_run(&r, NULL, NULL, argv);
+	expect_status(&r, 0, "snapshot into the default location");
+	tu_result_free(&r);
+	char *db = tu_path(f.root, "data/harvest/harvest.db");
+	assert_true(path_exists(db));
+	struct stat sb;
+	char *hdir = tu_path(f.root, "data/harvest");
+	assert_int_equal(stat(hdir, &sb), 0);
+	assert_int_equal(sb.st_mode & 07777, 0700);
+
+	snprintf(xdg, sizeof(xdg), "XDG_DATA_HOME=%s/file/data", f.root);
+	tu_run(&r, NULL, NULL, argv);
+	expect_status(&r, 1, "snapshot with an impossible default location");
+	assert_int_equal(r.out_len, 0);
+	char *bad = tu_path(f.root, "file/data");
+	expect_one_line_error(&r, bad, "snapshot with an impossible default location");
+	assert_non_null(strstr(r.err, "cannot create the database directory"));
+	assert_non_null(strstr(r.err, "Not a directory"));
+	tu_result_free(&r);
+	free(bad);
+	free(hdir);
+	free(db);
+	free(c);
+	fx_close(&f);
+}
+
+/* Another process holds the write lock: a writer waits for it (the busy timeout, 10 s) and
+ * goes on when it is released; when it is held past the timeout, the writer gives up with a
+ * one-line error naming the database, and the database stays consistent. */
+static void test_locked_database(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	tu_mkdir(f.root, "c");
+	char *c = tu_path(f.root, "c");
+	tu_write(c, "a.txt", "x\n", 2);
+	tu_result r;
+	hv(&r, NULL, "snapshot", "--db", f.db, c, NULL);
+	expect_status(&r, 0, "first snapshot");
+	tu_result_free(&r);
+	sqlite3 *h;
+	assert_int_equal(sqlite3_open_v2(f.db, &h, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+
+	/* Held for 1 s: the writer waits, then succeeds. */
+	assert_int_equal(sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+	char *out = tu_path(f.root, "out"), *err = tu_path(f.root, "err");
+	char *argv[] = {HARVEST_BIN, "snapshot", "--db", f.db, c, NULL};
+	double t0 = mono_s();
+	pid_t pid = tu_spawn(argv, out, err);
+	sleep_ms(1000);
+	assert_int_equal(sqlite3_exec(h, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+	int status = tu_wait(pid);
+	char *o = tu_read_file(out, NULL), *e = tu_read_file(err, NULL);
+	if (status != 0)
+		fail_msg("snapshot after a 1 s lock: exit %d: %s", status, e);
+	assert_true(mono_s() - t0 >= 0.9); /* it did wait */
+	assert_non_null(strstr(o, "\"snapshot_id\":2"));
+	free(o);
+	free(e);
+
+	/* Held past the busy timeout: a clear failure. */
+	assert_int_equal(sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+	t0 = mono_s();
+	hv(&r, NULL, "snapshot", "--db", f.db, c, NULL);
+	double waited = mono_s() - t0;
+	assert_int_equal(sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+	expect_status(&r, 1, "snapshot of a locked database");
+	assert_int_equal(r.out_len, 0);
+	expect_one_line_error(&r, f.db, "snapshot of a locked database");
+	assert_non_null(strstr(r.err, "locked"));
+	tu_result_free(&r);
+	if (waited < 9)
+		fail_msg("gave up after %.1f s, before the busy timeout", waited);
+	assert_int_equal(sqlite3_close(h), SQLITE_OK);
+	expect_integrity_ok(f.db, "after the lock");
+	free(out);
+	free(err);
+	free(c);
+	fx_close(&f);
+}
+
 /* ---- corrupt databases ------------------------------------------------------------------ */
 
 /* Every history command on db: exit 1, one line naming db, nothing on stdout, db unchanged
@@ -1339,19 +1580,7 @@ static void expect_refused(const char *db, const char *what)
 			fail_msg("%s: wrote to stdout: %s", w, r.out);
 		expect_one_line_error(&r, db, w);
 		tu_result_free(&r);
-		size_t len;
-		char *after = tu_read_file(db, &len);
-		assert_non_null(after);
-		if (len != len0 || memcmp(before, after, len) != 0)
-			fail_msg("%s: the database file changed", w);
-		free(after);
-		static const char *const sfx[] = {"-wal", "-shm", "-journal"};
-		for (size_t j = 0; j < 3; j++) {
-			char *p = with_suffix(db, sfx[j]);
-			if (path_exists(p))
-				fail_msg("%s: created %s", w, p);
-			free(p);
-		}
+		expect_db_unchanged(db, before, len0, w);
 	}
 	free(before);
 }
@@ -1459,7 +1688,7 @@ static void test_corrupt_page(void **state)
 	assert_true(n >= 5);
 	assert_true(page_size >= 512);
 	char sha_a[65];
-	sha256_hex("one\n", 4, sha_a);
+	tu_sha256_hex("one\n", 4, sha_a);
 	char r1s[32];
 	snprintf(r1s, sizeof(r1s), "%lld", (long long)r1);
 	char *copy = tu_path(f.root, "c.db");
@@ -1562,36 +1791,6 @@ static void test_corrupt_page(void **state)
 
 enum { N_PAR = 8 };
 
-/* Starts harvest (argv[0] is HARVEST_BIN) with stdin /dev/null and stdout, stderr written to
- * the files out_path, err_path (NULL: /dev/null). */
-static pid_t spawn_harvest(const char *out_path, const char *err_path, char *const argv[])
-{
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		int o = open(out_path ? out_path : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		int e = open(err_path ? err_path : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		int in = open("/dev/null", O_RDONLY);
-		if (o < 0 || e < 0 || in < 0)
-			_exit(99);
-		dup2(in, 0);
-		dup2(o, 1);
-		dup2(e, 2);
-		execv(HARVEST_BIN, argv);
-		_exit(98);
-	}
-	return pid;
-}
-
-static int wait_status(pid_t pid)
-{
-	int st;
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
-			fail_msg("waitpid: %s", strerror(errno));
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 /* Starts N_PAR `harvest run`s at once into db, each in its own directory ROOT/<tag><i> making
  * one file, waits for all, checks their results, and puts their run ids in ids. */
 static void concurrent_round(const fixture *f, const char *db, const char *tag, int64_t *ids)
@@ -1615,11 +1814,11 @@ static void concurrent_round(const fixture *f, const char *db, const char *tag, 
 		char *argv[] = {HARVEST_BIN, "run", "--db", (char *)db, "--dir", dirs[i], "--format",
 				"json", "--", "sh", "-c", "echo \"$1\" > made-$1.txt; sleep 0.2", "sh",
 				idx, NULL};
-		pids[i] = spawn_harvest(outs[i], errs[i], argv);
+		pids[i] = tu_spawn(argv, outs[i], errs[i]);
 	}
 	int sts[N_PAR];
 	for (int i = 0; i < N_PAR; i++)
-		sts[i] = wait_status(pids[i]);
+		sts[i] = tu_wait(pids[i]);
 	for (int i = 0; i < N_PAR; i++) {
 		size_t len;
 		char *out = tu_read_file(outs[i], &len);
@@ -1776,10 +1975,10 @@ static void test_kill_collect(void **state)
 	int killed = 0, finished = 0;
 	for (int k = 0; k < 5; k++) {
 		long ms = 10 + (long)(rng_next() % 191);
-		pid_t pid = spawn_harvest(NULL, NULL, argv);
+		pid_t pid = tu_spawn(argv, NULL, NULL);
 		sleep_ms(ms);
 		kill(pid, SIGKILL);
-		int st = wait_status(pid);
+		int st = tu_wait(pid);
 		if (st == 128 + SIGKILL)
 			killed++;
 		else if (st == 0)
@@ -1799,7 +1998,7 @@ static void test_kill_collect(void **state)
 	int in_tx = 0;
 	for (int k = 0; k < 3; k++) {
 		unsigned long long threshold = 65536 + rng_next() % (1 << 20);
-		pid_t pid = spawn_harvest(NULL, NULL, argv_nc);
+		pid_t pid = tu_spawn(argv_nc, NULL, NULL);
 		char io[64];
 		snprintf(io, sizeof(io), "/proc/%d/io", (int)pid);
 		double t0 = mono_s();
@@ -1824,7 +2023,7 @@ static void test_kill_collect(void **state)
 			nanosleep(&t, NULL);
 		}
 		kill(pid, SIGKILL);
-		int st = wait_status(pid);
+		int st = tu_wait(pid);
 		if (st == 128 + SIGKILL) {
 			killed++;
 			in_tx += hit;
@@ -1881,12 +2080,17 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_show_equals_run, tu_cleanup),
+		cmocka_unit_test_teardown(test_show_collect, tu_cleanup),
 		cmocka_unit_test_teardown(test_runs, tu_cleanup),
 		cmocka_unit_test_teardown(test_artifacts, tu_cleanup),
 		cmocka_unit_test_teardown(test_get, tu_cleanup),
 		cmocka_unit_test_teardown(test_prune, tu_cleanup),
 		cmocka_unit_test_teardown(test_far_times, tu_cleanup),
 		cmocka_unit_test_teardown(test_missing_db, tu_cleanup),
+		cmocka_unit_test_teardown(test_readonly_location_as_nobody, tu_cleanup),
+		cmocka_unit_test_teardown(test_db_not_a_file, tu_cleanup),
+		cmocka_unit_test_teardown(test_default_location, tu_cleanup),
+		cmocka_unit_test_teardown(test_locked_database, tu_cleanup),
 		cmocka_unit_test_teardown(test_corrupt_db, tu_cleanup),
 		cmocka_unit_test_teardown(test_corrupt_page, tu_cleanup),
 		cmocka_unit_test_teardown(test_concurrent_runs, tu_cleanup),

@@ -58,12 +58,11 @@ static void fx_close(fixture *f)
 	free(f->db);
 }
 
-/* `harvest run --db DB --dir D EXTRA... -- CMD...`: extra and cmd are NULL-terminated (cmd
- * may be NULL for --language). */
-static void hv_run(tu_result *r, const fixture *f, const char *stdin_data,
-		   const char *const *extra, const char *const *cmd)
+/* The arguments of `harvest run --db DB --dir D EXTRA... -- CMD...` into args (room for 128):
+ * extra and cmd are NULL-terminated (cmd may be NULL for --language). */
+static void run_args(const char **args, const fixture *f, const char *const *extra,
+		     const char *const *cmd)
 {
-	const char *args[128];
 	size_t n = 0;
 	args[n++] = "run";
 	args[n++] = "--db";
@@ -79,7 +78,29 @@ static void hv_run(tu_result *r, const fixture *f, const char *stdin_data,
 	}
 	args[n] = NULL;
 	assert_true(n < 128);
+}
+
+static void hv_run(tu_result *r, const fixture *f, const char *stdin_data,
+		   const char *const *extra, const char *const *cmd)
+{
+	const char *args[128];
+	run_args(args, f, extra, cmd);
 	tu_harvestv(r, NULL, stdin_data, args);
+}
+
+/* The runs `harvest history runs` lists in the fixture's database (a JSON array). */
+static tj_value *history_runs(const fixture *f)
+{
+	tu_result r;
+	const char *args[] = {"history", "runs", "--db", f->db, NULL};
+	tu_harvestv(&r, NULL, NULL, args);
+	if (r.status != 0)
+		fail_msg("history runs: exit %d: %s", r.status, r.err);
+	tj_value *doc = tj_parse(r.out, r.out_len);
+	if (tj_type(doc) != TJ_ARRAY)
+		fail_msg("history runs is not an array: %s", r.out);
+	tu_result_free(&r);
+	return doc;
 }
 
 /* The events of run's jsonl output: every line but the last a stream chunk, the last the
@@ -157,15 +178,6 @@ static void events_free(events *ev)
 	memset(ev, 0, sizeof(*ev));
 }
 
-static void sha256_hex(const void *data, size_t len, char hex[65])
-{
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
-	assert_int_equal(EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL), 1);
-	for (unsigned i = 0; i < 32; i++)
-		sprintf(hex + 2 * i, "%02x", md[i]);
-}
-
 static const char b64chars[] =
 	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
@@ -216,7 +228,7 @@ static void check_output(const tj_value *of, const char *d, const char *rel, con
 	assert_string_equal(tj_str(tj_get(of, mime_key), NULL), mime);
 	assert_int_equal(tj_int(tj_get(of, "size")), (int64_t)len);
 	char hex[65];
-	sha256_hex(bytes, len, hex);
+	tu_sha256_hex(bytes, len, hex);
 	assert_string_equal(tj_str(tj_get(of, "sha256"), NULL), hex);
 	char *b64 = b64_encode((const unsigned char *)bytes, len);
 	assert_string_equal(tj_str(tj_get(of, "content"), NULL), b64);
@@ -831,6 +843,277 @@ static void test_harvest_failures(void **state)
 	fx_close(&f);
 }
 
+/* ---- option conflicts, --help, harvest's own stdin ---- */
+
+/* Options that contradict each other are usage errors and so harvest's own failure (125,
+ * not 2): a one-line reason, nothing run, no database made. */
+static void test_option_conflicts(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	static const struct {
+		const char *extra[4];
+		const char *cmd[4];
+		const char *says;
+	} bad[] = {
+		{{"--shell", "--language", "sh", NULL}, {"touch ran.txt", NULL}, "do not go together"},
+		{{"--shell", NULL}, {"touch", "ran.txt", NULL}, "one string"},
+		{{"--language", "sh", NULL}, {"touch", "ran.txt", NULL}, "no COMMAND"},
+		{{"--shell", NULL}, {NULL}, "missing COMMAND"},
+	};
+	char *ran = tu_path(f.d, "ran.txt");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		tu_result r;
+		hv_run(&r, &f, "touch ran.txt\n", bad[i].extra, bad[i].cmd[0] ? bad[i].cmd : NULL);
+		if (r.status != 125)
+			fail_msg("case %zu: exit %d, expected 125", i, r.status);
+		assert_int_equal(r.out_len, 0);
+		if (!strstr(r.err, bad[i].says) || strchr(r.err, '\n') != r.err + r.err_len - 1)
+			fail_msg("case %zu: expected one line saying '%s': %s", i, bad[i].says, r.err);
+		tu_result_free(&r);
+	}
+	assert_int_not_equal(access(ran, F_OK), 0);
+	assert_int_not_equal(access(f.db, F_OK), 0);
+
+	/* --help: the usage on stdout, exit 0, nothing run either. */
+	tu_result r;
+	hv_run(&r, &f, NULL, (const char *const[]){"--help", NULL},
+	       (const char *const[]){"touch", "ran.txt", NULL});
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "usage: harvest run"));
+	assert_non_null(strstr(r.out, "--language"));
+	assert_int_equal(r.err_len, 0);
+	tu_result_free(&r);
+	assert_int_not_equal(access(ran, F_OK), 0);
+	assert_int_not_equal(access(f.db, F_OK), 0);
+	free(ran);
+	fx_close(&f);
+}
+
+/* --language feeds all of harvest's stdin to the interpreter, however long: a program of
+ * 200 kB reaches `cat` whole, and comes back as its output. */
+static void test_language_long_program(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	enum { LINES = 20000 };
+	char *code = malloc(LINES * 10 + 1);
+	assert_non_null(code);
+	size_t n = 0;
+	for (int i = 0; i < LINES; i++)
+		n += (size_t)sprintf(code + n, "line%05d\n", i);
+	assert_int_equal(n, LINES * 10);
+	tu_result r;
+	hv_run(&r, &f, code, (const char *const[]){"--language", "cat", NULL}, NULL);
+	if (r.status != 0)
+		fail_msg("exit %d: %s", r.status, r.err);
+	events ev;
+	parse_events(&ev, &r, false);
+	assert_bytes(tj_get(ev.result, "stdout"), code, n);
+	size_t len;
+	char *streamed = stream_bytes(&ev, "stdout", &len, false);
+	assert_int_equal(len, n);
+	assert_memory_equal(streamed, code, n);
+	free(streamed);
+	events_free(&ev);
+	tu_result_free(&r);
+	free(code);
+	fx_close(&f);
+}
+
+/* harvest's own stdin cannot be read (it is a directory): 125 naming standard input and the
+ * reason, nothing run or recorded. */
+static void test_language_stdin_unreadable(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	char *argv[] = {"sh", "-c", "exec \"$@\" < \"$0\"", f.root, HARVEST_BIN, "run", "--db", f.db,
+			"--dir", f.d, "--language", "sh", NULL};
+	tu_result r;
+	tu_run(&r, NULL, NULL, argv);
+	assert_int_equal(r.status, 125);
+	assert_int_equal(r.out_len, 0);
+	assert_non_null(strstr(r.err, "standard input"));
+	assert_non_null(strstr(r.err, "Is a directory"));
+	assert_int_not_equal(access(f.db, F_OK), 0);
+	tu_result_free(&r);
+	fx_close(&f);
+}
+
+/* ---- what is recorded ---- */
+
+/* --no-history: the files are still collected and shown, but run_id is null and the history
+ * stays empty. */
+static void test_no_history(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	tu_result r;
+	hv_run(&r, &f, NULL, (const char *const[]){"--no-history", NULL},
+	       (const char *const[]){"sh", "-c", "printf 'a,b\\n' > t.csv", NULL});
+	assert_int_equal(r.status, 0);
+	events ev;
+	parse_events(&ev, &r, false);
+	assert_true(tj_is_null(tj_get(ev.result, "run_id")));
+	assert_int_equal(tj_len(tj_get(ev.result, "output_files")), 1);
+	check_output(find_output(ev.result, "output_files", "t.csv"), f.d, "t.csv", "text/csv",
+		     "mime_type");
+	events_free(&ev);
+	tu_result_free(&r);
+	tj_value *runs = history_runs(&f);
+	assert_int_equal(tj_len(runs), 0);
+	tj_free(runs);
+	fx_close(&f);
+}
+
+/* A file the command made that harvest cannot read (run as nobody, so root's override does
+ * not apply): skipped as error and warned about on stderr (not with --quiet); the other files
+ * are collected and the exit status is still the command's. */
+static void test_unreadable_output_as_nobody(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	assert_int_equal(chmod(f.root, 0777), 0);
+	assert_int_equal(chmod(f.d, 0777), 0);
+	for (int quiet = 0; quiet < 2; quiet++) {
+		const char *args[128];
+		run_args(args, &f, (const char *const[]){quiet ? "--quiet" : NULL, NULL},
+			 (const char *const[]){"sh", "-c",
+					       "printf s > secret.txt; chmod 0 secret.txt; "
+					       "printf o > open.txt",
+					       NULL});
+		tu_result r;
+		tu_harvest_as_nobody(&r, NULL, args);
+		if (r.status != 0)
+			fail_msg("exit %d: %s", r.status, r.err);
+		events ev;
+		parse_events(&ev, &r, false);
+		assert_int_equal(tj_len(tj_get(ev.result, "output_files")), 1);
+		check_output(find_output(ev.result, "output_files", "open.txt"), f.d, "open.txt",
+			     "text/plain", "mime_type");
+		const tj_value *sk = find_output(ev.result, "skipped", "secret.txt");
+		assert_non_null(sk);
+		assert_string_equal(tj_str(tj_get(sk, "reason"), NULL), "error");
+		assert_int_equal(tj_int(tj_get(sk, "size")), 1);
+		assert_int_equal(tj_len(tj_get(ev.result, "skipped")), 1);
+		if (quiet) {
+			assert_int_equal(r.err_len, 0);
+		} else {
+			assert_non_null(strstr(r.err, "secret.txt"));
+			assert_non_null(strstr(r.err, "Permission denied"));
+		}
+		events_free(&ev);
+		tu_result_free(&r);
+		char *secret = tu_path(f.d, "secret.txt");
+		char *open_txt = tu_path(f.d, "open.txt");
+		assert_int_equal(unlink(secret), 0);
+		assert_int_equal(unlink(open_txt), 0);
+		free(secret);
+		free(open_txt);
+	}
+	fx_close(&f);
+}
+
+/* The command removes the directory it ran in: collecting fails, which stderr says, and
+ * harvest exits 125 (its own failure), but the ExecutionResult still comes (with no files
+ * and the command's exit code) and the history still has how the command ended. */
+static void test_collect_failure_after_run(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	char *real_d = realpath(f.d, NULL); /* as the message names it */
+	assert_non_null(real_d);
+	tu_result r;
+	hv_run(&r, &f, NULL, NULL,
+	       (const char *const[]){"sh", "-c", "cd .. && rm -rf d && echo bye && exit 3", NULL});
+	events ev;
+	parse_events(&ev, &r, false);
+	assert_int_equal(tj_int(tj_get(ev.result, "exit_code")), 3);
+	assert_bytes(tj_get(ev.result, "stdout"), "bye\n", 4);
+	assert_int_equal(tj_type(tj_get(ev.result, "output_files")), TJ_ARRAY);
+	assert_int_equal(tj_len(tj_get(ev.result, "output_files")), 0);
+	assert_int_equal(tj_type(tj_get(ev.result, "skipped")), TJ_ARRAY);
+	assert_int_equal(tj_len(tj_get(ev.result, "skipped")), 0);
+	assert_non_null(strstr(r.err, "collecting the produced files"));
+	assert_non_null(strstr(r.err, real_d));
+	assert_int_equal(r.status, 125); /* harvest's own failure; the command's 3 is above */
+	free(real_d);
+	int64_t id = tj_int(tj_get(ev.result, "run_id"));
+	assert_true(id > 0);
+	events_free(&ev);
+	tu_result_free(&r);
+	tj_value *runs = history_runs(&f);
+	assert_int_equal(tj_len(runs), 1);
+	const tj_value *run = tj_at(runs, 0);
+	assert_int_equal(tj_int(tj_get(run, "run_id")), id);
+	assert_int_equal(tj_int(tj_get(run, "exit_code")), 3);
+	assert_int_equal(tj_type(tj_get(run, "ended_at")), TJ_STRING);
+	assert_int_equal(tj_int(tj_get(run, "artifacts")), 0);
+	tj_free(runs);
+	fx_close(&f);
+}
+
+/* SIGTERM to harvest ends the command like a timeout would (its process group gets SIGTERM),
+ * but the run is still collected, printed and recorded; the status is the command's (killed
+ * by SIGTERM: 143), and timed_out stays false. */
+static void test_sigterm_ends_the_run(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	char *out = tu_path(f.root, "out"), *err = tu_path(f.root, "err");
+	char *started = tu_path(f.d, "started.txt");
+	char *argv[] = {HARVEST_BIN, "run", "--db", f.db, "--dir", f.d, "--", "sh", "-c",
+			"echo hi; echo started > started.txt; exec sleep 60", NULL};
+	double t0 = now_s();
+	pid_t pid = tu_spawn(argv, out, err);
+	while (access(started, F_OK) != 0) {
+		if (now_s() - t0 > 30) {
+			kill(pid, SIGKILL);
+			tu_wait(pid);
+			fail_msg("the command never started");
+		}
+		struct timespec nap = {0, 20 * 1000 * 1000};
+		nanosleep(&nap, NULL);
+	}
+	assert_int_equal(kill(pid, SIGTERM), 0);
+	int status = tu_wait(pid);
+	assert_true(now_s() - t0 < 30); /* not the 60 s of the command */
+	tu_result r = {0};
+	r.out = tu_read_file(out, &r.out_len);
+	r.err = tu_read_file(err, &r.err_len);
+	assert_non_null(r.out);
+	assert_non_null(r.err);
+	if (status != 128 + SIGTERM)
+		fail_msg("exit %d, expected %d: %s", status, 128 + SIGTERM, r.err);
+	events ev;
+	parse_events(&ev, &r, false);
+	assert_int_equal(tj_int(tj_get(ev.result, "exit_code")), 128 + SIGTERM);
+	assert_false(tj_bool(tj_get(ev.result, "timed_out")));
+	assert_bytes(tj_get(ev.result, "stdout"), "hi\n", 3);
+	check_output(find_output(ev.result, "output_files", "started.txt"), f.d, "started.txt",
+		     "text/plain", "mime_type");
+	int64_t id = tj_int(tj_get(ev.result, "run_id"));
+	events_free(&ev);
+	tu_result_free(&r);
+	tj_value *runs = history_runs(&f);
+	assert_int_equal(tj_len(runs), 1);
+	assert_int_equal(tj_int(tj_get(tj_at(runs, 0), "run_id")), id);
+	assert_int_equal(tj_int(tj_get(tj_at(runs, 0), "exit_code")), 128 + SIGTERM);
+	assert_int_equal(tj_int(tj_get(tj_at(runs, 0), "artifacts")), 1);
+	tj_free(runs);
+	free(out);
+	free(err);
+	free(started);
+	fx_close(&f);
+}
+
 /* ---- many at once ---- */
 
 /* N `harvest run` processes started at once into db, each in its own directory w<round>-<i>;
@@ -854,38 +1137,24 @@ static void concurrent_round(const fixture *f, const char *db, int round, int64_
 	}
 	/* All started before any ends. */
 	for (int i = 0; i < N; i++) {
-		pids[i] = fork();
-		assert_true(pids[i] >= 0);
-		if (pids[i] == 0) {
-			int o = open(outs[i], O_WRONLY | O_CREAT | O_TRUNC, 0644);
-			int e = open(errs[i], O_WRONLY | O_CREAT | O_TRUNC, 0644);
-			int n = open("/dev/null", O_RDONLY);
-			if (o < 0 || e < 0 || n < 0)
-				_exit(99);
-			dup2(n, 0);
-			dup2(o, 1);
-			dup2(e, 2);
-			char idx[16];
-			snprintf(idx, sizeof(idx), "%d", i);
-			execl(HARVEST_BIN, HARVEST_BIN, "run", "--db", db, "--dir", dirs[i], "--", "sh",
-			      "-c", "echo \"run $1\"; echo \"$1\" > made-$1.txt; sleep 0.3", "sh", idx,
-			      (char *)NULL);
-			_exit(98);
-		}
+		char idx[16];
+		snprintf(idx, sizeof(idx), "%d", i);
+		char *argv[] = {HARVEST_BIN, "run", "--db", (char *)db, "--dir", dirs[i], "--", "sh",
+				"-c", "echo \"run $1\"; echo \"$1\" > made-$1.txt; sleep 0.3", "sh",
+				idx, NULL};
+		pids[i] = tu_spawn(argv, outs[i], errs[i]);
 	}
 	int sts[N];
 	for (int i = 0; i < N; i++)
-		while (waitpid(pids[i], &sts[i], 0) < 0 && errno == EINTR)
-			;
+		sts[i] = tu_wait(pids[i]);
 	for (int i = 0; i < N; i++) {
 		size_t olen, elen;
 		char *out = tu_read_file(outs[i], &olen);
 		char *err = tu_read_file(errs[i], &elen);
 		assert_non_null(out);
 		assert_non_null(err);
-		if (!WIFEXITED(sts[i]) || WEXITSTATUS(sts[i]) != 0)
-			fail_msg("round %d, run %d: exit %d, stderr: %s", round, i,
-				 WIFEXITED(sts[i]) ? WEXITSTATUS(sts[i]) : 128 + WTERMSIG(sts[i]), err);
+		if (sts[i] != 0)
+			fail_msg("round %d, run %d: exit %d, stderr: %s", round, i, sts[i], err);
 		tu_result r = {.status = 0, .out = out, .out_len = olen, .err = err, .err_len = elen};
 		events ev;
 		parse_events(&ev, &r, false);
@@ -954,6 +1223,13 @@ int main(void)
 		cmocka_unit_test(test_camel_case),
 		cmocka_unit_test(test_format_json),
 		cmocka_unit_test(test_harvest_failures),
+		cmocka_unit_test(test_option_conflicts),
+		cmocka_unit_test(test_language_long_program),
+		cmocka_unit_test(test_language_stdin_unreadable),
+		cmocka_unit_test(test_no_history),
+		cmocka_unit_test(test_unreadable_output_as_nobody),
+		cmocka_unit_test(test_collect_failure_after_run),
+		cmocka_unit_test(test_sigterm_ends_the_run),
 		cmocka_unit_test(test_concurrent_runs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,5 +1,9 @@
 #include "testutil.h"
 
+#include <openssl/evp.h>
+
+#include "harvest/store.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -212,25 +216,55 @@ void tu_result_free(tu_result *r)
 	memset(r, 0, sizeof(*r));
 }
 
-int tu_as_nobody(int (*fn)(void *arg), void *arg)
+/* libgcov's, linked in a coverage build only (a weak reference: NULL in any other). */
+extern void __gcov_dump_one(void *root) __attribute__((weak));
+
+/* Ends a forked child with status. In a coverage build through exit(), which writes the
+ * counters of what the child ran (_exit would lose them: a test's child would count as code
+ * no test ran); in any other build with _exit(), which runs nothing of the parent's (atexit
+ * handlers, stdio buffers, the leak checker). */
+static _Noreturn void child_exit(int status)
 {
+	if (__gcov_dump_one)
+		exit(status);
+	_exit(status);
+}
+
+/* Forks; the child runs fn(arg) after prepare() (NULL: nothing; a nonzero return is the
+ * child's status) and exits with fn's return. Returns the child's exit status. */
+static int fork_run(int (*prepare)(void), int (*fn)(void *arg), void *arg)
+{
+	fflush(NULL); /* nothing buffered is written twice when the child exits */
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		if (geteuid() == 0) {
-			struct passwd *pw = getpwnam("nobody");
-			uid_t uid = pw ? pw->pw_uid : 65534;
-			gid_t gid = pw ? pw->pw_gid : 65534;
-			if (setgroups(0, NULL) != 0 || setresgid(gid, gid, gid) != 0 ||
-			    setresuid(uid, uid, uid) != 0)
-				_exit(99);
-		}
-		_exit(fn(arg));
+		int rc = prepare ? prepare() : 0;
+		child_exit(rc ? rc : fn(arg));
 	}
-	int st;
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	return tu_wait(pid);
+}
+
+static int drop_to_nobody(void)
+{
+	if (geteuid() != 0)
+		return 0;
+	struct passwd *pw = getpwnam("nobody");
+	uid_t uid = pw ? pw->pw_uid : 65534;
+	gid_t gid = pw ? pw->pw_gid : 65534;
+	if (setgroups(0, NULL) != 0 || setresgid(gid, gid, gid) != 0 ||
+	    setresuid(uid, uid, uid) != 0)
+		return 99;
+	return 0;
+}
+
+int tu_as_nobody(int (*fn)(void *arg), void *arg)
+{
+	return fork_run(drop_to_nobody, fn, arg);
+}
+
+int tu_in_child(int (*fn)(void *arg), void *arg)
+{
+	return fork_run(NULL, fn, arg);
 }
 
 /* ---- Helpers for the ls/walk end-to-end tests. ---- */
@@ -561,6 +595,39 @@ static char *tu_read_fd(int fd, size_t *len)
 	return buf;
 }
 
+pid_t tu_spawn(char *const argv[], const char *out_path, const char *err_path)
+{
+	int o = open(out_path ? out_path : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+		     0644);
+	int e = open(err_path ? err_path : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+		     0644);
+	if (o < 0 || e < 0)
+		fail_msg("%s, %s: %s", out_path ? out_path : "/dev/null",
+			 err_path ? err_path : "/dev/null", strerror(errno));
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int in = open("/dev/null", O_RDONLY);
+		if (in < 0 || dup2(in, 0) < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0)
+			_exit(126);
+		signal(SIGPIPE, SIG_DFL);
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	close(o);
+	close(e);
+	return pid;
+}
+
+int tu_wait(pid_t pid)
+{
+	int st;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			fail_msg("waitpid %d: %s", pid, strerror(errno));
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
 void tu_harvest_as_nobody(tu_result *r, const char *cwd, const char *const *args)
 {
 	size_t n = 0;
@@ -678,4 +745,49 @@ int tu_run_sink(const char *cwd, char *const argv[],
 	if (err_len)
 		*err_len = elen;
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+void tu_sha256_hex(const void *data, size_t len, char hex[65])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int n = 0;
+	assert_int_equal(EVP_Digest(data, len, md, &n, EVP_sha256(), NULL), 1);
+	assert_int_equal(n, 32);
+	for (unsigned i = 0; i < n; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+}
+
+tu_fx *tu_fx_new(void)
+{
+	tu_fx *f = calloc(1, sizeof(*f));
+	assert_non_null(f);
+	f->dir = tu_mkdtemp();
+	f->root = tu_path(f->dir, "root");
+	assert_int_equal(mkdir(f->root, 0755), 0);
+	f->db = tu_path(f->dir, "harvest.db");
+	if (hv_store_open(&f->st, f->db, 0) != HV_OK)
+		fail_msg("hv_store_open: %s", hv_error_last());
+	return f;
+}
+
+void tu_fx_free(tu_fx *f)
+{
+	hv_store_close(f->st);
+	tu_rmrf(f->dir);
+	free(f->dir);
+	free(f->root);
+	free(f->db);
+	free(f);
+}
+
+int tu_fx_setup(void **state)
+{
+	*state = tu_fx_new();
+	return 0;
+}
+
+int tu_fx_teardown(void **state)
+{
+	tu_fx_free(*state);
+	return 0;
 }

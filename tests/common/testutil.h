@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <cmocka.h>
 
 /* A fresh directory under $TMPDIR (or /tmp); the caller frees the string. */
@@ -36,9 +37,32 @@ void tu_harvest(tu_result *r, const char *arg, ...);
 void tu_harvestv(tu_result *r, const char *cwd, const char *stdin_data, const char *const *args);
 void tu_result_free(tu_result *r);
 
+/* A test's scratch directory with a tree to work on and a store beside it, outside the
+ * tree: the fixture of the library tests of collect and execute. */
+typedef struct tu_fx {
+	char *dir;  /* a fresh temp directory */
+	char *root; /* dir/root (mode 0755): the tree */
+	char *db;   /* dir/harvest.db, open as st */
+	struct hv_store *st;
+} tu_fx;
+/* Makes one; fails the test on error. */
+tu_fx *tu_fx_new(void);
+/* Closes the store, removes the directory, frees f. */
+void tu_fx_free(tu_fx *f);
+/* The same as cmocka setup and teardown functions (*state is the tu_fx). */
+int tu_fx_setup(void **state);
+int tu_fx_teardown(void **state);
+
+/* The SHA-256 of data as 64 lower-case hex digits, by OpenSSL: a reference independent of
+ * harvest's own digest code. */
+void tu_sha256_hex(const void *data, size_t len, char hex[65]);
+
 /* Runs fn(arg) in a child that first drops root privileges to nobody (setresuid), and
  * returns the child's exit status. For permission-denied tests, which root would pass. */
 int tu_as_nobody(int (*fn)(void *arg), void *arg);
+/* Runs fn(arg) in a forked child, which may change its own process state (close its standard
+ * streams, its environment...), and returns the child's exit status. */
+int tu_in_child(int (*fn)(void *arg), void *arg);
 
 
 /* ---- Helpers for the ls/walk end-to-end tests (tests/cli/walk*_cli_test.c). ---- */
@@ -109,6 +133,14 @@ int tu_run_sink(const char *cwd, char *const argv[],
 #endif
 
 /* ---- Helpers for the mime/collect/run end-to-end tests (tests/cli/{mime,collect,run}_cli_test.c). */
+
+/* Starts argv (argv[0] looked up in PATH) in the background with stdin from /dev/null and
+ * stdout and stderr written to the files out_path and err_path (created or truncated; NULL:
+ * /dev/null); returns its pid, for tu_wait(). For runs a test signals or runs many of at
+ * once. */
+pid_t tu_spawn(char *const argv[], const char *out_path, const char *err_path);
+/* Waits for the process pid; returns its exit code, or 128+N when killed by signal N. */
+int tu_wait(pid_t pid);
 
 /* Runs the built harvest binary with args (without argv[0], NULL-terminated) as the user
  * nobody (see tu_as_nobody), in cwd (NULL: the current one), stdin from /dev/null, and

@@ -26,12 +26,7 @@
 
 /* ---- fixture and helpers ------------------------------------------------------------------ */
 
-typedef struct fx {
-	char *dir;  /* the test's temp dir */
-	char *root; /* dir/root: what is collected */
-	char *db;   /* dir/harvest.db: outside the root */
-	hv_store *st;
-} fx;
+typedef tu_fx fx;
 
 /* Collections still held by a test: freed by the teardown when an assertion ends the test
  * early, so a failing test reports its failure and no leak. */
@@ -54,19 +49,6 @@ static void cfree(hv_collection *c)
 	hv_collection_free(c);
 }
 
-static int setup(void **state)
-{
-	fx *f = calloc(1, sizeof(*f));
-	assert_non_null(f);
-	f->dir = tu_mkdtemp();
-	f->root = tu_path(f->dir, "root");
-	assert_int_equal(mkdir(f->root, 0755), 0);
-	f->db = tu_path(f->dir, "harvest.db");
-	if (hv_store_open(&f->st, f->db, 0) != HV_OK)
-		fail_msg("hv_store_open: %s", hv_error_last());
-	*state = f;
-	return 0;
-}
 
 static int teardown(void **state)
 {
@@ -76,12 +58,7 @@ static int teardown(void **state)
 		hv_collection_free(g_live[i]);
 		g_live[i] = NULL;
 	}
-	hv_store_close(f->st);
-	tu_rmrf(f->dir);
-	free(f->dir);
-	free(f->root);
-	free(f->db);
-	free(f);
+	tu_fx_free(f);
 	return 0;
 }
 
@@ -100,22 +77,12 @@ static char *rp(const fx *f, const char *rel)
 	return tu_path(f->root, rel);
 }
 
-static void sha_hex(const void *data, size_t len, char out[65])
-{
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int n = 0;
-	assert_int_equal(EVP_Digest(data, len, md, &n, EVP_sha256(), NULL), 1);
-	assert_int_equal(n, 32);
-	for (unsigned i = 0; i < n; i++)
-		snprintf(out + 2 * i, 3, "%02x", md[i]);
-}
-
 static const char *sha_of(const char *text)
 {
 	static char buf[4][65];
 	static int k;
 	char *o = buf[k++ % 4];
-	sha_hex(text, strlen(text), o);
+	tu_sha256_hex(text, strlen(text), o);
 	return o;
 }
 
@@ -480,6 +447,58 @@ static void test_collect_errors(void **state)
 	free(file);
 }
 
+/* NULL options are the defaults: dot-files and __pycache__ left out (and not entered), the
+ * contents read. */
+static void test_null_opts_are_defaults(void **state)
+{
+	fx *f = *state;
+	wr(f, "a.txt", "alpha\n");
+	wr(f, ".hidden", "h\n");
+	mkd(f, "__pycache__");
+	wr(f, "__pycache__/m.pyc", "p");
+	mkd(f, "sub");
+	wr(f, "sub/b.md", "# B\n");
+	int64_t id = 0;
+	uint64_t entries = 0;
+	assert_int_equal(hv_snapshot_take(f->st, f->root, NULL, &id, &entries), HV_OK);
+	assert_true(id > 0);
+	assert_int_equal(entries, 3); /* a.txt, sub, sub/b.md */
+	hv_collection *c = collect(f, NULL);
+	const char *files[] = {"a.txt", "sub/b.md", NULL};
+	assert_collection(c, files, NULL);
+	assert_content(c, "a.txt", "alpha\n");
+	assert_content(c, "sub/b.md", "# B\n");
+	cfree(c);
+}
+
+/* --since a snapshot of another directory is refused (everything would look produced), with
+ * a message naming both directories. */
+static void test_since_other_directory(void **state)
+{
+	fx *f = *state;
+	wr(f, "a.txt", "x");
+	tu_mkdir(f->dir, "other");
+	char *other = tu_path(f->dir, "other");
+	int64_t id = 0;
+	assert_int_equal(hv_snapshot_take(f->st, other, NULL, &id, NULL), HV_OK);
+	hv_collect_opts o;
+	hv_collect_opts_init(&o);
+	o.since_snapshot = id;
+	hv_collection *c = (hv_collection *)1;
+	assert_int_equal(hv_collect(f->st, f->root, &o, &c), HV_EUSAGE);
+	assert_null(c);
+	char *real_other = realpath(other, NULL), *real_root = realpath(f->root, NULL);
+	assert_non_null(strstr(hv_error_last(), real_other));
+	assert_non_null(strstr(hv_error_last(), real_root));
+	free(real_other);
+	free(real_root);
+	/* The snapshot is still good for its own directory. */
+	c = collect_st(f->st, other, &o);
+	assert_collection(c, NULL, NULL);
+	cfree(c);
+	free(other);
+}
+
 /* ---- the swap race ------------------------------------------------------------------------- */
 
 static void three_files(const fx *f)
@@ -646,6 +665,31 @@ static void test_swap_bigger(void **state)
 	assert_non_null(big);
 	assert_int_equal(big->size, 800);
 	assert_int_equal(big->content_len, 800);
+	cfree(c);
+}
+
+/* A file that grew between the walk and the read past what the total limit leaves is skipped
+ * as limit, with the size read, and later files still fit. */
+static void test_swap_bigger_past_total_limit(void **state)
+{
+	fx *f = *state;
+	three_files(f);
+	hook h;
+	hook_init(&h, f, "b.txt", SWAP_BIGGER);
+	h.big = 500;
+	hv_collect_opts o;
+	opts_with_hook(&o, &h);
+	o.max_total_bytes = 100;
+	hv_collection *c = collect(f, &o);
+	assert_swapped(&h);
+	const char *files[] = {"a.txt", "c.txt", NULL};
+	const skip_want sk[] = {{"b.txt", "limit"}, {NULL, NULL}};
+	assert_collection(c, files, sk);
+	const hv_skipped_file *s = find_skipped(c, "b.txt");
+	assert_true(s->has_size);
+	assert_int_equal(s->size, 500);
+	assert_true(c->incomplete);
+	assert_false(bytes_in(c, "XXXXXXXX"));
 	cfree(c);
 }
 
@@ -1028,7 +1072,7 @@ static void test_no_content_cache_hit(void **state)
 	memcpy(both, bin, sizeof(bin));
 	memcpy(both + sizeof(bin), more, sizeof(more));
 	char want[65];
-	sha_hex(both, sizeof(both), want);
+	tu_sha256_hex(both, sizeof(both), want);
 	hook_init(&h, f, NULL, SWAP_NONE);
 	opts_with_hook(&o, &h);
 	o.no_content = true;
@@ -1202,14 +1246,21 @@ static void test_no_content_as_nobody(void **state)
 	free(dbdir);
 }
 
-/* Unreadable things as nobody: a file is skipped as error (with the reason), a directory
- * that cannot be opened is a warning; the rest is collected. */
+/* The warnings a collect or a snapshot reported through on_warning: how many, and the last. */
+typedef struct warnings {
+	int n;
+	char last[512];
+} warnings;
+
 static void on_warning(void *ctx, const char *msg)
 {
-	int *n = ctx;
-	(*n)++;
-	(void)msg;
+	warnings *w = ctx;
+	w->n++;
+	snprintf(w->last, sizeof(w->last), "%s", msg);
 }
+
+/* Unreadable things as nobody: a file is skipped as error (with the reason), a directory
+ * that cannot be opened is a warning; the rest is collected. */
 
 static int nobody_collect_unreadable(void *arg)
 {
@@ -1217,7 +1268,7 @@ static int nobody_collect_unreadable(void *arg)
 	hv_collect_opts o;
 	hv_collect_opts_init(&o);
 	o.no_cache = true;
-	int warned = 0;
+	warnings warned = {0};
 	o.on_warning = on_warning;
 	o.ctx = &warned;
 	hv_collection *c = NULL;
@@ -1232,11 +1283,11 @@ static int nobody_collect_unreadable(void *arg)
 		ret = 42;
 	else if (!c->incomplete)
 		ret = 43;
-	else if (c->warnings != 1 || warned != 1)
+	else if (c->warnings != 1 || warned.n != 1)
 		ret = 44;
 	if (ret)
 		fprintf(stderr, "nobody: warnings %llu/%d; %s\n", (unsigned long long)c->warnings,
-			warned, describe(c));
+			warned.n, describe(c));
 	cfree(c);
 	return ret;
 }
@@ -1257,6 +1308,56 @@ static void test_unreadable_as_nobody(void **state)
 	assert_int_equal(chmod(p, 0700), 0);
 	free(p);
 	assert_int_equal(tu_as_nobody(nobody_collect_unreadable, f->root), 0);
+}
+
+/* A snapshot as nobody of a tree with a directory it cannot read: a warning naming it, and the
+ * snapshot of the rest (the directory itself included) is still taken. */
+static int nobody_snapshot_unreadable(void *arg)
+{
+	const fx *f = arg;
+	char *db = tu_path(f->dir, "nobody.db");
+	hv_store *st;
+	if (hv_store_open(&st, db, 0) != HV_OK) {
+		fprintf(stderr, "nobody: hv_store_open: %s\n", hv_error_last());
+		free(db);
+		return 50;
+	}
+	hv_collect_opts o;
+	hv_collect_opts_init(&o);
+	warnings warned = {0};
+	o.on_warning = on_warning;
+	o.ctx = &warned;
+	int64_t id = 0;
+	uint64_t entries = 0;
+	int ret = 0;
+	if (hv_snapshot_take(st, f->root, &o, &id, &entries) != HV_OK)
+		ret = 51;
+	else if (warned.n != 1 || !strstr(warned.last, "closeddir") ||
+		 !strstr(warned.last, "Permission denied"))
+		ret = 52;
+	else if (entries != 2 || id <= 0) /* open.txt and closeddir */
+		ret = 53;
+	if (ret)
+		fprintf(stderr, "nobody: %d warnings (%s), %llu entries: %s\n", warned.n,
+			warned.last, (unsigned long long)entries, hv_error_last());
+	hv_store_close(st);
+	free(db);
+	return ret;
+}
+
+static void test_snapshot_unreadable_as_nobody(void **state)
+{
+	fx *f = *state;
+	wr(f, "open.txt", "readable\n");
+	mkd(f, "closeddir");
+	wr(f, "closeddir/inside.txt", "hidden by its directory\n");
+	char *p = rp(f, "closeddir");
+	assert_int_equal(chmod(p, 0), 0); /* unreadable even to its owner, when not root */
+	assert_int_equal(chmod(f->dir, 0777), 0); /* where nobody makes its database */
+	int rc = tu_as_nobody(nobody_snapshot_unreadable, f);
+	assert_int_equal(chmod(p, 0755), 0);
+	free(p);
+	assert_int_equal(rc, 0);
 }
 
 /* ---- limits ------------------------------------------------------------------------------------ */
@@ -1910,34 +2011,38 @@ static void test_mime_detect_cached(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_collect_all, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_collect_errors, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_swap_fifo, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_swap_fifo_no_content, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_swap_symlink, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_swap_parent_dir_for_symlink, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_swap_bigger, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_swap_vanish, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_swap_dir, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_swap_socket, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_produced_set, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_produced_merge_order, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_racy_rule, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_no_content_cache_hit, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_no_content_young_files_opened, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_no_content_after_mime_cache, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_no_content_as_nobody, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_unreadable_as_nobody, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_limit_max_file_bytes, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_limit_max_files, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_limit_max_total_bytes, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_sparse_100g, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_excludes, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_db_inside_root, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_db_in_subdir, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_db_symlinked_file, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_record, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_mime_detect_cached, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_collect_all, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_collect_errors, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_null_opts_are_defaults, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_since_other_directory, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_swap_fifo, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_swap_fifo_no_content, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_swap_symlink, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_swap_parent_dir_for_symlink, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_swap_bigger, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_swap_bigger_past_total_limit, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_swap_vanish, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_swap_dir, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_swap_socket, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_produced_set, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_produced_merge_order, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_racy_rule, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_no_content_cache_hit, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_no_content_young_files_opened, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_no_content_after_mime_cache, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_no_content_as_nobody, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unreadable_as_nobody, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_snapshot_unreadable_as_nobody, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_limit_max_file_bytes, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_limit_max_files, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_limit_max_total_bytes, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sparse_100g, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_excludes, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_db_inside_root, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_db_in_subdir, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_db_symlinked_file, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_record, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_mime_detect_cached, tu_fx_setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

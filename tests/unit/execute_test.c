@@ -13,44 +13,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
-typedef struct fx {
-	char *dir;
-	char *work; /* dir/work: where the command runs */
-	char *db;   /* dir/harvest.db */
-	hv_store *st;
-} fx;
+typedef tu_fx fx;
 
-static int setup(void **state)
-{
-	fx *f = calloc(1, sizeof(*f));
-	assert_non_null(f);
-	f->dir = tu_mkdtemp();
-	f->work = tu_path(f->dir, "work");
-	assert_int_equal(mkdir(f->work, 0755), 0);
-	f->db = tu_path(f->dir, "harvest.db");
-	if (hv_store_open(&f->st, f->db, 0) != HV_OK)
-		fail_msg("hv_store_open: %s", hv_error_last());
-	*state = f;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	fx *f = *state;
-	hv_store_close(f->st);
-	tu_rmrf(f->dir);
-	free(f->dir);
-	free(f->work);
-	free(f->db);
-	free(f);
-	return 0;
-}
 
 static void wr(const fx *f, const char *rel, const char *text)
 {
-	tu_write(f->work, rel, text, strlen(text));
+	tu_write(f->root, rel, text, strlen(text));
 }
 
 static const char *sha_of(const char *text)
@@ -150,7 +121,7 @@ static void test_execute_produces(void **state)
 	fx *f = *state;
 	wr(f, "existing.txt", "old");
 	wr(f, "keep.txt", "untouched\n");
-	tu_mkdir(f->work, "d");
+	tu_mkdir(f->root, "d");
 	wr(f, "d/keep2.txt", "untouched too\n");
 	const char *argv[4];
 	hv_execute_opts o;
@@ -162,7 +133,7 @@ static void test_execute_produces(void **state)
 	o.label = "exec-label";
 	chunks ch = {0};
 	hv_execution ex;
-	int rc = hv_execute(f->st, f->work, &o, on_chunk, &ch, &ex);
+	int rc = hv_execute(f->st, f->root, &o, on_chunk, &ch, &ex);
 	if (rc != HV_OK)
 		fail_msg("hv_execute: %d %s", rc, hv_error_last());
 	assert_int_equal(ex.collect_status, HV_OK);
@@ -185,7 +156,7 @@ static void test_execute_produces(void **state)
 	assert_file(c, "d/notes.md", "text/markdown", "# T\n\nx\n");
 	assert_int_equal(c->n_skipped, 2);
 	assert_false(c->incomplete);
-	char *real = realpath(f->work, NULL);
+	char *real = realpath(f->root, NULL);
 	assert_string_equal(c->root, real);
 
 	/* The history. */
@@ -267,7 +238,7 @@ static void test_execute_produces(void **state)
 
 	/* A second run that changes nothing: no artifacts, the earlier files untouched. */
 	opts_sh(&o, argv, "true");
-	rc = hv_execute(f->st, f->work, &o, NULL, NULL, &ex);
+	rc = hv_execute(f->st, f->root, &o, NULL, NULL, &ex);
 	assert_int_equal(rc, HV_OK);
 	assert_int_equal(ex.collect_status, HV_OK);
 	assert_int_equal(ex.run.exit_code, 0);
@@ -288,7 +259,7 @@ static void test_execute_no_history(void **state)
 	opts_sh(&o, argv, "printf x > x.txt");
 	o.no_history = true;
 	hv_execution ex;
-	assert_int_equal(hv_execute(f->st, f->work, &o, NULL, NULL, &ex), HV_OK);
+	assert_int_equal(hv_execute(f->st, f->root, &o, NULL, NULL, &ex), HV_OK);
 	assert_int_equal(ex.run_id, 0);
 	assert_int_equal(ex.collect_status, HV_OK);
 	assert_non_null(ex.files);
@@ -317,7 +288,7 @@ static void test_execute_missing_dir(void **state)
 	hv_execution_free(&ex);
 	/* A regular file is not a directory either. */
 	wr(f, "file", "x");
-	char *file = tu_path(f->work, "file");
+	char *file = tu_path(f->root, "file");
 	assert_int_equal(hv_execute(f->st, file, &o, NULL, NULL, &ex), HV_ENOTDIR);
 	hv_execution_free(&ex);
 	assert_int_equal(count_runs(f), 0);
@@ -338,7 +309,7 @@ static void test_execute_not_found(void **state)
 	hv_collect_opts_init(&o.collect);
 	o.run.argv = argv;
 	hv_execution ex;
-	assert_int_equal(hv_execute(f->st, f->work, &o, NULL, NULL, &ex), HV_OK);
+	assert_int_equal(hv_execute(f->st, f->root, &o, NULL, NULL, &ex), HV_OK);
 	assert_int_equal(ex.run.exit_code, 127);
 	assert_true(ex.run_id > 0);
 	assert_int_equal(ex.collect_status, HV_OK);
@@ -365,7 +336,7 @@ static void test_execute_timeout(void **state)
 	opts_sh(&o, argv, "printf early > early.txt; echo started; exec sleep 30");
 	o.run.timeout_ms = 300;
 	hv_execution ex;
-	assert_int_equal(hv_execute(f->st, f->work, &o, NULL, NULL, &ex), HV_OK);
+	assert_int_equal(hv_execute(f->st, f->root, &o, NULL, NULL, &ex), HV_OK);
 	assert_true(ex.run.timed_out);
 	assert_int_equal(ex.run.exit_code, 124);
 	assert_int_equal(ex.collect_status, HV_OK);
@@ -400,7 +371,7 @@ static void test_execute_usage_error(void **state)
 	o.run.env = env;
 	o.run.n_env = 1;
 	hv_execution ex;
-	assert_int_equal(hv_execute(f->st, f->work, &o, NULL, NULL, &ex), HV_EUSAGE);
+	assert_int_equal(hv_execute(f->st, f->root, &o, NULL, NULL, &ex), HV_EUSAGE);
 	assert_null(ex.files);
 	hv_execution_free(&ex);
 	assert_no_snapshots(f);
@@ -411,14 +382,14 @@ static void test_execute_db_inside_dir(void **state)
 	/* The database lives in the directory the command runs in: its files are never
 	 * artifacts, though the run itself writes to them. */
 	fx *f = *state;
-	char *db = tu_path(f->work, "harvest.db");
+	char *db = tu_path(f->root, "harvest.db");
 	hv_store *st;
 	assert_int_equal(hv_store_open(&st, db, 0), HV_OK);
 	const char *argv[4];
 	hv_execute_opts o;
 	opts_sh(&o, argv, "printf a > a.txt && printf j > harvest.db-journal.txt");
 	hv_execution ex;
-	assert_int_equal(hv_execute(st, f->work, &o, NULL, NULL, &ex), HV_OK);
+	assert_int_equal(hv_execute(st, f->root, &o, NULL, NULL, &ex), HV_OK);
 	assert_int_equal(ex.collect_status, HV_OK);
 	assert_non_null(ex.files);
 	for (size_t i = 0; i < ex.files->n_files; i++)
@@ -433,7 +404,7 @@ static void test_execute_db_inside_dir(void **state)
 
 	/* Twice: the second run sees the database changed since its snapshot. */
 	opts_sh(&o, argv, "printf b > b.txt");
-	assert_int_equal(hv_execute(st, f->work, &o, NULL, NULL, &ex), HV_OK);
+	assert_int_equal(hv_execute(st, f->root, &o, NULL, NULL, &ex), HV_OK);
 	assert_int_equal(ex.collect_status, HV_OK);
 	assert_int_equal(ex.files->n_files, 1);
 	assert_file(ex.files, "b.txt", "text/plain", "b");
@@ -443,16 +414,113 @@ static void test_execute_db_inside_dir(void **state)
 	free(db);
 }
 
+/* A missing or empty command is refused before anything happens: no run, no snapshot. */
+static void test_execute_no_command(void **state)
+{
+	fx *f = *state;
+	const char *none[] = {NULL};
+	const char *empty[] = {"", "arg", NULL};
+	const char *const *argvs[] = {NULL, none, empty};
+	for (size_t i = 0; i < 3; i++) {
+		hv_execute_opts o;
+		memset(&o, 0, sizeof(o));
+		hv_run_opts_init(&o.run);
+		hv_collect_opts_init(&o.collect);
+		o.run.argv = argvs[i];
+		hv_execution ex;
+		assert_int_equal(hv_execute(f->st, f->root, &o, NULL, NULL, &ex), HV_EUSAGE);
+		assert_non_null(strstr(hv_error_last(), "no command"));
+		assert_int_equal(ex.run_id, 0);
+		assert_null(ex.files);
+		hv_execution_free(&ex);
+	}
+	assert_int_equal(count_runs(f), 0);
+	assert_no_snapshots(f);
+}
+
+/* The caller's chunk callback fails: the command is stopped, hv_execute returns that status
+ * and collects nothing, and the history says the run ended without an exit code. */
+static hv_status failing_chunk(void *ctx, hv_stream which, const char *data, size_t len)
+{
+	(void)which, (void)data, (void)len;
+	int *calls = ctx;
+	(*calls)++;
+	return HV_EIO;
+}
+
+static void test_execute_callback_failure(void **state)
+{
+	fx *f = *state;
+	const char *argv[4];
+	hv_execute_opts o;
+	opts_sh(&o, argv, "printf x > x.txt; echo out; exec sleep 30");
+	hv_execution ex;
+	int calls = 0;
+	time_t t0 = time(NULL);
+	assert_int_equal(hv_execute(f->st, f->root, &o, failing_chunk, &calls, &ex), HV_EIO);
+	assert_true(time(NULL) - t0 < 15); /* stopped, not the 30 s of the command */
+	assert_int_equal(calls, 1);
+	assert_null(ex.files);
+	int64_t id = ex.run_id;
+	assert_true(id > 0);
+	hv_execution_free(&ex);
+	hv_run_filter rf = {.run_id = id};
+	hv_run_iter *it;
+	assert_int_equal(hv_store_runs(f->st, &rf, &it), HV_OK);
+	const hv_run_row *r;
+	assert_int_equal(hv_run_iter_next(it, &r), HV_OK);
+	assert_true(r->ended);
+	assert_false(r->has_exit_code);
+	assert_int_equal(r->duration_ms, -1);
+	assert_int_equal(r->artifacts, 0);
+	hv_run_iter_free(it);
+	assert_no_snapshots(f);
+}
+
+/* The command removes the directory it ran in: hv_execute still returns HV_OK (the command
+ * ran), reports the failure in collect_status, and the history has the exit code. */
+static void test_execute_collect_failure(void **state)
+{
+	fx *f = *state;
+	const char *argv[4];
+	hv_execute_opts o;
+	opts_sh(&o, argv, "cd .. && rm -rf root && exit 4");
+	char *real = realpath(f->root, NULL); /* as the message names it */
+	assert_non_null(real);
+	hv_execution ex;
+	assert_int_equal(hv_execute(f->st, f->root, &o, NULL, NULL, &ex), HV_OK);
+	assert_int_equal(ex.run.exit_code, 4);
+	assert_true(ex.collect_status < 0);
+	assert_null(ex.files);
+	assert_non_null(strstr(hv_error_last(), real));
+	free(real);
+	hv_run_filter rf = {.run_id = ex.run_id};
+	hv_execution_free(&ex);
+	hv_run_iter *it;
+	assert_int_equal(hv_store_runs(f->st, &rf, &it), HV_OK);
+	const hv_run_row *r;
+	assert_int_equal(hv_run_iter_next(it, &r), HV_OK);
+	assert_true(r->ended);
+	assert_true(r->has_exit_code);
+	assert_int_equal(r->exit_code, 4);
+	assert_true(r->duration_ms >= 0);
+	hv_run_iter_free(it);
+	assert_no_snapshots(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_execute_produces, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_execute_no_history, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_execute_missing_dir, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_execute_not_found, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_execute_timeout, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_execute_usage_error, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_execute_db_inside_dir, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_execute_produces, tu_fx_setup, tu_fx_teardown),
+		cmocka_unit_test_setup_teardown(test_execute_no_history, tu_fx_setup, tu_fx_teardown),
+		cmocka_unit_test_setup_teardown(test_execute_missing_dir, tu_fx_setup, tu_fx_teardown),
+		cmocka_unit_test_setup_teardown(test_execute_not_found, tu_fx_setup, tu_fx_teardown),
+		cmocka_unit_test_setup_teardown(test_execute_timeout, tu_fx_setup, tu_fx_teardown),
+		cmocka_unit_test_setup_teardown(test_execute_usage_error, tu_fx_setup, tu_fx_teardown),
+		cmocka_unit_test_setup_teardown(test_execute_db_inside_dir, tu_fx_setup, tu_fx_teardown),
+		cmocka_unit_test_setup_teardown(test_execute_no_command, tu_fx_setup, tu_fx_teardown),
+		cmocka_unit_test_setup_teardown(test_execute_callback_failure, tu_fx_setup, tu_fx_teardown),
+		cmocka_unit_test_setup_teardown(test_execute_collect_failure, tu_fx_setup, tu_fx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -943,6 +943,38 @@ static void test_fd_epipe_sticky(void **state)
 	sigaction(SIGPIPE, &old, NULL);
 }
 
+/* hv_utf8_char_length: the length of the one strict UTF-8 character at the start, 0 for
+ * anything that does not start with one (cut short, overlong, a surrogate, beyond U+10FFFF,
+ * a stray continuation byte, nothing at all). */
+static void test_utf8_char_length(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *bytes;
+		size_t len, want;
+	} cases[] = {
+		{"a", 1, 1},
+		{"ab", 2, 1},                 /* the first character only */
+		{"\xc3\xa9!", 3, 2},          /* U+00E9 */
+		{"\xe2\x82\xac", 3, 3},       /* U+20AC */
+		{"\xf0\x9f\x98\x80", 4, 4},   /* U+1F600 */
+		{"\xf4\x8f\xbf\xbf", 4, 4},   /* U+10FFFF, the last */
+		{"\xc3", 1, 0},               /* cut short */
+		{"\xe2\x82", 2, 0},
+		{"\xc0\xaf", 2, 0},           /* overlong '/' */
+		{"\xe0\x80\xaf", 3, 0},       /* overlong '/' */
+		{"\xed\xa0\x80", 3, 0},       /* U+D800, a surrogate */
+		{"\xf4\x90\x80\x80", 4, 0},   /* U+110000 */
+		{"\x80", 1, 0},               /* a continuation byte */
+		{"\xff", 1, 0},
+		{"", 0, 0},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		if (hv_utf8_char_length(cases[i].bytes, cases[i].len) != cases[i].want)
+			fail_msg("case %zu: %zu, expected %zu", i,
+				 hv_utf8_char_length(cases[i].bytes, cases[i].len), cases[i].want);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -963,6 +995,7 @@ int main(void)
 		cmocka_unit_test(test_fd_writer_eintr),
 		cmocka_unit_test(test_fd_small_and_free_flushes),
 		cmocka_unit_test(test_fd_epipe_sticky),
+		cmocka_unit_test(test_utf8_char_length),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

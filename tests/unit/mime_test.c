@@ -757,6 +757,65 @@ static void test_fingerprint(void **state)
 	free(dir);
 }
 
+/* A component of the database list that does not exist (yet) is skipped by libmagic and
+ * named as missing in the fingerprint; once it appears, the fingerprint changes (so answers
+ * cached before are not reused) and its rules are used. */
+static void test_fingerprint_missing_component(void **state)
+{
+	(void)state;
+	char *dir = tu_mkdtemp();
+	char *extra = tu_path(dir, "extra");
+	char db[8192];
+	snprintf(db, sizeof(db), "%s:%s", magic_getpath(NULL, 0), extra);
+	hv_magic *before, *after;
+	assert_int_equal(hv_magic_open(&before, db, 0), HV_OK);
+	char missing[4200];
+	snprintf(missing, sizeof(missing), "%s:missing", extra);
+	assert_non_null(strstr(hv_magic_fingerprint(before), missing));
+
+	static const char rule[] = "0\tstring\tHVTEST-MAGIC\tharvest test data\n"
+				   "!:mime\tapplication/x-harvest-test\n";
+	tu_write(dir, "extra", rule, sizeof(rule) - 1);
+	assert_int_equal(hv_magic_open(&after, db, 0), HV_OK);
+	assert_string_not_equal(hv_magic_fingerprint(before), hv_magic_fingerprint(after));
+	assert_null(strstr(hv_magic_fingerprint(after), missing));
+	char present[4200];
+	snprintf(present, sizeof(present), "%s:%zu:", extra, sizeof(rule) - 1);
+	assert_non_null(strstr(hv_magic_fingerprint(after), present));
+	static const char data[] = "HVTEST-MAGIC and then some text\n";
+	const char *t;
+	assert_int_equal(hv_magic_buffer(after, data, sizeof(data) - 1, -1, NULL, &t), HV_OK);
+	assert_string_equal(t, "application/x-harvest-test");
+	assert_int_equal(hv_magic_buffer(before, data, sizeof(data) - 1, -1, NULL, &t), HV_OK);
+	assert_string_equal(t, "text/plain");
+	hv_magic_close(before);
+	hv_magic_close(after);
+	free(extra);
+	tu_rmrf(dir);
+	free(dir);
+}
+
+/* A descriptor that is not open: HV_EIO, the message naming the path, or "fd N" without one. */
+static void test_magic_fd_bad_descriptor(void **state)
+{
+	(void)state;
+	int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	close(fd); /* fd is now a number no descriptor has */
+	hv_magic *m;
+	assert_int_equal(hv_magic_open(&m, NULL, 0), HV_OK);
+	const char *t = "unset";
+	assert_int_equal(hv_magic_fd(m, fd, NULL, &t), HV_EIO);
+	assert_null(t);
+	char want[64];
+	snprintf(want, sizeof(want), "fd %d: %s", fd, strerror(EBADF));
+	assert_string_equal(hv_error_last(), want);
+	assert_int_equal(hv_magic_fd(m, fd, "out/plot.png", &t), HV_EIO);
+	snprintf(want, sizeof(want), "out/plot.png: %s", strerror(EBADF));
+	assert_string_equal(hv_error_last(), want);
+	hv_magic_close(m);
+}
+
 static void test_bad_options(void **state)
 {
 	(void)state;
@@ -799,6 +858,8 @@ int main(void)
 		cmocka_unit_test(test_non_regular),
 		cmocka_unit_test(test_unreadable),
 		cmocka_unit_test(test_fingerprint),
+		cmocka_unit_test(test_fingerprint_missing_component),
+		cmocka_unit_test(test_magic_fd_bad_descriptor),
 		cmocka_unit_test(test_bad_options),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1115,6 +1116,276 @@ static void test_callback_failure_stops_the_run(void **state)
 	collector_free(&c);
 }
 
+/* Options that contradict themselves are refused before anything starts. */
+static void test_inconsistent_opts_refused(void **state)
+{
+	(void)state;
+	const char *argv[] = {"true", NULL};
+	hv_run_opts opts;
+	hv_run_opts_init(&opts);
+	opts.argv = argv;
+	opts.n_env = 1; /* but no env array */
+	hv_run_result res;
+	assert_int_equal(hv_run(&opts, NULL, NULL, &res), HV_EUSAGE);
+	assert_int_equal(res.pid, 0);
+	hv_run_result_free(&res);
+	hv_run_opts_init(&opts);
+	opts.argv = argv;
+	opts.stdin_len = 5; /* but no data */
+	assert_int_equal(hv_run(&opts, NULL, NULL, &res), HV_EUSAGE);
+	assert_int_equal(res.pid, 0);
+	hv_run_result_free(&res);
+}
+
+/* The working directory can be opened but not entered (no search permission; as nobody, so
+ * root's override does not apply): harvest's failure, naming the directory, no exit code
+ * made up for a command that never ran. */
+static int run_in_unsearchable(void *arg)
+{
+	const char *dir = arg;
+	hv_run_opts opts;
+	hv_run_opts_init(&opts);
+	const char *argv[] = {"true", NULL};
+	opts.argv = argv;
+	opts.cwd = dir;
+	hv_run_result res;
+	hv_status rc = hv_run(&opts, NULL, NULL, &res);
+	int ret = 0;
+	if (rc != HV_ECHILD)
+		ret = 10;
+	else if (!strstr(hv_error_last(), dir) || !strstr(hv_error_last(), strerror(EACCES)))
+		ret = 11;
+	else if (res.spawn_errno != 0 || res.message)
+		ret = 12;
+	if (ret)
+		fprintf(stderr, "status %d: %s\n", rc, hv_error_last());
+	hv_run_result_free(&res);
+	return ret;
+}
+
+static void test_cwd_not_searchable(void **state)
+{
+	(void)state;
+	char *dir = tu_mkdtemp();
+	tu_mkdir(dir, "closed");
+	char *closed = tu_path(dir, "closed");
+	assert_int_equal(chmod(closed, 0644), 0); /* readable: it opens; not searchable */
+	int rc = tu_as_nobody(run_in_unsearchable, closed);
+	assert_int_equal(chmod(closed, 0755), 0);
+	assert_int_equal(rc, 0);
+	free(closed);
+	tu_rmrf(dir);
+	free(dir);
+}
+
+/* The caller's own stdin, stdout and stderr are closed, so the pipes and files hv_run opens
+ * get the numbers 0, 1, 2: the command still reads its stdin data and its output is still
+ * told apart. */
+static int run_with_stdio_closed(void *arg)
+{
+	(void)arg;
+	close(0);
+	close(1);
+	close(2);
+	hv_run_opts opts;
+	hv_run_opts_init(&opts);
+	const char *argv[] = {"sh", "-c", "cat; echo out; echo err >&2", NULL};
+	opts.argv = argv;
+	opts.stdin_data = "in\n";
+	opts.stdin_len = 3;
+	hv_run_result res;
+	int ret = 0;
+	if (hv_run(&opts, NULL, NULL, &res) != HV_OK)
+		ret = 10;
+	else if (res.exit_code != 0)
+		ret = 11;
+	else if (strcmp(res.stdout_data, "in\nout\n") != 0)
+		ret = 12;
+	else if (strcmp(res.stderr_data, "err\n") != 0)
+		ret = 13;
+	hv_run_result_free(&res);
+	/* The same with stdin from /dev/null. */
+	opts.stdin_data = NULL;
+	opts.stdin_len = 0;
+	if (ret == 0 && hv_run(&opts, NULL, NULL, &res) != HV_OK)
+		ret = 14;
+	else if (ret == 0 && strcmp(res.stdout_data, "out\n") != 0)
+		ret = 15;
+	hv_run_result_free(&res);
+	return ret;
+}
+
+static void test_caller_stdio_closed(void **state)
+{
+	(void)state;
+	assert_int_equal(tu_in_child(run_with_stdio_closed, NULL), 0);
+}
+
+/* A bare command name is looked up in the child's PATH: opts.env's PATH when it sets one,
+ * else the inherited one, and "/bin:/usr/bin" when there is none at all (as execvp). */
+static int run_without_path(void *arg)
+{
+	(void)arg;
+	unsetenv("PATH");
+	hv_run_opts opts;
+	hv_run_opts_init(&opts);
+	const char *argv[] = {"sh", "-c", "exit 7", NULL};
+	opts.argv = argv;
+	hv_run_result res;
+	int ret = 0;
+	if (hv_run(&opts, NULL, NULL, &res) != HV_OK || res.exit_code != 7)
+		ret = 10;
+	hv_run_result_free(&res);
+	return ret;
+}
+
+static void test_command_lookup_path(void **state)
+{
+	(void)state;
+	assert_int_equal(tu_in_child(run_without_path, NULL), 0);
+	/* PATH from opts.env wins over the inherited one. */
+	char *dir = tu_mkdtemp();
+	const char *script = "#!/bin/sh\necho mine\n";
+	tu_write(dir, "hv-own-cmd", script, strlen(script));
+	char *cmd = tu_path(dir, "hv-own-cmd");
+	assert_int_equal(chmod(cmd, 0755), 0);
+	char path_env[4200];
+	snprintf(path_env, sizeof(path_env), "PATH=%s", dir);
+	const char *env[] = {path_env};
+	hv_run_opts opts;
+	hv_run_opts_init(&opts);
+	opts.env = env;
+	opts.n_env = 1;
+	collector c = {0};
+	hv_run_result res;
+	const char *own[] = {"hv-own-cmd", NULL};
+	assert_int_equal(run_with(own, &opts, &c, &res), HV_OK);
+	assert_int_equal(res.exit_code, 0);
+	assert_string_equal(res.stdout_data, "mine\n");
+	hv_run_result_free(&res);
+	collector_free(&c);
+	/* ...so a command that is only in the inherited PATH is not found through it. */
+	const char *sh[] = {"sh", "-c", "true", NULL};
+	assert_int_equal(run_with(sh, &opts, &c, &res), HV_OK);
+	assert_int_equal(res.exit_code, 127);
+	hv_run_result_free(&res);
+	collector_free(&c);
+	free(cmd);
+	tu_rmrf(dir);
+	free(dir);
+}
+
+/* A caller that ignores SIGCHLD has its children reaped by the kernel, so no exit status can
+ * be had: hv_run says so (HV_ECHILD, exit code 125, harvest's own failure) instead of making
+ * one up or waiting forever. */
+static int run_with_sigchld_ignored(void *arg)
+{
+	(void)arg;
+	signal(SIGCHLD, SIG_IGN);
+	hv_run_opts opts;
+	hv_run_opts_init(&opts);
+	const char *argv[] = {"sh", "-c", "echo ran", NULL};
+	opts.argv = argv;
+	hv_run_result res;
+	hv_status rc = hv_run(&opts, NULL, NULL, &res);
+	int ret = 0;
+	if (rc != HV_ECHILD)
+		ret = 10;
+	else if (!strstr(hv_error_last(), "exit status lost"))
+		ret = 11;
+	else if (res.exit_code != 125)
+		ret = 12;
+	else if (strcmp(res.stdout_data ? res.stdout_data : "", "ran\n") != 0)
+		ret = 13; /* what it wrote is still there */
+	if (ret)
+		fprintf(stderr, "status %d, exit code %d: %s\n", rc, res.exit_code, hv_error_last());
+	hv_run_result_free(&res);
+	return ret;
+}
+
+static void test_sigchld_ignored(void **state)
+{
+	(void)state;
+	int64_t t0 = now_ms();
+	assert_int_equal(tu_in_child(run_with_sigchld_ignored, NULL), 0);
+	assert_true(now_ms() - t0 < 10000);
+}
+
+/* The number of open descriptors of this process. */
+static int count_fds(void)
+{
+	int n = 0;
+	for (int fd = 0; fd < 4096; fd++)
+		n += fcntl(fd, F_GETFD) >= 0;
+	return n;
+}
+
+/* Out of descriptors at every step of setting a run up (the working directory, /dev/null or
+ * the stdin pipe, the output pipes, the report pipe): each time harvest's own failure naming
+ * what it could not open and the reason, nothing started, no descriptor left behind; with
+ * enough of them, the command runs. */
+static int run_short_of_descriptors(void *arg)
+{
+	const char *dir = arg;
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return 10;
+	rl.rlim_cur = rl.rlim_max < 64 ? rl.rlim_max : 64;
+	if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return 10;
+	int fill[64], nfill = 0;
+	int fd;
+	while (nfill < 64 && (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
+		fill[nfill++] = fd;
+	int failures = 0, ret = 0;
+	bool ran = false;
+	for (int freed = 0; freed <= 12 && !ran && ret == 0; freed++) {
+		if (freed > 0 && nfill > 0)
+			close(fill[--nfill]);
+		for (int with_stdin = 0; with_stdin < 2 && ret == 0; with_stdin++) {
+			hv_run_opts opts;
+			hv_run_opts_init(&opts);
+			const char *argv[] = {"sh", "-c", "cat; echo ok", NULL};
+			opts.argv = argv;
+			opts.cwd = dir;
+			if (with_stdin) {
+				opts.stdin_data = "in\n";
+				opts.stdin_len = 3;
+			}
+			int before = count_fds();
+			hv_run_result res;
+			hv_status rc = hv_run(&opts, NULL, NULL, &res);
+			if (count_fds() != before)
+				ret = 11;
+			else if (rc == HV_OK)
+				ran = res.exit_code == 0 &&
+				      strcmp(res.stdout_data, with_stdin ? "in\nok\n" : "ok\n") == 0;
+			else if (rc >= 0 || res.pid != 0 || !strstr(hv_error_last(), strerror(EMFILE)))
+				ret = 12;
+			else
+				failures++;
+			if (ret)
+				fprintf(stderr, "freed %d, stdin %d: status %d: %s\n", freed, with_stdin,
+					rc, hv_error_last());
+			hv_run_result_free(&res);
+		}
+	}
+	if (ret == 0 && (!ran || failures < 4))
+		ret = 13; /* it failed at several steps, then ran */
+	while (nfill > 0)
+		close(fill[--nfill]);
+	return ret;
+}
+
+static void test_out_of_descriptors(void **state)
+{
+	(void)state;
+	char *dir = tu_mkdtemp();
+	assert_int_equal(tu_in_child(run_short_of_descriptors, dir), 0);
+	tu_rmrf(dir);
+	free(dir);
+}
+
 static void test_shell_argv(void **state)
 {
 	(void)state;
@@ -1166,6 +1437,12 @@ int main(void)
 		cmocka_unit_test(test_cancel_fd_ends_the_run),
 		cmocka_unit_test(test_callback_failure_stops_the_run),
 		cmocka_unit_test(test_shell_argv),
+		cmocka_unit_test(test_inconsistent_opts_refused),
+		cmocka_unit_test(test_cwd_not_searchable),
+		cmocka_unit_test(test_caller_stdio_closed),
+		cmocka_unit_test(test_command_lookup_path),
+		cmocka_unit_test(test_sigchld_ignored),
+		cmocka_unit_test(test_out_of_descriptors),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

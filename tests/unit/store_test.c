@@ -153,7 +153,6 @@ static void make_db(const char *db)
 	check_ok(hv_store_close(open_ok(db, 0)));
 }
 
-static void sha256_hex(const void *data, size_t len, char out[65]);
 
 /* ---- opening ------------------------------------------------------------------------------ */
 
@@ -548,6 +547,24 @@ static void test_refuse_readonly(void **state)
 	free(before);
 	free(after);
 
+	/* Another user reading a database in a directory both may write leaves no -wal/-shm
+	 * files of its own there, which the owner's next write could not use. */
+	char *shared = tu_path(f->dir, "shared");
+	assert_int_equal(mkdir(shared, 0777), 0);
+	assert_int_equal(chmod(shared, 0777), 0);
+	char *db3 = tu_path(shared, "harvest.db");
+	st = open_ok(db3, 0);
+	check_ok(hv_store_run_begin(st, &rs, &id));
+	check_ok(hv_store_close(st));
+	assert_int_equal(chmod(db3, 0644), 0);
+	assert_int_equal(tu_as_nobody(nobody_readonly_file, db3), 0);
+	assert_no_side_files(db3);
+	st = open_ok(db3, 0);
+	check_ok(hv_store_run_begin(st, &rs, &id));
+	check_ok(hv_store_close(st));
+	free(db3);
+	free(shared);
+
 	/* A writable file in a read-only directory (no room for -wal/-shm): refused too. */
 	char *sub = tu_path(f->dir, "ro");
 	assert_int_equal(mkdir(sub, 0755), 0);
@@ -751,7 +768,7 @@ static void test_snapshot_roundtrip(void **state)
 	int64_t created = hv_snapshot_writer_created_at(w);
 	assert_true(llabs(created - hv_store_now_ns()) < 5 * NS);
 	char sha[65];
-	sha256_hex("x", 1, sha);
+	tu_sha256_hex("x", 1, sha);
 	for (size_t i = 0; i < n; i++) {
 		hv_stat s = stat_for(i, created);
 		check_ok(hv_snapshot_writer_add(w, paths[i], strlen(paths[i]), &s,
@@ -901,15 +918,6 @@ static void test_snapshot_large_and_interleaved(void **state)
 
 #include <openssl/evp.h>
 
-static void sha256_hex(const void *data, size_t len, char out[65])
-{
-	unsigned char md[32];
-	unsigned int n;
-	EVP_Digest(data, len, md, &n, EVP_sha256(), NULL);
-	for (int i = 0; i < 32; i++)
-		snprintf(out + 2 * i, 3, "%02x", md[i]);
-}
-
 typedef struct art {
 	const char *path, *name, *mime, *content;
 	bool store;
@@ -925,7 +933,7 @@ static int64_t record_run(hv_store *st, const char *label, const char *cmd, int6
 	check_ok(hv_store_run_begin(st, &rs, &id));
 	hv_artifact_in in[16];
 	for (size_t i = 0; i < n; i++) {
-		sha256_hex(arts[i].content, strlen(arts[i].content), arts[i].sha);
+		tu_sha256_hex(arts[i].content, strlen(arts[i].content), arts[i].sha);
 		in[i] = (hv_artifact_in){
 			.path = arts[i].path, .path_len = strlen(arts[i].path),
 			.name = arts[i].name, .name_len = strlen(arts[i].name),
@@ -1255,8 +1263,8 @@ static void test_history_dense_filters(void **state)
 	static char names[N][16];
 	static hv_artifact_in in[N];
 	char sha_img[65], sha_txt[65];
-	sha256_hex("img", 3, sha_img);
-	sha256_hex("txt", 3, sha_txt);
+	tu_sha256_hex("img", 3, sha_img);
+	tu_sha256_hex("txt", 3, sha_txt);
 	int64_t ids[2];
 	for (int r = 0; r < 2; r++) {
 		hv_run_start rs = {.dir = "/d"};
@@ -1443,7 +1451,7 @@ static int worker_round(hv_store *st, int tag, int i)
 {
 	char content[64], sha[65], path[64];
 	snprintf(content, sizeof(content), "content %d %d", tag, i % 5);
-	sha256_hex(content, strlen(content), sha);
+	tu_sha256_hex(content, strlen(content), sha);
 	snprintf(path, sizeof(path), "out/%d/%d.txt", tag, i);
 	int64_t id;
 	hv_run_start rs = {.label = tag ? "t1" : "t0", .dir = "/w"};
