@@ -153,6 +153,16 @@ static void make_db(const char *db)
 	check_ok(hv_store_close(open_ok(db, 0)));
 }
 
+/* A database holding one run, labelled "label". */
+static void make_db_with_run(const char *db)
+{
+	hv_store *st = open_ok(db, 0);
+	int64_t id;
+	hv_run_start rs = {.dir = "/x", .label = "label"};
+	check_ok(hv_store_run_begin(st, &rs, &id));
+	check_ok(hv_store_close(st));
+}
+
 
 /* ---- opening ------------------------------------------------------------------------------ */
 
@@ -421,11 +431,8 @@ static void test_refuse_newer_schema(void **state)
 static void test_refuse_corrupt(void **state)
 {
 	fixture *f = *state;
-	hv_store *st = open_ok(f->db, 0);
-	int64_t id;
-	hv_run_start rs = {.dir = "/x", .label = "l"};
-	check_ok(hv_store_run_begin(st, &rs, &id));
-	check_ok(hv_store_close(st));
+	make_db_with_run(f->db);
+	hv_store *st = NULL;
 	assert_no_side_files(f->db);
 	/* Garbage over the schema page's b-tree (after the 100-byte file header). */
 	int fd = open(f->db, O_WRONLY);
@@ -490,11 +497,8 @@ static int nobody_write_open(void *arg)
 static void test_refuse_corrupt_adopted(void **state)
 {
 	fixture *f = *state;
-	hv_store *st = open_ok(f->db, 0);
-	int64_t id;
-	hv_run_start rs = {.dir = "/x", .label = "l"};
-	check_ok(hv_store_run_begin(st, &rs, &id));
-	check_ok(hv_store_close(st));
+	make_db_with_run(f->db);
+	hv_store *st = NULL;
 	raw_exec(f->db, "PRAGMA journal_mode = DELETE;");
 	st = open_ok(f->db, 0);
 	check_ok(hv_store_close(st));
@@ -532,11 +536,7 @@ static void test_refuse_corrupt_adopted(void **state)
 static void test_refuse_readonly(void **state)
 {
 	fixture *f = *state;
-	hv_store *st = open_ok(f->db, 0);
-	int64_t id;
-	hv_run_start rs = {.dir = "/x", .label = "label"};
-	check_ok(hv_store_run_begin(st, &rs, &id));
-	check_ok(hv_store_close(st));
+	make_db_with_run(f->db);
 	assert_int_equal(chmod(f->db, 0444), 0);
 	size_t len0, len1;
 	char *before = read_file(f->db, &len0);
@@ -553,15 +553,11 @@ static void test_refuse_readonly(void **state)
 	assert_int_equal(mkdir(shared, 0777), 0);
 	assert_int_equal(chmod(shared, 0777), 0);
 	char *db3 = tu_path(shared, "harvest.db");
-	st = open_ok(db3, 0);
-	check_ok(hv_store_run_begin(st, &rs, &id));
-	check_ok(hv_store_close(st));
+	make_db_with_run(db3);
 	assert_int_equal(chmod(db3, 0644), 0);
 	assert_int_equal(tu_as_nobody(nobody_readonly_file, db3), 0);
 	assert_no_side_files(db3);
-	st = open_ok(db3, 0);
-	check_ok(hv_store_run_begin(st, &rs, &id));
-	check_ok(hv_store_close(st));
+	make_db_with_run(db3); /* the owner writes again */
 	free(db3);
 	free(shared);
 
