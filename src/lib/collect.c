@@ -443,6 +443,28 @@ static void job_read(struct job *j, const hv_collect_opts *o, hv_magic *magic)
 	j->fd = -1;
 }
 
+/* With mu held: reads the next queued job (mu released meanwhile), or, when there is none,
+ * waits on idle. */
+static void pipe_step(struct pipe *p, hv_magic *magic, pthread_cond_t *idle)
+{
+	struct job *j = pipe_claim(p);
+	if (!j) {
+		pthread_cond_wait(idle, &p->mu);
+		return;
+	}
+	pthread_mutex_unlock(&p->mu);
+	job_read(j, p->o, magic);
+	pthread_mutex_lock(&p->mu);
+	j->state = JOB_DONE;
+	pthread_cond_signal(&p->done_cv); /* the loop may be waiting for this one */
+}
+
+/* Under mu: whether the job needs no more work. */
+static bool job_finished(const struct job *j)
+{
+	return j->state == JOB_READY || j->state == JOB_DONE;
+}
+
 static void *pipe_worker(void *arg)
 {
 	struct pipe *p = arg;
@@ -450,18 +472,8 @@ static void *pipe_worker(void *arg)
 	if (hv_magic_open(&magic, NULL, 0) != HV_OK)
 		return NULL; /* the loop does the work itself */
 	pthread_mutex_lock(&p->mu);
-	while (!p->stop) {
-		struct job *j = pipe_claim(p);
-		if (!j) {
-			pthread_cond_wait(&p->work_cv, &p->mu);
-			continue;
-		}
-		pthread_mutex_unlock(&p->mu);
-		job_read(j, p->o, magic);
-		pthread_mutex_lock(&p->mu);
-		j->state = JOB_DONE;
-		pthread_cond_signal(&p->done_cv);
-	}
+	while (!p->stop)
+		pipe_step(p, magic, &p->work_cv);
 	pthread_mutex_unlock(&p->mu);
 	hv_magic_close(magic);
 	return NULL;
@@ -518,18 +530,9 @@ static struct job *pipe_head(struct pipe *p, hv_magic *magic, bool wait)
 {
 	pthread_mutex_lock(&p->mu);
 	struct job *h = p->head < p->tail ? &p->slots[p->head % PIPE_SLOTS] : NULL;
-	while (h && wait && h->state != JOB_READY && h->state != JOB_DONE) {
-		struct job *j = pipe_claim(p);
-		if (!j) {
-			pthread_cond_wait(&p->done_cv, &p->mu);
-			continue;
-		}
-		pthread_mutex_unlock(&p->mu);
-		job_read(j, p->o, magic);
-		pthread_mutex_lock(&p->mu);
-		j->state = JOB_DONE;
-	}
-	if (h && h->state != JOB_READY && h->state != JOB_DONE)
+	while (h && wait && !job_finished(h))
+		pipe_step(p, magic, &p->done_cv);
+	if (h && !job_finished(h))
 		h = NULL;
 	pthread_mutex_unlock(&p->mu);
 	return h;
