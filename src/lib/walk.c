@@ -840,7 +840,8 @@ static int push_frame(hv_walk *w, struct dnode *n, size_t base_len, int depth)
 }
 
 /* Releases a node the consumer will never reach (w->lock held), with its own unconsumed
- * children, iteratively. */
+ * children. Recursive, but bounded: only nodes read ahead have children here, at most
+ * AHEAD_MAX_NODES of them, so the depth never follows the tree's. */
 /* NOLINTNEXTLINE(misc-no-recursion): only read-ahead nodes recurse, at most AHEAD_MAX_NODES */
 static void abandon_locked(hv_walk *w, struct dnode *n)
 {
