@@ -68,13 +68,17 @@ int hv_buf_reserve(hv_buf *b, size_t n)
 		return HV_OK;
 	size_t cap = b->cap ? b->cap : 64;
 	while (cap - b->len <= n) {
-		if (cap > SIZE_MAX / 2)
+		if (cap > SIZE_MAX / 2) {
+			b->failed = true;
 			return hv_error_set(HV_ENOMEM, "out of memory");
+		}
 		cap *= 2;
 	}
 	char *p = realloc(b->data, cap);
-	if (!p)
+	if (!p) {
+		b->failed = true;
 		return hv_error_set(HV_ENOMEM, "out of memory");
+	}
 	b->data = p;
 	b->cap = cap;
 	return HV_OK;
@@ -132,4 +136,5 @@ void hv_buf_free(hv_buf *b)
 	free(b->data);
 	b->data = NULL;
 	b->len = b->cap = 0;
+	b->failed = false;
 }

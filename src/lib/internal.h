@@ -22,6 +22,7 @@ typedef struct hv_buf {
 	char *data;
 	size_t len;
 	size_t cap;
+	bool failed; /* an append ran out of memory: the contents lack it (sticky) */
 } hv_buf;
 
 /* Makes room for n more bytes; HV_ENOMEM on failure (the buffer is unchanged). */

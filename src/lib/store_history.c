@@ -208,10 +208,12 @@ struct hv_artifact_iter {
 	char sha[65], sha_hi[65];
 };
 
+/* The query built in sql; HV_ENOMEM when any part of it could not be appended (the text
+ * would be another query: one without its filters or limit). */
 static int prepare_query(hv_store *st, hv_buf *sql, sqlite3_stmt **q)
 {
-	if (!sql->data)
-		return hv_error_last_status();
+	if (!sql->data || sql->failed)
+		return hv_error_set(HV_ENOMEM, "out of memory");
 	int src = sqlite3_prepare_v2(st->db, sql->data, (int)sql->len, q, NULL);
 	return src == SQLITE_OK ? HV_OK : hvst_db_error(st, src, "cannot query the history");
 }
