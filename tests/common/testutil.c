@@ -791,3 +791,31 @@ int tu_fx_teardown(void **state)
 	tu_fx_free(*state);
 	return 0;
 }
+
+void *tu_xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	if (!p) {
+		fputs("out of memory\n", stderr);
+		abort();
+	}
+	return p;
+}
+
+void *tu_xrealloc(void *p, size_t n)
+{
+	p = realloc(p, n ? n : 1);
+	if (!p) {
+		fputs("out of memory\n", stderr);
+		abort();
+	}
+	return p;
+}
+
+char *tu_xmemdup(const void *s, size_t len)
+{
+	char *p = tu_xmalloc(len + 1);
+	memcpy(p, s, len);
+	p[len] = '\0';
+	return p;
+}

@@ -53,6 +53,12 @@ void tu_fx_free(tu_fx *f);
 int tu_fx_setup(void **state);
 int tu_fx_teardown(void **state);
 
+/* malloc, realloc and a NUL-terminated copy of len bytes that abort on failure (no cmocka:
+ * usable in forked children). */
+void *tu_xmalloc(size_t n);
+void *tu_xrealloc(void *p, size_t n);
+char *tu_xmemdup(const void *s, size_t len);
+
 /* The SHA-256 of data as 64 lower-case hex digits, by OpenSSL: a reference independent of
  * harvest's own digest code. */
 void tu_sha256_hex(const void *data, size_t len, char hex[65]);

@@ -69,39 +69,11 @@
 
 /* ---- small helpers (no cmocka: they also run in the nobody child) ------------------------ */
 
-static void *xmalloc(size_t n)
-{
-	void *p = malloc(n ? n : 1);
-	if (!p) {
-		fprintf(stderr, "out of memory\n");
-		abort();
-	}
-	return p;
-}
-
-static void *xrealloc(void *p, size_t n)
-{
-	p = realloc(p, n ? n : 1);
-	if (!p) {
-		fprintf(stderr, "out of memory\n");
-		abort();
-	}
-	return p;
-}
-
-static char *xmemdup(const void *s, size_t len)
-{
-	char *p = xmalloc(len + 1);
-	memcpy(p, s, len);
-	p[len] = '\0';
-	return p;
-}
-
 /* a + sep + b in a new string (sep only when both are non-empty). */
 static char *join(const char *a, size_t la, const char *b, size_t lb, size_t *out_len)
 {
 	size_t n = la + (la && lb ? 1 : 0) + lb;
-	char *p = xmalloc(n + 1);
+	char *p = tu_xmalloc(n + 1);
 	memcpy(p, a, la);
 	size_t o = la;
 	if (la && lb)
@@ -216,10 +188,10 @@ static gent *glist_add(glist *l, const char *rel, size_t len, int depth)
 {
 	if (l->n == l->cap) {
 		l->cap = l->cap ? l->cap * 2 : 32;
-		l->v = xrealloc(l->v, l->cap * sizeof(*l->v));
+		l->v = tu_xrealloc(l->v, l->cap * sizeof(*l->v));
 	}
 	gent *g = &l->v[l->n++];
-	g->rel = xmemdup(rel, len);
+	g->rel = tu_xmemdup(rel, len);
 	g->len = len;
 	g->depth = depth;
 	g->gone = false;
@@ -288,10 +260,10 @@ static void names_add(names *ns, const char *s, size_t len)
 {
 	if (ns->n == ns->cap) {
 		ns->cap = ns->cap ? ns->cap * 2 : 16;
-		ns->v = xrealloc(ns->v, ns->cap * sizeof(*ns->v));
-		ns->len = xrealloc(ns->len, ns->cap * sizeof(*ns->len));
+		ns->v = tu_xrealloc(ns->v, ns->cap * sizeof(*ns->v));
+		ns->len = tu_xrealloc(ns->len, ns->cap * sizeof(*ns->len));
 	}
-	ns->v[ns->n] = xmemdup(s, len);
+	ns->v[ns->n] = tu_xmemdup(s, len);
 	ns->len[ns->n++] = len;
 }
 
@@ -384,7 +356,7 @@ static void make_file(tree *t, rng *r, int dfd, const char *name)
 /* Fills directory dirs.v[di] (already made) with children, then each new subdirectory. */
 static void gen_dir(tree *t, rng *r, size_t di, bool spine)
 {
-	char *drel = xmemdup(t->dirs.v[di].rel, t->dirs.v[di].len);
+	char *drel = tu_xmemdup(t->dirs.v[di].rel, t->dirs.v[di].len);
 	size_t dlen = t->dirs.v[di].len;
 	int depth = t->dirs.v[di].depth;
 	int dfd = di == 0 ? dup(t->rootfd)
@@ -467,7 +439,7 @@ static void gen_dir(tree *t, rng *r, size_t di, bool spine)
 static char *rel_from(int depth, const char *rel, size_t rlen)
 {
 	size_t n = (size_t)depth * 3 + rlen + 2;
-	char *p = xmalloc(n);
+	char *p = tu_xmalloc(n);
 	size_t o = 0;
 	for (int i = 0; i < depth; i++) {
 		memcpy(p + o, "../", 3);
@@ -538,7 +510,7 @@ static void make_link(tree *t, rng *r, size_t i, char **forced)
 		} else if (k < 74) {
 			/* Itself: ELOOP. */
 			const char *slash = strrchr(p->rel, '/');
-			target = xmemdup(slash ? slash + 1 : p->rel, strlen(slash ? slash + 1 : p->rel));
+			target = tu_xmemdup(slash ? slash + 1 : p->rel, strlen(slash ? slash + 1 : p->rel));
 		} else if (k < 86) {
 			/* Another symlink, made or to be made: chains, and loops through several. */
 			const gent *g = chance(r, 50) && t->links.n
@@ -606,7 +578,7 @@ static xrec *xwalk_rec(xwalk *x)
 {
 	if (x->n == x->cap) {
 		x->cap = x->cap ? x->cap * 2 : 128;
-		x->r = xrealloc(x->r, x->cap * sizeof(*x->r));
+		x->r = tu_xrealloc(x->r, x->cap * sizeof(*x->r));
 	}
 	xrec *r = &x->r[x->n++];
 	memset(r, 0, sizeof(*r));
@@ -618,7 +590,7 @@ static void xwalk_warn(xwalk *x, char *msg, int kind, int err)
 {
 	if (x->nw == x->capw) {
 		x->capw = x->capw ? x->capw * 2 : 16;
-		x->w = xrealloc(x->w, x->capw * sizeof(*x->w));
+		x->w = tu_xrealloc(x->w, x->capw * sizeof(*x->w));
 	}
 	xwarn *w = &x->w[x->nw++];
 	w->msg = msg;
@@ -701,7 +673,7 @@ static bool ref_excluded(const wopts *o, const char *name)
 static char *ref_msg(const refctx *c, const char *path, size_t plen)
 {
 	size_t rl = strlen(c->msgroot);
-	char *m = xmalloc(rl + 1 + plen + 3);
+	char *m = tu_xmalloc(rl + 1 + plen + 3);
 	memcpy(m, c->msgroot, rl);
 	m[rl] = '/';
 	memcpy(m + rl + 1, path, plen);
@@ -727,10 +699,10 @@ static void ref_dir(refctx *c, int dfd, const char *rel, size_t rel_len, int dep
 			continue;
 		if (n == cap) {
 			cap = cap ? cap * 2 : 32;
-			ents = xrealloc(ents, cap * sizeof(*ents));
+			ents = tu_xrealloc(ents, cap * sizeof(*ents));
 		}
 		ents[n].len = strlen(nm);
-		ents[n].name = xmemdup(nm, ents[n].len);
+		ents[n].name = tu_xmemdup(nm, ents[n].len);
 		ents[n].dtype = de->d_type;
 		n++;
 	}
@@ -769,7 +741,7 @@ static void ref_dir(refctx *c, int dfd, const char *rel, size_t rel_len, int dep
 			char tb[PATH_MAX + 1];
 			ssize_t tl = readlinkat(dfd, name, tb, sizeof(tb));
 			if (tl >= 0 && (size_t)tl < sizeof(tb)) {
-				x->target = xmemdup(tb, (size_t)tl);
+				x->target = tu_xmemdup(tb, (size_t)tl);
 				x->target_len = (size_t)tl;
 			}
 		}
@@ -790,7 +762,7 @@ static void ref_dir(refctx *c, int dfd, const char *rel, size_t rel_len, int dep
 			continue;
 		uint64_t dev = (uint64_t)(link ? st.st_dev : ls.st_dev);
 		uint64_t ino = (uint64_t)(link ? st.st_ino : ls.st_ino);
-		char *path = xmemdup(x->path, x->path_len);
+		char *path = tu_xmemdup(x->path, x->path_len);
 		size_t plen = x->path_len;
 		bool loop = false;
 		for (size_t a = 0; c->o->follow && a < c->nanc; a++)
@@ -809,7 +781,7 @@ static void ref_dir(refctx *c, int dfd, const char *rel, size_t rel_len, int dep
 		}
 		if (c->nanc == c->capanc) {
 			c->capanc = c->capanc ? c->capanc * 2 : 16;
-			c->anc = xrealloc(c->anc, c->capanc * sizeof(*c->anc));
+			c->anc = tu_xrealloc(c->anc, c->capanc * sizeof(*c->anc));
 		}
 		c->anc[c->nanc].dev = dev;
 		c->anc[c->nanc].ino = ino;
@@ -850,7 +822,7 @@ static bool ref_walk(const tree *t, const wopts *o, xwalk *out, size_t cap)
 		close(fd);
 		return false;
 	}
-	c.anc = xmalloc(16 * sizeof(*c.anc));
+	c.anc = tu_xmalloc(16 * sizeof(*c.anc));
 	c.capanc = 16;
 	c.anc[0].dev = (uint64_t)st.st_dev;
 	c.anc[0].ino = (uint64_t)st.st_ino;
@@ -934,7 +906,7 @@ static bool hv_collect(const tree *t, const wopts *o, xwalk *out, size_t cap, co
 		if (s == HV_DONE)
 			break;
 		if (s == HV_WARN) {
-			xwalk_warn(out, xmemdup(hv_error_last(), strlen(hv_error_last())), 0, 0);
+			xwalk_warn(out, tu_xmemdup(hv_error_last(), strlen(hv_error_last())), 0, 0);
 			if (out->nw > cap + 100) {
 				fprintf(stderr, "seed %u [%s] as %s: runaway warnings\n", t->seed,
 					o->label, who);
@@ -972,7 +944,7 @@ static bool hv_collect(const tree *t, const wopts *o, xwalk *out, size_t cap, co
 			ok = false;
 		}
 		xrec *x = xwalk_rec(out);
-		x->path = xmemdup(e->path, e->path_len);
+		x->path = tu_xmemdup(e->path, e->path_len);
 		x->path_len = e->path_len;
 		x->name_len = e->name_len;
 		x->depth = e->depth;
@@ -986,7 +958,7 @@ static bool hv_collect(const tree *t, const wopts *o, xwalk *out, size_t cap, co
 			x->size = e->size;
 		}
 		if (e->target) {
-			x->target = xmemdup(e->target, e->target_len);
+			x->target = tu_xmemdup(e->target, e->target_len);
 			x->target_len = e->target_len;
 		}
 		if (e->type == HV_FT_FILE && e->have_lstat) {
@@ -1099,7 +1071,7 @@ static int xrec_cmp(const void *a, const void *b)
  * contiguous right after its directory. */
 static bool check_preorder(const xwalk *g, const char *ctx)
 {
-	size_t *stack = xmalloc((g->n + 1) * sizeof(*stack));
+	size_t *stack = tu_xmalloc((g->n + 1) * sizeof(*stack));
 	size_t sp = 0;
 	bool ok = true;
 	char b1[300];
@@ -1134,7 +1106,7 @@ static int compare_warnings(xwalk *want, size_t n_want_recs, xwalk *got, const c
 	int bad = 0;
 	char b1[600];
 	/* Longest prefix first, so "a" cannot take the warning of "a: b". */
-	size_t *order = xmalloc((want->nw + 1) * sizeof(*order));
+	size_t *order = tu_xmalloc((want->nw + 1) * sizeof(*order));
 	size_t n = 0;
 	for (size_t i = 0; i < want->nw; i++)
 		if (want->w[i].after <= n_want_recs)
@@ -1236,8 +1208,8 @@ static int compare(const tree *t, const wopts *o, xwalk *want, xwalk *got, const
 	} else {
 		if (!check_preorder(got, ctx))
 			bad++;
-		xrec *ws = xmalloc((n_want + 1) * sizeof(*ws));
-		xrec *gs = xmalloc((got->n + 1) * sizeof(*gs));
+		xrec *ws = tu_xmalloc((n_want + 1) * sizeof(*ws));
+		xrec *gs = tu_xmalloc((got->n + 1) * sizeof(*gs));
 		if (n_want)
 			memcpy(ws, want->r, n_want * sizeof(*ws));
 		if (got->n)
@@ -1474,7 +1446,7 @@ static void build_tree(tree *t, const char *tmp, unsigned seed)
 
 	/* Keep the followed walk small: drop symlinks to directories until it is. */
 	while (follow_count(t, FOLLOW_CAP) > FOLLOW_CAP) {
-		size_t *cand = xmalloc((t->links.n + 1) * sizeof(*cand)), nc = 0;
+		size_t *cand = tu_xmalloc((t->links.n + 1) * sizeof(*cand)), nc = 0;
 		for (size_t i = 0; i < t->links.n; i++) {
 			struct stat st;
 			if (!t->links.v[i].gone && fstatat(t->rootfd, t->links.v[i].rel, &st, 0) == 0 &&

@@ -26,34 +26,6 @@
 
 /* ---- small helpers (no cmocka: also used in child processes) ---------------------------- */
 
-static void *xmalloc(size_t n)
-{
-	void *p = malloc(n ? n : 1);
-	if (!p) {
-		fprintf(stderr, "out of memory\n");
-		abort();
-	}
-	return p;
-}
-
-static void *xrealloc(void *p, size_t n)
-{
-	p = realloc(p, n ? n : 1);
-	if (!p) {
-		fprintf(stderr, "out of memory\n");
-		abort();
-	}
-	return p;
-}
-
-static char *xmemdup(const char *s, size_t len)
-{
-	char *p = xmalloc(len + 1);
-	memcpy(p, s, len);
-	p[len] = '\0';
-	return p;
-}
-
 /* A printable rendering of bytes for messages, into buf. */
 static const char *show(char *buf, size_t cap, const char *s, size_t len)
 {
@@ -147,7 +119,7 @@ static rec *recs_push(recs *rs)
 {
 	if (rs->n == rs->cap) {
 		rs->cap = rs->cap ? rs->cap * 2 : 64;
-		rs->v = xrealloc(rs->v, rs->cap * sizeof(*rs->v));
+		rs->v = tu_xrealloc(rs->v, rs->cap * sizeof(*rs->v));
 	}
 	rec *r = &rs->v[rs->n++];
 	memset(r, 0, sizeof(*r));
@@ -246,7 +218,7 @@ static int recp_cmp(const void *a, const void *b)
 
 static const rec **recs_sorted_by_path(const recs *rs)
 {
-	const rec **v = xmalloc(rs->n * sizeof(*v));
+	const rec **v = tu_xmalloc(rs->n * sizeof(*v));
 	for (size_t i = 0; i < rs->n; i++)
 		v[i] = &rs->v[i];
 	qsort(v, rs->n, sizeof(*v), recp_cmp);
@@ -275,7 +247,7 @@ static bool recs_same_set(const recs *got, const recs *want, const char *what)
  * are those of type dir above max_depth (no follow). */
 static bool recs_preorder(const recs *rs, int max_depth, const char *what)
 {
-	size_t *stack = xmalloc((rs->n + 1) * sizeof(*stack));
+	size_t *stack = tu_xmalloc((rs->n + 1) * sizeof(*stack));
 	size_t top = 0;
 	bool ok = true;
 	for (size_t i = 0; i < rs->n && ok; i++) {
@@ -350,9 +322,9 @@ static bool ref_dir(recs *out, int rootfd, const char *rel, size_t rel_len, int 
 			continue;
 		if (n == cap) {
 			cap = cap ? cap * 2 : 32;
-			names = xrealloc(names, cap * sizeof(*names));
+			names = tu_xrealloc(names, cap * sizeof(*names));
 		}
-		names[n++] = xmemdup(e->d_name, strlen(e->d_name));
+		names[n++] = tu_xmemdup(e->d_name, strlen(e->d_name));
 	}
 	closedir(d);
 	if (n > 1)
@@ -361,7 +333,7 @@ static bool ref_dir(recs *out, int rootfd, const char *rel, size_t rel_len, int 
 	for (size_t i = 0; i < n; i++) {
 		size_t nl = strlen(names[i]);
 		size_t plen = rel_len ? rel_len + 1 + nl : nl;
-		char *p = xmalloc(plen + 1);
+		char *p = tu_xmalloc(plen + 1);
 		if (rel_len) {
 			memcpy(p, rel, rel_len);
 			p[rel_len] = '/';
@@ -476,7 +448,7 @@ static bool check_file_content(hv_walk *w, const hv_entry *e)
 		return false;
 	}
 	size_t cap = e->path_len + 64, len = 0;
-	char *buf = xmalloc(cap);
+	char *buf = tu_xmalloc(cap);
 	for (;;) {
 		ssize_t n = read(fd, buf + len, cap - len);
 		if (n < 0 && errno == EINTR)
@@ -503,7 +475,7 @@ typedef struct walk_how {
 
 static void rec_from_entry(rec *r, const hv_entry *e)
 {
-	r->path = xmemdup(e->path, e->path_len);
+	r->path = tu_xmemdup(e->path, e->path_len);
 	r->path_len = e->path_len;
 	r->name = r->path + e->path_len - e->name_len;
 	r->name_len = e->name_len;
@@ -515,7 +487,7 @@ static void rec_from_entry(rec *r, const hv_entry *e)
 	r->is_dir = e->is_dir;
 	r->size = e->size;
 	if (e->target) {
-		r->target = xmemdup(e->target, e->target_len);
+		r->target = tu_xmemdup(e->target, e->target_len);
 		r->target_len = e->target_len;
 	}
 }
@@ -565,11 +537,11 @@ static bool walk_run(walk_log *lg, const char *root, const hv_walk_opts *o, cons
 			}
 			if (lg->n_warn == cap_warn) {
 				cap_warn = cap_warn ? cap_warn * 2 : 8;
-				lg->warn = xrealloc(lg->warn, cap_warn * sizeof(*lg->warn));
-				lg->warn_at = xrealloc(lg->warn_at, cap_warn * sizeof(*lg->warn_at));
+				lg->warn = tu_xrealloc(lg->warn, cap_warn * sizeof(*lg->warn));
+				lg->warn_at = tu_xrealloc(lg->warn_at, cap_warn * sizeof(*lg->warn_at));
 			}
 			const char *m = hv_error_last();
-			lg->warn[lg->n_warn] = xmemdup(m, strlen(m));
+			lg->warn[lg->n_warn] = tu_xmemdup(m, strlen(m));
 			lg->warn_at[lg->n_warn++] = lg->r.n;
 			continue;
 		}
@@ -763,7 +735,7 @@ static void gen_entry(gen *g, int dfd, const char *rel, int depth, const char *n
 		rc = mkdirat(dfd, name, 0755);
 		if (rc == 0) {
 			size_t rl = strlen(rel), nl = strlen(name);
-			char *p = xmalloc(rl + nl + 2);
+			char *p = tu_xmalloc(rl + nl + 2);
 			if (rl) {
 				memcpy(p, rel, rl);
 				p[rl] = '/';
@@ -773,8 +745,8 @@ static void gen_entry(gen *g, int dfd, const char *rel, int depth, const char *n
 			}
 			if (q->n == q->cap) {
 				q->cap = q->cap ? q->cap * 2 : 64;
-				q->rel = xrealloc(q->rel, q->cap * sizeof(*q->rel));
-				q->depth = xrealloc(q->depth, q->cap * sizeof(*q->depth));
+				q->rel = tu_xrealloc(q->rel, q->cap * sizeof(*q->rel));
+				q->depth = tu_xrealloc(q->depth, q->cap * sizeof(*q->depth));
 			}
 			q->rel[q->n] = p;
 			q->depth[q->n++] = depth + 1;
@@ -942,7 +914,7 @@ static void test_sort_none_same_set_preorder(void **state)
 	/* The pre-order checker itself catches a record outside its parent's block. */
 	if (ref.n > 3) {
 		recs bad = ref;
-		bad.v = xmalloc(ref.n * sizeof(*bad.v));
+		bad.v = tu_xmalloc(ref.n * sizeof(*bad.v));
 		memcpy(bad.v, ref.v, ref.n * sizeof(*bad.v));
 		size_t d = 0;
 		while (d < ref.n && !(bad.v[d].type == HV_FT_DIR && d + 1 < ref.n &&
@@ -1525,7 +1497,7 @@ static void test_fd_pressure_deep(void **state)
 	int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	assert_true(fd >= 0);
 	size_t cap = 8192, len = 0;
-	char *rel = xmalloc(cap);
+	char *rel = tu_xmalloc(cap);
 	for (int level = 0; level < 2000; level++) {
 		size_t l0 = len;
 		memcpy(rel + len, len ? "/a" : "a", len ? 3 : 2);
@@ -1646,7 +1618,7 @@ static void test_deep_chain_20000(void **state)
 	close(f);
 	close(fd);
 
-	char *want = xmalloc(2 * CHAIN + 16);
+	char *want = tu_xmalloc(2 * CHAIN + 16);
 	for (int threads = 0; threads <= 1; threads++) {
 		hv_walk *w;
 		hv_walk_opts o;
