@@ -1168,7 +1168,7 @@ static int compare_warnings(xwalk *want, size_t n_want_recs, xwalk *got, const c
 static int compare(const tree *t, const wopts *o, xwalk *want, xwalk *got, const char *who)
 {
 	char ctx[300];
-	snprintf(ctx, sizeof(ctx), "seed %u [%s] as %s", t->seed, o->label, who);
+	snprintf(ctx, sizeof(ctx), "seed %u [%.200s] as %.60s", t->seed, o->label, who);
 	int bad = 0;
 	size_t n_want = want->n;
 	bool limit = false;
