@@ -8,12 +8,50 @@
 #include <time.h>
 #include <unistd.h>
 
+void cli_put_escaped(FILE *out, const char *s, size_t len)
+{
+	for (size_t i = 0; i < len;) {
+		size_t n = (unsigned char)s[i] >= 0x80 ? hv_utf8_char_length(s + i, len - i) : 1;
+		if (n == 0)
+			n = 1; /* a byte that is not UTF-8: escaped alone */
+		char buf[16];
+		size_t k = hv_text_escape(s + i, n, buf, sizeof(buf));
+		fwrite(buf, 1, k, out);
+		i += n;
+	}
+}
+
+/* Writes the formatted message to stderr escaped: messages carry names (paths, option
+ * values) that must not reach the terminal raw. */
+static void put_message(const char *fmt, va_list ap)
+{
+	char small[512];
+	va_list ap2;
+	va_copy(ap2, ap);
+	int n = vsnprintf(small, sizeof(small), fmt, ap);
+	char *text = small;
+	if (n >= (int)sizeof(small)) {
+		char *big = malloc((size_t)n + 1);
+		if (big) {
+			vsnprintf(big, (size_t)n + 1, fmt, ap2);
+			text = big;
+		} else {
+			n = (int)sizeof(small) - 1; /* out of memory: the start of it */
+		}
+	}
+	va_end(ap2);
+	if (n > 0)
+		cli_put_escaped(stderr, text, (size_t)n);
+	if (text != small)
+		free(text);
+}
+
 int cli_usage_error(const cli_common *c, const char *fmt, ...)
 {
 	va_list ap;
 	fprintf(stderr, "harvest %s: ", c->cmd);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	put_message(fmt, ap);
 	va_end(ap);
 	fprintf(stderr, " (see 'harvest %s --help')\n", c->cmd);
 	return EXIT_USAGE;
@@ -24,7 +62,7 @@ void cli_error(const char *fmt, ...)
 	va_list ap;
 	fputs("harvest: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	put_message(fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
 }
@@ -36,7 +74,7 @@ void cli_warn(const cli_common *c, const char *fmt, ...)
 	va_list ap;
 	fputs("harvest: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	put_message(fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
 }
@@ -175,28 +213,25 @@ int cli_parse(cli_common *common, int argc, char **argv, const cli_opt *opts, cl
 int cli_parse_uint(const cli_common *c, const char *opt, const char *v, uint64_t max,
 		   uint64_t *out)
 {
-	char *end;
-	errno = 0;
-	if (!*v || *v == '-' || *v == '+' || *v == ' ')
-		return cli_usage_error(c, "%s: expected a whole number, not '%s'", opt, v);
-	unsigned long long x = strtoull(v, &end, 10);
-	if (errno || *end || x > max)
-		return cli_usage_error(c, "%s: expected a whole number up to %llu, not '%s'", opt,
-				       (unsigned long long)max, v);
-	*out = x;
+	if (hv_parse_uint(v, max, out) != HV_OK)
+		return cli_usage_error(c, "%s: %s", opt, hv_error_last());
 	return 0;
 }
 
 int cli_parse_int(const cli_common *c, const char *opt, const char *v, int min, int max,
 		  int *out)
 {
-	char *end;
-	errno = 0;
-	long x = *v ? strtol(v, &end, 10) : 0;
-	if (!*v || errno || *end || x < min || x > max)
-		return cli_usage_error(c, "%s: expected a whole number from %d to %d, not '%s'", opt,
-				       min, max, v);
+	int64_t x;
+	if (hv_parse_int(v, min, max, &x) != HV_OK)
+		return cli_usage_error(c, "%s: %s", opt, hv_error_last());
 	*out = (int)x;
+	return 0;
+}
+
+int cli_parse_duration(const cli_common *c, const char *opt, const char *v, uint64_t *out_ms)
+{
+	if (hv_parse_duration_ms(v, out_ms) != HV_OK)
+		return cli_usage_error(c, "%s: %s", opt, hv_error_last());
 	return 0;
 }
 
@@ -212,6 +247,46 @@ int cli_parse_time(const cli_common *c, const char *opt, const char *v, int64_t 
 	if (hv_parse_time(v, hv_store_now_ns(), out_ns) != HV_OK)
 		return cli_usage_error(c, "%s: %s", opt, hv_error_last());
 	return 0;
+}
+
+/* Whether pattern has a '[' that fnmatch(3) cannot close, and so matches literally. */
+static bool unclosed_bracket(const char *p)
+{
+	for (; *p; p++) {
+		if (*p == '\\') {
+			if (!p[1])
+				return false;
+			p++;
+			continue;
+		}
+		if (*p != '[')
+			continue;
+		const char *q = p + 1;
+		if (*q == '!' || *q == '^')
+			q++;
+		if (*q == ']')
+			q++; /* a ']' first in the set is a member */
+		while (*q && *q != ']')
+			q++;
+		if (!*q)
+			return true;
+		p = q;
+	}
+	return false;
+}
+
+void cli_check_excludes(const cli_common *c, const char *const *patterns, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const char *p = patterns[i];
+		if (!*p)
+			cli_warn(c, "--exclude '': an empty pattern matches no name");
+		else if (strchr(p, '/'))
+			cli_warn(c, "--exclude '%s': patterns are matched on names, which never contain "
+				 "'/', so this one matches nothing", p);
+		else if (unclosed_bracket(p))
+			cli_warn(c, "--exclude '%s': a '[' without its ']' matches a literal '['", p);
+	}
 }
 
 int cli_check_format(cli_common *c, cli_format dflt, const char *allowed)

@@ -874,7 +874,12 @@ hv_status hv_collect(hv_store *st, const char *dir, const hv_collect_opts *opts,
 		if (e->type == HV_FT_DIR)
 			continue; /* directories hold artifacts; they are not artifacts */
 		if (!e->have_lstat) {
-			rc = collect_entry(&k, &pipe, e, "error", "cannot be examined", NULL);
+			char *msg = NULL;
+			if (asprintf(&msg, "%s: cannot be examined (lstat failed)", e->path) < 0)
+				msg = NULL;
+			rc = msg ? collect_entry(&k, &pipe, e, "error", msg, NULL)
+				 : hv_error_set(HV_ENOMEM, "out of memory");
+			free(msg);
 			if (rc != HV_OK)
 				break;
 			continue;
