@@ -2,9 +2,11 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -312,12 +314,60 @@ uint64_t cli_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Whether a progress line is on the terminal now, for the signal handler. */
+static volatile sig_atomic_t progress_on_screen;
+
+/* SIGINT/SIGTERM/SIGHUP while a progress line is shown: clear it (write(2) is
+ * async-signal-safe), then die of the signal as without the handler (SA_RESETHAND restored
+ * the default; the signal is blocked until the handler returns). */
+static void progress_signal(int sig)
+{
+	if (progress_on_screen) {
+		int saved = errno;
+		if (write(STDERR_FILENO, "\r\033[K", 4) < 0) {
+			/* nothing more can be done in a handler */
+		}
+		errno = saved;
+	}
+	raise(sig);
+}
+
+static void progress_catch_signals(void)
+{
+	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		struct sigaction old;
+		/* Only where nothing else handles (or ignores) the signal: run has its own. */
+		if (sigaction(sigs[i], NULL, &old) != 0 || old.sa_handler != SIG_DFL ||
+		    (old.sa_flags & SA_SIGINFO))
+			continue;
+		struct sigaction sa;
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = progress_signal;
+		sa.sa_flags = SA_RESETHAND;
+		sigemptyset(&sa.sa_mask);
+		sigaction(sigs[i], &sa, NULL);
+	}
+}
+
+/* Whether stdout is the same terminal as stderr: records and the progress line would then
+ * share one screen line, so no progress is shown. */
+static bool stdout_is_stderr_terminal(void)
+{
+	struct stat o, e;
+	return isatty(STDOUT_FILENO) && fstat(STDOUT_FILENO, &o) == 0 &&
+	       fstat(STDERR_FILENO, &e) == 0 && o.st_rdev == e.st_rdev && o.st_ino == e.st_ino &&
+	       o.st_dev == e.st_dev;
+}
+
 void cli_progress_init(cli_progress *p, const cli_common *c)
 {
 	memset(p, 0, sizeof(*p));
-	p->enabled = !c->quiet && isatty(STDERR_FILENO);
-	if (p->enabled)
+	p->enabled = !c->quiet && isatty(STDERR_FILENO) && !stdout_is_stderr_terminal();
+	if (p->enabled) {
 		p->start_ns = p->last_ns = cli_now_ns();
+		progress_catch_signals();
+	}
 }
 
 void cli_progress_update(cli_progress *p, uint64_t entries, uint64_t files, uint64_t bytes)
@@ -335,6 +385,7 @@ void cli_progress_update(cli_progress *p, uint64_t entries, uint64_t files, uint
 		(unsigned long long)entries, (unsigned long long)files,
 		(double)bytes / (1024.0 * 1024.0), (double)entries / secs);
 	fflush(stderr);
+	progress_on_screen = 1;
 }
 
 void cli_progress_end(cli_progress *p)
@@ -344,6 +395,7 @@ void cli_progress_end(cli_progress *p)
 		fflush(stderr);
 	}
 	p->shown = false;
+	progress_on_screen = 0;
 }
 
 static _Thread_local uint64_t last_flush_ns;
