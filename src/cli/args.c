@@ -329,7 +329,9 @@ static void progress_signal(int sig)
 		}
 		errno = saved;
 	}
-	raise(sig);
+	if (raise(sig) != 0) {
+		/* cannot fail for a valid signal number */
+	}
 }
 
 static void progress_catch_signals(void)

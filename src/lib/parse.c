@@ -33,7 +33,7 @@ hv_status hv_parse_uint(const char *text, uint64_t max, uint64_t *out)
 hv_status hv_parse_int(const char *text, int64_t min, int64_t max, int64_t *out)
 {
 	bool neg = text[0] == '-';
-	uint64_t mag;
+	uint64_t mag = 0;
 	hv_status rc = hv_parse_uint(text + neg, (uint64_t)INT64_MAX + 1, &mag);
 	int64_t v = 0;
 	if (rc == HV_OK) {
