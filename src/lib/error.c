@@ -8,8 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define HV_ERROR_MAX 4096
-
 static _Thread_local char last_message[HV_ERROR_MAX];
 static _Thread_local int last_status;
 
@@ -67,6 +65,18 @@ int hv_error_set(int status, const char *fmt, ...)
 		last_message[m] = '\0';
 	}
 	va_end(ap2);
+	last_status = status;
+	return status;
+}
+
+void hv_error_save(hv_error_saved *saved)
+{
+	memcpy(saved->message, last_message, sizeof(saved->message));
+}
+
+int hv_error_restore(const hv_error_saved *saved, int status)
+{
+	memcpy(last_message, saved->message, sizeof(last_message));
 	last_status = status;
 	return status;
 }

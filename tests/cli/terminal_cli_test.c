@@ -243,6 +243,42 @@ static void test_long_error_keeps_reason(void **state)
 	free(path);
 }
 
+/* A file deeper than PATH_MAX that cannot be opened: collect's skipped error (and its
+ * warning) still ends with the reason. */
+static void test_deep_unreadable_file_keeps_reason(void **state)
+{
+	(void)state;
+	char *root = tu_tmpdir();
+	char name[201];
+	memset(name, 'n', 200);
+	name[200] = '\0';
+	int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	for (int i = 0; i < 25; i++) { /* 25 * 201 bytes: beyond PATH_MAX (4096) */
+		assert_int_equal(mkdirat(fd, name, 0755), 0);
+		int nfd = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		assert_true(nfd >= 0);
+		close(fd);
+		fd = nfd;
+	}
+	int f = openat(fd, "secret.txt", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0);
+	assert_true(f >= 0);
+	assert_int_equal(write(f, "x\n", 2), 2);
+	close(f);
+	close(fd);
+	const char *args[] = {"collect", "--no-history", "--no-cache", root, NULL};
+	tu_result r;
+	tu_harvest_as_nobody(&r, NULL, args);
+	assert_int_equal(r.status, 1);
+	if (!strstr(r.out, "/secret.txt: Permission denied\""))
+		fail_msg("the skipped error lost its reason: ...%s",
+			 r.out + (r.out_len > 200 ? r.out_len - 200 : 0));
+	if (!strstr(r.err, "/secret.txt: Permission denied\n"))
+		fail_msg("the warning lost its reason: ...%s",
+			 r.err + (r.err_len > 200 ? r.err_len - 200 : 0));
+	tu_result_free(&r);
+}
+
 /* ---- numbers as users type them ---- */
 
 static void expect_status(const char *const *args, int want, const char *in_err)
@@ -604,6 +640,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_text_formats_escaped, tu_cleanup),
 		cmocka_unit_test_teardown(test_usage_errors_escaped, tu_cleanup),
 		cmocka_unit_test(test_long_error_keeps_reason),
+		cmocka_unit_test_teardown(test_deep_unreadable_file_keeps_reason, tu_cleanup),
 		cmocka_unit_test_teardown(test_numbers_strict, tu_cleanup),
 		cmocka_unit_test_teardown(test_tiny_timeout, tu_cleanup),
 		cmocka_unit_test_teardown(test_max_output_zero, tu_cleanup),

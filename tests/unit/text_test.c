@@ -135,6 +135,17 @@ static void test_long_error_keeps_reason(void **state)
 	hv_error_set(HV_EIO, "%s: %s", path, "Permission denied");
 	hv_error_set(HV_EIO, "again: %s", hv_error_last());
 	assert_non_null(strstr(hv_error_last(), "again: S/"));
+
+	/* Kept whole across a cleanup that sets another error. */
+	hv_error_set(HV_EIO, "%s: %s", path, "Permission denied");
+	hv_error_saved saved;
+	hv_error_save(&saved);
+	hv_error_set(HV_EDB, "rollback failed");
+	assert_int_equal(hv_error_restore(&saved, HV_EIO), HV_EIO);
+	assert_int_equal(hv_error_last_status(), HV_EIO);
+	ml = strlen(hv_error_last());
+	assert_true(ml > 3000);
+	assert_string_equal(hv_error_last() + ml - strlen(end), end);
 	free(path);
 	free(wide);
 }
