@@ -62,6 +62,31 @@ static void test_escape_cut(void **state)
 	assert_int_equal(one[0], '\0');
 }
 
+/* The reverse of hv_text_escape, written from its documentation: \\ and \xNN. */
+static size_t unescape(const char *s, size_t len, char *out)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] != '\\') {
+			out[n++] = s[i];
+			continue;
+		}
+		assert_true(i + 1 < len);
+		if (s[i + 1] == '\\') {
+			out[n++] = '\\';
+			i++;
+			continue;
+		}
+		assert_true(i + 3 < len && s[i + 1] == 'x');
+		unsigned v;
+		char hex[3] = {s[i + 2], s[i + 3], 0};
+		assert_int_equal(sscanf(hex, "%2x", &v), 1);
+		out[n++] = (char)v;
+		i += 3;
+	}
+	return n;
+}
+
 /* Every byte value alone, and every pair: the output holds no control byte, no C1 sequence and
  * no invalid UTF-8. */
 static void test_escape_nothing_raw(void **state)
@@ -84,6 +109,10 @@ static void test_escape_nothing_raw(void **state)
 					fail_msg("0x%02x 0x%02x: a C1 control out", a, b);
 				i += len;
 			}
+			char back[16];
+			size_t bn = unescape(out, n, back);
+			if (bn != 2 || memcmp(back, in, 2) != 0)
+				fail_msg("0x%02x 0x%02x: the escape does not give the bytes back", a, b);
 		}
 	}
 }
