@@ -1,4 +1,5 @@
-/* harvest — parsers for the values users type: sizes ("32MiB") and times ("7d", RFC 3339).
+/* harvest — parsers for the values users type: whole numbers, durations ("2.5" seconds), sizes
+ * ("32MiB") and times ("7d", RFC 3339).
  * Pure functions of their input, so they can be fuzzed. */
 #ifndef HARVEST_PARSE_H
 #define HARVEST_PARSE_H

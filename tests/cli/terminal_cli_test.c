@@ -463,6 +463,19 @@ static void test_exclude_warnings(void **state)
 		assert_int_equal(lines, 3);
 		tu_result_free(&r);
 	}
+	/* Brackets that close, or are escaped, are fine; "[!]" is a '[' never closed. */
+	const char *b[] = {"walk", "--exclude", "\\[", "--exclude", "[]]", "--exclude", "[a-z]*x",
+			   "--exclude", "x\\", "--exclude", "[!]", "--exclude", "", root, NULL};
+	tu_result rb;
+	tu_harvestv(&rb, NULL, NULL, b);
+	assert_int_equal(rb.status, 0);
+	if (!strstr(rb.err, "'[!]'") || !strstr(rb.err, "empty pattern"))
+		fail_msg("expected warnings about [!] and '': %s", rb.err);
+	size_t nl = 0;
+	for (size_t k = 0; k < rb.err_len; k++)
+		nl += rb.err[k] == '\n';
+	assert_int_equal(nl, 2);
+	tu_result_free(&rb);
 	const char *q[] = {"collect", "--no-history", "--no-cache", "--exclude", "build/*", root,
 			   "--quiet", NULL};
 	tu_result r;
