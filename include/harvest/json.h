@@ -80,6 +80,15 @@ size_t hv_json_escape(const char *bytes, size_t len, char *out, size_t cap);
  * or 0 when bytes does not start with one. For printers that escape everything else. */
 size_t hv_utf8_char_length(const char *bytes, size_t len);
 
+/* The form of bytes that is safe to show on a terminal, for text output and messages: every
+ * byte of a C0 control (0x00-0x1f), DEL (0x7f), a C1 control (U+0080-U+009F, encoded as
+ * 0xc2 0x80-0x9f) and every byte that is not part of valid UTF-8 becomes \xNN (lowercase hex),
+ * a backslash becomes \\, and everything else (valid UTF-8 included) is kept. The original
+ * bytes can be recovered from the form. snprintf-style like hv_json_escape: at most cap bytes
+ * stored, NUL-terminated when cap > 0; returns the length of the whole form (at most
+ * 4 * len, so a buffer of 4 * len + 1 always suffices). */
+size_t hv_text_escape(const char *bytes, size_t len, char *out, size_t cap);
+
 #ifdef __cplusplus
 }
 #endif

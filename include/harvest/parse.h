@@ -1,4 +1,5 @@
-/* harvest — parsers for the values users type: sizes ("32MiB") and times ("7d", RFC 3339).
+/* harvest — parsers for the values users type: whole numbers, durations ("2.5" seconds), sizes
+ * ("32MiB") and times ("7d", RFC 3339).
  * Pure functions of their input, so they can be fuzzed. */
 #ifndef HARVEST_PARSE_H
 #define HARVEST_PARSE_H
@@ -8,6 +9,19 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* A whole number in decimal digits only: no sign, no blanks, no "0x" (leading zeros are
+ * decimal: "010" is 10). HV_EUSAGE (with a message) for anything else or a value above max. */
+hv_status hv_parse_uint(const char *text, uint64_t max, uint64_t *out);
+
+/* The same with an optional '-' (no '+'), from min to max. */
+hv_status hv_parse_int(const char *text, int64_t min, int64_t max, int64_t *out);
+
+/* A duration in seconds, as milliseconds: decimal digits with an optional fraction and
+ * exponent ("10", "2.5", ".5", "1e-3"; no sign, blanks, hex, "inf" or "nan"), at most 1e9 s.
+ * A positive duration is rounded up to the next whole millisecond, so it is never 0 (which
+ * callers use for "none"); "0" (or "0.0") gives 0. HV_EUSAGE for anything else. */
+hv_status hv_parse_duration_ms(const char *text, uint64_t *out_ms);
 
 /* A size: a whole number with an optional unit, case-insensitive: B; K, KB, KiB; M, MB, MiB;
  * G, GB, GiB; T, TB, TiB — all binary (KB = KiB = 1024), as sizes of files are. HV_EUSAGE

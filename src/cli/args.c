@@ -2,18 +2,58 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+void cli_put_escaped(FILE *out, const char *s, size_t len)
+{
+	for (size_t i = 0; i < len;) {
+		size_t n = (unsigned char)s[i] >= 0x80 ? hv_utf8_char_length(s + i, len - i) : 1;
+		if (n == 0)
+			n = 1; /* a byte that is not UTF-8: escaped alone */
+		char buf[16];
+		size_t k = hv_text_escape(s + i, n, buf, sizeof(buf));
+		fwrite(buf, 1, k, out);
+		i += n;
+	}
+}
+
+/* Writes the formatted message to stderr escaped: messages carry names (paths, option
+ * values) that must not reach the terminal raw. */
+static void put_message(const char *fmt, va_list ap)
+{
+	char small[512];
+	va_list ap2;
+	va_copy(ap2, ap);
+	int n = vsnprintf(small, sizeof(small), fmt, ap);
+	char *text = small;
+	if (n >= (int)sizeof(small)) {
+		char *big = malloc((size_t)n + 1);
+		if (big) {
+			vsnprintf(big, (size_t)n + 1, fmt, ap2);
+			text = big;
+		} else {
+			n = (int)sizeof(small) - 1; /* out of memory: the start of it */
+		}
+	}
+	va_end(ap2);
+	if (n > 0)
+		cli_put_escaped(stderr, text, (size_t)n);
+	if (text != small)
+		free(text);
+}
 
 int cli_usage_error(const cli_common *c, const char *fmt, ...)
 {
 	va_list ap;
 	fprintf(stderr, "harvest %s: ", c->cmd);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	put_message(fmt, ap);
 	va_end(ap);
 	fprintf(stderr, " (see 'harvest %s --help')\n", c->cmd);
 	return EXIT_USAGE;
@@ -24,7 +64,7 @@ void cli_error(const char *fmt, ...)
 	va_list ap;
 	fputs("harvest: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	put_message(fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
 }
@@ -36,7 +76,7 @@ void cli_warn(const cli_common *c, const char *fmt, ...)
 	va_list ap;
 	fputs("harvest: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	put_message(fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
 }
@@ -175,28 +215,25 @@ int cli_parse(cli_common *common, int argc, char **argv, const cli_opt *opts, cl
 int cli_parse_uint(const cli_common *c, const char *opt, const char *v, uint64_t max,
 		   uint64_t *out)
 {
-	char *end;
-	errno = 0;
-	if (!*v || *v == '-' || *v == '+' || *v == ' ')
-		return cli_usage_error(c, "%s: expected a whole number, not '%s'", opt, v);
-	unsigned long long x = strtoull(v, &end, 10);
-	if (errno || *end || x > max)
-		return cli_usage_error(c, "%s: expected a whole number up to %llu, not '%s'", opt,
-				       (unsigned long long)max, v);
-	*out = x;
+	if (hv_parse_uint(v, max, out) != HV_OK)
+		return cli_usage_error(c, "%s: %s", opt, hv_error_last());
 	return 0;
 }
 
 int cli_parse_int(const cli_common *c, const char *opt, const char *v, int min, int max,
 		  int *out)
 {
-	char *end;
-	errno = 0;
-	long x = *v ? strtol(v, &end, 10) : 0;
-	if (!*v || errno || *end || x < min || x > max)
-		return cli_usage_error(c, "%s: expected a whole number from %d to %d, not '%s'", opt,
-				       min, max, v);
+	int64_t x;
+	if (hv_parse_int(v, min, max, &x) != HV_OK)
+		return cli_usage_error(c, "%s: %s", opt, hv_error_last());
 	*out = (int)x;
+	return 0;
+}
+
+int cli_parse_duration(const cli_common *c, const char *opt, const char *v, uint64_t *out_ms)
+{
+	if (hv_parse_duration_ms(v, out_ms) != HV_OK)
+		return cli_usage_error(c, "%s: %s", opt, hv_error_last());
 	return 0;
 }
 
@@ -212,6 +249,46 @@ int cli_parse_time(const cli_common *c, const char *opt, const char *v, int64_t 
 	if (hv_parse_time(v, hv_store_now_ns(), out_ns) != HV_OK)
 		return cli_usage_error(c, "%s: %s", opt, hv_error_last());
 	return 0;
+}
+
+/* Whether pattern has a '[' that fnmatch(3) cannot close, and so matches literally. */
+static bool unclosed_bracket(const char *p)
+{
+	for (; *p; p++) {
+		if (*p == '\\') {
+			if (!p[1])
+				return false;
+			p++;
+			continue;
+		}
+		if (*p != '[')
+			continue;
+		const char *q = p + 1;
+		if (*q == '!' || *q == '^')
+			q++;
+		if (*q == ']')
+			q++; /* a ']' first in the set is a member */
+		while (*q && *q != ']')
+			q++;
+		if (!*q)
+			return true;
+		p = q;
+	}
+	return false;
+}
+
+void cli_check_excludes(const cli_common *c, const char *const *patterns, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const char *p = patterns[i];
+		if (!*p)
+			cli_warn(c, "--exclude '': an empty pattern matches no name");
+		else if (strchr(p, '/'))
+			cli_warn(c, "--exclude '%s': patterns are matched on names, which never contain "
+				 "'/', so this one matches nothing", p);
+		else if (unclosed_bracket(p))
+			cli_warn(c, "--exclude '%s': a '[' without its ']' matches a literal '['", p);
+	}
 }
 
 int cli_check_format(cli_common *c, cli_format dflt, const char *allowed)
@@ -237,12 +314,62 @@ uint64_t cli_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Whether a progress line is on the terminal now, for the signal handler. */
+static volatile sig_atomic_t progress_on_screen;
+
+/* SIGINT/SIGTERM/SIGHUP while a progress line is shown: clear it (write(2) is
+ * async-signal-safe), then die of the signal as without the handler (SA_RESETHAND restored
+ * the default; the signal is blocked until the handler returns). */
+static void progress_signal(int sig)
+{
+	if (progress_on_screen) {
+		int saved = errno;
+		if (write(STDERR_FILENO, "\r\033[K", 4) < 0) {
+			/* nothing more can be done in a handler */
+		}
+		errno = saved;
+	}
+	if (raise(sig) != 0) {
+		/* cannot fail for a valid signal number */
+	}
+}
+
+static void progress_catch_signals(void)
+{
+	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		struct sigaction old;
+		/* Only where nothing else handles (or ignores) the signal: run has its own. */
+		if (sigaction(sigs[i], NULL, &old) != 0 || old.sa_handler != SIG_DFL ||
+		    (old.sa_flags & SA_SIGINFO))
+			continue;
+		struct sigaction sa;
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = progress_signal;
+		sa.sa_flags = SA_RESETHAND;
+		sigemptyset(&sa.sa_mask);
+		sigaction(sigs[i], &sa, NULL);
+	}
+}
+
+/* Whether stdout is the same terminal as stderr: records and the progress line would then
+ * share one screen line, so no progress is shown. */
+static bool stdout_is_stderr_terminal(void)
+{
+	struct stat o, e;
+	return isatty(STDOUT_FILENO) && fstat(STDOUT_FILENO, &o) == 0 &&
+	       fstat(STDERR_FILENO, &e) == 0 && o.st_rdev == e.st_rdev && o.st_ino == e.st_ino &&
+	       o.st_dev == e.st_dev;
+}
+
 void cli_progress_init(cli_progress *p, const cli_common *c)
 {
 	memset(p, 0, sizeof(*p));
-	p->enabled = !c->quiet && isatty(STDERR_FILENO);
-	if (p->enabled)
+	p->enabled = !c->quiet && isatty(STDERR_FILENO) && !stdout_is_stderr_terminal();
+	if (p->enabled) {
 		p->start_ns = p->last_ns = cli_now_ns();
+		progress_catch_signals();
+	}
 }
 
 void cli_progress_update(cli_progress *p, uint64_t entries, uint64_t files, uint64_t bytes)
@@ -260,6 +387,7 @@ void cli_progress_update(cli_progress *p, uint64_t entries, uint64_t files, uint
 		(unsigned long long)entries, (unsigned long long)files,
 		(double)bytes / (1024.0 * 1024.0), (double)entries / secs);
 	fflush(stderr);
+	progress_on_screen = 1;
 }
 
 void cli_progress_end(cli_progress *p)
@@ -269,6 +397,7 @@ void cli_progress_end(cli_progress *p)
 		fflush(stderr);
 	}
 	p->shown = false;
+	progress_on_screen = 0;
 }
 
 static _Thread_local uint64_t last_flush_ns;

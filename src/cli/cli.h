@@ -60,9 +60,13 @@ typedef int (*cli_opt_fn)(void *ctx, cli_common *common, int id, const char *val
 int cli_parse(cli_common *common, int argc, char **argv, const cli_opt *opts, cli_opt_fn fn,
 	      void *ctx, const char *usage, char ***pos, int *npos);
 
+/* Writes s to out with hv_text_escape's rules (control characters, C1 controls and bytes that
+ * are not UTF-8 as \xNN): every name shown to people goes through it. */
+void cli_put_escaped(FILE *out, const char *s, size_t len);
 /* Prints "harvest CMD: MESSAGE" plus a hint to --help on stderr and returns EXIT_USAGE. */
 int cli_usage_error(const cli_common *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Prints "harvest: MESSAGE" on stderr (unless it is a warning and --quiet). */
+/* Prints "harvest: MESSAGE" on stderr (unless it is a warning and --quiet). The message is
+ * escaped as cli_put_escaped does: it carries paths, which must not reach a terminal raw. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_warn(const cli_common *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -75,8 +79,14 @@ int cli_parse_int(const cli_common *c, const char *opt, const char *v, int min, 
 /* Sizes: a number with an optional unit: B, K/KB/KiB, M/MB/MiB, G/GB/GiB, T/TB/TiB (all
  * binary, as the SPEC's "32MiB"); case-insensitive. */
 int cli_parse_size(const cli_common *c, const char *opt, const char *v, uint64_t *out);
+/* SECONDS, as milliseconds (hv_parse_duration_ms: a positive value is at least 1 ms). */
+int cli_parse_duration(const cli_common *c, const char *opt, const char *v, uint64_t *out_ms);
 /* TIME: RFC 3339 or an age such as 90m, 12h, 7d (hv_parse_time). */
 int cli_parse_time(const cli_common *c, const char *opt, const char *v, int64_t *out_ns);
+/* Warns (unless --quiet; the exit status is not changed) about --exclude patterns that do
+ * not do what they seem to: one with a '/' (names never contain one, so it never matches), an
+ * empty one, and one whose '[' is never closed (fnmatch matches it as a literal '['). */
+void cli_check_excludes(const cli_common *c, const char *const *patterns, size_t n);
 /* The format for a command, checking it is one of the allowed ones ("json,jsonl"...). */
 int cli_check_format(cli_common *c, cli_format dflt, const char *allowed);
 

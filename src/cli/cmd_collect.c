@@ -2,8 +2,10 @@
  * a snapshot, as OutputFile records. */
 #include "cli.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 hv_store *cli_open_store(const cli_common *c, int flags)
 {
@@ -121,6 +123,7 @@ static void collect_progress(void *ctx, uint64_t entries, uint64_t files, uint64
 void cli_collect_hooks(cli_collect *cc, const cli_common *c, cli_hooks *h)
 {
 	h->c = c;
+	cli_check_excludes(c, cc->excludes, cc->n_excludes);
 	cli_progress_init(&h->progress, c);
 	cc->opts.on_warning = collect_warning;
 	cc->opts.on_progress = collect_progress;
@@ -142,6 +145,16 @@ static int parse_dir_command(cli_common *c, int argc, char **argv, const cli_opt
 		rc = cli_usage_error(c, npos == 0 ? "missing DIR" : "one DIR at a time");
 	if (rc == 0)
 		rc = cli_check_format(c, FMT_JSON, "json,jsonl");
+	/* A missing DIR is exit 3 whatever else is wrong, as for walk: checked before the
+	 * database is opened (the library checks again, through descriptors). */
+	struct stat s;
+	if (rc == 0 && stat((*pos)[0], &s) != 0) {
+		cli_error("%s: %s", (*pos)[0], strerror(errno));
+		rc = errno == ENOENT || errno == ENOTDIR ? EXIT_NOTDIR : EXIT_WARN;
+	} else if (rc == 0 && !S_ISDIR(s.st_mode)) {
+		cli_error("%s: %s", (*pos)[0], strerror(ENOTDIR));
+		rc = EXIT_NOTDIR;
+	}
 	return rc;
 }
 

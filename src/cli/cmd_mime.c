@@ -143,9 +143,12 @@ int cmd_mime(int argc, char **argv)
 		goto out;
 	}
 	hv_store *st = NULL;
-	if (!m.no_cache && !(st = cli_open_store(&c, 0))) {
+	if (!m.no_cache && hv_store_open(&st, c.db, 0) != HV_OK) {
+		/* The cache only saves time: without it every answer is still right. Exit 1, as for
+		 * any warning: the output is complete, but something was wrong. */
+		cli_warn(&c, "%s; answering without the MIME cache", hv_error_last());
+		st = NULL;
 		rc = EXIT_WARN;
-		goto out;
 	}
 	hv_json *j = NULL;
 	if (c.format == FMT_JSON || c.format == FMT_JSONL) {
@@ -189,7 +192,10 @@ int cmd_mime(int argc, char **argv)
 				hv_json_object_end(j);
 				cli_output_record(j, &c);
 			} else if (c.format == FMT_TEXT) {
-				printf("%s: %s\n", path, res[i].mime_type);
+				cli_put_escaped(stdout, path, strlen(path));
+				fputs(": ", stdout);
+				cli_put_escaped(stdout, res[i].mime_type, strlen(res[i].mime_type));
+				fputc('\n', stdout);
 			} else {
 				fputs(path, stdout);
 				putchar('\0');

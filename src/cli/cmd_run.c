@@ -53,12 +53,13 @@ static const char run_usage[] =
 struct run_cli {
 	cli_collect cc;
 	const char *dir;
-	double timeout;
+	uint64_t timeout_ms;
 	const char **env;
 	size_t n_env;
 	bool shell;
 	const char *language;
 	uint64_t max_output;
+	bool has_max_output; /* --max-output-bytes given: 0 is a limit too */
 };
 
 static int run_opt(void *ctx, cli_common *c, int id, const char *v)
@@ -67,13 +68,10 @@ static int run_opt(void *ctx, cli_common *c, int id, const char *v)
 	switch (id) {
 	case OPT_DIR: r->dir = v; return 0;
 	case OPT_TIMEOUT: {
-		char *end;
-		errno = 0;
-		double t = strtod(v, &end);
-		if (!*v || *end || errno || !(t > 0) || t > 1e9)
-			return cli_usage_error(c, "--timeout: expected seconds > 0, not '%s'", v);
-		r->timeout = t;
-		return 0;
+		int rc = cli_parse_duration(c, "--timeout", v, &r->timeout_ms);
+		if (rc == 0 && r->timeout_ms == 0)
+			rc = cli_usage_error(c, "--timeout: expected seconds > 0, not '%s'", v);
+		return rc;
 	}
 	case OPT_ENV: {
 		if (hv_run_check_env(v) != HV_OK)
@@ -91,7 +89,9 @@ static int run_opt(void *ctx, cli_common *c, int id, const char *v)
 			return cli_usage_error(c, "--language: %s", hv_error_last());
 		r->language = v;
 		return 0;
-	case OPT_MAX_OUTPUT: return cli_parse_size(c, "--max-output-bytes", v, &r->max_output);
+	case OPT_MAX_OUTPUT:
+		r->has_max_output = true;
+		return cli_parse_size(c, "--max-output-bytes", v, &r->max_output);
 	}
 	int rc = cli_collect_opt(&r->cc, c, id, v);
 	return rc == -2 ? 0 : rc;
@@ -234,8 +234,8 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 	}
 	eo.run.env = r->env;
 	eo.run.n_env = r->n_env;
-	eo.run.timeout_ms = r->timeout > 0 ? (uint64_t)(r->timeout * 1000.0 + 0.999) : 0;
-	if (r->max_output)
+	eo.run.timeout_ms = r->timeout_ms;
+	if (r->has_max_output)
 		eo.run.max_output_bytes = r->max_output > SIZE_MAX ? SIZE_MAX : (size_t)r->max_output;
 	char *code = NULL;
 	if (r->language) {

@@ -154,25 +154,6 @@ static void print_json_entry(hv_json *j, const hv_entry *e, const struct walk_cl
 	hv_json_object_end(j);
 }
 
-/* For people: control characters and bytes that are not valid UTF-8 are shown as \xNN, so
- * a name can neither break the line nor upset the terminal. Valid UTF-8 passes through. */
-static void put_escaped(FILE *out, const char *s, size_t len)
-{
-	for (size_t i = 0; i < len;) {
-		unsigned char ch = (unsigned char)s[i];
-		size_t n = ch >= 0x80 ? hv_utf8_char_length(s + i, len - i) : 1;
-		if (ch == '\\') {
-			fputs("\\\\", out);
-		} else if (ch < 0x20 || ch == 0x7f || n == 0) {
-			fprintf(out, "\\x%02x", ch);
-			n = 1;
-		} else {
-			fwrite(s + i, 1, n, out);
-		}
-		i += n;
-	}
-}
-
 static void print_text_entry(FILE *out, const hv_entry *e, const struct walk_cli *w)
 {
 	static const char type_chars[] = {'?', '-', 'd', 'l', 'p', 's', 'c', 'b'};
@@ -191,14 +172,14 @@ static void print_text_entry(FILE *out, const hv_entry *e, const struct walk_cli
 		fprintf(out, "%c %12s ", type_chars[e->type], size);
 	}
 	if (w->with_path)
-		put_escaped(out, e->path, e->path_len);
+		cli_put_escaped(out, e->path, e->path_len);
 	else
-		put_escaped(out, e->name, e->name_len);
+		cli_put_escaped(out, e->name, e->name_len);
 	if (e->have_stat && e->is_dir)
 		fputc('/', out);
 	if (e->target) {
 		fputs(" -> ", out);
-		put_escaped(out, e->target, e->target_len);
+		cli_put_escaped(out, e->target, e->target_len);
 	}
 	fputc('\n', out);
 }
@@ -300,6 +281,7 @@ static int walk_main(int argc, char **argv, bool is_ls)
 	if (rc == 0)
 		rc = cli_check_format(&c, is_ls ? FMT_JSON : FMT_JSONL, "json,jsonl,text,nul");
 	if (rc == 0) {
+		cli_check_excludes(&c, w.excludes, w.n_excludes);
 		if (is_ls)
 			w.opts.max_depth = 1;
 		rc = run_walk(&c, &w, pos[0]);

@@ -49,6 +49,6 @@ int main(int argc, char **argv)
 	for (const struct command *c = commands; c->name; c++)
 		if (strcmp(cmd, c->name) == 0)
 			return c->run(argc - 2, argv + 2);
-	fprintf(stderr, "harvest: unknown command '%s' (see 'harvest --help')\n", cmd);
+	cli_error("unknown command '%s' (see 'harvest --help')", cmd);
 	return EXIT_USAGE;
 }

@@ -127,10 +127,10 @@ hv_status hv_snapshot_take(hv_store *st, const char *dir, const hv_collect_opts 
 	hv_walk_close(w);
 	free(root);
 	if (rc != HV_DONE) {
-		char msg[1024];
-		snprintf(msg, sizeof(msg), "%s", hv_error_last());
+		hv_error_saved saved;
+		hv_error_save(&saved);
 		hv_snapshot_writer_abort(sw);
-		return hv_error_set(rc, "%s", msg);
+		return hv_error_restore(&saved, rc);
 	}
 	int64_t sid = 0;
 	rc = hv_snapshot_writer_finish(sw, &sid);
@@ -678,11 +678,12 @@ static int open_job(struct collector *k, const hv_entry *e, struct job *j, bool 
 			/* swapped for a socket or a device after the walk saw it */
 			j->late_reason = "not_regular";
 		} else {
-			char msg[PATH_MAX + 128];
-			snprintf(msg, sizeof(msg), "%s: %s", e->path, strerror(err));
 			j->late_reason = "error";
-			if (!(j->error = strdup(msg)))
+			/* allocated: a path deeper than PATH_MAX keeps its reason */
+			if (asprintf(&j->error, "%s: %s", e->path, strerror(err)) < 0) {
+				j->error = NULL;
 				return hv_error_set(HV_ENOMEM, "out of memory");
+			}
 		}
 		return HV_OK;
 	}
@@ -874,7 +875,12 @@ hv_status hv_collect(hv_store *st, const char *dir, const hv_collect_opts *opts,
 		if (e->type == HV_FT_DIR)
 			continue; /* directories hold artifacts; they are not artifacts */
 		if (!e->have_lstat) {
-			rc = collect_entry(&k, &pipe, e, "error", "cannot be examined", NULL);
+			char *msg = NULL;
+			if (asprintf(&msg, "%s: cannot be examined (lstat failed)", e->path) < 0)
+				msg = NULL;
+			rc = msg ? collect_entry(&k, &pipe, e, "error", msg, NULL)
+				 : hv_error_set(HV_ENOMEM, "out of memory");
+			free(msg);
 			if (rc != HV_OK)
 				break;
 			continue;

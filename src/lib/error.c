@@ -8,8 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define HV_ERROR_MAX 4096
-
 static _Thread_local char last_message[HV_ERROR_MAX];
 static _Thread_local int last_status;
 
@@ -29,12 +27,56 @@ void hv_error_clear(void)
 	last_status = HV_OK;
 }
 
+/* A message longer than the buffer keeps its start and its end, with "..." between: the
+ * end carries the reason ("...: Permission denied"), the start the beginning of the path. The
+ * cuts fall between UTF-8 characters, so a cut name does not gain invalid bytes. */
+static void elide_middle(const char *full, size_t len)
+{
+	enum { HEAD = 1024 };
+	size_t head = HEAD, tail = len - (HV_ERROR_MAX - 1 - HEAD - 3);
+	while (head > 0 && ((unsigned char)full[head] & 0xc0) == 0x80)
+		head--;
+	while (tail < len && ((unsigned char)full[tail] & 0xc0) == 0x80)
+		tail++;
+	memcpy(last_message, full, head);
+	memcpy(last_message + head, "...", 3);
+	memcpy(last_message + head + 3, full + tail, len - tail);
+	last_message[head + 3 + len - tail] = '\0';
+}
+
 int hv_error_set(int status, const char *fmt, ...)
 {
-	va_list ap;
+	/* Formatted aside first: an argument may be hv_error_last() itself. */
+	char local[HV_ERROR_MAX];
+	va_list ap, ap2;
 	va_start(ap, fmt);
-	vsnprintf(last_message, sizeof(last_message), fmt, ap);
+	va_copy(ap2, ap);
+	int n = vsnprintf(local, sizeof(local), fmt, ap);
 	va_end(ap);
+	char *full = n >= (int)sizeof(local) ? malloc((size_t)n + 1) : NULL;
+	if (full) {
+		vsnprintf(full, (size_t)n + 1, fmt, ap2);
+		elide_middle(full, (size_t)n);
+		free(full);
+	} else {
+		/* it fits (or, out of memory, is cut at the end) */
+		size_t m = n < 0 ? 0 : (size_t)n < sizeof(local) ? (size_t)n : sizeof(local) - 1;
+		memcpy(last_message, local, m);
+		last_message[m] = '\0';
+	}
+	va_end(ap2);
+	last_status = status;
+	return status;
+}
+
+void hv_error_save(hv_error_saved *saved)
+{
+	memcpy(saved->message, last_message, sizeof(saved->message));
+}
+
+int hv_error_restore(const hv_error_saved *saved, int status)
+{
+	memcpy(last_message, saved->message, sizeof(last_message));
 	last_status = status;
 	return status;
 }

@@ -94,10 +94,10 @@ hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 			hv_collection_record(st, out->files, NULL, &out->end, &out->run_id);
 	if (out->collect_status != HV_OK && out->run_id) {
 		/* Keep the error: the history still says how the command ended. */
-		char msg[1024];
-		snprintf(msg, sizeof(msg), "%s", hv_error_last());
+		hv_error_saved saved;
+		hv_error_save(&saved);
 		hv_store_run_finish(st, out->run_id, &out->end, NULL, 0);
-		hv_error_set(out->collect_status, "%s", msg);
+		hv_error_restore(&saved, out->collect_status);
 	}
 	hv_store_snapshot_delete(st, snap);
 	free(command);

@@ -17,6 +17,17 @@ int hv_error_set(int status, const char *fmt, ...) HV_ATTR_PRINTF(2, 3);
 /* The same with the reason taken from errnum: "<path>: <strerror(errnum)>". */
 int hv_error_errno(int status, const char *path, int errnum);
 
+/* The size of the last error's message, NUL included: a longer one keeps its start and its
+ * end (the reason), with "..." between. */
+#define HV_ERROR_MAX 4096
+/* The last error, kept whole across a cleanup (a rollback, a close) that may set another:
+ * hv_error_save before it, then `return hv_error_restore(&saved, status);`. */
+typedef struct hv_error_saved {
+	char message[HV_ERROR_MAX];
+} hv_error_saved;
+void hv_error_save(hv_error_saved *saved);
+int hv_error_restore(const hv_error_saved *saved, int status);
+
 /* A growing byte buffer. Always NUL-terminated after the first append. */
 typedef struct hv_buf {
 	char *data;

@@ -10,6 +10,131 @@
 #include <strings.h>
 #include <time.h>
 
+/* Every number harvest reads is written the one way people write it: decimal digits, no
+ * sign (but '-' where negative values exist), no spaces, no base prefix. strtoull and
+ * strtod would also take leading blanks, '+', "0x10", "inf" and "nan". */
+hv_status hv_parse_uint(const char *text, uint64_t max, uint64_t *out)
+{
+	uint64_t v = 0;
+	const char *p = text;
+	bool ok = isdigit((unsigned char)*p) != 0;
+	for (; ok && *p; p++) {
+		if (!isdigit((unsigned char)*p) || __builtin_mul_overflow(v, 10u, &v) ||
+		    __builtin_add_overflow(v, (uint64_t)(*p - '0'), &v))
+			ok = false;
+	}
+	if (!ok || v > max)
+		return hv_error_set(HV_EUSAGE, "expected a whole number up to %llu, not '%s'",
+				    (unsigned long long)max, text);
+	*out = v;
+	return HV_OK;
+}
+
+hv_status hv_parse_int(const char *text, int64_t min, int64_t max, int64_t *out)
+{
+	bool neg = text[0] == '-';
+	uint64_t mag = 0;
+	hv_status rc = hv_parse_uint(text + neg, (uint64_t)INT64_MAX + 1, &mag);
+	int64_t v = 0;
+	if (rc == HV_OK) {
+		if (neg)
+			v = mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)mag;
+		else if (mag <= (uint64_t)INT64_MAX)
+			v = (int64_t)mag;
+		else
+			rc = HV_EUSAGE;
+	}
+	if (rc != HV_OK || v < min || v > max)
+		return hv_error_set(HV_EUSAGE, "expected a whole number from %lld to %lld, not '%s'",
+				    (long long)min, (long long)max, text);
+	*out = v;
+	return HV_OK;
+}
+
+hv_status hv_parse_duration_ms(const char *text, uint64_t *out_ms)
+{
+	/* Exact decimal arithmetic on the digits (no strtod): value = digits * 10^exp10 s. */
+	enum { MAX_DIGITS = 14 }; /* 1e9 s = 1e12 ms has 13 digits */
+	const uint64_t max_ms = 1000000000000u;
+	const char *p = text;
+	uint64_t head = 0;     /* the first significant digits, up to MAX_DIGITS of them */
+	int nhead = 0;         /* how many of them */
+	int64_t exp10 = 3;     /* milliseconds */
+	bool seen_digit = false, rest_nonzero = false, frac = false;
+	for (;; p++) {
+		if (*p == '.' && !frac) {
+			frac = true;
+			continue;
+		}
+		if (!isdigit((unsigned char)*p))
+			break;
+		seen_digit = true;
+		int d = *p - '0';
+		if (nhead == 0 && d == 0) {
+			if (frac)
+				exp10--;
+			continue; /* a leading zero */
+		}
+		if (nhead < MAX_DIGITS) {
+			head = head * 10 + (uint64_t)d;
+			nhead++;
+			if (frac)
+				exp10--;
+		} else {
+			rest_nonzero |= d != 0;
+			if (!frac)
+				exp10++;
+		}
+	}
+	if (!seen_digit)
+		goto bad;
+	if (*p == 'e' || *p == 'E') {
+		p++;
+		bool neg = *p == '-';
+		if (*p == '-' || *p == '+')
+			p++;
+		if (!isdigit((unsigned char)*p))
+			goto bad;
+		int64_t e = 0;
+		for (; isdigit((unsigned char)*p); p++)
+			if (e < 1000000)
+				e = e * 10 + (*p - '0');
+		exp10 += neg ? -e : e;
+	}
+	if (*p)
+		goto bad;
+	if (nhead == 0) {
+		*out_ms = 0;
+		return HV_OK;
+	}
+	/* head * 10^exp10 ms, plus something below head's last digit when rest_nonzero. */
+	uint64_t ms;
+	if (exp10 >= 0) {
+		if (nhead + exp10 > 13)
+			goto range;
+		ms = head;
+		for (int64_t i = 0; i < exp10; i++)
+			ms *= 10;
+	} else if (-exp10 >= nhead) {
+		ms = 1; /* below a millisecond: rounded up, so a positive timeout never means none */
+	} else {
+		uint64_t div = 1;
+		for (int64_t i = 0; i < -exp10; i++)
+			div *= 10;
+		ms = head / div;
+		if (head % div != 0 || rest_nonzero)
+			ms++; /* rounded up: a timeout never fires before the time asked for */
+	}
+	if (ms > max_ms)
+		goto range;
+	*out_ms = ms;
+	return HV_OK;
+range:
+	return hv_error_set(HV_EUSAGE, "expected seconds up to 1000000000, not '%s'", text);
+bad:
+	return hv_error_set(HV_EUSAGE, "expected seconds such as 10, 2.5 or 1e-3, not '%s'", text);
+}
+
 hv_status hv_parse_size(const char *text, uint64_t *out)
 {
 	static const struct {

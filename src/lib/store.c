@@ -305,10 +305,10 @@ int hvst_tx_commit(hv_store *st)
 {
 	int rc = run_cached(st, STMT_COMMIT, "cannot commit");
 	if (rc != HV_OK) {
-		char msg[512];
-		snprintf(msg, sizeof(msg), "%s", hv_error_last());
+		hv_error_saved saved;
+		hv_error_save(&saved);
 		hvst_tx_rollback(st);
-		return hv_error_set(rc, "%s", msg);
+		return hv_error_restore(&saved, rc);
 	}
 	st->in_tx = false;
 	return HV_OK;
@@ -1013,10 +1013,10 @@ hv_status hv_store_open(hv_store **out, const char *path, int flags)
 			rc = open_file(st, state);
 	}
 	if (rc != HV_OK) {
-		char msg[1024];
-		snprintf(msg, sizeof(msg), "%s", hv_error_last());
+		hv_error_saved saved;
+		hv_error_save(&saved);
 		hv_store_close(st);
-		return hv_error_set(rc, "%s", msg);
+		return hv_error_restore(&saved, rc);
 	}
 	*out = st;
 	return HV_OK;

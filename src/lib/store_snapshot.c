@@ -234,11 +234,11 @@ hv_status hv_snapshot_writer_finish(hv_snapshot_writer *w, int64_t *id_out)
 		writer_free(w);
 		return HV_OK;
 	}
-	char msg[1024];
-	snprintf(msg, sizeof(msg), "%s", hv_error_last());
+	hv_error_saved saved;
+	hv_error_save(&saved);
 	hv_store_snapshot_delete(w->st, w->id); /* best effort; prune removes what is left */
 	writer_free(w);
-	return hv_error_set(rc, "%s", msg);
+	return hv_error_restore(&saved, rc);
 }
 
 hv_status hv_snapshot_writer_abort(hv_snapshot_writer *w)

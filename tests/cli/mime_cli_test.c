@@ -909,8 +909,9 @@ static void test_unreadable_directories(void **state)
 	free(root);
 }
 
-/* A --db that is not a database: exit 1 with the path named, no answer, the file untouched.
- * --no-cache never opens the database, so the same --db does not matter then. */
+/* A --db that is not a database: the cache is only an optimisation, so mime warns once (the
+ * path named), answers every file without the cache and exits 1 (a warning); the file is left
+ * untouched. --no-cache never opens the database, so the same --db does not matter then. */
 static void test_bad_database(void **state)
 {
 	(void)state;
@@ -923,8 +924,31 @@ static void test_bad_database(void **state)
 	tu_result r;
 	tu_harvestv(&r, NULL, NULL, args);
 	assert_int_equal(r.status, 1);
-	assert_int_equal(r.out_len, 0);
 	assert_non_null(strstr(r.err, notdb));
+	assert_non_null(strstr(r.err, "without the MIME cache"));
+	assert_non_null(memchr(r.err, '\n', r.err_len));
+	assert_ptr_equal(memchr(r.err, '\n', r.err_len), r.err + r.err_len - 1); /* one line */
+	{
+		tj_value *doc0;
+		size_t n0;
+		answer *a0 = parse_answers(&r, &doc0, &n0);
+		assert_int_equal(n0, 1);
+		assert_string_equal(a0[0].mime, "text/markdown");
+		free(a0);
+		tj_free(doc0);
+	}
+	tu_result_free(&r);
+	/* With two paths (two chunks of work), still one warning. --quiet: none, same answers. */
+	const char *two[] = {"mime", "--db", notdb, t.md, t.png, NULL};
+	tu_harvestv(&r, NULL, NULL, two);
+	assert_int_equal(r.status, 1);
+	assert_ptr_equal(memchr(r.err, '\n', r.err_len), r.err + r.err_len - 1);
+	tu_result_free(&r);
+	const char *quiet[] = {"mime", "--quiet", "--db", notdb, t.md, NULL};
+	tu_harvestv(&r, NULL, NULL, quiet);
+	assert_int_equal(r.status, 1);
+	assert_int_equal(r.err_len, 0);
+	assert_non_null(strstr(r.out, "text/markdown"));
 	tu_result_free(&r);
 	size_t len;
 	char *after = tu_read_file(notdb, &len);

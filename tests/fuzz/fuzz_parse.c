@@ -14,7 +14,11 @@
  *     (an RFC 3339 time beyond the int64 ns range saturates to INT64_MIN or INT64_MAX, an age
  *     too large to hold in int64 ns is refused); an accepted time formatted back
  *     with hv_format_time is RFC 3339 UTC with 9 fraction digits and parses to the same ns;
- *   - hv_format_time on any int64 gives such a text (and never overruns a short buffer). */
+ *   - hv_format_time on any int64 gives such a text (and never overruns a short buffer);
+ *   - hv_parse_uint accepts exactly one or more decimal digits up to its max, hv_parse_int the
+ *     same after an optional '-';
+ *   - hv_parse_duration_ms accepts exactly digits with an optional point and exponent, and gives
+ *     the milliseconds rounded up (refusing more than 1e12 ms). */
 #include "harvest/parse.h"
 
 #include <stdbool.h>
@@ -279,6 +283,127 @@ static void check_time(const char *text)
 		check_format(got);
 }
 
+/* ---- whole numbers and durations ------------------------------------------------------ */
+
+/* hv_parse_uint: exactly one or more decimal digits whose value is at most max. */
+static void check_uint(const char *t)
+{
+	static const uint64_t maxes[] = {0, 9, 1000, UINT64_MAX / 10, UINT64_MAX};
+	for (size_t m = 0; m < sizeof(maxes) / sizeof(maxes[0]); m++) {
+		uint64_t v = 0;
+		bool ok = t[0] != '\0', overflow = false;
+		for (size_t i = 0; t[i]; i++) {
+			if (!is_digit(t[i])) {
+				ok = false;
+				break;
+			}
+			unsigned d = (unsigned)(t[i] - '0');
+			if (v > (UINT64_MAX - d) / 10)
+				overflow = true;
+			else
+				v = v * 10 + d;
+		}
+		bool want = ok && !overflow && v <= maxes[m];
+		uint64_t got = 7;
+		hv_status st = hv_parse_uint(t, maxes[m], &got);
+		CHECK(want ? st == HV_OK && got == v : st == HV_EUSAGE && got == 7,
+		      "uint '%s' max %llu: status %d, %llu", t, (unsigned long long)maxes[m], st,
+		      (unsigned long long)got);
+		int64_t gi = 7;
+		bool neg = t[0] == '-';
+		hv_status si = hv_parse_int(t, -1000, 1000, &gi);
+		if (si == HV_OK) {
+			uint64_t mag = 0;
+			CHECK(hv_parse_uint(t + neg, 1000, &mag) == HV_OK, "int '%s'", t);
+			CHECK(gi == (neg ? -(int64_t)mag : (int64_t)mag), "int '%s' is %lld", t,
+			      (long long)gi);
+		} else {
+			CHECK(si == HV_EUSAGE && gi == 7, "int '%s': status %d", t, si);
+		}
+	}
+}
+
+/* hv_parse_duration_ms, by another method than parse.c's: the digits as a string with the
+ * decimal point moved by the exponent, then the integer part read and rounded up. */
+static void check_duration(const char *t)
+{
+	size_t i = 0;
+	char *digits = malloc(strlen(t) + 1);
+	if (!digits)
+		return;
+	size_t nd = 0, int_digits = 0;
+	bool any = false, point = false, ok = true;
+	for (; t[i]; i++) {
+		if (t[i] == '.' && !point) {
+			point = true;
+		} else if (is_digit(t[i])) {
+			any = true;
+			digits[nd++] = t[i];
+			if (!point)
+				int_digits++;
+		} else {
+			break;
+		}
+	}
+	long long e = 0;
+	if (!any)
+		ok = false;
+	if (ok && (t[i] == 'e' || t[i] == 'E')) {
+		i++;
+		bool neg = t[i] == '-';
+		if (t[i] == '-' || t[i] == '+')
+			i++;
+		if (!is_digit(t[i]))
+			ok = false;
+		for (; is_digit(t[i]); i++)
+			if (e < 100000000)
+				e = e * 10 + (t[i] - '0');
+		if (neg)
+			e = -e;
+	}
+	if (t[i])
+		ok = false;
+	uint64_t got = 7;
+	hv_status st = hv_parse_duration_ms(t, &got);
+	if (!ok) {
+		CHECK(st == HV_EUSAGE && got == 7, "duration '%s' accepted: %llu", t,
+		      (unsigned long long)got);
+		free(digits);
+		return;
+	}
+	/* Drop leading zeros; the point sits after int_digits digits, moved by e + 3. */
+	size_t lead = 0;
+	while (lead < nd && digits[lead] == '0')
+		lead++;
+	long long pos = (long long)int_digits + e + 3 - (long long)lead; /* integer digits */
+	const char *d = digits + lead;
+	size_t n = nd - lead;
+	bool range = false;
+	uint64_t want = 0;
+	if (n == 0) {
+		want = 0;
+	} else if (pos <= 0) {
+		want = 1;
+	} else if (pos > 13) {
+		range = true;
+	} else {
+		bool frac = false;
+		for (long long k = 0; k < pos; k++)
+			want = want * 10 + (uint64_t)(k < (long long)n ? d[k] - '0' : 0);
+		for (size_t k = (size_t)pos; k < n; k++)
+			frac |= d[k] != '0';
+		want += frac;
+		range = want > UINT64_C(1000000000000);
+	}
+	if (range)
+		CHECK(st == HV_EUSAGE && got == 7, "duration '%s' out of range, got %llu", t,
+		      (unsigned long long)got);
+	else
+		CHECK(st == HV_OK && got == want, "duration '%s': status %d, %llu ms, expected %llu", t,
+		      st, (unsigned long long)got, (unsigned long long)want);
+	free(digits);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -290,6 +415,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	text[size] = '\0';
 	check_size(text);
 	check_time(text);
+	check_uint(text);
+	check_duration(text);
 	size_t tl = strlen(text);
 	if (tl < size) {
 		unsigned char b[8] = {0};

@@ -241,6 +241,144 @@ static void test_format_time(void **state)
 	expect_format(INT64_MIN, "1677-09-21T00:12:43.145224192Z");
 }
 
+/* ---- whole numbers and durations: one spelling, decimal digits ---- */
+
+/* What strtoull/strtol/strtod also take, and no option may: blanks before or after, a sign
+ * where none belongs, another base, words. */
+static const char *const not_numbers[] = {
+	"", " 5", "5 ", "\t5", "5\n", "+5", "0x10", "0X10", "010x", "1_000", "5s", "inf",
+	"nan", "infinity", "1,5", "5a",
+};
+
+static void test_uint(void **state)
+{
+	(void)state;
+	uint64_t v = 0;
+	assert_int_equal(hv_parse_uint("0", 10, &v), HV_OK);
+	assert_int_equal(v, 0);
+	assert_int_equal(hv_parse_uint("010", 10, &v), HV_OK);
+	assert_int_equal(v, 10); /* leading zeros are decimal, not octal */
+	assert_int_equal(hv_parse_uint("18446744073709551615", UINT64_MAX, &v), HV_OK);
+	assert_true(v == UINT64_MAX);
+	v = 7;
+	assert_int_equal(hv_parse_uint("18446744073709551616", UINT64_MAX, &v), HV_EUSAGE);
+	assert_int_equal(hv_parse_uint("11", 10, &v), HV_EUSAGE);
+	assert_int_equal(hv_parse_uint("-1", 10, &v), HV_EUSAGE);
+	assert_int_equal(v, 7);
+	for (size_t i = 0; i < sizeof(not_numbers) / sizeof(not_numbers[0]); i++) {
+		if (hv_parse_uint(not_numbers[i], UINT64_MAX, &v) != HV_EUSAGE)
+			fail_msg("uint '%s' accepted as %llu", not_numbers[i], (unsigned long long)v);
+		char quoted[64];
+		snprintf(quoted, sizeof(quoted), "'%s'", not_numbers[i]);
+		assert_non_null(strstr(hv_error_last(), quoted));
+	}
+}
+
+static void test_int(void **state)
+{
+	(void)state;
+	int64_t v = 0;
+	assert_int_equal(hv_parse_int("-5", -10, 10, &v), HV_OK);
+	assert_int_equal(v, -5);
+	assert_int_equal(hv_parse_int("-9223372036854775808", INT64_MIN, 0, &v), HV_OK);
+	assert_true(v == INT64_MIN);
+	assert_int_equal(hv_parse_int("9223372036854775807", 0, INT64_MAX, &v), HV_OK);
+	assert_true(v == INT64_MAX);
+	v = 3;
+	assert_int_equal(hv_parse_int("9223372036854775808", 0, INT64_MAX, &v), HV_EUSAGE);
+	assert_int_equal(hv_parse_int("-9223372036854775809", INT64_MIN, 0, &v), HV_EUSAGE);
+	assert_int_equal(hv_parse_int("-11", -10, 10, &v), HV_EUSAGE);
+	assert_int_equal(hv_parse_int("--5", -10, 10, &v), HV_EUSAGE);
+	assert_int_equal(hv_parse_int("-", -10, 10, &v), HV_EUSAGE);
+	assert_int_equal(hv_parse_int("- 5", -10, 10, &v), HV_EUSAGE);
+	assert_int_equal(v, 3);
+	for (size_t i = 0; i < sizeof(not_numbers) / sizeof(not_numbers[0]); i++)
+		if (hv_parse_int(not_numbers[i], INT64_MIN, INT64_MAX, &v) != HV_EUSAGE)
+			fail_msg("int '%s' accepted as %lld", not_numbers[i], (long long)v);
+	assert_non_null(strstr(hv_error_last(), "from -9223372036854775808 to"));
+}
+
+static void expect_ms(const char *text, uint64_t want)
+{
+	uint64_t got = 12345;
+	if (hv_parse_duration_ms(text, &got) != HV_OK)
+		fail_msg("duration '%s' refused: %s", text, hv_error_last());
+	if (got != want)
+		fail_msg("duration '%s' is %llu ms, expected %llu", text, (unsigned long long)got,
+			 (unsigned long long)want);
+}
+
+static void test_duration(void **state)
+{
+	(void)state;
+	expect_ms("0", 0);
+	expect_ms("0.000", 0);
+	expect_ms("0e5", 0);
+	expect_ms("10", 10000);
+	expect_ms("2.5", 2500);
+	expect_ms(".5", 500);
+	expect_ms("5.", 5000);
+	expect_ms("0.05", 50);
+	expect_ms("007", 7000);
+	expect_ms("1e3", 1000000);
+	expect_ms("1E+2", 100000);
+	expect_ms("25e-1", 2500);
+	/* A positive duration is never 0 ms (which means "no timeout"): rounded up. */
+	expect_ms("1e-7", 1);
+	expect_ms("0.0001", 1);
+	expect_ms("1e-999999999999", 1);
+	expect_ms("0.00000000000000000000000000001", 1);
+	expect_ms("0.0011", 2);
+	expect_ms("1.0001", 1001);
+	expect_ms("1.1", 1100); /* exact decimal: no 1100.0000000000002 rounded up to 1101 */
+	expect_ms("0.3", 300);
+	expect_ms("1.0000000000000000000000001", 1001);
+	expect_ms("123456789.123456789", 123456789124);
+	expect_ms("1000000000", 1000000000000);
+	expect_ms("1e9", 1000000000000);
+	expect_ms("0000000000000000000000000000001", 1000);
+	expect_ms("1000000000.0000", 1000000000000);
+	static const char *const bad[] = {".", "e5", "1e", "1e+", "1..2", "1.2.3", "-1", "- 1",
+					  "1 e3", "0x1p3", "1s", "1e3.5"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		uint64_t v = 7;
+		if (hv_parse_duration_ms(bad[i], &v) != HV_EUSAGE || v != 7)
+			fail_msg("duration '%s' accepted as %llu", bad[i], (unsigned long long)v);
+	}
+	for (size_t i = 0; i < sizeof(not_numbers) / sizeof(not_numbers[0]); i++) {
+		uint64_t v = 7;
+		if (hv_parse_duration_ms(not_numbers[i], &v) != HV_EUSAGE)
+			fail_msg("duration '%s' accepted as %llu", not_numbers[i], (unsigned long long)v);
+		assert_non_null(strstr(hv_error_last(), "expected seconds"));
+	}
+	static const char *const too_long[] = {"1000000000.001", "1e10", "99999999999999999999",
+					       "1e999999999999"};
+	for (size_t i = 0; i < sizeof(too_long) / sizeof(too_long[0]); i++) {
+		uint64_t v = 7;
+		if (hv_parse_duration_ms(too_long[i], &v) != HV_EUSAGE)
+			fail_msg("duration '%s' accepted as %llu", too_long[i], (unsigned long long)v);
+		assert_non_null(strstr(hv_error_last(), "up to 1000000000"));
+	}
+}
+
+/* Sizes and ages share the strictness: no blanks either side, no base prefix, no sign. */
+static void test_size_and_age_strict(void **state)
+{
+	(void)state;
+	static const char *const bad[] = {" 5", "5 ", "\t5", "+5", "0x10", " 5k", "5 k", "inf"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		uint64_t v = 7;
+		if (hv_parse_size(bad[i], &v) != HV_EUSAGE)
+			fail_msg("size '%s' accepted as %llu", bad[i], (unsigned long long)v);
+	}
+	static const char *const bad_age[] = {" 5s", "5s ", "+5s", "0x5s", "5 s"};
+	for (size_t i = 0; i < sizeof(bad_age) / sizeof(bad_age[0]); i++) {
+		int64_t v = 7;
+		if (hv_parse_time(bad_age[i], NOW, &v) != HV_EUSAGE)
+			fail_msg("time '%s' accepted as %lld", bad_age[i], (long long)v);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -253,6 +391,10 @@ int main(void)
 		cmocka_unit_test(test_time_saturates),
 		cmocka_unit_test(test_time_ages),
 		cmocka_unit_test(test_format_time),
+		cmocka_unit_test(test_uint),
+		cmocka_unit_test(test_int),
+		cmocka_unit_test(test_duration),
+		cmocka_unit_test(test_size_and_age_strict),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
