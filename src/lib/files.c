@@ -698,10 +698,14 @@ static int remove_tree(int pfd, const char *name, const char *shown, const struc
 	}
 	if (fd < 0) {
 		int e = errno;
+		/* Swapped for a symlink or a file since the lstat: not ours to follow. */
+		if (e == ENOTDIR || e == ELOOP)
+			return hv_error_set(HV_EIO, "%s: changed while being removed; not removed",
+					    shown);
 		/* Unreadable but empty is still removable. */
 		if (unlinkat(pfd, name, AT_REMOVEDIR) == 0)
 			return HV_OK;
-		return hv_error_errno(is_missing(e) ? HV_ENOTDIR : HV_EIO, shown, e);
+		return hv_error_errno(e == ENOENT ? HV_ENOTDIR : HV_EIO, shown, e);
 	}
 	if (rm_push(&r, shown, fd) != 0) {
 		close(fd);
