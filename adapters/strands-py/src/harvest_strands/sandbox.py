@@ -247,6 +247,7 @@ class HarvestSandbox(SandboxBase):
                 # Cancelled, or the consumer stopped early: end the run as harvest ends a
                 # timed-out one, and wait so that the command's group is gone when we return.
                 await asyncio.shield(_terminate(proc))
+                stderr_task.cancel()
             feed_task.cancel()
         err = await stderr_task
         if result is None:
