@@ -399,10 +399,20 @@ export class HarvestSandbox extends Sandbox {
     // Exit 1 with a listing is a warning (harvest already gave isDir/size up for the entries it
     // could not stat); without one it is a failure.
     if (r.code === 0 || r.code === 1) {
+      let entries: { name: string; isDir?: boolean | null; size?: number | null }[] | undefined;
       try {
-        return JSON.parse(r.stdout.toString('utf8')) as FileInfo[];
+        entries = JSON.parse(r.stdout.toString('utf8'));
       } catch {
         // fall through to the error
+      }
+      if (Array.isArray(entries)) {
+        // Unknown is absent, never null (harvest's camelCase leaves the keys out already).
+        return entries.map((e) => {
+          const info: { name: string; isDir?: boolean; size?: number } = { name: e.name };
+          if (e.isDir !== undefined && e.isDir !== null) info.isDir = e.isDir;
+          if (e.size !== undefined && e.size !== null) info.size = e.size;
+          return info;
+        });
       }
     }
     throw new HarvestError(reason(r.stderr, `harvest ls ${full}: exit status ${r.code}`), r.code, full);
