@@ -745,10 +745,12 @@ static int remove_tree(int pfd, const char *name, const char *shown, const struc
 		}
 		/* Everything below f is done: remove f from its parent. */
 		if (r.n == 1) {
+			/* Below a failure the directory cannot be empty: not tried, as rm(1) does
+			 * (the failure was reported; a second message would only repeat it). */
 			bool failed = f->failed;
 			frame_free(f);
 			r.n = 0;
-			if (unlinkat(pfd, name, AT_REMOVEDIR) != 0 && !(errno == ENOTEMPTY && failed)) {
+			if (!failed && unlinkat(pfd, name, AT_REMOVEDIR) != 0) {
 				r.status = hv_error_errno(HV_EIO, shown, errno);
 				if (o->on_error)
 					o->on_error(o->ctx, hv_error_last());
@@ -763,11 +765,10 @@ static int remove_tree(int pfd, const char *name, const char *shown, const struc
 		f->name = NULL;
 		frame_free(f);
 		r.n--;
-		if (unlinkat(pfd2, fname, AT_REMOVEDIR) != 0 && errno != ENOENT &&
-		    !(errno == ENOTEMPTY && failed))
-			rm_report(&r, fname, strerror(errno));
-		else if (failed)
+		if (failed)
 			r.f[r.n - 1].failed = true;
+		else if (unlinkat(pfd2, fname, AT_REMOVEDIR) != 0 && errno != ENOENT)
+			rm_report(&r, fname, strerror(errno));
 		free(fname);
 	}
 	for (size_t i = r.n; i-- > 0;)
