@@ -415,9 +415,14 @@ hv_status hv_file_write(const char *path, hv_file_read_fn read_fn, void *ctx,
 	if (is_dot_or_dotdot(p.name))
 		return hv_error_set(HV_EUSAGE, "%s: not a file name", path);
 
+	char *buf = malloc(COPY_BUF);
+	if (!buf)
+		return hv_error_set(HV_ENOMEM, "out of memory");
 	p.dfd = open_parent(path, dir_len, opts);
-	if (p.dfd < 0)
+	if (p.dfd < 0) {
+		free(buf);
 		return hv_error_last_status();
+	}
 
 	/* What is there now decides the mode and owner, and whether it may be replaced. */
 	struct stat old;
@@ -439,9 +444,6 @@ hv_status hv_file_write(const char *path, hv_file_read_fn read_fn, void *ctx,
 	if (rc == HV_OK)
 		rc = create_temp(&p, mode >= 0 ? 0600 : 0666);
 
-	char *buf = rc == HV_OK ? malloc(COPY_BUF) : NULL;
-	if (rc == HV_OK && !buf)
-		rc = hv_error_set(HV_ENOMEM, "out of memory");
 	while (rc == HV_OK) {
 		size_t got = 0;
 		rc = read_fn(ctx, buf, COPY_BUF, &got);
@@ -628,6 +630,8 @@ static int rm_push(struct rm *r, const char *name, int fd)
 	struct dirent *e;
 	for (;;) {
 		errno = 0;
+		/* cppcheck-suppress readdirCalled ; d is this call's own stream: readdir is then
+		 * thread-safe (glibc, POSIX 2024), and readdir_r is deprecated */
 		e = readdir(d);
 		if (!e)
 			break;
