@@ -605,6 +605,40 @@ static void test_write_permission_denied_as_nobody(void **state)
 	free(q);
 }
 
+struct temp_seen {
+	const char *dir;
+	int calls;
+	int temps;    /* .hv-XXXXXX files seen while the bytes are read */
+	int private_; /* ... with no permission for group and others */
+	const char *data;
+};
+
+/* A source that looks at the directory while it is read: the bytes, then the end. */
+static hv_status source_seeing_temp(void *ctx, void *buf, size_t cap, size_t *got)
+{
+	struct temp_seen *t = ctx;
+	*got = 0;
+	if (t->calls++)
+		return HV_OK;
+	DIR *dir = opendir(t->dir);
+	if (!dir)
+		return HV_EIO;
+	struct dirent *e;
+	while ((e = readdir(dir))) {
+		if (strncmp(e->d_name, ".hv-", 4) != 0 || strlen(e->d_name) != 10)
+			continue;
+		t->temps++;
+		struct stat st;
+		if (fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    (st.st_mode & 077) == 0)
+			t->private_++;
+	}
+	closedir(dir);
+	*got = strlen(t->data);
+	memcpy(buf, t->data, *got);
+	return HV_OK;
+}
+
 /* Without /proc (hidden by an empty tmpfs in a private mount namespace), O_TMPFILE cannot be
  * named: the write uses a short .hv-XXXXXX name instead. */
 static int named_fallback_fn(void *arg)
@@ -620,12 +654,23 @@ static int named_fallback_fn(void *arg)
 	size_t n = strlen(name);
 	memset(name + n, 'm', 255);
 	name[n + 255] = '\0';
-	for (int i = 0; i < 2; i++)
-		if (hv_file_write_buffer(name, i ? "two" : "one", 3, NULL) != HV_OK)
+	hv_file_write_opts o;
+	hv_file_write_opts_init(&o);
+	o.mode = 0644;
+	for (int i = 0; i < 2; i++) {
+		struct temp_seen seen = {d, 0, 0, 0, i ? "two" : "one"};
+		if (hv_file_write(name, source_seeing_temp, &seen, &o) != HV_OK)
 			return 10 + i;
+		/* the named temporary file was there while the bytes came, private */
+		if (seen.temps != 1 || seen.private_ != 1)
+			return 14;
+	}
 	char *got = tu_read_file(name, NULL);
 	int rc = got && strcmp(got, "two") == 0 ? 0 : 13;
 	free(got);
+	struct stat st;
+	if (stat(name, &st) != 0 || (st.st_mode & 07777) != 0644)
+		rc = 15;
 	return rc;
 }
 
