@@ -644,7 +644,7 @@ static hv_status source_seeing_temp(void *ctx, void *buf, size_t cap, size_t *go
 static int named_fallback_fn(void *arg)
 {
 	const char *d = arg;
-	if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+	if (unshare(CLONE_NEWNS) != 0 || mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) != 0 ||
 	    mount("none", "/proc", "tmpfs", 0, NULL) != 0)
 		return 77;
 	if (access("/proc/self/fd", X_OK) == 0)
