@@ -909,6 +909,43 @@ static void test_remove_tree_moved_while_below(void **state)
 	free(to);
 }
 
+/* Entries made in a directory after the removal listed it: it is listed again when it is
+ * not empty at the end, so the tree still goes. */
+struct late_ctx {
+	const char *dir;
+	int done;
+};
+
+static void add_late_entries(void *ctx, const char *path)
+{
+	struct late_ctx *l = ctx;
+	if (l->done || !ends_with(path, "/t/sub"))
+		return;
+	l->done++;
+	tu_write(l->dir, "t/late", "l", 1);
+	mkdirs(l->dir, "t/late-dir");
+	tu_write(l->dir, "t/late-dir/f", "f", 1);
+}
+
+static void test_remove_tree_entries_made_meanwhile(void **state)
+{
+	char *d = tu_tmpdir();
+	mkdirs(d, "t");
+	mkdirs(d, "t/sub");
+	tu_write(d, "t/sub/f", "f", 1);
+	struct late_ctx l = {d, 0};
+	struct errors e = {0};
+	hv_remove_opts o = {.recursive = true, .on_error = collect_error, .ctx = &e,
+			    .test_hook = add_late_entries, .test_ctx = &l};
+	char *t = P(d, "t");
+	hv_status st = hv_remove(t, &o);
+	free(t);
+	if (st != HV_OK)
+		fail_msg("status %d: %s", st, e.last);
+	assert_int_equal(l.done, 1);
+	assert_false(exists(d, "t"));
+}
+
 static void test_remove_deep_tree(void **state)
 {
 	char *d = tu_tmpdir();
@@ -1012,6 +1049,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_remove_dir_swapped_for_symlink, tu_cleanup),
 		cmocka_unit_test_teardown(test_remove_root_swapped_for_symlink, tu_cleanup),
 		cmocka_unit_test_teardown(test_remove_tree_moved_while_below, tu_cleanup),
+		cmocka_unit_test_teardown(test_remove_tree_entries_made_meanwhile, tu_cleanup),
 		cmocka_unit_test_teardown(test_remove_deep_tree, tu_cleanup),
 		cmocka_unit_test_teardown(test_remove_permission_denied_as_nobody, tu_cleanup),
 	};
