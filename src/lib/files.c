@@ -415,9 +415,14 @@ hv_status hv_file_write(const char *path, hv_file_read_fn read_fn, void *ctx,
 	if (is_dot_or_dotdot(p.name))
 		return hv_error_set(HV_EUSAGE, "%s: not a file name", path);
 
+	char *buf = malloc(COPY_BUF);
+	if (!buf)
+		return hv_error_set(HV_ENOMEM, "out of memory");
 	p.dfd = open_parent(path, dir_len, opts);
-	if (p.dfd < 0)
+	if (p.dfd < 0) {
+		free(buf);
 		return hv_error_last_status();
+	}
 
 	/* What is there now decides the mode and owner, and whether it may be replaced. */
 	struct stat old;
@@ -439,9 +444,6 @@ hv_status hv_file_write(const char *path, hv_file_read_fn read_fn, void *ctx,
 	if (rc == HV_OK)
 		rc = create_temp(&p, mode >= 0 ? 0600 : 0666);
 
-	char *buf = rc == HV_OK ? malloc(COPY_BUF) : NULL;
-	if (rc == HV_OK && !buf)
-		rc = hv_error_set(HV_ENOMEM, "out of memory");
 	while (rc == HV_OK) {
 		size_t got = 0;
 		rc = read_fn(ctx, buf, COPY_BUF, &got);
@@ -542,6 +544,7 @@ struct frame {
 	hv_buf pending;   /* subdirectories still to remove, NUL-separated */
 	size_t next;      /* offset of the next one in pending */
 	bool failed;      /* something below could not be removed (already reported) */
+	int rescans;      /* times listed again because it was not empty at the end */
 };
 
 /* Descriptors kept open on the stack; deeper frames' are closed and reopened from below
@@ -588,27 +591,81 @@ static void rm_report(struct rm *r, const char *name, const char *reason)
 		r->o->on_error(r->o->ctx, hv_error_last());
 }
 
-/* Pushes the directory name of the top frame (or of pfd, for the first), opened through
- * fd, and removes its non-directory entries; subdirectories go to its pending list. */
+/* Lists the top frame's directory: removes its entries that are not directories, and
+ * queues the directories in its pending list. Returns 0, or -1 out of memory. */
+static int rm_scan(struct rm *r)
+{
+	struct frame *f = &r->f[r->n - 1];
+	/* The pending list restarts: a rescan finds what is still there. */
+	hv_buf_truncate(&f->pending, 0);
+	f->next = 0;
+	int lfd = openat(f->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
+	if (!d) {
+		int e = errno;
+		if (lfd >= 0)
+			close(lfd);
+		rm_report(r, NULL, strerror(e));
+		return 0;
+	}
+	for (;;) {
+		errno = 0;
+		/* cppcheck-suppress readdirCalled ; d is this call's own stream: readdir is then
+		 * thread-safe (glibc, POSIX 2024), and readdir_r is deprecated */
+		struct dirent *e = readdir(d);
+		if (!e)
+			break;
+		const char *n = e->d_name;
+		if (n[0] == '.' && (n[1] == '\0' || (n[1] == '.' && n[2] == '\0')))
+			continue;
+		/* Anything but a known directory is unlinked at once; unlinkat says EISDIR for a
+		 * directory the listing did not type. */
+		if (e->d_type != DT_DIR && unlinkat(f->fd, n, 0) == 0)
+			continue;
+		if (e->d_type == DT_DIR || errno == EISDIR) {
+			if (hv_buf_append(&f->pending, n, strlen(n) + 1) != HV_OK) {
+				closedir(d);
+				return -1;
+			}
+		} else if (errno != ENOENT) {
+			rm_report(r, n, strerror(errno));
+		}
+	}
+	if (errno != 0)
+		rm_report(r, NULL, strerror(errno));
+	closedir(d);
+	return 0;
+}
+
+/* Pushes a frame for the directory open as fd (named name in the top frame) and lists it.
+ * Returns 0, or -1 out of memory (fd is then closed). */
 static int rm_push(struct rm *r, const char *name, int fd)
 {
+	struct stat st;
+	if (fstat(fd, &st) != 0) {
+		int e = errno;
+		close(fd);
+		rm_report(r, name, strerror(e));
+		return 0;
+	}
 	if (r->n == r->cap) {
 		size_t cap = r->cap ? r->cap * 2 : 64;
 		struct frame *nf = realloc(r->f, cap * sizeof(*nf));
-		if (!nf)
+		if (!nf) {
+			close(fd);
 			return -1;
+		}
 		r->f = nf;
 		r->cap = cap;
 	}
 	struct frame *f = &r->f[r->n];
 	memset(f, 0, sizeof(*f));
-	f->fd = fd;
 	f->name = strdup(name);
-	struct stat st;
-	if (!f->name || fstat(fd, &st) != 0) {
-		free(f->name);
+	if (!f->name) {
+		close(fd);
 		return -1;
 	}
+	f->fd = fd;
 	f->dev = st.st_dev;
 	f->ino = st.st_ino;
 	r->n++;
@@ -616,39 +673,7 @@ static int rm_push(struct rm *r, const char *name, int fd)
 		close(r->f[r->n - 1 - RM_OPEN_FRAMES].fd);
 		r->f[r->n - 1 - RM_OPEN_FRAMES].fd = -1;
 	}
-
-	int lfd = dup(fd);
-	DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
-	if (!d) {
-		if (lfd >= 0)
-			close(lfd);
-		rm_report(r, NULL, strerror(errno));
-		return 0;
-	}
-	struct dirent *e;
-	for (;;) {
-		errno = 0;
-		e = readdir(d);
-		if (!e)
-			break;
-		const char *n = e->d_name;
-		if (n[0] == '.' && (n[1] == '\0' || (n[1] == '.' && n[2] == '\0')))
-			continue;
-		if (e->d_type == DT_DIR || unlinkat(fd, n, 0) != 0) {
-			if (e->d_type == DT_DIR || errno == EISDIR) {
-				if (hv_buf_append(&f->pending, n, strlen(n) + 1) != HV_OK) {
-					closedir(d);
-					return -1;
-				}
-			} else if (errno != ENOENT) {
-				rm_report(r, n, strerror(errno));
-			}
-		}
-	}
-	if (errno != 0)
-		rm_report(r, NULL, strerror(errno));
-	closedir(d);
-	return 0;
+	return rm_scan(r);
 }
 
 /* The descriptor of frame i, reopened through ".." of frame i+1 when it was closed. */
@@ -664,10 +689,7 @@ static int frame_fd(struct rm *r, size_t i)
 		if (fd >= 0)
 			close(fd);
 		r->aborted = true;
-		size_t n = r->n;
-		r->n = i + 2;
 		rm_report(r, NULL, "moved during the removal; stopped");
-		r->n = n;
 		return -1;
 	}
 	r->f[i].fd = fd;
@@ -682,8 +704,39 @@ static void frame_free(struct frame *f)
 	hv_buf_free(&f->pending);
 }
 
+/* How often a directory found not empty after its listing was worked through is listed
+ * again (entries made meanwhile, or a listing that missed some while we unlinked). */
+#define RM_RESCANS 3
+
+/* Enters the next pending subdirectory of the top frame f. Returns 0, or -1 out of memory. */
+static int rm_enter(struct rm *r, struct frame *f)
+{
+	const char *child = f->pending.data + f->next;
+	f->next += strlen(child) + 1;
+	if (r->o->test_hook) {
+		char *p = frame_path(r, child);
+		if (p)
+			r->o->test_hook(r->o->test_ctx, p);
+		free(p);
+	}
+	int cfd = openat(f->fd, child, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (cfd >= 0)
+		return rm_push(r, child, cfd);
+	int e = errno;
+	if (e == ENOTDIR || e == ELOOP) {
+		/* Swapped for a symlink or a file since it was listed: removed itself, never
+		 * entered. */
+		if (unlinkat(f->fd, child, 0) != 0 && errno != ENOENT)
+			rm_report(r, child, strerror(errno));
+	} else if (e != ENOENT && unlinkat(f->fd, child, AT_REMOVEDIR) != 0) {
+		/* Unreadable (EACCES) but empty is still removable; else the first error. */
+		rm_report(r, child, strerror(e));
+	}
+	return 0;
+}
+
 /* Removes the tree of the directory name in pfd (st: its lstat), depth-first with the
- * explicit stack, never following a symlink. */
+ * explicit stack, never following a symlink. shown: the path for messages. */
 static int remove_tree(int pfd, const char *name, const char *shown, const struct stat *st,
 		       const hv_remove_opts *o)
 {
@@ -707,68 +760,34 @@ static int remove_tree(int pfd, const char *name, const char *shown, const struc
 			return HV_OK;
 		return hv_error_errno(e == ENOENT ? HV_ENOTDIR : HV_EIO, shown, e);
 	}
-	if (rm_push(&r, shown, fd) != 0) {
-		close(fd);
-		free(r.f);
-		return hv_error_set(HV_ENOMEM, "out of memory");
-	}
-	int oom = 0;
+	bool oom = rm_push(&r, shown, fd) != 0;
 	while (r.n > 0 && !r.aborted && !oom) {
 		struct frame *f = &r.f[r.n - 1];
 		if (f->next < f->pending.len) {
-			const char *child = f->pending.data + f->next;
-			f->next += strlen(child) + 1;
-			if (o->test_hook) {
-				char *p = frame_path(&r, child);
-				if (p)
-					o->test_hook(o->test_ctx, p);
-				free(p);
-			}
-			int cfd = openat(f->fd, child, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (cfd < 0) {
-				int e = errno;
-				if (e == ENOTDIR || e == ELOOP) {
-					/* Swapped for a symlink or a file since it was listed: removed
-					 * itself, never entered. */
-					if (unlinkat(f->fd, child, 0) != 0 && errno != ENOENT)
-						rm_report(&r, child, strerror(errno));
-				} else if (e != ENOENT && unlinkat(f->fd, child, AT_REMOVEDIR) != 0) {
-					rm_report(&r, child, strerror(e));
-				}
-				continue;
-			}
-			if (rm_push(&r, child, cfd) != 0) {
-				close(cfd);
-				oom = 1;
-			}
+			oom = rm_enter(&r, f) != 0;
 			continue;
 		}
-		/* Everything below f is done: remove f from its parent. */
-		if (r.n == 1) {
-			bool failed = f->failed;
-			frame_free(f);
-			r.n = 0;
-			if (unlinkat(pfd, name, AT_REMOVEDIR) != 0 && !(errno == ENOTEMPTY && failed)) {
-				r.status = hv_error_errno(HV_EIO, shown, errno);
-				if (o->on_error)
-					o->on_error(o->ctx, hv_error_last());
+		/* Everything below f is done: remove f itself, unless something below it could
+		 * not be removed (reported already; rm(1) does not try either). */
+		if (!f->failed) {
+			int dfd = r.n == 1 ? pfd : frame_fd(&r, r.n - 2);
+			if (dfd < 0)
+				break;
+			const char *fname = r.n == 1 ? name : f->name;
+			if (unlinkat(dfd, fname, AT_REMOVEDIR) != 0 && errno != ENOENT) {
+				if (errno == ENOTEMPTY && f->rescans < RM_RESCANS) {
+					f->rescans++;
+					oom = rm_scan(&r) != 0;
+					continue;
+				}
+				rm_report(&r, NULL, strerror(errno));
 			}
-			break;
 		}
-		int pfd2 = frame_fd(&r, r.n - 2);
-		if (pfd2 < 0)
-			break;
 		bool failed = f->failed;
-		char *fname = f->name;
-		f->name = NULL;
 		frame_free(f);
 		r.n--;
-		if (unlinkat(pfd2, fname, AT_REMOVEDIR) != 0 && errno != ENOENT &&
-		    !(errno == ENOTEMPTY && failed))
-			rm_report(&r, fname, strerror(errno));
-		else if (failed)
+		if (failed && r.n > 0)
 			r.f[r.n - 1].failed = true;
-		free(fname);
 	}
 	for (size_t i = r.n; i-- > 0;)
 		frame_free(&r.f[i]);
