@@ -5,5 +5,6 @@
 #include "harvest/types.h"
 #include "harvest/json.h"
 #include "harvest/walk.h"
+#include "harvest/files.h"
 
 #endif

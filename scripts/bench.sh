@@ -2,7 +2,8 @@
 # Benchmarks harvest against its peers on a corpus it generates itself, and prints ratios.
 #
 #   scripts/bench.sh                  every section
-#   scripts/bench.sh --only walk      one section (a comma-separated list works too)
+#   scripts/bench.sh --only walk      one section (a comma-separated list works too; adapters
+#                                     needs node and npm)
 #   scripts/bench.sh --list           the sections
 #   options: --rounds N (default 5)   --entries N (walk corpus size, default 200000)
 #            --bin PATH (a harvest binary to use instead of building build-bench/harvest)
@@ -21,7 +22,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-HV_SECTIONS=(walk mime collect run history)
+HV_SECTIONS=(walk mime collect run history adapters)
 HV_ROUNDS=5
 HV_WALK_ENTRIES=200000
 HARVEST=
@@ -672,6 +673,50 @@ bench_history() {
 	echo "  targets:"
 	hv_target "recording 10,000 artifacts, --no-content (s)" "$rec" 0.999
 	hv_target "--mime 'image/*' --limit 100 over 1M (ms)" "$(hv_ms "$q_lim")" 49.9
+}
+
+# ---- section: adapters ----
+
+# The TypeScript adapter (adapters/strands-ts) against the SDK's own sandboxes, in one node
+# process (adapters/strands-ts/bench/bench.mjs): per-call time of execute('true'), listFiles of
+# a 10,000-entry directory, a 100 MiB writeFile. Needs node and npm (npm ci on first use).
+bench_adapters() {
+	local ts=adapters/strands-ts out
+	echo
+	echo "== adapters: HarvestSandbox vs the Strands SDK's sandboxes (@strands-agents/sdk, node)"
+	hv_load
+	command -v node >/dev/null && command -v npm >/dev/null || die "adapters: node and npm needed"
+	if [ ! -d $ts/node_modules/@strands-agents/sdk ]; then
+		(cd $ts && npm ci --no-audit --no-fund --loglevel=error) >&2 || die "adapters: npm ci failed"
+	fi
+	(cd $ts && npx --no-install tsc -p tsconfig.json) || die "adapters: tsc failed"
+	echo "  SDK $(node -p "require('./$ts/node_modules/@strands-agents/sdk/package.json').version"), node $(node --version)"
+	out=$(cd $ts && node bench/bench.mjs "$HARVEST" "$HV_TMP" "$HV_ROUNDS") || die "adapters: bench.mjs failed"
+	local ex_local ex_hv ex_rec ls_local ls_hv ls_shell n_local n_hv n_shell s_local s_hv s_shell
+	local wr_local wr_hv
+	read -r _ ex_local ex_hv ex_rec <<<"$(grep '^execute ' <<<"$out")"
+	read -r _ ls_local ls_hv ls_shell n_local n_hv n_shell s_local s_hv s_shell <<<"$(grep '^ls ' <<<"$out")"
+	read -r _ wr_local wr_hv <<<"$(grep '^write ' <<<"$out")"
+	[ "$n_hv" = "$n_local" ] || die "adapters: harvest lists $n_hv entries, the SDK $n_local"
+	ms() { awk -v v="$1" 'BEGIN { printf "%.2f", v }'; }
+	hv_row "per call (median of $HV_ROUNDS rounds)" "ms" "÷ SDK" ""
+	hv_row "execute('true'): NotASandboxLocalEnvironment" "$(ms "$ex_local")" "1.00"
+	hv_row "execute('true'): HarvestSandbox, no history" "$(ms "$ex_hv")" "$(hv_div "$ex_hv" "$ex_local")"
+	hv_row "execute('true'): HarvestSandbox, recorded" "$(ms "$ex_rec")" "$(hv_div "$ex_rec" "$ex_local")"
+	hv_row "listFiles 10,000: NotASandboxLocalEnvironment" "$(ms "$ls_local")" "1.00" "$s_local sizes"
+	hv_row "listFiles 10,000: HarvestSandbox (harvest ls)" "$(ms "$ls_hv")" "$(hv_div "$ls_hv" "$ls_local")" "$s_hv sizes"
+	hv_row "listFiles 10,000: shell sandbox (ls -1ap)" "$(ms "$ls_shell")" "$(hv_div "$ls_shell" "$ls_local")" "$s_shell sizes"
+	hv_row "writeFile 100 MiB: NotASandbox (fs, no sandbox)" "$(ms "$wr_local")" "1.00"
+	hv_row "writeFile 100 MiB: HarvestSandbox (harvest put)" "$(ms "$wr_hv")" "$(hv_div "$wr_hv" "$wr_local")"
+	# The shell sandboxes (PosixShellSandbox: Docker, SSH) write a file as one base64 argument of
+	# sh -c: the kernel refuses an argument above 128 KiB (MAX_ARG_STRLEN). Each size in a node
+	# process of its own, since building that argument can take the whole heap.
+	local size r
+	for size in 65536 1048576 104857600; do
+		r=$(cd $ts && node bench/bench.mjs "$HARVEST" "$HV_TMP" 1 shell-write "$size" 2>&1 | tail -1)
+		hv_row "writeFile $((size / 1024)) KiB: shell sandbox (sh -c)" "${r%% *}" "" "${r#* }"
+	done
+	echo "  load average now: $(cut -d' ' -f1-3 /proc/loadavg)"
 }
 
 # ---- main ----

@@ -1,9 +1,12 @@
 # Sourced by setup.sh and test.sh: installs the Debian 12 packages harvest builds, tests and
 # benchmarks with, when any is missing. Needs root (or sudo) the first time only.
 # clang-tidy and cppcheck: scripts/lint.sh (run by scripts/test.sh); valgrind: scripts/test.sh
-# --valgrind; lcov (with gcc's gcov): scripts/coverage.sh.
+# --valgrind; lcov (with gcc's gcov): scripts/coverage.sh; python3-pytest: the Python adapter's
+# tests (scripts/test.sh's adapters step). Node and npm (the TypeScript adapter) are installed
+# only when neither is on PATH: a newer Node already there is kept.
 HV_PACKAGES="cmake make gcc pkg-config libmagic-dev libmagic-mgc file libsqlite3-dev sqlite3
-libcmocka-dev libssl-dev shared-mime-info bfs time python3 clang-tidy cppcheck valgrind lcov"
+libcmocka-dev libssl-dev shared-mime-info bfs time python3 clang-tidy cppcheck valgrind lcov
+python3-pytest"
 
 hv_install_deps() {
 	local missing=()
@@ -12,6 +15,7 @@ hv_install_deps() {
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
 			missing+=("$p")
 	done
+	command -v node >/dev/null && command -v npm >/dev/null || missing+=(nodejs npm)
 	[ ${#missing[@]} -eq 0 ] && return 0
 	echo "harvest: installing ${missing[*]}" >&2
 	local sudo=

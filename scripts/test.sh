@@ -14,11 +14,19 @@
 #                    --valgrind below)
 #       5. coverage  scripts/coverage.sh: the suite again in a --coverage build (build-cov/);
 #                    fails when line coverage of src/ is below HARVEST_COVERAGE_MIN (default 85)
+#       6. adapters  the Strands sandbox adapters (adapters/) against a plain RelWithDebInfo
+#                    harvest (build-adapters/): npm ci in each lockfile's directory, then the
+#                    TypeScript tests (node --test) against @strands-agents/sdk 1.19.0 and 1.16.0,
+#                    and the Python tests (Debian's pytest); about a minute
 #       About 20-30 minutes on 2 cores. Exits 0 only when every step passed.
 #
 #   scripts/test.sh --quick [CTEST ARGS...]
-#       Steps 1 and 2 only (a few minutes): the loop while working on a change. CTEST ARGS go to
-#       ctest (e.g. -R walk). HARVEST_LINT=0 skips step 2.
+#       Steps 1 and 2, and 6 when no CTEST ARGS are given (a few minutes): the loop while
+#       working on a change. CTEST ARGS go to ctest (e.g. -R walk). HARVEST_LINT=0 skips step 2,
+#       HARVEST_ADAPTERS=0 step 6.
+#
+#   scripts/test.sh --adapters
+#       Step 6 only.
 #
 #   scripts/test.sh --valgrind [CTEST ARGS...]
 #       Step 4 only. Builds without sanitizers (Debug, -O0) into build-vg/ and runs the suite
@@ -34,7 +42,7 @@ cd "$(dirname "$0")/.."
 hv_install_deps
 
 usage() {
-	echo "usage: scripts/test.sh [--quick [CTEST ARGS...] | --valgrind [CTEST ARGS...]]" >&2
+	echo "usage: scripts/test.sh [--quick [CTEST ARGS...] | --valgrind [CTEST ARGS...] | --adapters]" >&2
 	exit 2
 }
 mode=all
@@ -46,6 +54,11 @@ case ${1:-} in
 --valgrind)
 	mode=valgrind
 	shift
+	;;
+--adapters)
+	mode=adapters
+	shift
+	[ $# -eq 0 ] || usage
 	;;
 esac
 # CTEST ARGS select tests; the full run checks everything.
@@ -168,6 +181,23 @@ run_valgrind() {
 	[ $tests_rc -eq 0 ] && [ $found -eq 0 ] && [ $cli_ok -eq 0 ]
 }
 
+# ---- step 6: the Strands sandbox adapters ----
+run_adapters() {
+	local build=${HARVEST_ADAPTERS_BUILD:-build-adapters}
+	if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+		echo "test: the adapters need node and npm on PATH" >&2
+		return 1
+	fi
+	cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHARVEST_TESTS=OFF >/dev/null
+	cmake --build "$build" -j "$(nproc)"
+	local bin=$PWD/$build/harvest rc=0
+	HARVEST_BIN=$bin adapters/strands-ts/test/run.sh --install || rc=1
+	# Debian's python3 and pytest (python3-pytest), whatever python3 comes first on PATH.
+	(cd adapters/strands-py && HARVEST_BIN=$bin /usr/bin/python3 -m pytest -q -p no:cacheprovider) ||
+		rc=1
+	return $rc
+}
+
 # ---- steps, and the summary ----
 results=()
 skip_list=${HARVEST_TEST_BUILD:-build-test}/skipped-cases
@@ -200,9 +230,13 @@ case $mode in
 quick)
 	step suite run_suite "$@"
 	[ "${HARVEST_LINT:-1}" = 0 ] || step lint scripts/lint.sh
+	[ "${HARVEST_ADAPTERS:-1}" = 0 ] || [ $# -gt 0 ] || step adapters run_adapters
 	;;
 valgrind)
 	step valgrind run_valgrind "$@"
+	;;
+adapters)
+	step adapters run_adapters
 	;;
 all)
 	step suite run_suite
@@ -210,6 +244,7 @@ all)
 	step fuzz scripts/fuzz.sh "${HARVEST_FUZZ_SECONDS:-60}"
 	step valgrind run_valgrind
 	step coverage env COVERAGE_MIN="${HARVEST_COVERAGE_MIN:-85}" scripts/coverage.sh
+	step adapters run_adapters
 	;;
 esac
 echo "test: ==== summary" >&2

@@ -186,5 +186,8 @@ int cmd_mime(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_history(int argc, char **argv);
 int cmd_collect(int argc, char **argv);
+int cmd_cat(int argc, char **argv);
+int cmd_put(int argc, char **argv);
+int cmd_rm(int argc, char **argv);
 
 #endif

@@ -15,6 +15,9 @@ static const struct command {
 	{"collect", cmd_collect, "OutputFile records of the files below a directory"},
 	{"history", cmd_history, "past runs, their artifacts and stored bytes; prune"},
 	{"run", cmd_run, "run a command, stream its output, collect the files it produced"},
+	{"cat", cmd_cat, "the bytes of a file on stdout"},
+	{"put", cmd_put, "stdin to a file, atomically, parent directories created"},
+	{"rm", cmd_rm, "remove a file or symlink; -r a directory tree"},
 	{NULL, NULL, NULL},
 };
 

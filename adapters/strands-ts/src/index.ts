@@ -1,0 +1,516 @@
+/**
+ * harvest as a Strands Agents sandbox.
+ *
+ * `HarvestSandbox` implements the SDK's `Sandbox` with the `harvest` CLI: `run` for commands and
+ * code (streamed chunks, then the ExecutionResult with the files the command produced), `ls` for
+ * listings, `cat`/`put`/`rm` for files, bytes over pipes. With `exec` the same calls go through a
+ * command prefix (`docker exec -i box`, `ssh host`) to a harvest installed in the remote box, and
+ * the adapter itself touches no local file.
+ */
+import * as posixPath from 'node:path/posix';
+import * as localPath from 'node:path';
+import {
+  FunctionTool,
+  ImageBlock,
+  Sandbox,
+  SandboxAbortError,
+  SandboxPathNotFoundError,
+  SandboxTimeoutError,
+  TextBlock,
+} from '@strands-agents/sdk';
+import type {
+  ExecuteOptions,
+  ExecutionResult,
+  FileInfo,
+  JSONValue,
+  OutputFile,
+  StreamChunk,
+  Tool,
+} from '@strands-agents/sdk';
+import { exitStatus, reason, runHarvest, spawnHarvest, type Launcher } from './process.js';
+
+export { shellQuote } from './process.js';
+
+/** Limits and filters of the collection that ends every run (harvest run's collect options). */
+export interface CollectOptions {
+  /** Larger files are skipped as `too_large` (harvest's default 32MiB). A number is bytes. */
+  maxFileBytes?: number | string;
+  /** At most this many artifacts (default 1000). */
+  maxFiles?: number;
+  /** At most this many bytes of artifacts (default 256MiB). */
+  maxTotalBytes?: number | string;
+  /** Keep at most this much of each stream in the result (default 16MiB; chunks are complete). */
+  maxOutputBytes?: number | string;
+  /** Collect dot-files and `__pycache__` too. */
+  includeHidden?: boolean;
+  /** Leave out names matching these globs. */
+  exclude?: readonly string[];
+  /** Record nothing in harvest's history database. */
+  noHistory?: boolean;
+  /** Do not use the MIME cache. */
+  noCache?: boolean;
+}
+
+export interface HarvestSandboxOptions {
+  /** The sandbox's directory: the default cwd, and what relative paths are relative to. */
+  workingDir: string;
+  /**
+   * The harvest binary. Default: `$HARVEST_BIN` or `harvest` on PATH; with `exec`, `harvest`
+   * (the remote PATH's), since a local path means nothing in the remote box.
+   */
+  harvest?: string;
+  /** harvest's history database (`--db`); default harvest's own ($HARVEST_DB, ~/.local/share). */
+  db?: string;
+  /** A command prefix harvest is started through, e.g. `['docker', 'exec', '-i', 'box']`. */
+  exec?: readonly string[];
+  /**
+   * Pass harvest's arguments as one shell-quoted string, for prefixes that hand their arguments
+   * to a remote shell (ssh does). Default: true when `exec[0]` is `ssh`.
+   */
+  execQuote?: boolean;
+  /** Limits of the collection after each run. */
+  collect?: CollectOptions;
+  /** Label of every run in harvest's history. */
+  label?: string;
+}
+
+/** An OutputFile with harvest's extra fields. */
+export interface HarvestOutputFile extends OutputFile {
+  /** Relative to the directory the command ran in, `/`-separated. */
+  readonly path: string;
+  readonly size: number;
+  readonly sha256: string;
+}
+
+/** A file the run produced but harvest did not return, and why (`too_large`, `limit`, `symlink`...). */
+export interface SkippedFile {
+  readonly path: string;
+  readonly reason: string;
+  readonly size: number | null;
+}
+
+/** An ExecutionResult with harvest's extra fields. */
+export interface HarvestExecutionResult extends ExecutionResult {
+  readonly outputFiles: HarvestOutputFile[];
+  readonly skipped: SkippedFile[];
+  /** The run in harvest's history, or null with `noHistory`. */
+  readonly runId: number | null;
+  readonly timedOut: boolean;
+  readonly durationMs: number;
+  readonly stdoutTruncated: boolean;
+  readonly stderrTruncated: boolean;
+}
+
+/** A harvest failure that is not one of the SDK's errors; `code` is `ENOENT` for a missing path. */
+export class HarvestError extends Error {
+  readonly exitCode: number;
+  readonly path: string | undefined;
+  readonly code: string | undefined;
+  constructor(message: string, exitCode: number, path?: string, code?: string) {
+    super(message);
+    this.name = 'HarvestError';
+    this.exitCode = exitCode;
+    this.path = path;
+    this.code = code;
+  }
+}
+
+// The SDK's rules, so a name is refused here as the SDK's own sandboxes refuse it.
+const ENV_KEY = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
+// harvest's rule for --language (the SDK's, plus `+`).
+const LANGUAGE = /^[A-Za-z0-9._+-]+$/;
+// How long harvest gets to end an aborted command (SIGTERM, SIGKILL 2 s later) and record the
+// run, before it is killed itself.
+const ABORT_GRACE_MS = 10_000;
+
+const IMAGE_FORMATS: Record<string, 'png' | 'jpeg' | 'gif' | 'webp'> = {
+  'image/png': 'png',
+  'image/jpeg': 'jpeg',
+  'image/gif': 'gif',
+  'image/webp': 'webp',
+};
+// Models refuse larger images (Bedrock: 3.75 MB); a larger one is described like any other file.
+const MAX_IMAGE_BYTES = 3_750_000;
+
+interface RawOutputFile {
+  name: string;
+  path: string;
+  mimeType: string;
+  size: number;
+  sha256: string;
+  content: string | null;
+}
+
+function toBytes(base64: string | null): Uint8Array {
+  if (!base64) return new Uint8Array(0);
+  const b = Buffer.from(base64, 'base64');
+  // A plain Uint8Array, as the SDK's type says (a Buffer is a subclass with other methods).
+  return new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
+}
+
+function toResult(raw: Record<string, unknown>): HarvestExecutionResult {
+  const files = (raw.outputFiles as RawOutputFile[] | undefined) ?? [];
+  return {
+    ...raw,
+    type: 'executionResult',
+    outputFiles: files.map((f) => ({ ...f, content: toBytes(f.content) })),
+  } as unknown as HarvestExecutionResult;
+}
+
+function sizeArg(v: number | string): string {
+  return typeof v === 'number' ? String(Math.floor(v)) : v;
+}
+
+/**
+ * The Strands `Sandbox` on harvest. Each operation is one harvest process; nothing is kept
+ * between calls, so one instance serves any number of concurrent calls.
+ */
+export class HarvestSandbox extends Sandbox {
+  readonly workingDir: string;
+  readonly db: string | undefined;
+  readonly label: string | undefined;
+  readonly collect: CollectOptions;
+  private readonly _launcher: Launcher;
+
+  constructor(options: HarvestSandboxOptions) {
+    super();
+    const exec = [...(options.exec ?? [])];
+    if (exec.length > 0 && !posixPath.isAbsolute(options.workingDir)) {
+      // With a prefix the directory is in another box: there is no local cwd to resolve it by.
+      throw new Error(`workingDir must be absolute with an exec prefix: ${options.workingDir}`);
+    }
+    this.workingDir = exec.length > 0 ? posixPath.normalize(options.workingDir) : localPath.resolve(options.workingDir);
+    this.db = options.db;
+    this.label = options.label;
+    this.collect = { ...(options.collect ?? {}) };
+    this._launcher = {
+      harvest: options.harvest ?? (exec.length > 0 ? 'harvest' : (process.env.HARVEST_BIN ?? 'harvest')),
+      exec,
+      execQuote: options.execQuote ?? (exec.length > 0 && posixPath.basename(exec[0]!) === 'ssh'),
+    };
+  }
+
+  /** A sandbox path: absolute as given, else relative to workingDir. */
+  resolvePath(path: string): string {
+    return posixPath.isAbsolute(path) ? path : posixPath.join(this.workingDir, path);
+  }
+
+  override async *executeStreaming(
+    command: string,
+    options?: ExecuteOptions,
+  ): AsyncGenerator<StreamChunk | HarvestExecutionResult> {
+    yield* this._run(['--shell', '--', command], undefined, options);
+  }
+
+  override async *executeCodeStreaming(
+    code: string,
+    language: string,
+    options?: ExecuteOptions,
+  ): AsyncGenerator<StreamChunk | HarvestExecutionResult> {
+    if (!LANGUAGE.test(language)) {
+      throw new Error(`language parameter contains invalid characters: ${language}`);
+    }
+    yield* this._run(['--language', language], new TextEncoder().encode(code), options);
+  }
+
+  override async execute(command: string, options?: ExecuteOptions): Promise<HarvestExecutionResult> {
+    return (await super.execute(command, options)) as HarvestExecutionResult;
+  }
+
+  override async executeCode(code: string, language: string, options?: ExecuteOptions): Promise<HarvestExecutionResult> {
+    return (await super.executeCode(code, language, options)) as HarvestExecutionResult;
+  }
+
+  private _runArgs(options: ExecuteOptions | undefined): string[] {
+    const args = ['run', '--case', 'camel', '--quiet', '--dir', this.resolvePath(options?.cwd ?? this.workingDir)];
+    if (options?.timeout !== undefined) args.push('--timeout', String(options.timeout));
+    for (const [key, value] of Object.entries(options?.env ?? {})) {
+      if (!ENV_KEY.test(key)) throw new Error(`Invalid environment variable name: ${key}`);
+      args.push('--env', `${key}=${value}`);
+    }
+    const c = this.collect;
+    if (c.maxFileBytes !== undefined) args.push('--max-file-bytes', sizeArg(c.maxFileBytes));
+    if (c.maxFiles !== undefined) args.push('--max-files', String(c.maxFiles));
+    if (c.maxTotalBytes !== undefined) args.push('--max-total-bytes', sizeArg(c.maxTotalBytes));
+    if (c.maxOutputBytes !== undefined) args.push('--max-output-bytes', sizeArg(c.maxOutputBytes));
+    if (c.includeHidden) args.push('--include-hidden');
+    for (const glob of c.exclude ?? []) args.push('--exclude', glob);
+    if (c.noHistory) args.push('--no-history');
+    if (c.noCache) args.push('--no-cache');
+    if (this.label !== undefined) args.push('--label', this.label);
+    if (this.db !== undefined) args.push('--db', this.db);
+    return args;
+  }
+
+  /**
+   * One `harvest run`: yields each StreamChunk as harvest prints it, then the ExecutionResult.
+   * A timeout (harvest's own, so it also holds through a prefix) raises SandboxTimeoutError
+   * after the chunks; an abort sends harvest SIGTERM, which ends the command's process group and
+   * records the run, and raises SandboxAbortError once harvest has exited.
+   */
+  private async *_run(
+    tail: string[],
+    input: Uint8Array | undefined,
+    options: ExecuteOptions | undefined,
+  ): AsyncGenerator<StreamChunk | HarvestExecutionResult> {
+    const args = [...this._runArgs(options), ...tail];
+    const signal = options?.signal;
+    if (signal?.aborted) throw new SandboxAbortError();
+
+    const proc = spawnHarvest(this._launcher, args);
+    const events: StreamChunk[] = [];
+    let result: Record<string, unknown> | undefined;
+    let badLine: string | undefined;
+    let pending: Buffer[] = [];
+    const stderr: Buffer[] = [];
+    let closed = false;
+    let status = 0;
+    let spawnError: Error | undefined;
+    let aborted = false;
+    let killTimer: NodeJS.Timeout | undefined;
+    let wake: (() => void) | undefined;
+    const notify = () => {
+      const w = wake;
+      wake = undefined;
+      w?.();
+    };
+
+    const takeLine = (line: string) => {
+      if (line === '') return;
+      let event: Record<string, unknown>;
+      try {
+        event = JSON.parse(line) as Record<string, unknown>;
+      } catch {
+        badLine ??= line.slice(0, 200);
+        return;
+      }
+      if (event.type === 'streamChunk') {
+        events.push({ type: 'streamChunk', data: event.data as string, streamType: event.streamType as 'stdout' | 'stderr' });
+      } else if (event.type === 'executionResult') {
+        result = event;
+      }
+    };
+    proc.stdout!.on('data', (b: Buffer) => {
+      // Lines end at 0x0A, which is never inside a UTF-8 sequence: decode whole lines only.
+      let start = 0;
+      let nl = b.indexOf(10);
+      while (nl !== -1) {
+        pending.push(b.subarray(start, nl));
+        takeLine(Buffer.concat(pending).toString('utf8'));
+        pending = [];
+        start = nl + 1;
+        nl = b.indexOf(10, start);
+      }
+      if (start < b.length) pending.push(b.subarray(start));
+      notify();
+    });
+    proc.stderr!.on('data', (b: Buffer) => stderr.push(b));
+    proc.stdin!.on('error', () => {});
+    proc.on('error', (err) => {
+      spawnError = err;
+      closed = true;
+      notify();
+    });
+    proc.on('close', (code, sig) => {
+      if (pending.length > 0) takeLine(Buffer.concat(pending).toString('utf8'));
+      pending = [];
+      status = exitStatus(code, sig);
+      closed = true;
+      notify();
+    });
+    const onAbort = () => {
+      if (aborted || closed) return;
+      aborted = true;
+      proc.kill('SIGTERM');
+      killTimer = setTimeout(() => {
+        if (!closed) proc.kill('SIGKILL');
+      }, ABORT_GRACE_MS);
+      notify();
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+    proc.stdin!.end(input ?? new Uint8Array(0));
+
+    try {
+      for (;;) {
+        if (!aborted) {
+          while (events.length > 0) yield events.shift()!;
+        }
+        if (closed) break;
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+        });
+      }
+      if (aborted) throw new SandboxAbortError();
+      if (spawnError) throw spawnError;
+      if (result === undefined) {
+        const why = reason(Buffer.concat(stderr).toString('utf8'), badLine ?? `harvest run exited with status ${status}`);
+        throw new HarvestError(why, status);
+      }
+      const final = toResult(result);
+      if (final.timedOut) {
+        const err = new SandboxTimeoutError(options?.timeout ?? 0, final.stdout, final.stderr);
+        // SDKs before 1.19 take only the seconds: the partial output rides along all the same.
+        Object.assign(err, { stdout: final.stdout, stderr: final.stderr, result: final });
+        throw err;
+      }
+      yield final;
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      if (killTimer !== undefined) clearTimeout(killTimer);
+      // The consumer stopped early: end the run as an abort would.
+      if (!closed) proc.kill('SIGTERM');
+    }
+  }
+
+  override async readFile(path: string): Promise<Uint8Array> {
+    const full = this.resolvePath(path);
+    const r = await runHarvest(this._launcher, ['cat', '--', full]);
+    this._check(r.code, r.stderr, 'cat', full);
+    return new Uint8Array(r.stdout.buffer, r.stdout.byteOffset, r.stdout.byteLength);
+  }
+
+  /** Writes through `harvest put`: a temporary file beside it, renamed; parents are created. */
+  override async writeFile(path: string, content: Uint8Array, mode?: number | string): Promise<void> {
+    const full = this.resolvePath(path);
+    const args = ['put'];
+    if (mode !== undefined) args.push('--mode', typeof mode === 'number' ? mode.toString(8) : mode);
+    args.push('--', full);
+    const r = await runHarvest(this._launcher, args, content);
+    this._check(r.code, r.stderr, 'put', full);
+  }
+
+  override async removeFile(path: string): Promise<void> {
+    const full = this.resolvePath(path);
+    const r = await runHarvest(this._launcher, ['rm', '--', full]);
+    this._check(r.code, r.stderr, 'rm', full);
+  }
+
+  /** Removes a directory tree (`harvest rm -r`), never following a symlink. */
+  async removeTree(path: string): Promise<void> {
+    const full = this.resolvePath(path);
+    const r = await runHarvest(this._launcher, ['rm', '-r', '--', full]);
+    this._check(r.code, r.stderr, 'rm', full);
+  }
+
+  override async listFiles(path: string): Promise<FileInfo[]> {
+    const full = this.resolvePath(path);
+    const r = await runHarvest(this._launcher, ['ls', '--case', 'camel', '--quiet', '--', full]);
+    if (r.code === 3) throw new SandboxPathNotFoundError(path);
+    // Exit 1 with a listing is a warning (harvest already gave isDir/size up for the entries it
+    // could not stat); without one it is a failure.
+    if (r.code === 0 || r.code === 1) {
+      let entries: { name: string; isDir?: boolean | null; size?: number | null }[] | undefined;
+      try {
+        entries = JSON.parse(r.stdout.toString('utf8'));
+      } catch {
+        // fall through to the error
+      }
+      if (Array.isArray(entries)) {
+        // Unknown is absent, never null (harvest's camelCase leaves the keys out already).
+        return entries.map((e) => {
+          const info: { name: string; isDir?: boolean; size?: number } = { name: e.name };
+          if (e.isDir !== undefined && e.isDir !== null) info.isDir = e.isDir;
+          if (e.size !== undefined && e.size !== null) info.size = e.size;
+          return info;
+        });
+      }
+    }
+    throw new HarvestError(reason(r.stderr, `harvest ls ${full}: exit status ${r.code}`), r.code, full);
+  }
+
+  private _check(code: number, stderr: string, what: string, full: string): void {
+    if (code === 0) return;
+    const why = reason(stderr, `harvest ${what} ${full}: exit status ${code}`);
+    // Exit 3 is harvest's "does not exist", the ENOENT the SDK's local sandbox throws here.
+    throw new HarvestError(why, code, full, code === 3 ? 'ENOENT' : undefined);
+  }
+
+  /**
+   * `harvest_shell` and `harvest_code`: like the SDK's shell tool, but the model also gets the
+   * files the command produced: images (PNG, JPEG, GIF, WebP up to 3.75 MB) as image blocks, the
+   * others by name, path, MIME type and size.
+   */
+  override getTools(): Tool[] {
+    const sandbox = this;
+    const shell = new FunctionTool({
+      name: 'harvest_shell',
+      description:
+        'Run a shell command (sh -c) in the sandbox. Returns its exit code, output, error output ' +
+        'and the files it created or changed; images among them are shown to you.',
+      inputSchema: {
+        type: 'object',
+        properties: {
+          command: { type: 'string', description: 'The shell command to execute.' },
+          timeout: { type: 'number', description: 'Timeout in seconds (default: 120).' },
+        },
+        required: ['command'],
+      },
+      callback: async (input: unknown) => {
+        const { command, timeout } = input as { command: string; timeout?: number };
+        return toolResult(await runForTool(() => sandbox.execute(command, { timeout: timeout ?? 120 })));
+      },
+    });
+    const code = new FunctionTool({
+      name: 'harvest_code',
+      description:
+        'Run source code with an interpreter (e.g. python3, node) in the sandbox. Returns its ' +
+        'exit code, output, error output and the files it created or changed; images among them ' +
+        'are shown to you.',
+      inputSchema: {
+        type: 'object',
+        properties: {
+          code: { type: 'string', description: 'The source code.' },
+          language: { type: 'string', description: 'The interpreter, e.g. python3.' },
+          timeout: { type: 'number', description: 'Timeout in seconds (default: 120).' },
+        },
+        required: ['code', 'language'],
+      },
+      callback: async (input: unknown) => {
+        const { code: source, language, timeout } = input as { code: string; language: string; timeout?: number };
+        return toolResult(
+          await runForTool(() => sandbox.executeCode(source, language, { timeout: timeout ?? 120 })),
+        );
+      },
+    });
+    return [shell, code];
+  }
+}
+
+async function runForTool(run: () => Promise<HarvestExecutionResult>): Promise<HarvestExecutionResult> {
+  try {
+    return await run();
+  } catch (err) {
+    if (err instanceof SandboxTimeoutError) {
+      const e = err as SandboxTimeoutError & { stdout?: string; stderr?: string };
+      const partial = { output: e.stdout ?? '', error: e.stderr ?? '', exit_code: 124 };
+      throw new Error(`${err.message}\n${JSON.stringify(partial)}`);
+    }
+    throw err;
+  }
+}
+
+/**
+ * The tool result: a JSON summary as text, then an image block per image. (FunctionTool passes
+ * an array of content blocks through as the result's content; its type says JSONValue only.)
+ */
+function toolResult(r: HarvestExecutionResult): JSONValue {
+  const images = r.outputFiles.filter((f) => IMAGE_FORMATS[f.mimeType] && f.content.byteLength <= MAX_IMAGE_BYTES);
+  const summary = {
+    exit_code: r.exitCode,
+    output: r.stdout,
+    error: r.stderr,
+    output_files: r.outputFiles.map((f) => ({
+      name: f.name,
+      path: f.path,
+      mime_type: f.mimeType,
+      size: f.size,
+      shown: images.includes(f),
+    })),
+    skipped: r.skipped,
+  };
+  const blocks: (TextBlock | ImageBlock)[] = [new TextBlock(JSON.stringify(summary))];
+  for (const f of images) {
+    blocks.push(new ImageBlock({ format: IMAGE_FORMATS[f.mimeType]!, source: { bytes: f.content } }));
+  }
+  return blocks as unknown as JSONValue;
+}

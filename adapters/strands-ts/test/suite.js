@@ -1,0 +1,317 @@
+// The sandbox scenarios, run once with harvest started directly and once through an exec
+// prefix (sandbox.test.js, exec.test.js).
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { createHash, randomBytes } from 'node:crypto';
+import { execFileSync } from 'node:child_process';
+import { SandboxAbortError, SandboxPathNotFoundError, SandboxTimeoutError } from '@strands-agents/sdk';
+import { HarvestSandbox, HarvestError } from '../dist/index.js';
+import { HARVEST, GIF, PNG, alive, groupMembers, localEnvironment, settle, tmpdir, u8 } from './helpers.js';
+
+/** Byte order of names, as harvest sorts them (UTF-8 order is code point order). */
+function byBytes(a, b) {
+  return Buffer.compare(Buffer.from(a.name), Buffer.from(b.name));
+}
+
+async function collect(iterable) {
+  const items = [];
+  for await (const item of iterable) items.push(item);
+  return items;
+}
+
+/**
+ * @param {string} label
+ * @param {string[] | undefined} exec  the prefix harvest is started through
+ */
+export function defineSuite(label, exec) {
+  const make = (workingDir, extra = {}) => {
+    const db = path.join(tmpdir(), 'harvest.db');
+    return new HarvestSandbox({ workingDir, harvest: HARVEST, db, exec, ...extra });
+  };
+
+  describe(`HarvestSandbox (${label})`, () => {
+    it('lists a hostile directory exactly as the SDK local environment does', async () => {
+      const dir = tmpdir();
+      const names = ['a.txt', 'B', 'space name', 'new\nline', 'tab\tname', 'ünïcödé', '日本語', '🙂', '-dash', '.hidden', '\\back', "quo'te\"", 'empty'];
+      for (const [i, n] of names.entries()) fs.writeFileSync(path.join(dir, n), 'x'.repeat(i));
+      fs.mkdirSync(path.join(dir, 'sub'));
+      fs.symlinkSync('sub', path.join(dir, 'link-to-dir'));
+      fs.symlinkSync('a.txt', path.join(dir, 'link-to-file'));
+      fs.symlinkSync('nowhere', path.join(dir, 'dangling'));
+      fs.symlinkSync('loop', path.join(dir, 'loop'));
+      execFileSync('mkfifo', [path.join(dir, 'fifo')]);
+      // A name that is not UTF-8: harvest writes the byte 0xFF as \udcff (Node would give U+FFFD).
+      fs.writeFileSync(Buffer.from([...Buffer.from(dir + '/bad'), 0xff, 0x2e, 0x74]), 'abc');
+
+      const sandbox = make(dir);
+      const ours = await sandbox.listFiles(dir);
+      const reference = await (await localEnvironment()).listFiles(dir);
+
+      const valid = (e) => !/[\ud800-\udfff]/.test(e.name.replace(/[\ud800-\udbff][\udc00-\udfff]/g, ''));
+      const lossy = (e) => !e.name.includes('\ufffd');
+      assert.deepStrictEqual(ours.filter(valid), reference.filter(lossy).sort(byBytes));
+      assert.deepStrictEqual(ours.filter((e) => !valid(e)), [{ name: 'bad\udcff.t', isDir: false, size: 3 }]);
+      // harvest's order: bytewise.
+      assert.deepStrictEqual(ours.map((e) => e.name), [...ours].sort(byBytes).map((e) => e.name));
+      // Unknown is absent, not null: the keys are not there at all.
+      const dangling = ours.find((e) => e.name === 'dangling');
+      assert.deepStrictEqual(Object.keys(dangling), ['name']);
+      assert.deepStrictEqual(ours.find((e) => e.name === 'link-to-dir'), { name: 'link-to-dir', isDir: true, size: fs.statSync(path.join(dir, 'sub')).size });
+      // Relative paths are relative to workingDir.
+      assert.deepStrictEqual(await sandbox.listFiles('.'), ours);
+      assert.deepStrictEqual(await sandbox.listFiles('sub'), []);
+    });
+
+    it('streams chunks in order, with exact bytes, before the command ends', async () => {
+      const dir = tmpdir();
+      const sandbox = make(dir);
+      // The command cannot end before the test has seen its first chunks: it waits for files the
+      // test creates when it sees them. (The timeout only bounds a broken adapter.)
+      const cmd =
+        "printf 'first \\303\\251\\346\\227\\245\\360\\237\\231\\202 \\377 \\000\\r\\t\\n'; " +
+        'while [ ! -e go1 ]; do sleep 0.02; done; ' +
+        "printf 'second\\n' >&2; " +
+        'while [ ! -e go2 ]; do sleep 0.02; done; ' +
+        "printf 'third'";
+      const seen = [];
+      for await (const item of sandbox.executeStreaming(cmd, { timeout: 120 })) {
+        seen.push(item);
+        if (item.type === 'streamChunk' && item.data.includes('first')) fs.writeFileSync(path.join(dir, 'go1'), '');
+        if (item.type === 'streamChunk' && item.data.includes('second')) fs.writeFileSync(path.join(dir, 'go2'), '');
+      }
+      const first = 'first é日🙂 \udcff \u0000\r\t\n';
+      const chunks = seen.slice(0, -1);
+      assert.ok(chunks.every((c) => c.type === 'streamChunk'));
+      assert.equal(chunks.filter((c) => c.streamType === 'stdout').map((c) => c.data).join(''), first + 'third');
+      assert.deepStrictEqual(chunks.filter((c) => c.streamType === 'stderr').map((c) => c.data), ['second\n']);
+      // Order: all of `first` before `second`, `second` before `third`.
+      const order = chunks.map((c) => (c.data.includes('third') ? 3 : c.data.includes('second') ? 2 : 1));
+      assert.deepStrictEqual(order, [...order].sort());
+      const result = seen.at(-1);
+      assert.equal(result.type, 'executionResult');
+      assert.equal(result.exitCode, 0);
+      assert.equal(result.stdout, first + 'third');
+      assert.equal(result.stderr, 'second\n');
+      assert.equal(result.timedOut, false);
+      assert.equal(typeof result.runId, 'number');
+      // go1 and go2 were made by the test, during the run: they are outputs too.
+      assert.deepStrictEqual(result.outputFiles.map((f) => f.name).sort(), ['go1', 'go2']);
+    });
+
+    it('returns the files a command produced, byte-equal, with their MIME types', async () => {
+      const dir = tmpdir();
+      const src = tmpdir();
+      fs.writeFileSync(path.join(src, 'p.png'), PNG);
+      fs.writeFileSync(path.join(src, 'g.gif'), GIF);
+      fs.writeFileSync(path.join(dir, 'old.txt'), 'was here');
+      const sandbox = make(dir);
+      const result = await sandbox.execute(
+        `cp '${src}/p.png' plot.png && mkdir figs && cp '${src}/g.gif' figs/anim.gif && ` +
+          "printf 'x,y\\n1,2\\n' > table.csv && printf '{\"a\": 1}\\n' > figs/data.json && head -c 3000 /dev/urandom > blob.bin",
+      );
+      assert.equal(result.exitCode, 0);
+      const byPath = Object.fromEntries(result.outputFiles.map((f) => [f.path, f]));
+      assert.deepStrictEqual(Object.keys(byPath).sort(), ['blob.bin', 'figs/anim.gif', 'figs/data.json', 'plot.png', 'table.csv']);
+      const types = { 'plot.png': 'image/png', 'figs/anim.gif': 'image/gif', 'table.csv': 'text/csv', 'figs/data.json': 'application/json', 'blob.bin': 'application/octet-stream' };
+      for (const [p, f] of Object.entries(byPath)) {
+        const disk = fs.readFileSync(path.join(dir, p));
+        assert.equal(f.content.constructor, Uint8Array, p);
+        assert.deepStrictEqual(f.content, u8(disk), p);
+        assert.equal(f.mimeType, types[p], p);
+        assert.equal(f.name, path.basename(p));
+        assert.equal(f.size, disk.length);
+        assert.equal(f.sha256, createHash('sha256').update(disk).digest('hex'));
+      }
+      assert.deepStrictEqual(result.skipped, []);
+    });
+
+    it('reports what the limits left out in skipped', async () => {
+      const dir = tmpdir();
+      const sandbox = make(dir, { collect: { maxFileBytes: 10 } });
+      const result = await sandbox.execute("printf 'small' > a.txt; printf '0123456789abcdef' > big.txt");
+      assert.deepStrictEqual(result.outputFiles.map((f) => f.name), ['a.txt']);
+      assert.deepStrictEqual(result.skipped, [{ path: 'big.txt', reason: 'too_large', size: 16 }]);
+    });
+
+    it('executes code through an interpreter', async () => {
+      const dir = tmpdir();
+      const sandbox = make(dir);
+      const r = await sandbox.executeCode("import sys\nprint(6*7)\nsys.stderr.write('é')\nopen('out.txt','w').write('hi')\n", 'python3');
+      assert.equal(r.exitCode, 0);
+      assert.equal(r.stdout, '42\n');
+      assert.equal(r.stderr, 'é');
+      assert.deepStrictEqual(r.outputFiles.map((f) => [f.name, f.mimeType]), [['out.txt', 'text/plain']]);
+      const sh = await collect(sandbox.executeCodeStreaming('echo "$0"; exit 3', 'sh'));
+      assert.equal(sh.at(-1).exitCode, 3);
+      assert.equal(sh.at(-1).stdout, 'sh\n');
+      const missing = await sandbox.executeCode('x', 'no-such-interpreter');
+      assert.equal(missing.exitCode, 127);
+      await assert.rejects(sandbox.executeCode('x', 'python3; rm -rf /'), /invalid characters/);
+    });
+
+    it('honours env and cwd', async () => {
+      const dir = tmpdir();
+      fs.mkdirSync(path.join(dir, 'sub'));
+      const sandbox = make(dir);
+      const env = await sandbox.execute('printf "%s|%s" "$FOO" "$BAR"', { env: { FOO: "a b$c'd", BAR: '' } });
+      assert.equal(env.stdout, "a b$c'd|");
+      await assert.rejects(sandbox.execute('true', { env: { 'A=B': 'x' } }), /Invalid environment variable name/);
+      assert.equal((await sandbox.execute('pwd')).stdout, `${dir}\n`);
+      const sub = await sandbox.execute('pwd; printf x > f.txt', { cwd: 'sub' });
+      assert.equal(sub.stdout, `${dir}/sub\n`);
+      assert.deepStrictEqual(sub.outputFiles.map((f) => f.path), ['f.txt']);
+      assert.equal((await sandbox.execute('pwd', { cwd: path.join(dir, 'sub') })).stdout, `${dir}/sub\n`);
+      const code = await sandbox.executeCode('import os; print(os.environ["X"], os.getcwd())', 'python3', { env: { X: 'y' }, cwd: 'sub' });
+      assert.equal(code.stdout, `y ${dir}/sub\n`);
+    });
+
+    it('times out with the partial output after the chunks, and ends the process group', async () => {
+      const dir = tmpdir();
+      const sandbox = make(dir);
+      const seen = [];
+      let error;
+      try {
+        for await (const item of sandbox.executeStreaming('sleep 300 & echo "$$ $!"; wait', { timeout: 1 })) seen.push(item);
+      } catch (e) {
+        error = e;
+      }
+      assert.ok(error instanceof SandboxTimeoutError, String(error));
+      assert.equal(seen.length, 1);
+      assert.equal(seen[0].type, 'streamChunk');
+      assert.equal(error.stdout, seen[0].data);
+      assert.equal(error.stderr, '');
+      const [shell, sleeper] = seen[0].data.trim().split(' ').map(Number);
+      assert.deepStrictEqual(await settle(() => [shell, sleeper].filter(alive)), []);
+      assert.deepStrictEqual(await settle(() => groupMembers(shell)), []);
+    });
+
+    it('aborts on the signal, ends the process group and still records the run', async () => {
+      const dir = tmpdir();
+      const db = path.join(tmpdir(), 'h.db');
+      const sandbox = make(dir, { db, label: 'aborted-run' });
+      const controller = new AbortController();
+      let pids;
+      let error;
+      try {
+        for await (const item of sandbox.executeStreaming('sleep 300 & echo "$$ $!"; wait', { signal: controller.signal })) {
+          if (item.type === 'streamChunk') {
+            pids = item.data.trim().split(' ').map(Number);
+            controller.abort();
+          }
+        }
+      } catch (e) {
+        error = e;
+      }
+      assert.ok(error instanceof SandboxAbortError, String(error));
+      assert.deepStrictEqual(await settle(() => pids.filter(alive)), []);
+      assert.deepStrictEqual(await settle(() => groupMembers(pids[0])), []);
+      const runs = JSON.parse(execFileSync(HARVEST, ['history', 'runs', '--db', db, '--label', 'aborted-run']));
+      assert.equal(runs.length, 1);
+      assert.deepStrictEqual(runs[0].command, ['sh', '-c', 'sleep 300 & echo "$$ $!"; wait']);
+      assert.notEqual(runs[0].exit_code, 0);
+
+      // Already aborted: nothing runs.
+      const gone = new AbortController();
+      gone.abort();
+      await assert.rejects(sandbox.execute('touch ran', { signal: gone.signal }), SandboxAbortError);
+      assert.equal(fs.existsSync(path.join(dir, 'ran')), false);
+    });
+
+    it('round-trips a 100 MiB binary file through writeFile and readFile', async () => {
+      const dir = tmpdir();
+      const sandbox = make(dir);
+      const data = u8(randomBytes(100 * 1024 * 1024));
+      await sandbox.writeFile('big/blob.bin', data);
+      const disk = fs.readFileSync(path.join(dir, 'big/blob.bin'));
+      assert.equal(disk.length, data.length);
+      assert.ok(Buffer.from(data.buffer, data.byteOffset, data.byteLength).equals(disk));
+      const back = await sandbox.readFile(path.join(dir, 'big/blob.bin'));
+      assert.equal(back.constructor, Uint8Array);
+      assert.equal(back.byteLength, data.byteLength);
+      assert.ok(Buffer.from(back.buffer, back.byteOffset, back.byteLength).equals(disk));
+    });
+
+    it('writes text, creates parent directories, replaces files whole', async () => {
+      const dir = tmpdir();
+      const sandbox = make(dir);
+      await sandbox.writeText('a/b/c/d.txt', 'héllo\n');
+      assert.equal(fs.readFileSync(path.join(dir, 'a/b/c/d.txt'), 'utf8'), 'héllo\n');
+      assert.equal(await sandbox.readText('a/b/c/d.txt'), 'héllo\n');
+      await sandbox.writeText('a/b/c/d.txt', 'x');
+      assert.equal(fs.readFileSync(path.join(dir, 'a/b/c/d.txt'), 'utf8'), 'x');
+      await sandbox.writeFile('empty', new Uint8Array(0));
+      assert.equal(fs.statSync(path.join(dir, 'empty')).size, 0);
+      assert.deepStrictEqual(await sandbox.readFile('empty'), new Uint8Array(0));
+      await sandbox.writeFile('run.sh', new TextEncoder().encode('#!/bin/sh\necho ran\n'), 0o755);
+      assert.equal(fs.statSync(path.join(dir, 'run.sh')).mode & 0o777, 0o755);
+      // No temporary file is left beside them.
+      assert.deepStrictEqual(fs.readdirSync(path.join(dir, 'a/b/c')), ['d.txt']);
+    });
+
+    it('removes files and symlinks, and trees only when asked', async () => {
+      const dir = tmpdir();
+      const sandbox = make(dir);
+      fs.writeFileSync(path.join(dir, 'f'), 'x');
+      fs.mkdirSync(path.join(dir, 'd/e'), { recursive: true });
+      fs.writeFileSync(path.join(dir, 'd/e/g'), 'y');
+      fs.symlinkSync('d', path.join(dir, 'link'));
+      await sandbox.removeFile('f');
+      assert.equal(fs.existsSync(path.join(dir, 'f')), false);
+      await sandbox.removeFile('link');
+      assert.equal(fs.existsSync(path.join(dir, 'link')), false);
+      assert.equal(fs.existsSync(path.join(dir, 'd/e/g')), true);
+      await assert.rejects(sandbox.removeFile('d'), HarvestError);
+      assert.equal(fs.existsSync(path.join(dir, 'd/e/g')), true);
+      await sandbox.removeTree('d');
+      assert.equal(fs.existsSync(path.join(dir, 'd')), false);
+    });
+
+    it('raises the SDK local environment errors for missing paths', async () => {
+      const dir = tmpdir();
+      fs.writeFileSync(path.join(dir, 'file'), 'x');
+      const sandbox = make(dir);
+      const reference = await localEnvironment();
+      for (const p of ['missing', 'missing/child', 'file']) {
+        await assert.rejects(sandbox.listFiles(p), SandboxPathNotFoundError, p);
+        await assert.rejects(sandbox.listFiles(path.join(dir, p)), SandboxPathNotFoundError, p);
+        await assert.rejects(reference.listFiles(path.join(dir, p)), SandboxPathNotFoundError, p);
+      }
+      const err = await sandbox.listFiles('missing').catch((e) => e);
+      assert.equal(err.message, 'Path not found: missing');
+      for (const op of ['readFile', 'removeFile']) {
+        for (const p of ['missing', 'missing/child']) {
+          const ours = await sandbox[op](p).catch((e) => e);
+          const theirs = await reference[op](path.join(dir, p)).catch((e) => e);
+          assert.ok(ours instanceof HarvestError, `${op} ${p}: ${ours}`);
+          assert.equal(ours.code, 'ENOENT', `${op} ${p}`);
+          assert.equal(ours.exitCode, 3);
+          assert.match(ours.message, new RegExp(p));
+          assert.equal(theirs.code, 'ENOENT');
+        }
+      }
+      // A cwd that does not exist: harvest refuses to run, with the reason.
+      await assert.rejects(sandbox.execute('true', { cwd: 'missing' }), (e) => e instanceof HarvestError && /missing/.test(e.message));
+      // A harvest that cannot be started.
+      const broken = new HarvestSandbox({ workingDir: dir, harvest: '/nonexistent/harvest', exec });
+      await assert.rejects(broken.execute('true'));
+      await assert.rejects(broken.listFiles('.'));
+    });
+
+    it('runs 16 executions at once', async () => {
+      const dir = tmpdir();
+      const sandbox = make(dir);
+      for (let i = 0; i < 16; i++) fs.mkdirSync(path.join(dir, `d${i}`));
+      const results = await Promise.all(
+        Array.from({ length: 16 }, (_, i) => sandbox.execute(`echo ${i}; printf ${i} > f${i}.txt`, { cwd: `d${i}` })),
+      );
+      results.forEach((r, i) => {
+        assert.equal(r.exitCode, 0);
+        assert.equal(r.stdout, `${i}\n`);
+        assert.deepStrictEqual(r.outputFiles.map((f) => [f.name, new TextDecoder().decode(f.content)]), [[`f${i}.txt`, String(i)]]);
+      });
+      assert.equal(new Set(results.map((r) => r.runId)).size, 16);
+    });
+  });
+}
