@@ -690,8 +690,9 @@ static void test_runs(void **state)
 	int64_t prev_started = INT64_MAX;
 	for (size_t i = 0; i < 4; i++) {
 		const tj_value *o = tj_at(list, i);
-		assert_int_equal(tj_len(o), 9);
+		assert_int_equal(tj_len(o), 10);
 		assert_int_equal(tj_int(tj_get(o, "run_id")), want[i].id);
+		assert_true(tj_is_null(tj_get(o, "end_reason")));
 		expect_json_eq(tj_get(o, "label"), want[i].label_json, "label");
 		expect_json_eq(tj_get(o, "command"), want[i].command_json, "command");
 		char *d = tu_path(f.root, want[i].dir);
@@ -1926,7 +1927,8 @@ static void test_concurrent_runs(void **state)
 enum { KILL_FILES = 2000 };
 
 /* After a kill: the database is consistent and usable; every run is either finished with all
- * its artifacts or unfinished with none (the finish is one transaction). */
+ * its artifacts or unfinished with none (the finish is one transaction); an unfinished one is
+ * ended as "interrupted" by the next writing open, still with none. */
 static void check_after_kill(const fixture *f, const char *what)
 {
 	if (path_exists(f->db))
@@ -1936,6 +1938,11 @@ static void check_after_kill(const fixture *f, const char *what)
 		const tj_value *o = tj_at(list, i);
 		int64_t n = tj_int(tj_get(o, "artifacts"));
 		bool ended = !tj_is_null(tj_get(o, "ended_at"));
+		const tj_value *why = tj_get(o, "end_reason");
+		if (ended && !tj_is_null(why)) {
+			expect_str(why, "interrupted", "end_reason after a kill");
+			ended = false;
+		}
 		if (ended ? n != KILL_FILES : n != 0)
 			fail_msg("%s: run %lld %s with %lld artifacts", what,
 				 (long long)tj_int(tj_get(o, "run_id")),
