@@ -88,13 +88,34 @@ typedef struct owner_id {
 	const char *host;   /* the rest of the string */
 } owner_id;
 
+/* The next space-separated word of *s into out (at most cap - 1 bytes); false when none. */
+static bool next_word(const char **s, char *out, size_t cap)
+{
+	const char *p = *s;
+	size_t n = strcspn(p, " ");
+	if (n == 0 || n >= cap)
+		return false;
+	memcpy(out, p, n);
+	out[n] = '\0';
+	*s = p[n] ? p + n + 1 : p + n;
+	return true;
+}
+
 static bool owner_parse(const char *s, owner_id *o)
 {
-	int used = 0;
-	if (!s || sscanf(s, "%ld %llu %31s %63s %n", &o->pid, &o->start, o->ns, o->boot, &used) < 4 ||
-	    used == 0 || o->pid <= 0)
+	char pid[24], start[24];
+	if (!s || !next_word(&s, pid, sizeof(pid)) || !next_word(&s, start, sizeof(start)) ||
+	    !next_word(&s, o->ns, sizeof(o->ns)) || !next_word(&s, o->boot, sizeof(o->boot)))
 		return false;
-	o->host = s + used;
+	char *end;
+	errno = 0;
+	o->pid = strtol(pid, &end, 10);
+	if (errno || *end || o->pid <= 0)
+		return false;
+	o->start = strtoull(start, &end, 10);
+	if (errno || *end)
+		return false;
+	o->host = s;
 	return true;
 }
 
