@@ -243,7 +243,8 @@ typedef struct hv_run_end {
 	size_t stderr_len;
 	bool stderr_truncated;
 	const char *skipped_json; /* the `skipped` array as JSON text; NULL: "[]" */
-	const char *end_reason;   /* NULL, or HV_END_NOT_RECORDED (see above) */
+	const char *end_reason;   /* NULL; HV_END_NOT_RECORDED when ending a run whose recording
+	                           * the caller gave up on */
 } hv_run_end;
 
 /* Records the artifacts (with their contents, when given; a content's SHA-256 is checked) and
@@ -251,11 +252,13 @@ typedef struct hv_run_end {
  * HV_EUSAGE for a bad digest or a content that does not match it; HV_DONE when the run does
  * not exist (pruned meanwhile) or has already finished.
  *
- * When it fails, nothing of it is recorded and the run is still open. A caller that printed or
- * keeps the run's result then calls hv_store_run_finish() again with no artifacts and
- * end.end_reason = HV_END_NOT_RECORDED (best effort: if that fails too, the next writing open
- * after this process exits ends the run as HV_END_INTERRUPTED), and reports the run as not
- * recorded (`"run_id": null`), never as the id of a run that lacks the artifacts. */
+ * When the recording fails midway (a database error: disk full, the lock busy past the
+ * timeout), none of it is recorded, and the run is then ended, in a transaction of its own,
+ * with no artifacts and end_reason HV_END_NOT_RECORDED (best effort: if that fails too, the
+ * next writing open after this process exits ends it as HV_END_INTERRUPTED); the error
+ * returned is the first one. The caller must then report the run as not recorded
+ * (`"run_id": null`), never as the id of a run that lacks the artifacts. (A later
+ * hv_store_run_finish() of that run returns HV_DONE: it has ended.) */
 hv_status hv_store_run_finish(hv_store *st, int64_t run_id, const hv_run_end *end,
                               const hv_artifact_in *artifacts, size_t n_artifacts);
 
@@ -370,7 +373,8 @@ enum {
  *   0666 & ~umask, then linked into place (renameat2 RENAME_NOREPLACE): never half written;
  * - a regular file with one link, owned by this user and group: likewise, with its mode copied,
  *   renamed over it (readers see the old or the new content, never a mix);
- * - a regular file with other hard links or another owner or group: written in place
+ * - a regular file with other hard links or another owner or group, or in a directory this
+ *   user may not write: written in place
  *   (truncated to the new length), so every link and its owner, mode and inode are kept; such a
  *   write is not atomic;
  * - a character or block device, a FIFO: opened (O_NONBLOCK, so a FIFO nobody reads is refused

@@ -200,6 +200,10 @@ hv_status hv_write_file(const char *path, const void *data, size_t len, int flag
 		int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (dirfd < 0)
 			rc = fail(path, errno);
+		else if (exists && faccessat(dirfd, ".", W_OK | X_OK, AT_EACCESS) != 0)
+			/* No temporary file can be made beside it: a file we may write, in a
+			 * directory we may not, is still written (in place). */
+			rc = in_place(p, &sb, data, len);
 		else
 			rc = via_temp(dirfd, path, base, data, len, exists ? sb.st_mode & 07777 : 0,
 				      exists);

@@ -371,6 +371,26 @@ static int record_artifact(hv_store *st, int64_t run_id, const hv_artifact_in *a
 	return src == SQLITE_DONE ? HV_OK : hvst_db_error(st, src, "cannot record an artifact");
 }
 
+/* After a recording that failed midway (disk full, lock busy past the timeout): the run is
+ * ended with none of its artifacts and says so, rather than left open as if still running.
+ * Best effort, in a transaction of its own (the rollback may have freed the room it needs);
+ * the caller's error stays the one reported. */
+static void end_not_recorded(hv_store *st, int64_t run_id, const hv_run_end *end)
+{
+	char msg[1024];
+	snprintf(msg, sizeof(msg), "%s", hv_error_last());
+	int status = hv_error_last_status();
+	hv_run_end e = *end;
+	e.end_reason = HV_END_NOT_RECORDED;
+	if (hvst_tx_begin(st) == HV_OK) {
+		if (check_run_open(st, run_id) == HV_OK && record_end(st, run_id, &e) == HV_OK)
+			hvst_tx_commit(st);
+		else
+			hvst_tx_rollback(st);
+	}
+	hv_error_set(status, "%s", msg);
+}
+
 hv_status hv_store_run_finish(hv_store *st, int64_t run_id, const hv_run_end *end,
 			      const hv_artifact_in *artifacts, size_t n_artifacts)
 {
@@ -384,9 +404,11 @@ hv_status hv_store_run_finish(hv_store *st, int64_t run_id, const hv_run_end *en
 		return hv_error_set(HV_ENOMEM, "out of memory");
 	for (size_t i = 0; rc == HV_OK && i < n_artifacts; i++)
 		rc = check_artifact(&artifacts[i], shas[i]);
+	bool was_open = false;
 	if (rc == HV_OK && (rc = hvst_tx_begin(st)) == HV_OK) {
 		int64_t now = hv_store_now_ns();
 		rc = check_run_open(st, run_id);
+		was_open = rc == HV_OK;
 		if (rc == HV_OK)
 			rc = record_end(st, run_id, end);
 		for (size_t i = 0; rc == HV_OK && i < n_artifacts; i++)
@@ -397,6 +419,8 @@ hv_status hv_store_run_finish(hv_store *st, int64_t run_id, const hv_run_end *en
 			hvst_tx_rollback(st);
 	}
 	free(shas);
+	if (rc != HV_OK && was_open && !end->end_reason)
+		end_not_recorded(st, run_id, end);
 	return rc;
 }
 

@@ -2461,6 +2461,40 @@ static void test_forged_content(void **state)
 	fx_close(&f);
 }
 
+/* A collect whose recording fails says run_id null, and the history says why that run has no
+ * artifacts: it ended "not_recorded". */
+static void test_failed_recording(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	tj_free(shell_run(&f, "first", "true", 0)); /* the database */
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(f.db, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "CREATE TRIGGER no_room BEFORE INSERT ON artifacts BEGIN"
+				      " SELECT RAISE(ABORT, 'database or disk is full'); END",
+				      NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	tu_mkdir(f.root, "c");
+	tu_write(f.root, "c/x.txt", "x", 1);
+	char *c = tu_path(f.root, "c");
+	tu_result r;
+	hv(&r, NULL, "collect", "--db", f.db, c, NULL);
+	expect_status(&r, 1, "collect with a failing recording");
+	tj_value *v = json_doc(&r, "collect with a failing recording");
+	assert_true(tj_is_null(tj_get(v, "run_id")));
+	tj_free(v);
+	tu_result_free(&r);
+	tj_value *list = history_json(&f, "runs", (const char *const[]){"--limit", "1", NULL});
+	const tj_value *o = tj_at(list, 0);
+	expect_str(tj_get(o, "end_reason"), "not_recorded", "end_reason");
+	assert_false(tj_is_null(tj_get(o, "ended_at")));
+	assert_int_equal(tj_int(tj_get(o, "artifacts")), 0);
+	tj_free(list);
+	free(c);
+	fx_close(&f);
+}
+
 /* A harvest killed mid-run leaves its run unended only until the next writing open, which ends
  * it as "interrupted". */
 static void test_interrupted_run(void **state)
@@ -2577,6 +2611,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_ids_not_reused, tu_cleanup),
 		cmocka_unit_test_teardown(test_show_zero, tu_cleanup),
 		cmocka_unit_test_teardown(test_forged_content, tu_cleanup),
+		cmocka_unit_test_teardown(test_failed_recording, tu_cleanup),
 		cmocka_unit_test_teardown(test_interrupted_run, tu_cleanup),
 		cmocka_unit_test_teardown(test_db_special_names, tu_cleanup),
 	};

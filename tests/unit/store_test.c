@@ -1772,6 +1772,36 @@ static void test_prune_spares_runs_in_progress(void **state)
 	check_ok(hv_store_close(st));
 }
 
+/* A recording that fails midway records none of the artifacts, and the run is then ended as
+ * "not_recorded" rather than left open or shown as complete. */
+static void test_failed_recording(void **state)
+{
+	fixture *f = *state;
+	hv_store *st = open_ok(f->db, 0);
+	int64_t id;
+	hv_run_start rs = {.dir = "/x"};
+	check_ok(hv_store_run_begin(st, &rs, &id));
+	raw_exec(f->db, "CREATE TRIGGER no_room BEFORE INSERT ON artifacts"
+			" BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;");
+	char sha[65];
+	tu_sha256_hex("abc", 3, sha);
+	hv_artifact_in a = {.path = "a", .path_len = 1, .name = "a", .name_len = 1,
+			    .mime_type = "text/plain", .size = 3, .sha256 = sha, .content = "abc",
+			    .content_len = 3};
+	hv_run_end end = {.has_exit_code = true, .exit_code = 0, .duration_ms = 5,
+			  .stdout_data = "out", .stdout_len = 3};
+	assert_int_equal(hv_store_run_finish(st, id, &end, &a, 1), HV_EDB);
+	assert_non_null(strstr(hv_error_last(), "disk is full"));
+	bool ended;
+	assert_string_equal(end_reason_of(st, id, &ended), HV_END_NOT_RECORDED);
+	assert_true(ended);
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM artifacts"), 0);
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM contents"), 0);
+	assert_int_equal(raw_int(f->db, "SELECT exit_code FROM runs"), 0);
+	assert_int_equal(hv_store_run_finish(st, id, &end, NULL, 0), HV_DONE);
+	check_ok(hv_store_close(st));
+}
+
 /* Stored bytes edited behind harvest's back are refused by every read, never served. */
 static void test_forged_content(void **state)
 {
@@ -1850,6 +1880,36 @@ static void test_write_file_refusals(void **state)
 	free(missing);
 	free(dangling);
 	free(sock);
+}
+
+static int nobody_writes(void *arg)
+{
+	return hv_write_file(arg, "new bytes", 9, 0) == HV_OK ? 0 : 1;
+}
+
+/* A file this user may write, in a directory it may not: written in place (no temporary file
+ * can be made beside it), not refused. */
+static void test_write_file_unwritable_dir(void **state)
+{
+	fixture *f = *state;
+	char *d = tu_path(f->dir, "ro");
+	assert_int_equal(mkdir(d, 0755), 0);
+	tu_write(d, "out.txt", "old", 3);
+	char *out = tu_path(d, "out.txt");
+	assert_int_equal(chown(out, 65534, 65534), 0);
+	assert_int_equal(chmod(f->dir, 0755), 0);
+	struct stat before, after;
+	assert_int_equal(stat(out, &before), 0);
+	assert_int_equal(tu_as_nobody(nobody_writes, out), 0);
+	assert_int_equal(stat(out, &after), 0);
+	assert_int_equal(after.st_ino, before.st_ino);
+	size_t len;
+	char *got = read_file(out, &len);
+	assert_int_equal(len, 9);
+	assert_memory_equal(got, "new bytes", 9);
+	free(got);
+	free(out);
+	free(d);
 }
 
 /* ---- concurrency and crashes ---------------------------------------------------------------- */
@@ -2090,8 +2150,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_interrupted_runs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_prune_spares_runs_in_progress, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_forged_content, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_failed_recording, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_special_names, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_write_file_refusals, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_write_file_unwritable_dir, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
