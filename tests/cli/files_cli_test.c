@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -398,6 +400,113 @@ static void test_cat_refusals(void **state)
 	free(dangling);
 }
 
+/* Starts harvest ARGS... with stdin in_fd and stdout out_fd (-1: /dev/null); returns the
+ * pid. */
+static pid_t hv_start(int in_fd, int out_fd, const char *const *args)
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDWR);
+		dup2(in_fd >= 0 ? in_fd : null, 0);
+		dup2(out_fd >= 0 ? out_fd : null, 1);
+		execv(HARVEST_BIN, (char *const *)args);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* Waits until the pipe whose write end is wfd is empty and process pid sleeps in a system
+ * call (state S), or has exited: returns -1, or its exit status when it exited. No timing:
+ * it spins (yielding) on what the kernel reports. */
+static int wait_drained_and_asleep(int wfd, pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	for (;;) {
+		int st;
+		pid_t w = waitpid(pid, &st, WNOHANG);
+		if (w == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		int queued = 0;
+		assert_int_equal(ioctl(wfd, FIONREAD, &queued), 0);
+		char buf[512] = "";
+		FILE *f = fopen(path, "r");
+		if (f) {
+			if (!fgets(buf, sizeof(buf), f))
+				buf[0] = '\0';
+			fclose(f);
+		}
+		const char *close_paren = strrchr(buf, ')');
+		if (queued == 0 && close_paren && close_paren[1] == ' ' && close_paren[2] == 'S')
+			return -1;
+		sched_yield();
+	}
+}
+
+/* A caller may hand harvest pipes in non-blocking mode (a Node.js parent shares them so):
+ * EAGAIN is waited out, not an error, on stdout for cat and on stdin for put. */
+static void test_nonblocking_pipes(void **state)
+{
+	char *d = tu_tmpdir();
+	size_t n = 4u << 20;
+	char *data = tu_xmalloc(n);
+	for (size_t i = 0; i < n; i++)
+		data[i] = (char)(i * 2654435761u >> 13);
+	tu_write(d, "src", data, n);
+	char *src = P(d, "src"), *dst = P(d, "dst");
+
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	assert_int_equal(fcntl(p[1], F_SETFL, O_NONBLOCK), 0); /* cat's stdout */
+	const char *cat_args[] = {HARVEST_BIN, "cat", src, NULL};
+	pid_t pid = hv_start(-1, p[1], cat_args);
+	close(p[1]);
+	char *got = tu_xmalloc(n + 1);
+	size_t len = 0;
+	for (;;) {
+		ssize_t r = read(p[0], got + len, n + 1 - len);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		len += (size_t)r;
+	}
+	close(p[0]);
+	assert_int_equal(tu_wait(pid), 0);
+	assert_int_equal(len, n);
+	assert_memory_equal(got, data, n);
+	free(got);
+
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	assert_int_equal(fcntl(p[0], F_SETFL, O_NONBLOCK), 0); /* put's stdin */
+	const char *put_args[] = {HARVEST_BIN, "put", dst, NULL};
+	pid = hv_start(p[0], -1, put_args);
+	close(p[0]);
+	int status = -1;
+	for (size_t off = 0; off < n && status < 0; off += 65536) {
+		size_t left = n - off < 65536 ? n - off : 65536;
+		for (size_t w = 0; w < left;) {
+			ssize_t r = write(p[1], data + off + w, left - w);
+			assert_true(r > 0);
+			w += (size_t)r;
+		}
+		/* Once, let put find its stdin empty: wait until it has read everything and
+		 * sleeps (waiting for more, as it must) or has ended (failing on EAGAIN). */
+		if (off == 0)
+			status = wait_drained_and_asleep(p[1], pid);
+	}
+	close(p[1]);
+	if (status < 0)
+		status = tu_wait(pid);
+	assert_int_equal(status, 0);
+	assert_same_file(src, dst);
+	free(data);
+	free(src);
+	free(dst);
+}
+
 /* ---- rm ----------------------------------------------------------------------------------- */
 
 static void test_rm_files_and_links(void **state)
@@ -621,6 +730,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_put_failures, tu_cleanup),
 		cmocka_unit_test_teardown(test_put_symlink_replaced, tu_cleanup),
 		cmocka_unit_test_teardown(test_cat_refusals, tu_cleanup),
+		cmocka_unit_test_teardown(test_nonblocking_pipes, tu_cleanup),
 		cmocka_unit_test_teardown(test_rm_files_and_links, tu_cleanup),
 		cmocka_unit_test_teardown(test_rm_tree_with_links_out, tu_cleanup),
 		cmocka_unit_test_teardown(test_rm_refusals, tu_cleanup),

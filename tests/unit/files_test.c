@@ -777,6 +777,7 @@ static void test_remove_refuses_root(void **state)
 struct errors {
 	int n;
 	char last[512];
+	char all[4096]; /* every message, each ending in a newline */
 };
 
 static void collect_error(void *ctx, const char *message)
@@ -784,6 +785,8 @@ static void collect_error(void *ctx, const char *message)
 	struct errors *e = ctx;
 	e->n++;
 	snprintf(e->last, sizeof(e->last), "%s", message);
+	size_t len = strlen(e->all);
+	snprintf(e->all + len, sizeof(e->all) - len, "%s\n", message);
 }
 
 static void test_remove_tree_with_links_out(void **state)
@@ -840,6 +843,36 @@ static void test_remove_dir_swapped_for_symlink(void **state)
 	assert_content(d, "moved-away/f", "f", 1); /* moved out of the tree before it was reached */
 	free(t);
 	free(outside);
+}
+
+/* Swaps the tree's root for another directory (the one the lstat saw moved away). */
+static void swap_root_for_dir(void *ctx, const char *path)
+{
+	int *done = ctx;
+	if ((*done)++)
+		return;
+	char *moved = tu_path(path, "../t.moved");
+	if (rename(path, moved) != 0 || mkdir(path, 0755) != 0)
+		fail_msg("swapping %s: %s", path, strerror(errno));
+	free(moved);
+	tu_write(path, "newcomer", "n", 1);
+}
+
+static void test_remove_root_swapped_for_other_dir(void **state)
+{
+	char *d = tu_tmpdir();
+	mkdirs(d, "t");
+	tu_write(d, "t/f", "f", 1);
+	int done = 0;
+	hv_remove_opts o = {.recursive = true, .test_hook = swap_root_for_dir, .test_ctx = &done};
+	char *t = P(d, "t");
+	assert_int_equal(hv_remove(t, &o), HV_EIO);
+	free(t);
+	assert_int_equal(done, 1);
+	assert_non_null(strstr(hv_error_last(), "changed while being removed"));
+	/* neither the directory that was checked nor the one that came is touched */
+	assert_true(exists(d, "t/newcomer"));
+	assert_true(exists(d, "t.moved/f"));
 }
 
 static void test_remove_root_swapped_for_symlink(void **state)
@@ -975,8 +1008,7 @@ static void test_remove_deep_tree(void **state)
 
 struct nobody_rm {
 	const char *path;
-	int errors;
-	char last[512];
+	const char *empty_root;
 };
 
 static int nobody_rm_fn(void *arg)
@@ -987,9 +1019,14 @@ static int nobody_rm_fn(void *arg)
 	hv_status st = hv_remove(c->path, &o);
 	if (st != HV_EIO)
 		return 10;
-	if (e.n != 1)
+	if (e.n != 2)
 		return 20 + e.n;
-	return strstr(e.last, "/t/locked/f: Permission denied") ? 0 : 12;
+	if (!strstr(e.all, "/t/locked/f: Permission denied\n") ||
+	    !strstr(e.all, "/t/unreadable-full: Permission denied\n"))
+		return 12;
+	/* an unreadable but empty directory is removed, also as the tree's root */
+	o.on_error = NULL;
+	return hv_remove(c->empty_root, &o) == HV_OK ? 0 : 13;
 }
 
 static void test_remove_permission_denied_as_nobody(void **state)
@@ -1003,17 +1040,32 @@ static void test_remove_permission_denied_as_nobody(void **state)
 	tu_write(d, "t/sub/mine", "m", 1);
 	mkdirs(d, "t/locked"); /* root's, 0755: nobody cannot remove what is in it */
 	tu_write(d, "t/locked/f", "f", 1);
-	const char *own[] = {"t", "t/mine", "t/sub", "t/sub/mine"};
-	for (size_t i = 0; i < 4; i++) {
+	/* nobody's, but unreadable (0300): removable only when empty */
+	mkdirs(d, "t/unreadable-empty");
+	mkdirs(d, "t/unreadable-full");
+	tu_write(d, "t/unreadable-full/f", "f", 1);
+	mkdirs(d, "w");
+	mkdirs(d, "w/u");
+	const char *own[] = {"t",	"t/mine", "t/sub", "t/sub/mine", "t/unreadable-empty",
+			     "t/unreadable-full", "t/unreadable-full/f", "w", "w/u"};
+	for (size_t i = 0; i < sizeof(own) / sizeof(*own); i++) {
 		char *p = P(d, own[i]);
 		assert_int_equal(lchown(p, 65534, 65534), 0);
+		if (strncmp(own[i], "t/unreadable-", 13) == 0 && !strchr(own[i] + 2, '/'))
+			assert_int_equal(chmod(p, 0300), 0);
+		if (strcmp(own[i], "w/u") == 0)
+			assert_int_equal(chmod(p, 0300), 0);
 		free(p);
 	}
-	char *t = P(d, "t");
-	struct nobody_rm c = {t, 0, ""};
+	char *t = P(d, "t"), *u = P(d, "w/u");
+	struct nobody_rm c = {t, u};
 	int rc = tu_as_nobody(nobody_rm_fn, &c);
 	free(t);
+	free(u);
 	assert_int_equal(rc, 0);
+	assert_false(exists(d, "w/u"));
+	assert_false(exists(d, "t/unreadable-empty"));
+	assert_true(exists(d, "t/unreadable-full/f"));
 	/* what could be removed is gone; the rest is there */
 	assert_false(exists(d, "t/mine"));
 	assert_false(exists(d, "t/sub"));
@@ -1048,6 +1100,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_remove_tree_with_links_out, tu_cleanup),
 		cmocka_unit_test_teardown(test_remove_dir_swapped_for_symlink, tu_cleanup),
 		cmocka_unit_test_teardown(test_remove_root_swapped_for_symlink, tu_cleanup),
+		cmocka_unit_test_teardown(test_remove_root_swapped_for_other_dir, tu_cleanup),
 		cmocka_unit_test_teardown(test_remove_tree_moved_while_below, tu_cleanup),
 		cmocka_unit_test_teardown(test_remove_tree_entries_made_meanwhile, tu_cleanup),
 		cmocka_unit_test_teardown(test_remove_deep_tree, tu_cleanup),
