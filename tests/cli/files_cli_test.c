@@ -705,8 +705,16 @@ static void test_usage_and_help(void **state)
 		tu_harvest(&r, cmds[i], "--bogus", "a", NULL);
 		assert_int_equal(r.status, 2);
 		tu_result_free(&r);
+		/* --case, as every command takes it (no JSON here), is checked all the same */
+		tu_harvest(&r, cmds[i], "--case", "kebab", "a", NULL);
+		assert_int_equal(r.status, 2);
+		tu_result_free(&r);
+		tu_harvest(&r, cmds[i], "--format", "json", "a", NULL);
+		assert_int_equal(r.status, 2); /* no --format: nothing to format */
+		tu_result_free(&r);
 		if (i != 1) { /* put would create it */
-			tu_harvest(&r, cmds[i], "--quiet", "/nonexistent/harvest-test", NULL);
+			tu_harvest(&r, cmds[i], "--quiet", "--case=camel", "/nonexistent/harvest-test",
+				   NULL);
 			assert_int_equal(r.status, 3);
 			tu_result_free(&r);
 		}
