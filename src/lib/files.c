@@ -226,7 +226,8 @@ static int open_parent(const char *path, size_t dir_len, const hv_file_write_opt
 	int e = errno;
 	if (e != ENOENT || !o->parents) {
 		hv_error_set(is_missing(e) && !o->parents ? HV_ENOTDIR : e == ENOMEM ? HV_ENOMEM : HV_EIO,
-			     "%.*s: %s", (int)dir_len, path, strerror(e));
+			     "%.*s: %s", (int)(dir_len ? dir_len : 1), dir_len ? path : ".",
+			     strerror(e));
 		return -1;
 	}
 	/* Back off to the longest prefix that exists, one component at a time. have: the length
@@ -299,7 +300,7 @@ static int open_parent(const char *path, size_t dir_len, const hv_file_write_opt
 			struct stat st;
 			if ((e == ENOTDIR || e == ELOOP) &&
 			    fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
-				hv_error_set(HV_EIO, "%.*s: a symlink appeared while creating it; not followed",
+				hv_error_set(HV_EIO, "%.*s: a symlink where a directory is made; not followed",
 					     (int)end, path);
 			else
 				hv_error_set(HV_EIO, "%.*s: %s", (int)end, path, strerror(e));

@@ -458,9 +458,16 @@ static void test_write_parent_swapped_for_symlink(void **state)
 	char *p = P(d, "root/a/b/c/f");
 	assert_int_equal(hv_file_write_buffer(p, "x", 1, &o), HV_EIO);
 	assert_int_equal(s.done, 1);
-	assert_non_null(strstr(hv_error_last(), "root/a/b: a symlink appeared"));
+	assert_non_null(strstr(hv_error_last(), "root/a/b: a symlink where a directory is made; not followed"));
 	assert_int_equal(count_entries(outside), 0);
 	free(p);
+	/* a dangling symlink where a parent is to be made: refused, its target not created */
+	mklink("../nowhere", d, "root/dangling");
+	char *q = P(d, "root/dangling/f");
+	assert_int_equal(hv_file_write_buffer(q, "x", 1, NULL), HV_EIO);
+	assert_non_null(strstr(hv_error_last(), "root/dangling: a symlink where a directory is made"));
+	assert_false(exists(d, "nowhere"));
+	free(q);
 	free(outside);
 }
 
