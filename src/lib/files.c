@@ -110,6 +110,13 @@ hv_status hv_file_copy_to_fd(const char *path, int out_fd, const char *out_name)
 		close(fd);
 		return refuse_type(path, st.st_mode);
 	}
+	/* `harvest cat f >> f` would read its own output until the disk is full. */
+	struct stat ost;
+	if (fstat(out_fd, &ost) == 0 && S_ISREG(ost.st_mode) && ost.st_dev == st.st_dev &&
+	    ost.st_ino == st.st_ino) {
+		close(fd);
+		return hv_error_set(HV_EIO, "%s: input file is output file", path);
+	}
 	/* A regular file: back to blocking reads, which some file systems (FUSE, NFS) honour. */
 	int fl = fcntl(fd, F_GETFL);
 	if (fl >= 0)

@@ -221,6 +221,33 @@ static void test_copy_write_error(void **state)
 	free(p);
 }
 
+/* Copying a file into itself (cat f >> f) is refused: it would never end. In a 1 MiB tmpfs,
+ * so a broken refusal fills that, not the disk (root only: mounting). */
+static void test_copy_into_itself(void **state)
+{
+	if (geteuid() != 0)
+		skip(); /* mounting needs root */
+	char *d = tu_tmpdir();
+	mkdirs(d, "small");
+	char *small = P(d, "small");
+	if (mount("none", small, "tmpfs", 0, "size=1m") != 0)
+		fail_msg("mount tmpfs: %s", strerror(errno));
+	tu_cleanup_umount(small);
+	tu_write(small, "f", "grow", 4);
+	char *p = P(small, "f");
+	int fd = open(p, O_WRONLY | O_APPEND | O_CLOEXEC);
+	assert_true(fd >= 0);
+	hv_status st = hv_file_copy_to_fd(p, fd, "standard output");
+	close(fd);
+	assert_int_equal(st, HV_EIO);
+	char want[1024];
+	snprintf(want, sizeof(want), "%s: input file is output file", p);
+	assert_string_equal(hv_error_last(), want);
+	assert_content(small, "f", "grow", 4);
+	free(p);
+	free(small);
+}
+
 struct nobody_cat {
 	const char *path;
 	hv_status want;
@@ -1087,6 +1114,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_copy_refuses_non_regular, tu_cleanup),
 		cmocka_unit_test_teardown(test_copy_write_error, tu_cleanup),
 		cmocka_unit_test_teardown(test_copy_permission_denied_as_nobody, tu_cleanup),
+		cmocka_unit_test_teardown(test_copy_into_itself, tu_cleanup),
 		cmocka_unit_test_teardown(test_write_parents_and_modes, tu_cleanup),
 		cmocka_unit_test_teardown(test_write_bad_arguments, tu_cleanup),
 		cmocka_unit_test_teardown(test_write_parent_not_directory, tu_cleanup),
