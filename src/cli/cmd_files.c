@@ -33,6 +33,7 @@ static const cli_opt rm_opts[] = {
 	{"quiet", 'q', 0, OPT_QUIET},
 	{"case", 0, 1, OPT_CASE},
 	{"recursive", 'r', 0, OPT_RECURSIVE},
+	{"recursive", 'R', 0, OPT_RECURSIVE}, /* -R too, as rm(1) takes it */
 	{NULL, 0, 0, 0},
 };
 
@@ -52,10 +53,10 @@ static const char put_usage[] =
 	"FILE is never half-written. Missing parent directories are created (as mkdir -p). An\n"
 	"existing FILE keeps its mode and owner; a symlink at FILE is replaced, not written\n"
 	"through. Prints nothing.\n"
-	"  --mode MODE   octal permission bits for FILE, applied exactly (default: an existing\n"
-	"                file's mode, else 0666 less the umask)\n"
-	"  --quiet       accepted for uniformity (put prints no warnings)\n"
-	"  --case C      accepted for uniformity: snake or camel (put prints no JSON)\n"
+	"  -m, --mode MODE  octal permission bits for FILE, applied exactly (default: an existing\n"
+	"                   file's mode, else 0666 less the umask)\n"
+	"  --quiet          accepted for uniformity (put prints no warnings)\n"
+	"  --case C         accepted for uniformity: snake or camel (put prints no JSON)\n"
 	"Exit status: 0 done, 1 FILE could not be written (FILE is then as it was), 2 usage.\n";
 
 static const char rm_usage[] =
@@ -63,9 +64,9 @@ static const char rm_usage[] =
 	"Removes the file or symlink PATH (a symlink itself, never what it points to); with -r\n"
 	"also a directory and everything below it, never following a symlink. Refuses '/' and\n"
 	"a last component '.' or '..'. Prints nothing.\n"
-	"  -r, --recursive   remove a directory tree\n"
-	"  --quiet           accepted for uniformity (errors are always reported)\n"
-	"  --case C          accepted for uniformity: snake or camel (rm prints no JSON)\n"
+	"  -r, -R, --recursive  remove a directory tree\n"
+	"  --quiet              accepted for uniformity (errors are always reported)\n"
+	"  --case C             accepted for uniformity: snake or camel (rm prints no JSON)\n"
 	"Exit status: 0 done, 1 not (wholly) removed (a directory without -r, permission\n"
 	"denied: each entry that could not be removed is named; the rest is removed), 2 usage,\n"
 	"3 PATH does not exist.\n";

@@ -565,7 +565,7 @@ static void test_rm_tree_with_links_out(void **state)
 	mklink(outside, d, "t/a/b/out");
 	mklink("../../outside/precious", d, "t/a/precious");
 	mklink("/", d, "t/root");
-	assert_int_equal(hv_io(NULL, NULL, NULL, NULL, "rm", "-r", t, NULL), 0);
+	assert_int_equal(hv_io(NULL, NULL, NULL, NULL, "rm", t, "-R", NULL), 0);
 	assert_false(exists(d, "t"));
 	assert_true(exists(d, "outside/precious"));
 	free(a);
