@@ -98,6 +98,10 @@ hv_status hv_file_copy_to_fd(const char *path, int out_fd, const char *out_name)
 	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0) {
 		int e = errno;
+		struct stat sst;
+		/* A UNIX socket cannot be opened (ENXIO): say what it is, as for a FIFO. */
+		if (e == ENXIO && stat(path, &sst) == 0 && S_ISSOCK(sst.st_mode))
+			return refuse_type(path, sst.st_mode);
 		return hv_error_errno(is_missing(e) ? HV_ENOTDIR : HV_EIO, path, e);
 	}
 	struct stat st;

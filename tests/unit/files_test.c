@@ -19,7 +19,9 @@
 #include <string.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 /* ---- helpers ---------------------------------------------------------------------------- */
@@ -194,6 +196,18 @@ static void test_copy_refuses_non_regular(void **state)
 	close(fd);
 	free(o);
 	assert_string_equal(hv_error_last(), "/dev/zero: not a regular file (char)");
+	/* a UNIX socket cannot even be opened: it is named as what it is all the same */
+	int cwd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_int_equal(chdir(d), 0);
+	int sk = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un a = {.sun_family = AF_UNIX, .sun_path = "sock"};
+	assert_int_equal(bind(sk, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(fchdir(cwd), 0);
+	close(cwd);
+	assert_int_equal(cat(d, "sock", &out, &len), HV_EIO);
+	free(out);
+	close(sk);
+	assert_non_null(strstr(hv_error_last(), "sock: not a regular file (socket)"));
 	alarm(0);
 	free(fifo);
 }
