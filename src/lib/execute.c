@@ -89,17 +89,26 @@ hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 		.stderr_truncated = r->stderr_truncated,
 	};
 	out->collect_status = hv_collect(st, root, &co, &out->files);
-	if (out->collect_status == HV_OK && out->run_id)
-		out->collect_status =
-			hv_collection_record(st, out->files, NULL, &out->end, &out->run_id);
-	if (out->collect_status != HV_OK && out->run_id) {
-		/* Keep the error: the history still says how the command ended. */
-		char msg[1024];
-		snprintf(msg, sizeof(msg), "%s", hv_error_last());
-		hv_store_run_finish(st, out->run_id, &out->end, NULL, 0);
-		hv_error_set(out->collect_status, "%s", msg);
+	if (out->collect_status == HV_OK && out->run_id) {
+		int64_t id = out->run_id;
+		out->collect_status = hv_collection_record(st, out->files, NULL, &out->end, &id);
+		out->recording_failed = out->collect_status != HV_OK;
 	}
-	hv_store_snapshot_delete(st, snap);
+	if (out->collect_status != HV_OK) {
+		/* The run is not completely recorded (its artifacts are unknown, or the store
+		 * could not take them), so it has no id to give out. Its end is not recorded
+		 * without its artifacts either: the history keeps it as a run that never
+		 * finished, not as one that produced nothing. */
+		out->run_id = 0;
+	}
+	{
+		/* Keep the error of the run over the snapshot's clean-up. */
+		char *msg = out->collect_status != HV_OK ? strdup(hv_error_last()) : NULL;
+		hv_store_snapshot_delete(st, snap);
+		if (out->collect_status != HV_OK)
+			hv_error_set(out->collect_status, "%s", msg ? msg : "out of memory");
+		free(msg);
+	}
 	free(command);
 	free(root);
 	return HV_OK;
