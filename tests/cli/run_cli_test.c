@@ -1301,13 +1301,13 @@ static void test_record_failure_locked(void **state)
 	r.err = tu_read_file(err, &r.err_len);
 	assert_non_null(r.out);
 	assert_non_null(r.err);
+	events ev;
+	parse_events(&ev, &r, false);
+	assert_int_equal(tj_type(tj_get(ev.result, "run_id")), TJ_NULL);
 	if (status != 125)
 		fail_msg("exit %d, expected 125: %s", status, r.err);
 	assert_non_null(strstr(r.err, "recording the run"));
 	assert_non_null(strstr(r.err, "locked"));
-	events ev;
-	parse_events(&ev, &r, false);
-	assert_int_equal(tj_type(tj_get(ev.result, "run_id")), TJ_NULL);
 	assert_int_equal(tj_int(tj_get(ev.result, "exit_code")), 0);
 	check_output(find_output(ev.result, "output_files", "made.txt"), f.d, "made.txt",
 		     "text/plain", "mime_type");
@@ -1346,12 +1346,12 @@ static void test_record_failure_disk_full(void **state)
 	snprintf(script, sizeof(script), "head -c 2097152 /dev/urandom > big.bin");
 	tu_result r;
 	hv_run(&r, &f, NULL, NULL, (const char *const[]){"sh", "-c", script, NULL});
-	if (r.status != 125)
-		fail_msg("exit %d, expected 125: %s", r.status, r.err);
-	assert_non_null(strstr(r.err, "recording the run"));
 	events ev;
 	parse_events(&ev, &r, false);
 	assert_int_equal(tj_type(tj_get(ev.result, "run_id")), TJ_NULL);
+	if (r.status != 125)
+		fail_msg("exit %d, expected 125: %s", r.status, r.err);
+	assert_non_null(strstr(r.err, "recording the run"));
 	assert_int_equal(tj_int(tj_get(ev.result, "exit_code")), 0);
 	assert_non_null(find_output(ev.result, "output_files", "big.bin"));
 	events_free(&ev);
