@@ -580,6 +580,7 @@ static bool proc_scan(proc_list *pl)
 		return false;
 	bool ok = true;
 	const struct dirent *e;
+	/* cppcheck-suppress readdirCalled ; the stream is this call's own, no other thread uses it */
 	while (ok && (e = readdir(d)) != NULL) {
 		char *end;
 		long pid = strtol(e->d_name, &end, 10);
@@ -597,9 +598,12 @@ static bool proc_scan(proc_list *pl)
 		buf[n] = '\0';
 		/* "pid (comm) state ppid ...": comm may hold anything, ')' included */
 		const char *rp = strrchr(buf, ')');
-		char state;
-		long ppid;
-		if (!rp || sscanf(rp + 1, " %c %ld", &state, &ppid) != 2)
+		if (!rp || rp[1] != ' ' || !rp[2] || rp[3] != ' ')
+			continue;
+		char state = rp[2];
+		char *pend;
+		long ppid = strtol(rp + 4, &pend, 10);
+		if (pend == rp + 4 || *pend != ' ')
 			continue;
 		if (pl->n == pl->cap) {
 			size_t cap = pl->cap ? pl->cap * 2 : 256;
@@ -615,7 +619,7 @@ static bool proc_scan(proc_list *pl)
 					    .zombie = state == 'Z' || state == 'X'};
 	}
 	closedir(d);
-	if (ok)
+	if (ok && pl->n > 0)
 		qsort(pl->v, pl->n, sizeof(*pl->v), cmp_pid);
 	return ok;
 }
