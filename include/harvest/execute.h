@@ -33,8 +33,8 @@ typedef struct hv_execution {
  * hv_execution_free in every case). Returns HV_OK when the command ran (whatever its exit
  * code) and a negative status when harvest itself failed before or while running it. A
  * failure to collect or record after the command ran is reported in out->collect_status; then
- * run_id is 0, and the history keeps the run as begun but never ended (its end is not
- * recorded without its artifacts: the history never shows an incomplete run as complete). */
+ * run_id is 0, and hv_execute does not record the run's end without its artifacts as a normal
+ * end (the history never shows an incomplete run as complete). */
 hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 		     hv_run_chunk_fn on_chunk, void *ctx, hv_execution *out);
 

@@ -97,8 +97,8 @@ hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 	if (out->collect_status != HV_OK) {
 		/* The run is not completely recorded (its artifacts are unknown, or the store
 		 * could not take them), so it has no id to give out. Its end is not recorded
-		 * without its artifacts either: the history keeps it as a run that never
-		 * finished, not as one that produced nothing. */
+		 * here without its artifacts either: that would show it as a run that ended
+		 * normally and produced nothing. */
 		out->run_id = 0;
 	}
 	{
