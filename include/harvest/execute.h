@@ -22,15 +22,19 @@ typedef struct hv_execution {
 	hv_run_result run;        /* exit code, output, timing */
 	hv_run_end end;           /* the same as the history records it (pointers into run) */
 	hv_collection *files;     /* the produced files; NULL when collecting failed */
-	int64_t run_id;           /* the history run, 0 with no_history */
+	int64_t run_id;           /* the history run; 0 with no_history, and 0 when the run
+	                           * could not be recorded completely (collect_status) */
 	int collect_status;       /* HV_OK, or why collecting or recording failed */
+	bool recording_failed;    /* collecting worked, recording it did not (collect_status) */
 } hv_execution;
 
 /* Runs o->run.argv in dir (realpath'd; HV_ENOTDIR when it is not a directory) as described
  * above, handing each output chunk to on_chunk as it arrives, and fills *out (free it with
  * hv_execution_free in every case). Returns HV_OK when the command ran (whatever its exit
  * code) and a negative status when harvest itself failed before or while running it. A
- * failure to collect or record after the command ran is reported in out->collect_status. */
+ * failure to collect or record after the command ran is reported in out->collect_status; then
+ * run_id is 0, and hv_execute does not record the run's end without its artifacts as a normal
+ * end (the history never shows an incomplete run as complete). */
 hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 		     hv_run_chunk_fn on_chunk, void *ctx, hv_execution *out);
 

@@ -1,23 +1,37 @@
 /* harvest — running a command: spawn, stream its output as it arrives, time it out, reap it.
  *
- * The child runs in its own process group, in opts.cwd, with the inherited environment plus
- * opts.env, stdin from /dev/null (or fed opts.stdin_data through a pipe), stdout and stderr
- * to two pipes. No other descriptor of the calling process reaches it, signal dispositions
- * and the signal mask are reset (an ignored SIGPIPE is not inherited). Each piece of output
- * is handed to a callback as soon as it is read, never cut inside a UTF-8 character that the
- * next read completes. hv_run() keeps no global state and installs no signal handler: it
- * waits with poll() on the pipes and a pidfd, against the monotonic clock.
+ * The child runs in its own process group, in opts.cwd, with the inherited environment minus
+ * every HARVEST_* variable (harvest's own: HARVEST_DB names the history) plus opts.env, stdin
+ * from /dev/null (or fed opts.stdin_data, or what opts.stdin_fd gives, through a pipe), stdout
+ * and stderr to two pipes. No other descriptor of the calling process reaches it, signal
+ * dispositions and the signal mask are reset (an ignored SIGPIPE is not inherited), and it
+ * gets SIGKILL when the thread that called hv_run() dies (PR_SET_PDEATHSIG), so a killed
+ * caller does not leave the command running. Each piece of output is handed to a callback as
+ * soon as it is read, never cut inside a UTF-8 character that the next read completes.
+ * hv_run() installs no signal handler: it waits with poll() on the pipes and a pidfd, against
+ * the monotonic clock.
  *
  * When it ends:
  * - Timeout (opts.timeout_ms): SIGTERM (and SIGCONT) to the whole process group, SIGKILL to
- *   the group 2 s later; output read until then is kept; timed_out, exit code 124.
+ *   the group 2 s later; output read until then is kept; timed_out, exit code 124 (also when
+ *   the SIGKILL was needed, where timeout(1) exits 137: timed_out says why it ended).
  * - Background processes left holding the pipes: once the command itself has exited, harvest
  *   keeps reading while the pipes stay open for opts.linger_ms (default 2 s, and never past
  *   the timeout), then ends the process group the same way (SIGTERM, SIGKILL 2 s later) and
  *   sets lingered. A process that escaped the group (setsid) and still holds the pipes is
  *   given up on 1 s after the SIGKILL: harvest closes its ends and returns. So a run always
- *   ends within timeout (or exit + linger) + 3 s. Background processes that do not hold the
- *   pipes (`server >log 2>&1 &`) are left running.
+ *   ends within timeout (or exit + linger) + 3 s. Without opts.end_descendants, background
+ *   processes that do not hold the pipes (`server >log 2>&1 &`) are left running.
+ * - With opts.end_descendants, every descendant of the command ends with the run, in or out
+ *   of its process group (setsid): the calling process is made a child subreaper
+ *   (PR_SET_CHILD_SUBREAPER) for the duration of the call, so orphans of the command reparent
+ *   to it, and each signal above goes to every descendant too (found in /proc). Once the
+ *   command has exited and the pipes are closed (or given up on), whatever is left gets
+ *   SIGTERM, SIGKILL 2 s later if still there, and the orphans are reaped. Side effects for
+ *   the caller, which is why it is an option: while hv_run() runs, the caller must not start
+ *   child processes of its own from other threads (they would be taken for the command's);
+ *   children it had before the call are left alone. Without /proc, only the process group is
+ *   signalled.
  * - The exit code is the command's, 128+N when a signal N killed it, 124 on timeout, 127 when
  *   the command was not found and 126 when it could not be executed (see spawn_errno). */
 #ifndef HARVEST_RUN_H
@@ -44,6 +58,7 @@ typedef hv_status (*hv_run_chunk_fn)(void *ctx, hv_stream which, const char *dat
 #define HV_RUN_DEFAULT_MAX_OUTPUT ((size_t)16 << 20) /* 16 MiB per stream */
 #define HV_RUN_DEFAULT_LINGER_MS 2000
 #define HV_RUN_KILL_GRACE_MS 2000 /* SIGTERM to SIGKILL */
+#define HV_RUN_OWN_ENV_PREFIX "HARVEST_" /* inherited variables the command does not get */
 
 typedef struct hv_run_opts {
 	const char *const *argv;    /* NULL-terminated; argv[0] is looked up in the child's PATH
@@ -58,6 +73,13 @@ typedef struct hv_run_opts {
 	size_t max_output_bytes;    /* bytes of each stream kept in the result; SIZE_MAX: all */
 	const void *stdin_data;     /* fed to the child's stdin; NULL: stdin is /dev/null */
 	size_t stdin_len;
+	int stdin_fd;               /* -1: none; else read until EOF and copied to the child's
+	                             * stdin as it goes (a buffer of 64 KiB, whatever the size),
+	                             * not with stdin_data. Left open. When the child stops
+	                             * reading (EPIPE), the rest is not read. A read error ends
+	                             * the run with HV_EIO. */
+	bool end_descendants;       /* end every descendant of the command with the run (see
+	                             * above: makes the caller a child subreaper meanwhile) */
 	uint64_t linger_ms;         /* how long the pipes may stay open after the command exits */
 	int cancel_fd;              /* -1: none; when it becomes readable (or hangs up), the run
 	                             * is ended like a timeout but with cancelled set and the
@@ -92,7 +114,7 @@ typedef struct hv_run_result {
 } hv_run_result;
 
 /* Fills opts with the defaults: no argv, no timeout, 16 MiB kept per stream, stdin from
- * /dev/null, linger 2 s, no cancel descriptor. */
+ * /dev/null, linger 2 s, no cancel descriptor, descendants out of the group left alone. */
 void hv_run_opts_init(hv_run_opts *opts);
 
 /* HV_OK when assignment is KEY=VALUE with KEY matching ^[A-Za-z_][A-Za-z0-9_]*$, else
@@ -106,7 +128,7 @@ hv_status hv_run_check_language(const char *lang);
 hv_status hv_run_argv_shell(const char *argv[4], const char *script);
 
 /* argv for `--language LANG`: {lang, NULL} after hv_run_check_language(); the source code
- * goes in opts.stdin_data. */
+ * goes in opts.stdin_data or comes from opts.stdin_fd. */
 hv_status hv_run_argv_language(const char *argv[2], const char *lang);
 
 /* Runs opts->argv to the end, handing output to on_chunk (may be NULL) as it arrives, and

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 enum { EXIT_HARVEST_FAILED = 125 };
@@ -38,10 +39,11 @@ static const char run_usage[] =
 	"  --dir DIR               where to run and collect (default: the current directory)\n"
 	"  --timeout SECONDS       SIGTERM to the command's process group, SIGKILL 2 s later;\n"
 	"                          exit status 124\n"
-	"  --env KEY=VALUE         add to the environment (repeatable)\n"
+	"  --env KEY=VALUE         add to the environment (repeatable); inherited HARVEST_*\n"
+	"                          variables reach the command only this way\n"
 	"  --shell                 COMMAND is one string for sh -c\n"
-	"  --language LANG         read source code from stdin and feed it to the interpreter\n"
-	"                          LANG on its stdin (no shell)\n"
+	"  --language LANG         stream source code from stdin to the interpreter LANG on\n"
+	"                          its stdin (no shell)\n"
 	"  --max-output-bytes SIZE keep at most SIZE of each stream in the result (default\n"
 	"                          16MiB; the stream itself is complete)\n" CLI_COLLECT_USAGE
 	"  --db PATH               the database\n"
@@ -174,35 +176,6 @@ static void on_signal(int sig)
 	errno = saved;
 }
 
-static char *read_stdin(size_t *len)
-{
-	size_t cap = 65536, n = 0;
-	char *buf = malloc(cap);
-	while (buf) {
-		if (n == cap) {
-			char *p = realloc(buf, cap * 2);
-			if (!p) {
-				free(buf);
-				return NULL;
-			}
-			buf = p;
-			cap *= 2;
-		}
-		ssize_t got = read(STDIN_FILENO, buf + n, cap - n);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got < 0) {
-			free(buf);
-			return NULL;
-		}
-		if (got == 0)
-			break;
-		n += (size_t)got;
-	}
-	*len = n;
-	return buf;
-}
-
 static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 {
 	if (npos == 0 && !r->language)
@@ -237,27 +210,25 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 	eo.run.timeout_ms = r->timeout_ms;
 	if (r->has_max_output)
 		eo.run.max_output_bytes = r->max_output > SIZE_MAX ? SIZE_MAX : (size_t)r->max_output;
-	char *code = NULL;
+	/* Every descendant of the command ends with the run; harvest has no other children. */
+	eo.run.end_descendants = true;
 	if (r->language) {
-		size_t len;
-		code = read_stdin(&len);
-		if (!code) {
-			cli_error("standard input: %s", strerror(errno));
+		/* Streamed to the interpreter as it comes: the code may be bigger than memory. */
+		struct stat sb;
+		int err = fstat(STDIN_FILENO, &sb) != 0 ? errno : S_ISDIR(sb.st_mode) ? EISDIR : 0;
+		if (err) {
+			cli_error("standard input: %s", strerror(err));
 			return EXIT_HARVEST_FAILED;
 		}
-		eo.run.stdin_data = code;
-		eo.run.stdin_len = len;
+		eo.run.stdin_fd = STDIN_FILENO;
 	}
 
 	hv_store *st = cli_open_store(c, 0);
-	if (!st) {
-		free(code);
+	if (!st)
 		return EXIT_HARVEST_FAILED;
-	}
 	hv_json *j = cli_json_stdout(c);
 	if (!j) {
 		hv_store_close(st);
-		free(code);
 		return EXIT_HARVEST_FAILED;
 	}
 	if (pipe2(cancel_pipe, O_CLOEXEC | O_NONBLOCK) == 0) {
@@ -286,7 +257,10 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 			cli_warn(c, "%s", ex.run.message + (strncmp(ex.run.message, "harvest: ", 9)
 								    ? 0
 								    : 9));
-		if (ex.collect_status != HV_OK)
+		if (ex.collect_status != HV_OK && ex.recording_failed)
+			cli_error("recording the run in the history (run_id is null): %s",
+				  hv_error_last());
+		else if (ex.collect_status != HV_OK)
 			cli_error("collecting the produced files: %s", hv_error_last());
 		cli_result_begin(j, &ex.end);
 		if (ex.files) {
@@ -308,7 +282,13 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 		 * failure (the command's status is still in the result). */
 		rc = ex.collect_status != HV_OK ? EXIT_HARVEST_FAILED : ex.run.exit_code;
 	}
-	hv_json_flush(j);
+	/* The events or the result could not be written (a full disk, a closed reader): the
+	 * command still ran to its end and was recorded, but the caller did not get its output,
+	 * which is harvest's failure. */
+	if (hv_json_flush(j) != HV_OK) {
+		cli_error("standard output: %s", hv_error_last());
+		rc = EXIT_HARVEST_FAILED;
+	}
 	hv_json_free(j);
 	hv_execution_free(&ex);
 	if (hv_store_close(st) != HV_OK) {
@@ -316,7 +296,6 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 		if (s != HV_OK)
 			rc = EXIT_HARVEST_FAILED;
 	}
-	free(code);
 	return rc;
 }
 

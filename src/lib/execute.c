@@ -89,17 +89,33 @@ hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 		.stderr_truncated = r->stderr_truncated,
 	};
 	out->collect_status = hv_collect(st, root, &co, &out->files);
-	if (out->collect_status == HV_OK && out->run_id)
-		out->collect_status =
-			hv_collection_record(st, out->files, NULL, &out->end, &out->run_id);
-	if (out->collect_status != HV_OK && out->run_id) {
-		/* Keep the error: the history still says how the command ended. */
+	if (out->collect_status == HV_OK && out->run_id) {
+		int64_t id = out->run_id;
+		/* On a failure midway the store ends the run itself, as not recorded. */
+		out->collect_status = hv_collection_record(st, out->files, NULL, &out->end, &id);
+		out->recording_failed = out->collect_status != HV_OK;
+	} else if (out->collect_status != HV_OK && out->run_id) {
+		/* Collecting failed: its artifacts are unknown. The history says so (end_reason
+		 * not_recorded) rather than show a run that ended normally and produced nothing. */
 		hv_error_saved saved;
 		hv_error_save(&saved);
-		hv_store_run_finish(st, out->run_id, &out->end, NULL, 0);
+		hv_run_end end = out->end;
+		end.end_reason = HV_END_NOT_RECORDED;
+		hv_store_run_finish(st, out->run_id, &end, NULL, 0);
 		hv_error_restore(&saved, out->collect_status);
 	}
-	hv_store_snapshot_delete(st, snap);
+	if (out->collect_status != HV_OK) {
+		/* The run is not completely recorded, so it has no id to give out. */
+		out->run_id = 0;
+	}
+	{
+		/* Keep the error of the run over the snapshot's clean-up. */
+		hv_error_saved saved;
+		hv_error_save(&saved);
+		hv_store_snapshot_delete(st, snap);
+		if (out->collect_status != HV_OK)
+			hv_error_restore(&saved, out->collect_status);
+	}
 	free(command);
 	free(root);
 	return HV_OK;

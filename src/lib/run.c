@@ -22,7 +22,10 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <dirent.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -56,6 +59,7 @@ void hv_run_opts_init(hv_run_opts *opts)
 	opts->max_output_bytes = HV_RUN_DEFAULT_MAX_OUTPUT;
 	opts->linger_ms = HV_RUN_DEFAULT_LINGER_MS;
 	opts->cancel_fd = -1;
+	opts->stdin_fd = -1;
 }
 
 static bool is_alpha_(char c)
@@ -195,6 +199,7 @@ typedef struct spawn_plan {
 	bool has_slash;     /* argv[0] names a path: no search */
 	char **sh_argv;     /* {"/bin/sh", <candidate>, argv[1..], NULL} for ENOEXEC */
 	int max_fd;         /* for the close-on-exec loop where close_range is missing */
+	pid_t parent;       /* the caller's pid, to see whether it died before PR_SET_PDEATHSIG */
 	int dir_fd, in_fd, out_fd, err_fd, report_fd;
 } spawn_plan;
 
@@ -222,8 +227,12 @@ static hv_status build_env(spawn_plan *p, const hv_run_opts *opts)
 	if (!p->envp)
 		return hv_error_set(HV_ENOMEM, "out of memory");
 	size_t len = 0;
+	/* harvest's own variables (HARVEST_DB names the database the run is recorded in) are
+	 * not the command's business: a command that knows where its history lives can rewrite
+	 * it. They reach it only when the caller passes them in opts->env. */
 	for (size_t i = 0; i < n; i++)
-		p->envp[len++] = environ[i];
+		if (strncmp(environ[i], HV_RUN_OWN_ENV_PREFIX, strlen(HV_RUN_OWN_ENV_PREFIX)) != 0)
+			p->envp[len++] = environ[i];
 	for (size_t a = 0; a < opts->n_env; a++) {
 		const char *kv = opts->env[a];
 		size_t klen = env_key_length(kv);
@@ -343,6 +352,10 @@ _Noreturn static void child_exec(const spawn_plan *p, char *const *argv)
 	sigprocmask(SIG_SETMASK, &none, NULL);
 
 	setpgid(0, 0);
+	/* A caller killed outright (SIGKILL) cannot end the command: the kernel does. If the
+	 * caller died before this line, the signal will never come: we have a new parent. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != p->parent)
+		_exit(127);
 	if (p->dir_fd >= 0 && fchdir(p->dir_fd) != 0)
 		child_fail(p, 1, errno);
 	if (dup2(p->in_fd, 0) < 0 || dup2(p->out_fd, 1) < 0 || dup2(p->err_fd, 2) < 0)
@@ -393,6 +406,18 @@ typedef struct stream_state {
 	uint64_t total;
 } stream_state;
 
+/* One process as /proc shows it. */
+typedef struct proc_ent {
+	pid_t pid, ppid;
+	bool zombie;
+	bool ours;   /* a descendant of the caller that is not one of its earlier children */
+} proc_ent;
+
+typedef struct proc_list {
+	proc_ent *v;
+	size_t n, cap;
+} proc_list;
+
 typedef struct runner {
 	const hv_run_opts *opts;
 	hv_run_chunk_fn on_chunk;
@@ -409,9 +434,17 @@ typedef struct runner {
 	int in_fd;                /* our end of the stdin pipe, -1 when done */
 	const char *in_data;
 	size_t in_left;
+	int src_fd;               /* opts->stdin_fd until its EOF, then -1 (never closed) */
+	char *in_buf;             /* READ_SIZE bytes read from src_fd, when there is one */
 	int cancel_fd;
 	bool timed_out, cancelled, lingered;
 	char *buf;                /* READ_SIZE + 4 bytes */
+	/* opts->end_descendants: */
+	pid_t self;
+	pid_t *before;            /* the caller's children before the fork: never ours */
+	size_t n_before;
+	int was_subreaper;        /* PR_GET_CHILD_SUBREAPER before the call, -1: not changed */
+	proc_list procs;          /* the last scan of /proc */
 } runner;
 
 /* Appends to the kept copy what still fits; a character the limit cuts is left out whole. */
@@ -504,9 +537,140 @@ static void feed_stdin(runner *r)
 		r->in_left -= (size_t)n;
 	} else if (!(n < 0 && (err == EAGAIN || err == EINTR))) {
 		r->in_left = 0; /* EPIPE: the child does not want the rest */
+		r->src_fd = -1; /* ... nor what is still to be read */
 	}
-	if (r->in_left == 0)
+	if (r->in_left == 0 && r->src_fd < 0)
 		close_fd(&r->in_fd);
+}
+
+/* Reads the next piece of opts->stdin_fd, once the last one is in the pipe. EOF closes the
+ * child's stdin. */
+static hv_status read_source(runner *r)
+{
+	ssize_t n = read(r->src_fd, r->in_buf, READ_SIZE);
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return HV_OK;
+	if (n < 0)
+		return hv_error_errno(HV_EIO, "standard input", errno);
+	if (n == 0) {
+		r->src_fd = -1;
+		close_fd(&r->in_fd);
+		return HV_OK;
+	}
+	r->in_data = r->in_buf;
+	r->in_left = (size_t)n;
+	return HV_OK;
+}
+
+/* ---- descendants (opts->end_descendants) ---------------------------------------------- */
+
+static int cmp_pid(const void *a, const void *b)
+{
+	pid_t x = ((const proc_ent *)a)->pid, y = ((const proc_ent *)b)->pid;
+	return (x > y) - (x < y);
+}
+
+/* Reads every process's pid, parent and state from /proc, sorted by pid. false when /proc
+ * cannot be read (or memory runs out): then only the process group can be reached. */
+static bool proc_scan(proc_list *pl)
+{
+	pl->n = 0;
+	DIR *d = opendir("/proc");
+	if (!d)
+		return false;
+	bool ok = true;
+	const struct dirent *e;
+	/* cppcheck-suppress readdirCalled ; the stream is this call's own, no other thread uses it */
+	while (ok && (e = readdir(d)) != NULL) {
+		char *end;
+		long pid = strtol(e->d_name, &end, 10);
+		if (*end || pid <= 0)
+			continue;
+		char path[64], buf[256];
+		snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue; /* gone meanwhile */
+		ssize_t n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		buf[n] = '\0';
+		/* "pid (comm) state ppid ...": comm may hold anything, ')' included */
+		const char *rp = strrchr(buf, ')');
+		if (!rp || rp[1] != ' ' || !rp[2] || rp[3] != ' ')
+			continue;
+		char state = rp[2];
+		char *pend;
+		long ppid = strtol(rp + 4, &pend, 10);
+		if (pend == rp + 4 || *pend != ' ')
+			continue;
+		if (pl->n == pl->cap) {
+			size_t cap = pl->cap ? pl->cap * 2 : 256;
+			proc_ent *v = realloc(pl->v, cap * sizeof(*v));
+			if (!v) {
+				ok = false;
+				break;
+			}
+			pl->v = v;
+			pl->cap = cap;
+		}
+		pl->v[pl->n++] = (proc_ent){.pid = (pid_t)pid, .ppid = (pid_t)ppid,
+					    .zombie = state == 'Z' || state == 'X'};
+	}
+	closedir(d);
+	if (ok && pl->n > 0)
+		qsort(pl->v, pl->n, sizeof(*pl->v), cmp_pid);
+	return ok;
+}
+
+static bool was_child_before(const runner *r, pid_t pid)
+{
+	for (size_t i = 0; i < r->n_before; i++)
+		if (r->before[i] == pid)
+			return true;
+	return false;
+}
+
+/* Marks the caller's descendants, except the children it had before the fork (and theirs).
+ * A process whose parent is ours is ours: passes until nothing changes (the depth of the
+ * tree, each pass n log n). */
+static void mark_ours(const runner *r, proc_list *pl)
+{
+	for (size_t i = 0; i < pl->n; i++) {
+		proc_ent *p = &pl->v[i];
+		p->ours = p->ppid == r->self && !was_child_before(r, p->pid);
+	}
+	bool changed = true;
+	while (changed) {
+		changed = false;
+		for (size_t i = 0; i < pl->n; i++) {
+			proc_ent *p = &pl->v[i];
+			if (p->ours || p->ppid == r->self || p->ppid <= 1)
+				continue;
+			proc_ent key = {.pid = p->ppid};
+			const proc_ent *parent = bsearch(&key, pl->v, pl->n, sizeof(*pl->v), cmp_pid);
+			if (parent && parent->ours)
+				p->ours = changed = true;
+		}
+	}
+}
+
+/* Sends sig to every live descendant (the leader aside) found by a new scan; how many. */
+static size_t signal_descendants(runner *r, int sig)
+{
+	if (!proc_scan(&r->procs))
+		return 0;
+	mark_ours(r, &r->procs);
+	size_t n = 0;
+	for (size_t i = 0; i < r->procs.n; i++) {
+		const proc_ent *p = &r->procs.v[i];
+		if (p->ours && !p->zombie && p->pid != r->pid) {
+			kill(p->pid, sig);
+			n++;
+		}
+	}
+	return n;
 }
 
 static void signal_group(runner *r, int sig)
@@ -514,6 +678,71 @@ static void signal_group(runner *r, int sig)
 	kill(-r->pid, sig);
 	if (!r->exited)
 		kill(r->pid, sig); /* in case the leader left the group for another */
+	if (r->opts->end_descendants)
+		signal_descendants(r, sig);
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {0, ms * 1000000L};
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+/* Once the command has exited and its pipes are closed: ends what it left behind (SIGTERM,
+ * SIGKILL after the grace period; at once when the run was already being ended) and reaps
+ * the orphans that reparented to the caller. The zombie leader is left for reap(). A process
+ * SIGKILL cannot end (stuck in the kernel) is given up on GIVE_UP_MS after. */
+static void end_leftovers(runner *r)
+{
+	if (!r->opts->end_descendants) {
+		/* Survivors of SIGTERM that do not hold the pipes, while the zombie leader still
+		 * reserves the group id. */
+		if (r->kill_phase == 1)
+			kill(-r->pid, SIGKILL);
+		return;
+	}
+	int phase = r->kill_phase >= 1 ? 2 : 0; /* 0: nothing sent, 1: SIGTERM, 2: SIGKILL due */
+	int64_t due = 0;
+	for (;;) {
+		if (!proc_scan(&r->procs)) {
+			if (phase > 0)
+				kill(-r->pid, SIGKILL);
+			return;
+		}
+		mark_ours(r, &r->procs);
+		size_t alive = 0;
+		for (size_t i = 0; i < r->procs.n; i++) {
+			const proc_ent *p = &r->procs.v[i];
+			if (!p->ours || p->pid == r->pid)
+				continue;
+			if (p->ppid == r->self)
+				waitpid(p->pid, NULL, WNOHANG); /* an orphan: ours to reap */
+			if (!p->zombie)
+				alive++;
+		}
+		if (alive == 0)
+			return;
+		int64_t now = mono_ms();
+		if (phase == 0) {
+			signal_group(r, SIGTERM);
+			signal_group(r, SIGCONT);
+			phase = 1;
+			due = now + HV_RUN_KILL_GRACE_MS;
+		} else if (phase == 1 && now >= due) {
+			phase = 2;
+		}
+		if (phase == 2) {
+			phase = 3;
+			due = now + GIVE_UP_MS;
+		}
+		if (phase == 3) {
+			if (now >= due)
+				return;
+			signal_group(r, SIGKILL); /* again each time: it also reaches new forks */
+		}
+		sleep_ms(10);
+	}
 }
 
 /* Starts ending the process group: SIGTERM now (SIGCONT so a stopped process receives it, as
@@ -622,14 +851,16 @@ static hv_status run_loop(runner *r)
 		if (wake != NEVER)
 			timeout = wake <= now ? 0 : (int)min64(wake - now, 1000000);
 
-		struct pollfd pf[5];
-		int n = 0, i_out = -1, i_err = -1, i_in = -1, i_pid = -1, i_cancel = -1;
+		struct pollfd pf[6];
+		int n = 0, i_out = -1, i_err = -1, i_in = -1, i_pid = -1, i_cancel = -1, i_src = -1;
 		if (r->out.fd >= 0)
 			pf[i_out = n++] = (struct pollfd){r->out.fd, POLLIN, 0};
 		if (r->err.fd >= 0)
 			pf[i_err = n++] = (struct pollfd){r->err.fd, POLLIN, 0};
-		if (r->in_fd >= 0)
+		if (r->in_fd >= 0 && r->in_left > 0)
 			pf[i_in = n++] = (struct pollfd){r->in_fd, POLLOUT, 0};
+		else if (r->in_fd >= 0 && r->src_fd >= 0)
+			pf[i_src = n++] = (struct pollfd){r->src_fd, POLLIN, 0};
 		if (r->pidfd >= 0)
 			pf[i_pid = n++] = (struct pollfd){r->pidfd, POLLIN, 0};
 		if (r->cancel_fd >= 0 && !r->cancelled)
@@ -654,6 +885,13 @@ static hv_status run_loop(runner *r)
 		}
 		if (i_in >= 0 && pf[i_in].revents)
 			feed_stdin(r);
+		if (i_src >= 0 && (pf[i_src].revents & POLLNVAL))
+			return hv_error_errno(HV_EIO, "standard input", EBADF);
+		if (i_src >= 0 && pf[i_src].revents) {
+			rc = read_source(r);
+			if (rc != HV_OK)
+				return rc;
+		}
 		if (i_pid >= 0 && (pf[i_pid].revents & ready))
 			leader_exited(r, now);
 		if (i_cancel >= 0 && (pf[i_cancel].revents & (ready | POLLNVAL))) {
@@ -696,6 +934,30 @@ static hv_status finish_streams(runner *r, hv_run_result *out)
 	return HV_OK;
 }
 
+/* Makes the caller a child subreaper, and remembers the children it already has: they and
+ * their descendants are not the command's. */
+static hv_status become_subreaper(runner *r)
+{
+	int was = 0;
+	if (prctl(PR_GET_CHILD_SUBREAPER, &was, 0, 0, 0) != 0)
+		return hv_error_errno(HV_ECHILD, "PR_GET_CHILD_SUBREAPER", errno);
+	if (!was && prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0)
+		return hv_error_errno(HV_ECHILD, "PR_SET_CHILD_SUBREAPER", errno);
+	r->was_subreaper = was;
+	if (!proc_scan(&r->procs))
+		return HV_OK; /* no /proc: only the process group will be signalled */
+	for (size_t i = 0; i < r->procs.n; i++) {
+		if (r->procs.v[i].ppid != r->self)
+			continue;
+		pid_t *b = realloc(r->before, (r->n_before + 1) * sizeof(*b));
+		if (!b)
+			return hv_error_set(HV_ENOMEM, "out of memory");
+		r->before = b;
+		b[r->n_before++] = r->procs.v[i].pid;
+	}
+	return HV_OK;
+}
+
 static hv_status check_opts(const hv_run_opts *opts)
 {
 	if (!opts || !opts->argv || !opts->argv[0])
@@ -709,6 +971,8 @@ static hv_status check_opts(const hv_run_opts *opts)
 	}
 	if (opts->stdin_len && !opts->stdin_data)
 		return hv_error_set(HV_EUSAGE, "stdin length without data");
+	if (opts->stdin_data && opts->stdin_fd >= 0)
+		return hv_error_set(HV_EUSAGE, "stdin data and a stdin descriptor at once");
 	return HV_OK;
 }
 
@@ -746,7 +1010,8 @@ hv_status hv_run(const hv_run_opts *opts, hv_run_chunk_fn on_chunk, void *ctx,
 		return rc;
 
 	runner r = {.opts = opts, .on_chunk = on_chunk, .ctx = ctx, .pidfd = -1, .in_fd = -1,
-		    .cancel_fd = opts->cancel_fd, .deadline = NEVER};
+		    .src_fd = -1, .cancel_fd = opts->cancel_fd, .deadline = NEVER,
+		    .self = getpid(), .was_subreaper = -1};
 	r.out = (stream_state){.which = HV_STREAM_STDOUT, .fd = -1};
 	r.err = (stream_state){.which = HV_STREAM_STDERR, .fd = -1};
 	spawn_plan plan = {.dir_fd = -1, .in_fd = -1, .out_fd = -1, .err_fd = -1, .report_fd = -1};
@@ -767,7 +1032,11 @@ hv_status hv_run(const hv_run_opts *opts, hv_run_chunk_fn on_chunk, void *ctx,
 			goto done;
 		}
 	}
-	if (opts->stdin_data) {
+	if (opts->stdin_data || opts->stdin_fd >= 0) {
+		if (opts->stdin_fd >= 0 && !(r.in_buf = malloc(READ_SIZE))) {
+			rc = hv_error_set(HV_ENOMEM, "out of memory");
+			goto done;
+		}
 		if (make_pipe(p) != 0 || set_nonblock(p[1]) != 0) {
 			rc = hv_error_errno(HV_ECHILD, "stdin pipe", errno);
 			goto done;
@@ -776,6 +1045,7 @@ hv_status hv_run(const hv_run_opts *opts, hv_run_chunk_fn on_chunk, void *ctx,
 		r.in_fd = p[1];
 		r.in_data = opts->stdin_data;
 		r.in_left = opts->stdin_len;
+		r.src_fd = opts->stdin_fd;
 	} else {
 		plan.in_fd = above_stdio(open("/dev/null", O_RDONLY | O_CLOEXEC));
 		if (plan.in_fd < 0) {
@@ -801,6 +1071,9 @@ hv_status hv_run(const hv_run_opts *opts, hv_run_chunk_fn on_chunk, void *ctx,
 	}
 	report_rd = p[0];
 	plan.report_fd = p[1];
+	plan.parent = r.self;
+	if (opts->end_descendants && (rc = become_subreaper(&r)) != HV_OK)
+		goto done;
 
 	if (opts->timeout_ms)
 		r.deadline = mono_ms() + (int64_t)(opts->timeout_ms < (uint64_t)NEVER / 2
@@ -852,20 +1125,18 @@ hv_status hv_run(const hv_run_opts *opts, hv_run_chunk_fn on_chunk, void *ctx,
 #ifdef SYS_pidfd_open
 	r.pidfd = above_stdio((int)syscall(SYS_pidfd_open, r.pid, 0)); /* always close-on-exec */
 #endif
-	if (r.in_fd >= 0 && r.in_left == 0)
+	if (r.in_fd >= 0 && r.in_left == 0 && r.src_fd < 0)
 		close_fd(&r.in_fd); /* empty stdin data: EOF at once */
 
 	rc = run_loop(&r);
 	if (rc != HV_OK) {
 		/* A failure of ours mid-run: the command must not outlive it. */
 		signal_group(&r, SIGKILL);
+		r.kill_phase = 2;
 	}
-	if (r.kill_phase == 1) {
-		/* We ended the run and the leader and the pipes are gone before the SIGKILL was
-		 * due: what is left of the group (processes that survive SIGTERM without holding
-		 * the pipes) gets it now, while the zombie leader still reserves the group id. */
-		kill(-r.pid, SIGKILL);
-	}
+	/* When we ended the run and the leader and the pipes are gone before the SIGKILL was due,
+	 * what is left (processes that survive SIGTERM without holding the pipes) gets it now. */
+	end_leftovers(&r);
 	int st = reap(r.pid);
 	if (st < 0) {
 		if (rc == HV_OK)
@@ -909,5 +1180,10 @@ done:
 	hv_buf_free(&r.err.kept);
 	plan_free(&plan);
 	free(r.buf);
+	free(r.in_buf);
+	free(r.before);
+	free(r.procs.v);
+	if (r.was_subreaper == 0)
+		prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
 	return rc;
 }

@@ -11,9 +11,12 @@
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1020,8 +1023,8 @@ static void test_unreadable_output_as_nobody(void **state)
 }
 
 /* The command removes the directory it ran in: collecting fails, which stderr says, and
- * harvest exits 125 (its own failure), but the ExecutionResult still comes (with no files
- * and the command's exit code) and the history still has how the command ended. */
+ * harvest exits 125 (its own failure), but the ExecutionResult still comes (with no files,
+ * the command's exit code and run_id null). */
 static void test_collect_failure_after_run(void **state)
 {
 	(void)state;
@@ -1044,16 +1047,15 @@ static void test_collect_failure_after_run(void **state)
 	assert_non_null(strstr(r.err, real_d));
 	assert_int_equal(r.status, 125); /* harvest's own failure; the command's 3 is above */
 	free(real_d);
-	int64_t id = tj_int(tj_get(ev.result, "run_id"));
-	assert_true(id > 0);
+	/* Not completely recorded (what it produced is unknown): no run_id to give, and the
+	 * history does not show it as a run that ended with no artifacts. */
+	assert_int_equal(tj_type(tj_get(ev.result, "run_id")), TJ_NULL);
 	events_free(&ev);
 	tu_result_free(&r);
 	tj_value *runs = history_runs(&f);
 	assert_int_equal(tj_len(runs), 1);
 	const tj_value *run = tj_at(runs, 0);
-	assert_int_equal(tj_int(tj_get(run, "run_id")), id);
-	assert_int_equal(tj_int(tj_get(run, "exit_code")), 3);
-	assert_int_equal(tj_type(tj_get(run, "ended_at")), TJ_STRING);
+	assert_int_equal(tj_type(tj_get(run, "ended_at")), TJ_NULL);
 	assert_int_equal(tj_int(tj_get(run, "artifacts")), 0);
 	tj_free(runs);
 	fx_close(&f);
@@ -1111,6 +1113,356 @@ static void test_sigterm_ends_the_run(void **state)
 	free(out);
 	free(err);
 	free(started);
+	fx_close(&f);
+}
+
+/* ---- what the command can reach ---- */
+
+/* Waits (at most 30 s) until path holds a pid; 0 when it never does. */
+static pid_t wait_pid_file(const char *path)
+{
+	double t0 = now_s();
+	while (now_s() - t0 < 30) {
+		char *s = tu_read_file(path, NULL);
+		long pid = s ? strtol(s, NULL, 10) : 0;
+		free(s);
+		if (pid > 1)
+			return (pid_t)pid;
+		struct timespec nap = {0, 20 * 1000 * 1000};
+		nanosleep(&nap, NULL);
+	}
+	return 0;
+}
+
+/* harvest's own variables (HARVEST_DB, which names the history, and every other HARVEST_*)
+ * do not reach the command unless passed with --env. */
+static void test_env_without_harvest_vars(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	assert_int_equal(setenv("HARVEST_DB", f.db, 1), 0);
+	assert_int_equal(setenv("HARVEST_SOMETHING", "x", 1), 0);
+	assert_int_equal(setenv("NOT_HARVEST_DB", "kept", 1), 0);
+	tu_result r;
+	hv_run(&r, &f, NULL, NULL, (const char *const[]){"env", NULL});
+	unsetenv("HARVEST_DB");
+	unsetenv("HARVEST_SOMETHING");
+	assert_int_equal(r.status, 0);
+	events ev;
+	parse_events(&ev, &r, false);
+	const char *out = tj_str(tj_get(ev.result, "stdout"), NULL);
+	assert_non_null(out);
+	if (strstr(out, "\nHARVEST_") || strncmp(out, "HARVEST_", 8) == 0)
+		fail_msg("the command got harvest's variables:\n%s", out);
+	assert_non_null(strstr(out, "NOT_HARVEST_DB=kept\n"));
+	events_free(&ev);
+	tu_result_free(&r);
+	/* Passed explicitly, it is there. */
+	hv_run(&r, &f, NULL, (const char *const[]){"--env", "HARVEST_DB=/given", NULL},
+	       (const char *const[]){"sh", "-c", "echo \"[$HARVEST_DB]\"", NULL});
+	assert_int_equal(r.status, 0);
+	parse_events(&ev, &r, false);
+	assert_bytes(tj_get(ev.result, "stdout"), "[/given]\n", 9);
+	events_free(&ev);
+	tu_result_free(&r);
+	unsetenv("NOT_HARVEST_DB");
+	fx_close(&f);
+}
+
+/* A daemon the command starts in a session of its own (setsid), holding no pipe, ends with
+ * the run: harvest is a child subreaper, and ends what the command left behind. */
+static void test_setsid_daemon_ends_with_the_run(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	char *pidfile = tu_path(f.root, "daemon.pid");
+	char script[512];
+	snprintf(script, sizeof(script),
+		 "setsid sh -c 'echo $$ > %s; exec sleep 1000' </dev/null >/dev/null 2>&1 & "
+		 "while [ ! -s %s ]; do sleep 0.01; done",
+		 pidfile, pidfile);
+	tu_result r;
+	hv_run(&r, &f, NULL, NULL, (const char *const[]){"sh", "-c", script, NULL});
+	pid_t pid = wait_pid_file(pidfile);
+	assert_true(pid > 1);
+	if (r.status != 0)
+		fail_msg("exit %d: %s", r.status, r.err);
+	if (!process_gone(pid)) {
+		kill(pid, SIGKILL);
+		fail_msg("the setsid daemon %d outlived the run", (int)pid);
+	}
+	tu_result_free(&r);
+	free(pidfile);
+	fx_close(&f);
+}
+
+/* The setsid grandchild holding the pipes is ended by the timeout too (not only the process
+ * group), and the exit status is 124. */
+static void test_setsid_grandchild_ends_on_timeout(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	char *pidfile = tu_path(f.root, "grandchild.pid");
+	char script[512];
+	snprintf(script, sizeof(script),
+		 "setsid sh -c 'echo $$ > %s; exec sleep 1000' & "
+		 "while [ ! -s %s ]; do sleep 0.01; done; sleep 100",
+		 pidfile, pidfile);
+	tu_result r;
+	hv_run(&r, &f, NULL, (const char *const[]){"--timeout", "3", NULL},
+	       (const char *const[]){"sh", "-c", script, NULL});
+	pid_t pid = wait_pid_file(pidfile);
+	assert_true(pid > 1);
+	bool gone = process_gone(pid);
+	if (!gone)
+		kill(pid, SIGKILL);
+	assert_int_equal(r.status, 124);
+	events ev;
+	parse_events(&ev, &r, false);
+	assert_true(tj_bool(tj_get(ev.result, "timed_out")));
+	events_free(&ev);
+	if (!gone)
+		fail_msg("the setsid grandchild %d survived the timeout", (int)pid);
+	tu_result_free(&r);
+	free(pidfile);
+	fx_close(&f);
+}
+
+/* harvest killed outright (SIGKILL, no chance to clean up): its command gets SIGKILL from
+ * the kernel (PR_SET_PDEATHSIG) instead of running on. */
+static void test_command_dies_with_harvest(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	char *pidfile = tu_path(f.root, "command.pid");
+	char script[256];
+	snprintf(script, sizeof(script), "echo $$ > %s; exec sleep 1000", pidfile);
+	char *argv[] = {HARVEST_BIN, "run", "--db", f.db, "--dir", f.d, "--", "sh", "-c", script,
+			NULL};
+	pid_t h = tu_spawn(argv, NULL, NULL);
+	pid_t pid = wait_pid_file(pidfile);
+	if (pid <= 1) {
+		kill(h, SIGKILL);
+		tu_wait(h);
+		fail_msg("the command never started");
+	}
+	assert_int_equal(kill(h, SIGKILL), 0);
+	assert_int_equal(tu_wait(h), 128 + SIGKILL);
+	if (!process_gone(pid)) {
+		kill(pid, SIGKILL);
+		fail_msg("the command %d outlived the SIGKILLed harvest", (int)pid);
+	}
+	free(pidfile);
+	fx_close(&f);
+}
+
+/* ---- what a caller gets when harvest itself fails late ---- */
+
+/* Recording the run fails (the database is locked past the busy timeout when the command has
+ * ended): the result still shows the files collected, but run_id is null, stderr says why,
+ * the exit status is 125, and the history does not show the run as a finished one. */
+static void test_record_failure_locked(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	char *out = tu_path(f.root, "out"), *err = tu_path(f.root, "err");
+	char *started = tu_path(f.root, "started"), *go = tu_path(f.root, "go");
+	char script[512];
+	snprintf(script, sizeof(script),
+		 "echo data > made.txt; : > %s; while [ ! -e %s ]; do sleep 0.01; done", started,
+		 go);
+	char *argv[] = {HARVEST_BIN, "run", "--db", f.db, "--dir", f.d, "--", "sh", "-c", script,
+			NULL};
+	pid_t pid = tu_spawn(argv, out, err);
+	double t0 = now_s();
+	while (access(started, F_OK) != 0) {
+		if (now_s() - t0 > 30) {
+			kill(pid, SIGKILL);
+			tu_wait(pid);
+			fail_msg("the command never started");
+		}
+		struct timespec nap = {0, 20 * 1000 * 1000};
+		nanosleep(&nap, NULL);
+	}
+	sqlite3 *h;
+	assert_int_equal(sqlite3_open_v2(f.db, &h, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+	tu_write(f.root, "go", "", 0);
+	int status = tu_wait(pid); /* the busy timeout, then the failure */
+	assert_int_equal(sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_close(h), SQLITE_OK);
+	tu_result r = {0};
+	r.out = tu_read_file(out, &r.out_len);
+	r.err = tu_read_file(err, &r.err_len);
+	assert_non_null(r.out);
+	assert_non_null(r.err);
+	events ev;
+	parse_events(&ev, &r, false);
+	assert_int_equal(tj_type(tj_get(ev.result, "run_id")), TJ_NULL);
+	if (status != 125)
+		fail_msg("exit %d, expected 125: %s", status, r.err);
+	assert_non_null(strstr(r.err, "recording the run"));
+	assert_non_null(strstr(r.err, "locked"));
+	assert_int_equal(tj_int(tj_get(ev.result, "exit_code")), 0);
+	check_output(find_output(ev.result, "output_files", "made.txt"), f.d, "made.txt",
+		     "text/plain", "mime_type");
+	events_free(&ev);
+	tu_result_free(&r);
+	/* The history has the run as begun and never ended, without artifacts. */
+	tj_value *runs = history_runs(&f);
+	assert_int_equal(tj_len(runs), 1);
+	assert_int_equal(tj_type(tj_get(tj_at(runs, 0), "ended_at")), TJ_NULL);
+	assert_int_equal(tj_int(tj_get(tj_at(runs, 0), "artifacts")), 0);
+	tj_free(runs);
+	free(out);
+	free(err);
+	free(started);
+	free(go);
+	fx_close(&f);
+}
+
+/* The database's filesystem is full when the artifacts are recorded: the same as a locked
+ * database (run_id null, exit 125, the files still printed), and no run in the history
+ * claims to have ended normally with fewer artifacts than it made. */
+static void test_record_failure_disk_full(void **state)
+{
+	(void)state;
+	char *top = tu_tmpdir();
+	char *mnt = tu_path(top, "small");
+	tu_mkdir(top, "small");
+	assert_int_equal(mount("harvest-test", mnt, "tmpfs", 0, "size=1m"), 0);
+	tu_cleanup_umount(mnt);
+	fixture f;
+	fx_open(&f);
+	free(f.db);
+	f.db = tu_path(mnt, "h.db");
+	/* Incompressible bytes, twice the room of the filesystem. */
+	char script[256];
+	snprintf(script, sizeof(script), "head -c 2097152 /dev/urandom > big.bin");
+	tu_result r;
+	hv_run(&r, &f, NULL, NULL, (const char *const[]){"sh", "-c", script, NULL});
+	events ev;
+	parse_events(&ev, &r, false);
+	assert_int_equal(tj_type(tj_get(ev.result, "run_id")), TJ_NULL);
+	if (r.status != 125)
+		fail_msg("exit %d, expected 125: %s", r.status, r.err);
+	assert_non_null(strstr(r.err, "recording the run"));
+	assert_int_equal(tj_int(tj_get(ev.result, "exit_code")), 0);
+	assert_non_null(find_output(ev.result, "output_files", "big.bin"));
+	events_free(&ev);
+	tu_result_free(&r);
+	/* A run of the history is unended, or ended with a reason saying it is incomplete: none
+	 * ended normally. */
+	tj_value *runs = history_runs(&f);
+	for (size_t i = 0; i < tj_len(runs); i++) {
+		const tj_value *run = tj_at(runs, i);
+		const tj_value *reason = tj_get(run, "end_reason");
+		if (tj_type(tj_get(run, "ended_at")) != TJ_NULL &&
+		    (!reason || tj_type(reason) == TJ_NULL))
+			fail_msg("run %lld is recorded as ended normally, with %lld artifacts",
+				 (long long)tj_int(tj_get(run, "run_id")),
+				 (long long)tj_int(tj_get(run, "artifacts")));
+	}
+	tj_free(runs);
+	free(mnt);
+	fx_close(&f);
+}
+
+/* stdout cannot take the output (/dev/full): an error line and 125, not a silent 0; the
+ * command still ran to its end and was recorded. */
+static void test_stdout_write_failure(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	static const char *const formats[] = {"jsonl", "json"};
+	for (int k = 0; k < 2; k++) {
+		char *argv[] = {HARVEST_BIN, "run", "--db", f.db, "--dir", f.d, "--format",
+				(char *)formats[k], "--", "sh", "-c", "echo hello", NULL};
+		char *err = NULL;
+		size_t err_len = 0;
+		int status = tu_run_to_file(NULL, argv, "/dev/full", &err, &err_len);
+		if (status != 125)
+			fail_msg("--format %s > /dev/full: exit %d, expected 125: %s", formats[k],
+				 status, err);
+		assert_non_null(strstr(err, "standard output"));
+		assert_non_null(strstr(err, "No space left on device"));
+		free(err);
+	}
+	tj_value *runs = history_runs(&f);
+	assert_int_equal(tj_len(runs), 2);
+	for (size_t i = 0; i < 2; i++) {
+		assert_int_equal(tj_type(tj_get(tj_at(runs, i), "ended_at")), TJ_STRING);
+		assert_int_equal(tj_int(tj_get(tj_at(runs, i), "exit_code")), 0);
+	}
+	tj_free(runs);
+	fx_close(&f);
+}
+
+/* --language streams harvest's stdin to the interpreter: 160 MB through it must not cost
+ * harvest 160 MB of memory (the peak RSS of the child harvest, against an empty input). */
+static long language_peak_rss_kb(const fixture *f, const char *bin, size_t bytes)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "PATH=%s:/usr/bin:/bin", bin);
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+		if (dup2(p[0], 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
+			_exit(126);
+		execl(HARVEST_BIN, HARVEST_BIN, "run", "--db", f->db, "--dir", f->d, "--env", path,
+		      "--format", "json", "--language", "swallow", (char *)NULL);
+		_exit(127);
+	}
+	close(p[0]);
+	static char block[65536];
+	memset(block, '#', sizeof(block));
+	block[sizeof(block) - 1] = '\n';
+	for (size_t sent = 0; sent < bytes;) {
+		size_t want = bytes - sent < sizeof(block) ? bytes - sent : sizeof(block);
+		ssize_t n = write(p[1], block, want);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			fail_msg("writing harvest's stdin: %s", strerror(errno));
+		sent += (size_t)n;
+	}
+	close(p[1]);
+	int st;
+	struct rusage ru;
+	while (wait4(pid, &st, 0, &ru) < 0)
+		assert_int_equal(errno, EINTR);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	return ru.ru_maxrss;
+}
+
+static void test_language_streams_stdin(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	tu_mkdir(f.root, "bin");
+	char *bin = tu_path(f.root, "bin");
+	tu_write(bin, "swallow", "#!/bin/sh\nexec cat >/dev/null\n", 30);
+	char *swallow = tu_path(bin, "swallow");
+	assert_int_equal(chmod(swallow, 0755), 0);
+	long base = language_peak_rss_kb(&f, bin, 0);
+	size_t big = (size_t)160 << 20;
+	long peak = language_peak_rss_kb(&f, bin, big);
+	if (peak - base > (long)(big / 1024 / 4))
+		fail_msg("%zu MiB of stdin raised harvest's peak RSS from %ld to %ld KiB",
+			 big >> 20, base, peak);
+	free(swallow);
+	free(bin);
 	fx_close(&f);
 }
 
@@ -1231,6 +1583,14 @@ int main(void)
 		cmocka_unit_test(test_collect_failure_after_run),
 		cmocka_unit_test(test_sigterm_ends_the_run),
 		cmocka_unit_test(test_concurrent_runs),
+		cmocka_unit_test(test_env_without_harvest_vars),
+		cmocka_unit_test(test_setsid_daemon_ends_with_the_run),
+		cmocka_unit_test(test_setsid_grandchild_ends_on_timeout),
+		cmocka_unit_test(test_command_dies_with_harvest),
+		cmocka_unit_test(test_record_failure_locked),
+		cmocka_unit_test_teardown(test_record_failure_disk_full, tu_cleanup),
+		cmocka_unit_test(test_stdout_write_failure),
+		cmocka_unit_test(test_language_streams_stdin),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

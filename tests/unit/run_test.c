@@ -1400,6 +1400,153 @@ static void test_shell_argv(void **state)
 	assert_string_equal(hv_stream_name(HV_STREAM_STDERR), "stderr");
 }
 
+/* ---- what opts.end_descendants, opts.stdin_fd and the environment filter do ------------ */
+
+/* Gone and reaped: hv_run() itself took the orphan's exit status. */
+static bool reaped_already(pid_t pid)
+{
+	int st;
+	return waitpid(pid, &st, WNOHANG) < 0 && errno == ECHILD && kill(pid, 0) != 0 &&
+	       errno == ESRCH;
+}
+
+/* With end_descendants, what the command leaves behind ends with the run: a background
+ * process holding no pipe, in the group or in a session of its own (setsid), and one that
+ * ignores SIGTERM (SIGKILL after the grace period); their orphans are reaped. */
+static void test_end_descendants_ends_what_is_left(void **state)
+{
+	(void)state;
+	static const char *const scripts[] = {
+		"sleep 100 >/dev/null 2>&1 </dev/null & echo $!",
+		"setsid sh -c 'echo $$; exec sleep 100' </dev/null 2>/dev/null & wait",
+		"setsid sh -c 'trap \"\" TERM; echo $$; sleep 100; :' </dev/null 2>/dev/null & "
+		"wait",
+	};
+	for (size_t k = 0; k < sizeof(scripts) / sizeof(scripts[0]); k++) {
+		hv_run_opts opts;
+		hv_run_opts_init(&opts);
+		opts.end_descendants = true;
+		opts.linger_ms = 100000; /* the setsid ones hold stdout: only SIGTERM ends them */
+		opts.timeout_ms = k == 0 ? 0 : 1000;
+		collector c = {0};
+		hv_run_result res;
+		assert_int_equal(run_sh(scripts[k], &opts, &c, &res), HV_OK);
+		pid_t bg = parse_pid(res.stdout_data);
+		if (!reaped_already(bg)) {
+			kill(bg, SIGKILL);
+			reap_orphan(bg);
+			fail_msg("script %zu: the background process %d outlived the run", k, (int)bg);
+		}
+		hv_run_result_free(&res);
+		collector_free(&c);
+	}
+}
+
+/* The caller's own children (started before the run) are not the command's: left alone. */
+static void test_end_descendants_spares_the_callers_children(void **state)
+{
+	(void)state;
+	pid_t mine = fork();
+	assert_true(mine >= 0);
+	if (mine == 0) {
+		pause();
+		_exit(0);
+	}
+	hv_run_opts opts;
+	hv_run_opts_init(&opts);
+	opts.end_descendants = true;
+	collector c = {0};
+	hv_run_result res;
+	assert_int_equal(run_sh("sleep 100 >/dev/null 2>&1 </dev/null & echo $!", &opts, &c, &res),
+			 HV_OK);
+	pid_t bg = parse_pid(res.stdout_data);
+	assert_true(reaped_already(bg));
+	int st;
+	assert_int_equal(waitpid(mine, &st, WNOHANG), 0); /* still running, not reaped */
+	kill(mine, SIGKILL);
+	assert_int_equal(waitpid(mine, &st, 0), mine);
+	hv_run_result_free(&res);
+	collector_free(&c);
+}
+
+/* Inherited HARVEST_* variables do not reach the command; given in opts.env, they do. */
+static void test_env_drops_harvest_variables(void **state)
+{
+	(void)state;
+	assert_int_equal(setenv("HARVEST_DB", "/secret/h.db", 1), 0);
+	assert_int_equal(setenv("HARVEST_OTHER", "x", 1), 0);
+	collector c = {0};
+	hv_run_result res;
+	assert_int_equal(run_sh("echo \"[${HARVEST_DB-unset}][${HARVEST_OTHER-unset}]\"", NULL, &c,
+				&res),
+			 HV_OK);
+	assert_string_equal(res.stdout_data, "[unset][unset]\n");
+	hv_run_result_free(&res);
+	collector_free(&c);
+	hv_run_opts opts;
+	hv_run_opts_init(&opts);
+	const char *env[] = {"HARVEST_DB=/given"};
+	opts.env = env;
+	opts.n_env = 1;
+	assert_int_equal(run_sh("echo \"[${HARVEST_DB-unset}][${HARVEST_OTHER-unset}]\"", &opts, &c,
+				&res),
+			 HV_OK);
+	assert_string_equal(res.stdout_data, "[/given][unset]\n");
+	hv_run_result_free(&res);
+	collector_free(&c);
+	unsetenv("HARVEST_DB");
+	unsetenv("HARVEST_OTHER");
+}
+
+/* stdin_fd is copied as it is read: an endless source (/dev/zero) works as long as the
+ * command reads, and one that stops reading (EPIPE) ends the copy without an error. A
+ * source that cannot be read (a directory) is HV_EIO; data and a descriptor at once are
+ * refused. */
+static void test_stdin_fd_streamed(void **state)
+{
+	(void)state;
+	hv_run_opts opts;
+	hv_run_opts_init(&opts);
+	opts.timeout_ms = 60000; /* a hang shows as a timeout, not a hung test */
+	opts.stdin_fd = open("/dev/zero", O_RDONLY | O_CLOEXEC);
+	assert_true(opts.stdin_fd >= 0);
+	collector c = {0};
+	hv_run_result res;
+	assert_int_equal(run_sh("head -c 50000000 | wc -c", &opts, &c, &res), HV_OK);
+	assert_false(res.timed_out);
+	assert_int_equal(res.exit_code, 0);
+	assert_int_equal(strtol(res.stdout_data, NULL, 10), 50000000);
+	hv_run_result_free(&res);
+	collector_free(&c);
+	close(opts.stdin_fd);
+
+	/* a pipe with a known content and EOF */
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	assert_int_equal(write(p[1], "one\ntwo\n", 8), 8);
+	close(p[1]);
+	opts.stdin_fd = p[0];
+	assert_int_equal(run_sh("cat", &opts, &c, &res), HV_OK);
+	assert_string_equal(res.stdout_data, "one\ntwo\n");
+	hv_run_result_free(&res);
+	collector_free(&c);
+	close(p[0]);
+
+	opts.stdin_fd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(opts.stdin_fd >= 0);
+	assert_int_equal(run_sh("cat >/dev/null", &opts, &c, &res), HV_EIO);
+	assert_non_null(strstr(hv_error_last(), "standard input"));
+	hv_run_result_free(&res);
+	collector_free(&c);
+
+	opts.stdin_data = "x";
+	opts.stdin_len = 1;
+	assert_int_equal(run_sh("cat", &opts, &c, &res), HV_EUSAGE);
+	hv_run_result_free(&res);
+	collector_free(&c);
+	close(opts.stdin_fd);
+}
+
 int main(void)
 {
 	/* orphans of the commands come to us (see the top of the file) */
@@ -1443,6 +1590,10 @@ int main(void)
 		cmocka_unit_test(test_command_lookup_path),
 		cmocka_unit_test(test_sigchld_ignored),
 		cmocka_unit_test(test_out_of_descriptors),
+		cmocka_unit_test(test_end_descendants_ends_what_is_left),
+		cmocka_unit_test(test_end_descendants_spares_the_callers_children),
+		cmocka_unit_test(test_env_drops_harvest_variables),
+		cmocka_unit_test(test_stdin_fd_streamed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
