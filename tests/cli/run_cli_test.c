@@ -1055,7 +1055,8 @@ static void test_collect_failure_after_run(void **state)
 	tj_value *runs = history_runs(&f);
 	assert_int_equal(tj_len(runs), 1);
 	const tj_value *run = tj_at(runs, 0);
-	assert_int_equal(tj_type(tj_get(run, "ended_at")), TJ_NULL);
+	assert_int_equal(tj_type(tj_get(run, "ended_at")), TJ_STRING);
+	assert_bytes(tj_get(run, "end_reason"), "not_recorded", 12);
 	assert_int_equal(tj_int(tj_get(run, "artifacts")), 0);
 	tj_free(runs);
 	fx_close(&f);

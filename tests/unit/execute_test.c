@@ -503,7 +503,10 @@ static void test_execute_collect_failure(void **state)
 	assert_int_equal(hv_store_runs(f->st, NULL, &it), HV_OK);
 	const hv_run_row *r;
 	assert_int_equal(hv_run_iter_next(it, &r), HV_OK);
-	assert_false(r->ended);
+	/* Ended, but as not recorded: never as a run that ended normally with no artifacts. */
+	assert_true(r->ended);
+	assert_non_null(r->end_reason);
+	assert_string_equal(r->end_reason, HV_END_NOT_RECORDED);
 	assert_int_equal(r->artifacts, 0);
 	assert_int_equal(hv_run_iter_next(it, &r), HV_DONE);
 	hv_run_iter_free(it);
