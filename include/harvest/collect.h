@@ -28,6 +28,7 @@ typedef struct hv_collect_opts {
 	const char *const *excludes; /* more fnmatch globs on names; excluded dirs not entered */
 	size_t n_excludes;
 	bool no_cache;               /* do not use or fill the MIME cache */
+	bool xdev;                   /* stay on dir's file system: a mount point is not entered */
 	int threads;                 /* walker and detection threads; 0: online CPUs, at most 8 */
 	/* Called with each warning of the walk ("dir/sub: Permission denied"); may be NULL. */
 	void (*on_warning)(void *ctx, const char *message);

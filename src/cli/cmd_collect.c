@@ -49,6 +49,7 @@ int cli_collect_opt(cli_collect *cc, cli_common *c, int id, const char *v)
 	case OPT_LABEL: cc->label = v; return 0;
 	case OPT_NO_HISTORY: cc->no_history = true; return 0;
 	case OPT_NO_CACHE: cc->opts.no_cache = true; return 0;
+	case OPT_COLLECT_XDEV: cc->opts.xdev = true; return 0;
 	}
 	return -2;
 }
@@ -150,7 +151,7 @@ static int parse_dir_command(cli_common *c, int argc, char **argv, const cli_opt
 static const cli_opt snapshot_opts[] = {
 	{"help", 'h', 0, OPT_HELP}, {"format", 0, 1, OPT_FORMAT}, {"case", 0, 1, OPT_CASE},
 	{"quiet", 'q', 0, OPT_QUIET}, {"db", 0, 1, OPT_DB}, {"include-hidden", 0, 0, OPT_INCLUDE_HIDDEN},
-	{"exclude", 0, 1, OPT_COLLECT_EXCLUDE}, {NULL, 0, 0, 0},
+	{"exclude", 0, 1, OPT_COLLECT_EXCLUDE}, {"xdev", 0, 0, OPT_COLLECT_XDEV}, {NULL, 0, 0, 0},
 };
 
 static const char snapshot_usage[] =
@@ -162,6 +163,7 @@ static const char snapshot_usage[] =
 	"  --include-hidden    also record dot-files and __pycache__ (left out by default,\n"
 	"                      as collect leaves them out)\n"
 	"  --exclude GLOB      leave out names matching GLOB (repeatable)\n"
+	"  --xdev              stay on DIR's file system (mount points are not entered)\n"
 	"  --format F          json (default) or jsonl\n"
 	"  --case C, --quiet\n";
 

@@ -54,6 +54,7 @@ static int open_walk(hv_walk **w, const char *dir, const hv_collect_opts *o, hv_
 	wo.n_excludes = k;
 	wo.threads = o->threads;
 	wo.sort = sort;
+	wo.xdev = o->xdev;
 	int rc = hv_walk_open(w, dir, &wo);
 	free(excl); /* the walker keeps its own copies */
 	return rc;
