@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The descriptors an open database holds: the file, its -wal and its -shm. */
+#define CLI_DB_FDS 3
+
 hv_store *cli_open_store(const cli_common *c, int flags)
 {
 	hv_store *st = NULL;
@@ -188,7 +191,12 @@ int cmd_snapshot(int argc, char **argv)
 	}
 	cli_hooks hooks;
 	cli_collect_hooks(&cc, &c, &hooks);
-	hv_store *st = cli_open_store(&c, 0);
+	hv_store *st = NULL;
+	if (hv_collect_check_fds(pos[0], CLI_DB_FDS) != HV_OK) {
+		cli_error("%s", hv_error_last());
+	} else {
+		st = cli_open_store(&c, 0);
+	}
 	if (!st) {
 		free(pos);
 		cli_collect_free(&cc);
@@ -283,6 +291,12 @@ int cmd_collect(int argc, char **argv)
 	cli_collect_hooks(&k.cc, &c, &hooks);
 	hv_store *st = NULL;
 	bool need_store = !k.cc.no_history || k.since || !k.cc.opts.no_cache;
+	if (hv_collect_check_fds(pos[0], need_store ? CLI_DB_FDS : 0) != HV_OK) {
+		cli_error("%s", hv_error_last());
+		free(pos);
+		cli_collect_free(&k.cc);
+		return EXIT_WARN;
+	}
 	if (need_store && !(st = cli_open_store(&c, 0))) {
 		free(pos);
 		cli_collect_free(&k.cc);
