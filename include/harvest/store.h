@@ -38,7 +38,7 @@ extern "C" {
 /* The `PRAGMA application_id` of a harvest database: "HRVS". */
 #define HV_STORE_APPLICATION_ID 0x48525653
 /* The schema version (`PRAGMA user_version`) this library writes. */
-#define HV_STORE_SCHEMA_VERSION 1
+#define HV_STORE_SCHEMA_VERSION 2
 
 typedef struct hv_store hv_store;
 

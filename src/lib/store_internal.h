@@ -76,9 +76,4 @@ int hvst_bind_bytes(sqlite3_stmt *s, int idx, const void *p, size_t len);
 /* Steps a statement that returns no rows, then resets it: SQLITE_DONE or the error code. */
 int hvst_step_done(sqlite3_stmt *s);
 
-/* Walk-order keys: the path with every '/' turned into a NUL byte, so that memcmp order of
- * keys (SQLite's BLOB order) is the walker's component-wise order. */
-int hvst_path_to_key(hv_buf *b, const char *path, size_t len);
-void hvst_key_to_path(char *p, size_t len);
-
 #endif
