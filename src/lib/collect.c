@@ -786,7 +786,7 @@ static int open_job(struct collector *k, const hv_entry *e, struct job *j, bool 
 	struct stat fst;
 	if (fstat(j->fd, &fst) != 0 || !S_ISREG(fst.st_mode)) {
 		j->late_reason = "not_regular"; /* never read a FIFO or a device */
-		close(j->fd); /* only a queued job holds a descriptor: see pipe_fd_budget() */
+		close(j->fd); /* only a queued job holds a descriptor: see fd_budget() */
 		j->fd = -1;
 		return HV_OK;
 	}
