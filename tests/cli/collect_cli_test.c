@@ -1097,7 +1097,7 @@ static void mount_inside(const char *root, const char *d)
 	assert_int_equal(mount("harvest-test", src, "tmpfs", 0, "size=1m"), 0);
 	tu_cleanup_umount(src);
 	tu_write(root, "outside/shadow", "hash\n", 5);
-	assert_int_equal(mount(src, bind, NULL, MS_BIND, NULL), 0);
+	assert_int_equal(mount(src, bind, "none", MS_BIND, NULL), 0);
 	tu_cleanup_umount(bind);
 	tu_write(d, "tmp/secret", "mounted\n", 8);
 	free(tmp);
