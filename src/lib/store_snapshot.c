@@ -726,20 +726,26 @@ hv_status hv_snapshot_next(hv_snapshot *sn, const hv_snapshot_entry **out)
 			sn->cur.sha256 = sn->cur_sha;
 		}
 		if (it->has_below) {
-			/* Its entries come next. (it and f are not used past the push.) */
-			if (sn->n_frames == sn->frames_cap) {
-				size_t cap = sn->frames_cap * 2;
-				snap_frame *v = realloc(sn->frames, cap * sizeof(*v));
-				if (!v)
-					return hv_error_set(HV_ENOMEM, "out of memory");
-				sn->frames = v;
-				sn->frames_cap = cap;
-			}
+			/* Its entries come next. (it and f are not used past this.) When f has
+			 * nothing left, its frame is reused: a chain of any depth needs one. */
 			int64_t id = it->id;
-			snap_frame *c = &sn->frames[sn->n_frames++];
-			memset(c, 0, sizeof(*c));
+			snap_frame *c = f;
+			if (f->pos < f->n_page || !f->at_end) {
+				if (sn->n_frames == sn->frames_cap) {
+					size_t cap = sn->frames_cap * 2;
+					snap_frame *v = realloc(sn->frames, cap * sizeof(*v));
+					if (!v)
+						return hv_error_set(HV_ENOMEM, "out of memory");
+					sn->frames = v;
+					sn->frames_cap = cap;
+				}
+				c = &sn->frames[sn->n_frames++];
+				memset(c, 0, sizeof(*c));
+			}
 			c->id = id;
 			c->path_len = sn->path.len;
+			c->n_page = c->pos = 0;
+			c->started = c->at_end = false;
 		}
 		if (!added)
 			continue; /* a directory only there for its entries */
