@@ -34,8 +34,8 @@
 #       start (valgrind follows exec into the built binaries; system programs such as sh,
 #       timeout or cp run natively). Any memory error, or a definite leak, fails: the process
 #       exits 99, and its report is kept in build-vg/valgrind/PID.log and printed. Left out,
-#       with the reasons below: walk_big_cli_test; and the harvest children of run_cli_test and
-#       mime_cli_test run natively (HV_VG_EXCLUDE, HV_VG_NO_TRACE).
+#       with the reasons below: walk_big_cli_test and collect_fd_stress_test; and the harvest
+#       children of run_cli_test and mime_cli_test run natively (HV_VG_EXCLUDE, HV_VG_NO_TRACE).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
@@ -90,7 +90,13 @@ run_valgrind() {
 	#   memcheck's 20-50x slowdown, longer than the rest of the suite together.
 	#   The walker code it runs is the walk.c that walk_test, walk_stress_test and walk_cli_test
 	#   exercise under memcheck here, on smaller trees.
-	HV_VG_EXCLUDE=${HV_VG_EXCLUDE:-^walk_big_cli_test$}
+	# - collect_fd_stress_test: it runs harvest under descriptor limits of 4 to 64, and valgrind
+	#   takes descriptors of its own from the same limit (its log file, the client's executable,
+	#   its reserved ones), so under memcheck the limits would measure valgrind, not harvest; it
+	#   also starts about 70 harvest processes, each paying valgrind's start and libmagic's load.
+	#   The collect code it exercises is checked under memcheck by collect_test,
+	#   collect_window_test and collect_cli_test.
+	HV_VG_EXCLUDE=${HV_VG_EXCLUDE:-^(walk_big_cli_test|collect_fd_stress_test)$}
 	# Test programs whose harvest children run natively (the test program itself is still under
 	# memcheck), and why:
 	# - run_cli_test: test_chunk_while_running asserts that the first output chunk arrives less

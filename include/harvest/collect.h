@@ -28,6 +28,7 @@ typedef struct hv_collect_opts {
 	const char *const *excludes; /* more fnmatch globs on names; excluded dirs not entered */
 	size_t n_excludes;
 	bool no_cache;               /* do not use or fill the MIME cache */
+	bool xdev;                   /* stay on dir's file system: a mount point is not entered */
 	int threads;                 /* walker and detection threads; 0: online CPUs, at most 8 */
 	/* Called with each warning of the walk ("dir/sub: Permission denied"); may be NULL. */
 	void (*on_warning)(void *ctx, const char *message);
@@ -99,6 +100,13 @@ hv_status hv_collection_record(hv_store *st, const hv_collection *c, const hv_ru
 char *hv_collection_skipped_json(const hv_collection *c, int kase);
 
 void hv_collection_free(hv_collection *c);
+
+/* Whether the process can open the descriptors a snapshot or a collect of dir needs (the walk
+ * keeps a few it cannot give up: HV_COLLECT_MIN_FDS), plus extra more (a database still to be
+ * opened: 3). HV_OK, else HV_EIO with a message naming dir and the limit. hv_snapshot_take()
+ * and hv_collect() check it themselves; a caller checks first to fail before anything else. */
+#define HV_COLLECT_MIN_FDS 4
+hv_status hv_collect_check_fds(const char *dir, int extra);
 
 /* hv_mime_detect_paths() through the store's MIME cache: a regular file whose cached answer
  * is still valid (SPEC 5) is not opened; the others are detected on worker threads and their

@@ -49,7 +49,7 @@ extern "C" {
 /* The `PRAGMA application_id` of a harvest database: "HRVS". */
 #define HV_STORE_APPLICATION_ID 0x48525653
 /* The schema version (`PRAGMA user_version`) this library writes. */
-#define HV_STORE_SCHEMA_VERSION 2
+#define HV_STORE_SCHEMA_VERSION 3
 
 typedef struct hv_store hv_store;
 
@@ -140,8 +140,11 @@ hv_status hv_store_snapshot_begin(hv_store *st, const char *root, hv_snapshot_wr
 /* The snapshot's time (created_at_ns), for hv_store_stat_is_racy(). */
 int64_t hv_snapshot_writer_created_at(const hv_snapshot_writer *w);
 
-/* Adds one entry: its lstat and, for a racy regular file, its SHA-256 (else NULL). A path
- * added twice fails with HV_EUSAGE when the batch holding it is written. */
+/* Adds one entry: its lstat and, for a racy regular file, its SHA-256 (else NULL). Entries
+ * may come in any order, and a directory need not be added for entries below it (it is then
+ * not an entry itself); in the walk's pre-order each costs no lookup. A path added twice
+ * fails with HV_EUSAGE when the batch holding it is written; an empty path or component
+ * ("a//b", "/a", "a/") is refused. */
 hv_status hv_snapshot_writer_add(hv_snapshot_writer *w, const char *path, size_t path_len,
                                  const hv_stat *s, const char *sha256_hex);
 

@@ -125,13 +125,14 @@ enum {
 	OPT_LABEL,
 	OPT_NO_HISTORY,
 	OPT_NO_CACHE,
+	OPT_COLLECT_XDEV,
 };
 #define CLI_COLLECT_OPTS                                                                     \
 	{"max-file-bytes", 0, 1, OPT_MAX_FILE_BYTES}, {"max-files", 0, 1, OPT_MAX_FILES},     \
 	{"max-total-bytes", 0, 1, OPT_MAX_TOTAL_BYTES}, {"no-content", 0, 0, OPT_NO_CONTENT}, \
 	{"include-hidden", 0, 0, OPT_INCLUDE_HIDDEN}, {"exclude", 0, 1, OPT_COLLECT_EXCLUDE}, \
 	{"label", 0, 1, OPT_LABEL}, {"no-history", 0, 0, OPT_NO_HISTORY},                     \
-	{"no-cache", 0, 0, OPT_NO_CACHE}
+	{"no-cache", 0, 0, OPT_NO_CACHE}, {"xdev", 0, 0, OPT_COLLECT_XDEV}
 #define CLI_COLLECT_USAGE                                                                    \
 	"  --max-file-bytes SIZE   skip larger files as too_large (default 32MiB)\n"            \
 	"  --max-files N           at most N artifacts (default 1000)\n"                        \
@@ -141,7 +142,8 @@ enum {
 	"  --exclude GLOB          leave out names matching GLOB (repeatable)\n"                 \
 	"  --label TEXT            label the history run\n"                                      \
 	"  --no-history            record nothing in the history\n"                              \
-	"  --no-cache              do not use the MIME cache\n"
+	"  --no-cache              do not use the MIME cache\n"                               \
+	"  --xdev                  stay on DIR's file system (mount points are not entered)\n"
 
 typedef struct cli_collect {
 	hv_collect_opts opts;

@@ -7,6 +7,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/* The descriptors an open database holds: the file, its -wal and its -shm. */
+#define CLI_DB_FDS 3
+
 hv_store *cli_open_store(const cli_common *c, int flags)
 {
 	hv_store *st = NULL;
@@ -51,6 +54,7 @@ int cli_collect_opt(cli_collect *cc, cli_common *c, int id, const char *v)
 	case OPT_LABEL: cc->label = v; return 0;
 	case OPT_NO_HISTORY: cc->no_history = true; return 0;
 	case OPT_NO_CACHE: cc->opts.no_cache = true; return 0;
+	case OPT_COLLECT_XDEV: cc->opts.xdev = true; return 0;
 	}
 	return -2;
 }
@@ -163,7 +167,7 @@ static int parse_dir_command(cli_common *c, int argc, char **argv, const cli_opt
 static const cli_opt snapshot_opts[] = {
 	{"help", 'h', 0, OPT_HELP}, {"format", 0, 1, OPT_FORMAT}, {"case", 0, 1, OPT_CASE},
 	{"quiet", 'q', 0, OPT_QUIET}, {"db", 0, 1, OPT_DB}, {"include-hidden", 0, 0, OPT_INCLUDE_HIDDEN},
-	{"exclude", 0, 1, OPT_COLLECT_EXCLUDE}, {NULL, 0, 0, 0},
+	{"exclude", 0, 1, OPT_COLLECT_EXCLUDE}, {"xdev", 0, 0, OPT_COLLECT_XDEV}, {NULL, 0, 0, 0},
 };
 
 static const char snapshot_usage[] =
@@ -175,6 +179,7 @@ static const char snapshot_usage[] =
 	"  --include-hidden    also record dot-files and __pycache__ (left out by default,\n"
 	"                      as collect leaves them out)\n"
 	"  --exclude GLOB      leave out names matching GLOB (repeatable)\n"
+	"  --xdev              stay on DIR's file system (mount points are not entered)\n"
 	"  --format F          json (default) or jsonl\n"
 	"  --case C, --quiet\n";
 
@@ -199,7 +204,12 @@ int cmd_snapshot(int argc, char **argv)
 	}
 	cli_hooks hooks;
 	cli_collect_hooks(&cc, &c, &hooks);
-	hv_store *st = cli_open_store(&c, 0);
+	hv_store *st = NULL;
+	if (hv_collect_check_fds(pos[0], CLI_DB_FDS) != HV_OK) {
+		cli_error("%s", hv_error_last());
+	} else {
+		st = cli_open_store(&c, 0);
+	}
 	if (!st) {
 		free(pos);
 		cli_collect_free(&cc);
@@ -294,6 +304,12 @@ int cmd_collect(int argc, char **argv)
 	cli_collect_hooks(&k.cc, &c, &hooks);
 	hv_store *st = NULL;
 	bool need_store = !k.cc.no_history || k.since || !k.cc.opts.no_cache;
+	if (hv_collect_check_fds(pos[0], need_store ? CLI_DB_FDS : 0) != HV_OK) {
+		cli_error("%s", hv_error_last());
+		free(pos);
+		cli_collect_free(&k.cc);
+		return EXIT_WARN;
+	}
 	if (need_store && !(st = cli_open_store(&c, 0))) {
 		free(pos);
 		cli_collect_free(&k.cc);

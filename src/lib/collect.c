@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -54,9 +55,58 @@ static int open_walk(hv_walk **w, const char *dir, const hv_collect_opts *o, hv_
 	wo.n_excludes = k;
 	wo.threads = o->threads;
 	wo.sort = sort;
+	wo.xdev = o->xdev;
 	int rc = hv_walk_open(w, dir, &wo);
 	free(excl); /* the walker keeps its own copies */
 	return rc;
+}
+
+/* ---- Descriptors ----
+ *
+ * The walker opens directories through a cache of descriptors that it trims when the process
+ * runs out (EMFILE), but some it cannot give up while it works: the root's, two to reopen an
+ * evicted directory from its nearest open ancestor, and the one of the file being opened.
+ * With fewer free than that, a collect or a snapshot is refused at once rather than left to
+ * fail (or wait) at every directory. */
+#define WALK_FDS HV_COLLECT_MIN_FDS
+/* Below this limit, the free descriptors are counted; above it, there are plenty. */
+#define FD_COUNT_MAX 4096
+
+/* How many descriptors the process can still open; *limit gets its soft limit (INT_MAX:
+ * too many to count). Descriptors at or above the limit (inherited) take no slot below it. */
+static int free_fds(int *limit)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+	    rl.rlim_cur > FD_COUNT_MAX) {
+		*limit = INT_MAX;
+		return INT_MAX;
+	}
+	int n = (int)rl.rlim_cur, used = 0;
+	for (int fd = 0; fd < n; fd++)
+		used += fcntl(fd, F_GETFD) != -1;
+	*limit = n;
+	return n - used;
+}
+
+/* HV_OK when the walk has the descriptors it needs below dir, and extra more; *avail gets
+ * the free count. */
+static int check_fds(const char *dir, int extra, int *avail)
+{
+	int limit;
+	*avail = free_fds(&limit);
+	if (*avail >= WALK_FDS + extra)
+		return HV_OK;
+	return hv_error_set(HV_EIO,
+			    "%s: too few file descriptors: %d free of the limit of %d (ulimit -n);"
+			    " harvest needs %d free",
+			    dir, *avail < 0 ? 0 : *avail, limit, WALK_FDS + extra);
+}
+
+hv_status hv_collect_check_fds(const char *dir, int extra)
+{
+	int avail;
+	return check_fds(dir, extra > 0 ? extra : 0, &avail);
 }
 
 static void warn(const hv_collect_opts *o, const char *msg)
@@ -78,8 +128,14 @@ hv_status hv_snapshot_take(hv_store *st, const char *dir, const hv_collect_opts 
 		int err = errno;
 		return hv_error_errno(err == ENOENT || err == ENOTDIR ? HV_ENOTDIR : HV_EIO, dir, err);
 	}
+	int avail;
+	int rc = check_fds(dir, 0, &avail);
+	if (rc != HV_OK) {
+		free(root);
+		return rc;
+	}
 	hv_walk *w;
-	int rc = open_walk(&w, root, opts, HV_SORT_NONE);
+	rc = open_walk(&w, root, opts, HV_SORT_NONE);
 	if (rc != HV_OK) {
 		free(root);
 		return rc;
@@ -340,6 +396,7 @@ static int read_all(int fd, uint64_t expect, uint64_t max, const char *path, uns
 #define PIPE_SLOTS 64
 #define PIPE_BYTES (64ull << 20)
 #define PIPE_MAX_THREADS 7 /* workers, beside the loop: threads 0 means up to 8 in all */
+#define PIPE_MIN_FDS_FOR_WORKERS 8
 
 enum job_state {
 	JOB_READY,   /* needs no work: decided by the loop */
@@ -388,6 +445,7 @@ struct pipe {
 	struct job slots[PIPE_SLOTS];
 	uint64_t head, tail, next_claim; /* absolute positions: slot = position % PIPE_SLOTS */
 	uint64_t window_bytes;
+	int open_fds, max_fds; /* descriptors held by queued jobs, and their budget */
 	const hv_collect_opts *o;
 	pthread_t threads[PIPE_MAX_THREADS];
 	int n_threads, max_threads;
@@ -455,6 +513,7 @@ static void pipe_step(struct pipe *p, hv_magic *magic, pthread_cond_t *idle)
 	pthread_mutex_unlock(&p->mu);
 	job_read(j, p->o, magic);
 	pthread_mutex_lock(&p->mu);
+	p->open_fds--; /* job_read closed it */
 	j->state = JOB_DONE;
 	pthread_cond_signal(&p->done_cv); /* the loop may be waiting for this one */
 }
@@ -492,7 +551,23 @@ static void job_clear(struct job *j)
 	j->fd = -1;
 }
 
-static void pipe_init(struct pipe *p, const hv_collect_opts *o)
+/* How many files the read-ahead window may hold open, of avail free descriptors. Each queued
+ * file keeps its descriptor until it is read, and only the loop and the workers read them: if
+ * the window could take the descriptors the walker needs, the loop would wait in the walker
+ * for descriptors that only its own reading gives back. So the window takes a quarter of what
+ * is free beyond the walker's own (the walker's directory cache, libmagic and SQLite compete
+ * for the rest), at most PIPE_SLOTS; with none, the loop reads each file itself before it
+ * walks on. */
+static int fd_budget(int avail)
+{
+	int spare = avail - WALK_FDS;
+	if (spare <= 0)
+		return 0;
+	return spare / 4 < PIPE_SLOTS ? spare / 4 : PIPE_SLOTS;
+}
+
+/* max_fds: how many files the window may hold open (see fd_budget()). */
+static void pipe_init(struct pipe *p, const hv_collect_opts *o, int max_fds)
 {
 	memset(p, 0, sizeof(*p));
 	pthread_mutex_init(&p->mu, NULL);
@@ -505,6 +580,11 @@ static void pipe_init(struct pipe *p, const hv_collect_opts *o)
 		p->max_threads = PIPE_MAX_THREADS;
 	for (size_t i = 0; i < PIPE_SLOTS; i++)
 		p->slots[i].fd = -1;
+	p->max_fds = max_fds;
+	/* A worker's first act is to load libmagic, which needs a descriptor of its own: with
+	 * so few to spare, the loop reads every file itself. */
+	if (max_fds < PIPE_MIN_FDS_FOR_WORKERS)
+		p->max_threads = 0;
 }
 
 /* Stops the workers and drops every job not finished. */
@@ -553,6 +633,7 @@ static void pipe_push(struct pipe *p, bool queued)
 	p->tail++;
 	if (queued) {
 		p->window_bytes += j->fs.size;
+		p->open_fds++;
 		uint64_t waiting = 0;
 		for (uint64_t i = p->next_claim; i < p->tail && waiting < 2; i++)
 			waiting += p->slots[i % PIPE_SLOTS].state == JOB_QUEUED;
@@ -564,10 +645,26 @@ static void pipe_push(struct pipe *p, bool queued)
 	pthread_mutex_unlock(&p->mu);
 }
 
-static bool pipe_full(const struct pipe *p, uint64_t size)
+/* How many descriptors the window's queued files hold. */
+static int pipe_open_fds(struct pipe *p)
+{
+	pthread_mutex_lock(&p->mu);
+	int n = p->open_fds;
+	pthread_mutex_unlock(&p->mu);
+	return n;
+}
+
+/* Whether the window has no room for one more file of size bytes: no slot, too many bytes
+ * read ahead, or (for a file to be opened) its descriptors all taken. */
+static bool pipe_full(struct pipe *p, uint64_t size, bool opens)
 {
 	uint64_t n = p->tail - p->head;
-	return n == PIPE_SLOTS || (n > 0 && p->window_bytes + size > PIPE_BYTES);
+	if (n == PIPE_SLOTS || (n > 0 && p->window_bytes + size > PIPE_BYTES))
+		return true;
+	if (!opens)
+		return false;
+	int fds = pipe_open_fds(p);
+	return fds > 0 && fds >= p->max_fds;
 }
 
 /* Finishes the head job, in walk order: the limits, the cache, the collection. Returns
@@ -690,12 +787,16 @@ static int open_job(struct collector *k, const hv_entry *e, struct job *j, bool 
 	struct stat fst;
 	if (fstat(j->fd, &fst) != 0 || !S_ISREG(fst.st_mode)) {
 		j->late_reason = "not_regular"; /* never read a FIFO or a device */
+		close(j->fd); /* only a queued job holds a descriptor: see fd_budget() */
+		j->fd = -1;
 		return HV_OK;
 	}
 	HV_STAT_FROM(&fst, &j->fs);
 	if (j->fs.size > o->max_file_bytes) {
 		j->late_reason = "too_large";
 		j->size = j->fs.size;
+		close(j->fd);
+		j->fd = -1;
 		return HV_OK;
 	}
 	if (cache) {
@@ -716,7 +817,7 @@ static int collect_entry(struct collector *k, struct pipe *p, const hv_entry *e,
 {
 	const hv_collect_opts *o = k->o;
 	uint64_t size = early_reason ? 0 : e->lst.size;
-	while (pipe_full(p, size)) {
+	while (pipe_full(p, size, !early_reason)) {
 		int rc = pipe_drain(k, p, true);
 		if (rc != HV_OK)
 			return rc;
@@ -755,6 +856,13 @@ static int collect_entry(struct collector *k, struct pipe *p, const hv_entry *e,
 		return rc;
 	}
 	pipe_push(p, queued);
+	/* Back to the walk with no more descriptors held than the budget (which may be none):
+	 * the walker may need the others, and only this thread gives them back. */
+	while (pipe_open_fds(p) > p->max_fds) {
+		rc = pipe_drain(k, p, true);
+		if (rc != HV_OK)
+			return rc;
+	}
 	return pipe_drain(k, p, false);
 }
 
@@ -846,7 +954,11 @@ hv_status hv_collect(hv_store *st, const char *dir, const hv_collect_opts *opts,
 			return rc;
 		}
 	}
-	rc = hv_magic_open(&k.magic, NULL, 0);
+	/* Counted before libmagic loads, which needs one of them for a moment. */
+	int avail = 0;
+	rc = check_fds(dir, 0, &avail);
+	if (rc == HV_OK)
+		rc = hv_magic_open(&k.magic, NULL, 0);
 	if (rc == HV_OK)
 		k.fingerprint = hv_magic_fingerprint(k.magic);
 	if (rc == HV_OK)
@@ -860,7 +972,7 @@ hv_status hv_collect(hv_store *st, const char *dir, const hv_collect_opts *opts,
 	struct db_files dbf;
 	db_files_init(&dbf, st);
 	struct pipe pipe;
-	pipe_init(&pipe, opts);
+	pipe_init(&pipe, opts, fd_budget(avail));
 	const hv_snapshot_entry *cur = NULL;
 	bool at_end = false;
 	const hv_entry *e;

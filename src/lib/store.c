@@ -180,10 +180,37 @@ static const char schema_v2[] =
 	"  owner TEXT NOT NULL"
 	");";
 
+/* Version 3: a snapshot entry is its directory's entry's id and its own name, not its whole
+ * path, so a snapshot grows with the number of entries, not with their depth (store_snapshot.c).
+ * Snapshots are transient (a run's is deleted when it ends; `snapshot` ones are for a collect
+ * soon after): the old ones are dropped, not converted. */
+static const char schema_v3_snapshot_entries[] =
+	"DROP TABLE snapshot_entries;"
+	"DELETE FROM snapshot_owners;"
+	"DELETE FROM snapshots;"
+	/* id: given in the order the entries were added, unique in the snapshot; parent: its
+	 * directory's id, 0 for the root. The state columns are NULL for a directory that was not
+	 * added itself, only there for the entries below it. */
+	"CREATE TABLE snapshot_entries ("
+	"  snapshot_id INTEGER NOT NULL REFERENCES snapshots(id) ON DELETE CASCADE,"
+	"  parent INTEGER NOT NULL,"
+	"  name BLOB NOT NULL,"
+	"  id INTEGER NOT NULL,"
+	"  dev INTEGER,"
+	"  ino INTEGER,"
+	"  size INTEGER,"
+	"  mode INTEGER,"
+	"  mtime_ns INTEGER,"
+	"  ctime_ns INTEGER,"
+	"  sha256 TEXT,"
+	"  PRIMARY KEY (snapshot_id, parent, name)"
+	") WITHOUT ROWID;";
+
 /* Step i brings the schema from version i to i + 1. Only ever append. */
 static const char *const migrations[] = {
 	schema_v1,
 	schema_v2,
+	schema_v3_snapshot_entries,
 };
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == HV_STORE_SCHEMA_VERSION,
 	       "one migration step per schema version");
@@ -199,17 +226,29 @@ static const char *const stmt_sql[STMT__COUNT] = {
 	[STMT_MIME_PUT] = "INSERT OR REPLACE INTO mime_cache(dev, ino, ftype, size, mtime_ns,"
 			  " ctime_ns, fingerprint, mime_type, cached_at_ns, sha256)"
 			  " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-	[STMT_SNAP_ENTRY_PUT] = "INSERT INTO snapshot_entries(snapshot_id, path, dev, ino, size,"
-				" mode, mtime_ns, ctime_ns, sha256)"
-				" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-	[STMT_SNAP_PAGE_FIRST] = "SELECT path, dev, ino, size, mode, mtime_ns, ctime_ns, sha256"
-				 " FROM snapshot_entries WHERE snapshot_id = ?1"
-				 " ORDER BY path LIMIT ?2",
-	[STMT_SNAP_PAGE_NEXT] = "SELECT path, dev, ino, size, mode, mtime_ns, ctime_ns, sha256"
-				" FROM snapshot_entries WHERE snapshot_id = ?1 AND path > ?3"
-				" ORDER BY path LIMIT ?2",
-	[STMT_SNAP_LOOKUP] = "SELECT dev, ino, size, mode, mtime_ns, ctime_ns, sha256"
-			     " FROM snapshot_entries WHERE snapshot_id = ?1 AND path = ?2",
+	[STMT_SNAP_ENTRY_PUT] = "INSERT INTO snapshot_entries(snapshot_id, parent, name, id, dev,"
+				" ino, size, mode, mtime_ns, ctime_ns, sha256)"
+				" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+				" ON CONFLICT (snapshot_id, parent, name) DO UPDATE SET"
+				" dev = excluded.dev, ino = excluded.ino, size = excluded.size,"
+				" mode = excluded.mode, mtime_ns = excluded.mtime_ns,"
+				" ctime_ns = excluded.ctime_ns, sha256 = excluded.sha256"
+				" WHERE snapshot_entries.mode IS NULL",
+	/* A directory's entries in name order, each with whether entries lie below it. */
+	[STMT_SNAP_PAGE_FIRST] = "SELECT name, id, dev, ino, size, mode, mtime_ns, ctime_ns,"
+				 " sha256, EXISTS (SELECT 1 FROM snapshot_entries c"
+				 " WHERE c.snapshot_id = ?1 AND c.parent = e.id)"
+				 " FROM snapshot_entries e"
+				 " WHERE snapshot_id = ?1 AND parent = ?2 ORDER BY name LIMIT ?3",
+	[STMT_SNAP_PAGE_NEXT] = "SELECT name, id, dev, ino, size, mode, mtime_ns, ctime_ns,"
+				" sha256, EXISTS (SELECT 1 FROM snapshot_entries c"
+				" WHERE c.snapshot_id = ?1 AND c.parent = e.id)"
+				" FROM snapshot_entries e"
+				" WHERE snapshot_id = ?1 AND parent = ?2 AND name > ?4"
+				" ORDER BY name LIMIT ?3",
+	[STMT_SNAP_LOOKUP] = "SELECT id, dev, ino, size, mode, mtime_ns, ctime_ns, sha256"
+			     " FROM snapshot_entries"
+			     " WHERE snapshot_id = ?1 AND parent = ?2 AND name = ?3",
 	[STMT_CONTENT_PUT] = "INSERT OR IGNORE INTO contents(sha256, size, bytes)"
 			     " VALUES (?1, ?2, ?3)",
 	[STMT_CONTENT_GET] = "SELECT bytes FROM contents WHERE sha256 = ?1",
@@ -413,29 +452,22 @@ int hvst_bind_bytes(sqlite3_stmt *s, int idx, const void *p, size_t len)
 	return sqlite3_bind_blob64(s, idx, len ? p : empty, len, SQLITE_STATIC);
 }
 
-int hvst_path_to_key(hv_buf *b, const char *path, size_t len)
-{
-	hv_buf_truncate(b, 0);
-	int rc = hv_buf_append(b, path, len);
-	if (rc != HV_OK)
-		return rc;
-	for (size_t i = 0; i < len; i++)
-		if (b->data[i] == '/')
-			b->data[i] = '\0';
-	return HV_OK;
-}
-
-void hvst_key_to_path(char *p, size_t len)
-{
-	for (size_t i = 0; i < len; i++)
-		if (p[i] == '\0')
-			p[i] = '/';
-}
 
 int hv_store_path_cmp(const char *a, size_t alen, const char *b, size_t blen)
 {
 	size_t n = alen < blen ? alen : blen;
-	for (size_t i = 0; i < n; i++) {
+	size_t i = 0;
+	/* The common prefix 8 bytes at a time: in a deep tree, a path and the next share
+	 * almost all of it, and `collect --since` compares one per entry. */
+	while (i + 8 <= n) {
+		uint64_t x, y;
+		memcpy(&x, a + i, 8);
+		memcpy(&y, b + i, 8);
+		if (x != y)
+			break;
+		i += 8;
+	}
+	for (; i < n; i++) {
 		unsigned ca = a[i] == '/' ? 0u : (unsigned char)a[i];
 		unsigned cb = b[i] == '/' ? 0u : (unsigned char)b[i];
 		if (ca != cb)

@@ -91,9 +91,4 @@ bool hvst_owner_gone(const char *self, const char *owner);
  * when there are any. */
 int hvst_reap_interrupted(hv_store *st);
 
-/* Walk-order keys: the path with every '/' turned into a NUL byte, so that memcmp order of
- * keys (SQLite's BLOB order) is the walker's component-wise order. */
-int hvst_path_to_key(hv_buf *b, const char *path, size_t len);
-void hvst_key_to_path(char *p, size_t len);
-
 #endif

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -1073,6 +1074,109 @@ static void test_unreadable_subdir(void **state)
 	free(root);
 }
 
+/* ---- --xdev: other file systems below DIR ---- */
+
+/* Mounts a tmpfs holding "secret" at d/tmp and binds a directory holding "shadow" of another
+ * tmpfs, outside the tree, at d/bind; skips the case where mounts cannot be made (not root).
+ * (--xdev compares devices, as find -xdev does: a bind of DIR's own file system is not another
+ * file system.) */
+static void mount_inside(const char *root, const char *d)
+{
+	char *tmp = tu_path(d, "tmp"), *bind = tu_path(d, "bind"), *src = tu_path(root, "outside");
+	tu_mkdir(d, "tmp");
+	tu_mkdir(d, "bind");
+	tu_mkdir(root, "outside");
+	if (mount("harvest-test", tmp, "tmpfs", 0, "size=1m") != 0) {
+		print_message("[   INFO   ] mount: %s\n", strerror(errno));
+		free(tmp);
+		free(bind);
+		free(src);
+		skip();
+	}
+	tu_cleanup_umount(tmp);
+	assert_int_equal(mount("harvest-test", src, "tmpfs", 0, "size=1m"), 0);
+	tu_cleanup_umount(src);
+	tu_write(root, "outside/shadow", "hash\n", 5);
+	assert_int_equal(mount(src, bind, "none", MS_BIND, NULL), 0);
+	tu_cleanup_umount(bind);
+	tu_write(d, "tmp/secret", "mounted\n", 8);
+	free(tmp);
+	free(bind);
+	free(src);
+}
+
+static void test_xdev(void **state)
+{
+	(void)state;
+	char *root = tu_tmpdir();
+	char *db = tu_path(root, "h.db");
+	char *d = tu_path(root, "d");
+	tu_mkdir(root, "d");
+	tu_write(d, "here.txt", "here\n", 5);
+	mount_inside(root, d);
+	tu_result r;
+	tj_value *doc;
+
+	/* Without --xdev, what a mount below DIR holds is collected like any file. */
+	const char *all[] = {"collect", "--no-history", "--db", db, d, NULL};
+	run_json(&r, &doc, all);
+	if (r.status != 0)
+		fail_msg("exit %d: %s", r.status, r.err);
+	assert_paths(doc, "here.txt|tmp/secret|bind/shadow");
+	tj_free(doc);
+	tu_result_free(&r);
+	const char *one[] = {"collect", "--xdev", "--no-history", "--db", db, d, NULL};
+	run_json(&r, &doc, one);
+	if (r.status != 0)
+		fail_msg("exit %d: %s", r.status, r.err);
+	collect_shape(doc);
+	assert_paths(doc, "here.txt");
+	tj_free(doc);
+	tu_result_free(&r);
+
+	/* snapshot --xdev records the mount points but not what is below them: 3 entries. */
+	const char *snap[] = {"snapshot", "--xdev", "--db", db, d, NULL};
+	run_json(&r, &doc, snap);
+	if (r.status != 0)
+		fail_msg("snapshot: exit %d: %s", r.status, r.err);
+	assert_int_equal(tj_int(tj_get(doc, "entries")), 3);
+	char ids[32];
+	snprintf(ids, sizeof(ids), "%lld", (long long)tj_int(tj_get(doc, "snapshot_id")));
+	tj_free(doc);
+	tu_result_free(&r);
+	tu_write(d, "new.txt", "new\n", 4);
+	tu_write(d, "tmp/new-secret", "new\n", 4);
+	const char *since[] = {"collect", "--xdev", "--since", ids, "--no-history", "--db", db,
+			       d, NULL};
+	run_json(&r, &doc, since);
+	if (r.status != 0)
+		fail_msg("exit %d: %s", r.status, r.err);
+	assert_paths(doc, "new.txt");
+	tj_free(doc);
+	tu_result_free(&r);
+
+	/* run --xdev: a file the command writes into a mount is not an artifact. */
+	const char *run[] = {"run", "--xdev", "--no-history", "--format", "json", "--db", db,
+			     "--dir", d, "--", "sh", "-c", "echo a > made.txt; echo b > tmp/made",
+			     NULL};
+	run_json(&r, &doc, run);
+	if (r.status != 0)
+		fail_msg("run: exit %d: %s", r.status, r.err);
+	assert_paths(doc, "made.txt");
+	tj_free(doc);
+	tu_result_free(&r);
+	const char *run_all[] = {"run", "--no-history", "--format", "json", "--db", db, "--dir",
+				 d, "--", "sh", "-c", "echo c > tmp/made2", NULL};
+	run_json(&r, &doc, run_all);
+	if (r.status != 0)
+		fail_msg("run: exit %d: %s", r.status, r.err);
+	assert_paths(doc, "tmp/made2");
+	tj_free(doc);
+	tu_result_free(&r);
+	free(d);
+	free(db);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1089,6 +1193,7 @@ int main(void)
 		cmocka_unit_test(test_read_only_database),
 		cmocka_unit_test(test_bad_arguments),
 		cmocka_unit_test(test_unreadable_subdir),
+		cmocka_unit_test_teardown(test_xdev, tu_cleanup),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

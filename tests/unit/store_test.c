@@ -1373,8 +1373,8 @@ static void test_prune(void **state)
 		 "UPDATE snapshots SET created_at_ns = %lld WHERE id = %lld;"
 		 "INSERT INTO snapshots(root, created_at_ns, entries, complete)"
 		 " VALUES (CAST('/abandoned' AS BLOB), %lld, 0, 0);"
-		 "INSERT INTO snapshot_entries VALUES (last_insert_rowid(), CAST('y' AS BLOB),"
-		 " 1, 2, 3, 32768, 4, 5, NULL);",
+		 "INSERT INTO snapshot_entries VALUES (last_insert_rowid(), 0, CAST('y' AS BLOB),"
+		 " 1, 1, 2, 3, 32768, 4, 5, NULL);",
 		 (long long)(now - 4 * day), (long long)old_snap, (long long)(now - 2 * 3600 * NS));
 	raw_exec(f->db, sql);
 	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM snapshots"), 3);
@@ -2098,7 +2098,7 @@ static void test_killed_writer(void **state)
 		assert_int_equal(sqlite3_open(f->db, &h), SQLITE_OK);
 		sqlite3_stmt *q;
 		assert_int_equal(sqlite3_prepare_v2(h,
-			"SELECT s.id, s.entries, (SELECT count(*) FROM snapshot_entries e"
+			"SELECT s.id, s.entries, (SELECT count(e.mode) FROM snapshot_entries e"
 			" WHERE e.snapshot_id = s.id) FROM snapshots s WHERE s.complete", -1, &q,
 			NULL), SQLITE_OK);
 		while (sqlite3_step(q) == SQLITE_ROW)

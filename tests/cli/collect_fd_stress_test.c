@@ -1,0 +1,339 @@
+/* `harvest collect`, `snapshot` and `run` under low descriptor limits (RLIMIT_NOFILE set in the
+ * child before exec): at every limit from the documented minimum up, each command ends (a
+ * watchdog kills it after a generous bound, and that fails the case), and when it exits 0 its
+ * output is complete: every file of the tree, each entry of the snapshot, the files the
+ * command made. Below the minimum, each one refuses with a one-line error.
+ *
+ * The tree has wide directories (many files read ahead at once) and a 300-level chain (the
+ * walker reopens evicted directories from their ancestors): both need descriptors while the
+ * read-ahead holds some. */
+#include "testutil.h"
+#include "tjson.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define WATCHDOG_S 120
+#define WIDE_DIRS 10
+#define WIDE_DEPTH 6
+#define WIDE_FILES 30
+#define CHAIN_DEPTH 300
+/* The documented minimums, with only the standard streams open: collect and snapshot with a
+ * database, collect without one, and run (its pipes). */
+#define MIN_DB 10
+#define MIN_NO_DB 7
+#define MIN_RUN 16
+
+typedef struct tree {
+	char *root;   /* the scratch directory (tu_tmpdir) */
+	char *dir;    /* root/t: the tree */
+	char *db;     /* root/h.db */
+	char **files; /* every regular file, relative to dir, sorted by strcmp */
+	size_t n_files, n_dirs;
+	char *chain_bottom; /* the deepest directory of the chain, relative */
+} tree;
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void add_file(tree *t, const char *rel)
+{
+	t->files = tu_xrealloc(t->files, (t->n_files + 1) * sizeof(*t->files));
+	t->files[t->n_files++] = tu_xmemdup(rel, strlen(rel));
+	tu_write(t->dir, rel, rel, strlen(rel));
+}
+
+static void make_tree(tree *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->root = tu_tmpdir();
+	t->dir = tu_path(t->root, "t");
+	t->db = tu_path(t->root, "h.db");
+	tu_mkdir(t->root, "t");
+	char rel[8192];
+	for (int d = 0; d < WIDE_DIRS; d++) {
+		int n = snprintf(rel, sizeof(rel), "w%d", d);
+		tu_mkdir(t->dir, rel);
+		t->n_dirs++;
+		for (int l = 0; l < WIDE_DEPTH; l++) {
+			n += snprintf(rel + n, sizeof(rel) - (size_t)n, "/l%d", l);
+			tu_mkdir(t->dir, rel);
+			t->n_dirs++;
+		}
+		for (int f = 0; f < WIDE_FILES; f++) {
+			snprintf(rel + n, sizeof(rel) - (size_t)n, "/f%d", f);
+			add_file(t, rel);
+		}
+	}
+	int n = snprintf(rel, sizeof(rel), "c");
+	tu_mkdir(t->dir, rel);
+	t->n_dirs++;
+	for (int l = 0; l < CHAIN_DEPTH; l++) {
+		n += snprintf(rel + n, sizeof(rel) - (size_t)n, "/%d", l % 10);
+		tu_mkdir(t->dir, rel);
+		t->n_dirs++;
+		if (l % 10 == 9) {
+			int m = snprintf(rel + n, sizeof(rel) - (size_t)n, "/f");
+			add_file(t, rel);
+			rel[n] = '\0';
+			(void)m;
+		}
+	}
+	t->chain_bottom = tu_xmemdup(rel, strlen(rel));
+	qsort(t->files, t->n_files, sizeof(*t->files), cmp_str);
+}
+
+static void free_tree(tree *t)
+{
+	for (size_t i = 0; i < t->n_files; i++)
+		free(t->files[i]);
+	free(t->files);
+	free(t->chain_bottom);
+	free(t->dir);
+	free(t->db);
+}
+
+/* Runs harvest args with the descriptor limit limit (soft; only the standard streams open),
+ * stdout and stderr into files; returns the exit status. A run that outlives the watchdog is
+ * killed and fails the case. */
+static int run_limited(int limit, const char *out, const char *err, const char *const *args)
+{
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int o = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		int e = open(err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		int z = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (o < 0 || e < 0 || z < 0 || dup2(z, 0) < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0)
+			_exit(120);
+		/* Nothing else open: the limits of the README hold for what harvest itself opens. */
+		for (int fd = 3; fd < 4096; fd++)
+			close(fd);
+		struct rlimit rl;
+		if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+			_exit(121);
+		rl.rlim_cur = (rlim_t)limit;
+		if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+			_exit(122);
+		const char *argv[32];
+		size_t n = 0;
+		argv[n++] = HARVEST_BIN;
+		for (size_t i = 0; args[i] && n < 31; i++)
+			argv[n++] = args[i];
+		argv[n] = NULL;
+		execv(HARVEST_BIN, (char *const *)argv);
+		_exit(123);
+	}
+	struct timespec start, now;
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (;;) {
+		int status;
+		pid_t got = waitpid(pid, &status, WNOHANG);
+		assert_true(got >= 0);
+		if (got == pid) {
+			if (WIFSIGNALED(status))
+				fail_msg("%s at limit %d: killed by signal %d", args[0], limit,
+					 WTERMSIG(status));
+			return WEXITSTATUS(status);
+		}
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (now.tv_sec - start.tv_sec > WATCHDOG_S) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			fail_msg("%s at limit %d: still running after %d s (a hang)", args[0], limit,
+				 WATCHDOG_S);
+		}
+		struct timespec ms = {0, 5 * 1000000L};
+		nanosleep(&ms, NULL);
+	}
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+	char *s = tu_read_file(path, len);
+	assert_non_null(s);
+	return s;
+}
+
+/* Fails unless the output files of the collect document in path are exactly want[0..n). */
+static void check_paths(const char *path, const char *const *want, size_t n, const char *what,
+			int limit)
+{
+	size_t len;
+	char *out = slurp(path, &len);
+	tj_value *doc = tj_parse(out, len);
+	if (!doc)
+		fail_msg("%s at limit %d: output is not JSON: %.200s", what, limit, out);
+	const tj_value *a = tj_get(doc, "output_files");
+	assert_non_null(a);
+	size_t got = tj_len(a);
+	char **paths = tu_xmalloc((got ? got : 1) * sizeof(*paths));
+	for (size_t i = 0; i < got; i++) {
+		size_t pl;
+		const char *p = tj_str(tj_get(tj_at(a, i), "path"), &pl);
+		assert_non_null(p);
+		paths[i] = tu_xmemdup(p, pl);
+	}
+	qsort(paths, got, sizeof(*paths), cmp_str);
+	if (got != n)
+		fail_msg("%s at limit %d: %zu output files, expected %zu", what, limit, got, n);
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(paths[i], want[i]) != 0)
+			fail_msg("%s at limit %d: %s where %s was expected", what, limit, paths[i],
+				 want[i]);
+	assert_int_equal(tj_len(tj_get(doc, "skipped")), 0);
+	for (size_t i = 0; i < got; i++)
+		free(paths[i]);
+	free(paths);
+	tj_free(doc);
+	free(out);
+}
+
+/* Fails unless the error file holds exactly one line saying that descriptors ran out (before
+ * the walk: "too few file descriptors"; for run's pipes: "Too many open files"). */
+static void check_one_line(const char *path, const char *what, int limit)
+{
+	size_t len;
+	char *err = slurp(path, &len);
+	if (len == 0 || err[len - 1] != '\n' || memchr(err, '\n', len - 1) ||
+	    !(strstr(err, "too few file descriptors") || strstr(err, "Too many open files")))
+		fail_msg("%s at limit %d: expected one line about descriptors on stderr, got: %s",
+			 what, limit, err);
+	free(err);
+}
+
+static int64_t snapshot_entries(const char *path, int limit)
+{
+	size_t len;
+	char *out = slurp(path, &len);
+	tj_value *doc = tj_parse(out, len);
+	if (!doc)
+		fail_msg("snapshot at limit %d: output is not JSON: %.200s", limit, out);
+	int64_t n = tj_int(tj_get(doc, "entries"));
+	tj_free(doc);
+	free(out);
+	return n;
+}
+
+/* The limits tried: every one from 11 to 24 (where the shortage is), then a few up to 64. */
+static const int limits[] = {11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 22, 24, 32, 48, 64};
+
+static void test_limits(void **state)
+{
+	(void)state;
+	tree t;
+	make_tree(&t);
+	char *out = tu_path(t.root, "out"), *err = tu_path(t.root, "err");
+	const char *const *want = (const char *const *)t.files;
+	char made_deep[8192];
+	snprintf(made_deep, sizeof(made_deep), "%s/made", t.chain_bottom);
+	const char *made[] = {made_deep, "made"};
+	qsort(made, 2, sizeof(made[0]), cmp_str);
+	char script[8300];
+	snprintf(script, sizeof(script), "echo a > made; echo b > '%s'", made_deep);
+	char *made_paths[2] = {tu_path(t.dir, "made"), tu_path(t.dir, made_deep)};
+
+	for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
+		int L = limits[i];
+		/* The repro: no database at all, so the most descriptors for the read-ahead. */
+		const char *bare[] = {"collect", "--no-history", "--no-content", "--no-cache",
+				      "--max-files", "100000", t.dir, NULL};
+		int rc = run_limited(L, out, err, bare);
+		if (rc != 0)
+			fail_msg("collect --no-cache at limit %d: exit %d: %s", L, rc,
+				 tu_read_file(err, NULL));
+		check_paths(out, want, t.n_files, "collect --no-cache", L);
+
+		/* With the database: history, contents and the MIME cache. */
+		const char *full[] = {"collect", "--db", t.db, "--max-files", "100000", t.dir, NULL};
+		rc = run_limited(L, out, err, full);
+		if (rc != 0)
+			fail_msg("collect at limit %d: exit %d: %s", L, rc, tu_read_file(err, NULL));
+		check_paths(out, want, t.n_files, "collect", L);
+
+		const char *snap[] = {"snapshot", "--db", t.db, t.dir, NULL};
+		rc = run_limited(L, out, err, snap);
+		if (rc != 0)
+			fail_msg("snapshot at limit %d: exit %d: %s", L, rc, tu_read_file(err, NULL));
+		assert_int_equal(snapshot_entries(out, L), (int64_t)(t.n_files + t.n_dirs));
+
+		const char *run[] = {"run",   "--db", t.db, "--format", "json", "--max-files",
+				     "100000", "--dir", t.dir, "--", "sh", "-c", script, NULL};
+		rc = run_limited(L, out, err, run);
+		if (L >= MIN_RUN) {
+			if (rc != 0)
+				fail_msg("run at limit %d: exit %d: %s", L, rc,
+					 tu_read_file(err, NULL));
+			check_paths(out, made, 2, "run", L);
+		} else if (rc != 0) {
+			/* Not enough for its pipes: harvest's own failure, said on one line. */
+			assert_int_equal(rc, 125);
+			check_one_line(err, "run", L);
+		}
+		unlink(made_paths[0]);
+		unlink(made_paths[1]);
+	}
+	free(made_paths[0]);
+	free(made_paths[1]);
+	free(out);
+	free(err);
+	free_tree(&t);
+}
+
+/* Below the minimum: one clear line and exit 1 (125 for run), never a hang or a partial
+ * result. At the minimum itself, the command works. */
+static void test_below_minimum(void **state)
+{
+	(void)state;
+	char *root = tu_tmpdir();
+	char *dir = tu_path(root, "t"), *db = tu_path(root, "h.db");
+	char *out = tu_path(root, "out"), *err = tu_path(root, "err");
+	tu_mkdir(root, "t");
+	tu_write(dir, "f", "x", 1);
+	const char *bare[] = {"collect", "--no-history", "--no-cache", dir, NULL};
+	const char *full[] = {"collect", "--db", db, dir, NULL};
+	const char *snap[] = {"snapshot", "--db", db, dir, NULL};
+	const char *run[] = {"run", "--db", db, "--dir", dir, "--", "true", NULL};
+	for (int L = 4; L < MIN_NO_DB; L++) {
+		assert_int_equal(run_limited(L, out, err, bare), 1);
+		check_one_line(err, "collect --no-cache", L);
+	}
+	assert_int_equal(run_limited(MIN_NO_DB, out, err, bare), 0);
+	for (int L = 4; L < MIN_DB; L++) {
+		assert_int_equal(run_limited(L, out, err, full), 1);
+		check_one_line(err, "collect", L);
+		assert_int_equal(run_limited(L, out, err, snap), 1);
+		check_one_line(err, "snapshot", L);
+	}
+	assert_int_equal(run_limited(MIN_DB, out, err, full), 0);
+	assert_int_equal(run_limited(MIN_DB, out, err, snap), 0);
+	for (int L = MIN_DB; L < MIN_RUN; L++) {
+		assert_int_equal(run_limited(L, out, err, run), 125);
+		check_one_line(err, "run", L);
+	}
+	assert_int_equal(run_limited(MIN_RUN, out, err, run), 0);
+	free(dir);
+	free(db);
+	free(out);
+	free(err);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_limits, tu_cleanup),
+		cmocka_unit_test_teardown(test_below_minimum, tu_cleanup),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
