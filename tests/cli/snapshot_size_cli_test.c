@@ -125,9 +125,10 @@ static void test_deep_chain(void **state)
 	free(db);
 }
 
-/* A version 1 database (each snapshot entry a whole path) is migrated: its snapshots are
+/* A version 2 database (each snapshot entry a whole path; versions 1 and 2 store snapshots
+ * alike) is migrated: its snapshots are
  * dropped, the rest kept, and new snapshots work. */
-static void test_migration_from_v1(void **state)
+static void test_migration_from_v2(void **state)
 {
 	(void)state;
 	char *root = tu_tmpdir();
@@ -139,7 +140,7 @@ static void test_migration_from_v1(void **state)
 	tj_free(run_json(&r, col));
 	tu_result_free(&r);
 
-	/* Back to version 1: its snapshot_entries table, one snapshot in it. */
+	/* Back to version 2: its snapshot_entries table, one snapshot in it. */
 	sqlite3 *h;
 	assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
 	char *err = NULL;
@@ -156,7 +157,7 @@ static void test_migration_from_v1(void **state)
 		" VALUES (7, CAST('/old' AS BLOB), 1, 1, 1);"
 		"INSERT INTO snapshot_entries VALUES (7, CAST('x' AS BLOB), 1, 2, 3, 32768, 4, 5,"
 		" NULL);"
-		"PRAGMA user_version = 1;"
+		"PRAGMA user_version = 2;"
 		"COMMIT;", NULL, NULL, &err);
 	if (rc != SQLITE_OK)
 		fail_msg("downgrade: %s", err);
@@ -204,7 +205,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_deep_chain, tu_cleanup),
-		cmocka_unit_test_teardown(test_migration_from_v1, tu_cleanup),
+		cmocka_unit_test_teardown(test_migration_from_v2, tu_cleanup),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
