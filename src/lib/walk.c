@@ -1317,11 +1317,12 @@ hv_status hv_walk_open(hv_walk **out, const char *root, const hv_walk_opts *opts
 	unsigned n = o.threads ? (unsigned)o.threads : online_cpus();
 	if (n > MAX_WORKERS)
 		n = MAX_WORKERS;
-	/* Only the default grows; a count asked for is kept. */
-	w->max_workers = o.threads ? (int)n : MAX_GROWN_WORKERS;
-	/* Test-only: every batch counts as slow and blocked, so the pool grows on any tree. */
+	/* Only the default grows; a count asked for is kept. Test-only: with
+	 * HARVEST_TEST_WALK_BLOCKED=1 every batch counts as slow and blocked and any pool may
+	 * grow, so tests see workers added mid-walk on any tree. */
 	const char *assume = getenv("HARVEST_TEST_WALK_BLOCKED");
-	w->assume_blocked = assume && *assume == '1';
+	w->assume_blocked = assume && assume[0] == '1' && assume[1] == '\0';
+	w->max_workers = o.threads && !w->assume_blocked ? (int)n : MAX_GROWN_WORKERS;
 	/* One thread means no workers: the consumer reads every directory itself. Under the
 	 * lock, since a started worker may already add others. */
 	if (n > 1) {
