@@ -48,6 +48,8 @@
 #define BATCH_MAX 16
 /* A batch slower than this per entry makes the worker measure whether it is blocked. */
 #define SLOW_NS_PER_ENTRY 10000
+/* ... and counts it blocked when it slept at least once per this many entries. */
+#define BLOCKED_ENTRIES_PER_WAIT 16
 
 struct linux_dirent64 {
 	uint64_t d_ino;
@@ -913,7 +915,8 @@ static void grow_locked(hv_walk *w)
  * SLOW_NS_PER_ENTRY per entry makes the worker measure its next batch with getrusage
  * (its CPU time and its voluntary context switches, which inside a batch come from waiting
  * on I/O, since a batch takes no lock); a measured batch that spent more than half its time
- * blocked, with work still queued for every worker, adds a worker. A warm walk's batches are
+ * off the CPU and slept at least once per BLOCKED_ENTRIES_PER_WAIT entries, with work still
+ * queued for every worker, adds a worker. A warm walk's batches are
  * fast, so it pays no extra system call and never grows. */
 static void *worker_main(void *arg)
 {
@@ -986,7 +989,14 @@ static void *worker_main(void *arg)
 			int64_t cpu1;
 			long vcsw1;
 			thread_usage(&cpu1, &vcsw1);
-			blocked = vcsw1 - vcsw0 > 0 && (cpu1 - cpu0) * 2 < wall;
+			/* Blocked: more than half the time off the CPU, and sleeping often enough
+			 * (one wait per BLOCKED_ENTRIES_PER_WAIT entries) that it is the disk,
+			 * not the odd wait for memory or a busy machine's scheduler (that is
+			 * preemption, not counted as a voluntary switch). */
+			long waits = vcsw1 - vcsw0;
+			blocked = waits >= 2 &&
+				  (size_t)waits * BLOCKED_ENTRIES_PER_WAIT >= entries &&
+				  (cpu1 - cpu0) * 2 < wall;
 		}
 		bool slow = wall > (int64_t)(entries ? entries : 1) * SLOW_NS_PER_ENTRY;
 		if (w->assume_blocked)
