@@ -276,13 +276,6 @@ void hv_json_newline(hv_json *j)
 
 /* ---- strings ---------------------------------------------------------------------- */
 
-/* For bytes below 0x80: 0 = written as is, 'u' = \u00XX, else the letter after '\'. */
-static const char ascii_escape[128] = {
-	'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u', 'b', 't', 'n', 'u', 'f', 'r', 'u', 'u',
-	'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u',
-	['"'] = '"', ['\\'] = '\\',
-};
-
 static const char hex_digits[16] = "0123456789abcdef";
 
 /* The length of the strict UTF-8 sequence starting with the byte c >= 0x80 at s (avail
@@ -324,6 +317,37 @@ static inline uint64_t word_needs_escape(uint64_t w)
 	return t & HIGHS;
 }
 
+/* The class of each byte: 0 = written as is; 'u' = \u00XX; '8' = a byte >= 0x80, the start
+ * of a UTF-8 sequence or not; else the letter after '\'. One load and one test per byte in
+ * the byte-wise path. */
+static const char byte_class[256] = {
+	'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u', 'b', 't', 'n', 'u', 'f', 'r', 'u', 'u',
+	'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u',
+	['"'] = '"', ['\\'] = '\\',
+	[0x80] = '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8',
+	'8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8',
+	'8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8',
+	'8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8',
+	'8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8',
+	'8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8',
+	'8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8',
+	'8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8', '8',
+};
+
+/* The number of plain bytes a word starts with, given word_needs_escape's nonzero answer:
+ * the lowest flagged byte is always a real one (the borrows of the bit tricks only run
+ * upwards, from a real one), so everything below it is plain. Little-endian: the lowest
+ * byte in the register is the first in memory. */
+static inline size_t plain_prefix(uint64_t mask)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	return (size_t)__builtin_ctzll(mask) / 8;
+#else
+	(void)mask;
+	return 0;
+#endif
+}
+
 /* Escapes the units of s (len bytes in all) that start at or after *pi and before stop,
  * writing them at o, which has room for 6 bytes per unit; returns the end of the output.
  * A unit is one byte, or one valid multi-byte sequence (which may end after stop). */
@@ -331,26 +355,57 @@ static char *escape_units(char *o, const unsigned char *s, size_t *pi, size_t st
 {
 	size_t i = *pi;
 	while (i < stop) {
-		/* Plain ASCII eight bytes at a time: most names and paths are all plain. */
+		/* Plain ASCII eight bytes at a time: most names and paths are all plain. A word
+		 * with a byte to escape still gives its plain first bytes at once. */
 		while (i + 8 <= stop) {
 			uint64_t w;
 			memcpy(&w, s + i, 8);
-			if (word_needs_escape(w))
-				break;
-			memcpy(o, &w, 8);
+			uint64_t m = word_needs_escape(w);
+			memcpy(o, &w, 8); /* room: at least 6 bytes a unit, and 8 units here */
+			if (m) {
+				size_t k = plain_prefix(m);
+				o += k;
+				i += k;
+				goto bytewise;
+			}
 			o += 8;
 			i += 8;
 		}
 		if (i >= stop)
 			break;
-		unsigned c = s[i];
-		if (c < 0x80) {
-			char e = ascii_escape[c];
-			if (!e) {
-				*o++ = (char)c;
-				i++;
-				continue;
+		if (stop - i >= 2 && stop >= 8) {
+			/* A short tail: the word that ends at stop, overlapping bytes already
+			 * written, with their flags shifted out. A flag left in the tail may be a
+			 * borrow from a byte below it; the byte-wise path then sorts it out. */
+			size_t r = stop - i;
+			uint64_t w;
+			memcpy(&w, s + stop - 8, 8);
+			uint64_t m = word_needs_escape(w);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+			m >>= 8 * (8 - r);
+			w >>= 8 * (8 - r);
+			memcpy(o, &w, 8); /* room: 6 bytes a unit, r >= 2 units */
+			if (!m) {
+				o += r;
+				i = stop;
+				break;
 			}
+			size_t k = plain_prefix(m);
+			o += k;
+			i += k;
+#else
+			(void)m;
+#endif
+		}
+	bytewise:;
+		unsigned c = s[i];
+		char e = byte_class[c];
+		if (!e) {
+			*o++ = (char)c;
+			i++;
+			continue;
+		}
+		if (e != '8') {
 			*o++ = '\\';
 			if (e != 'u') {
 				*o++ = e;

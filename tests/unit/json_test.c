@@ -318,6 +318,70 @@ static void test_oracle_exhaustive(void **state)
 	}
 }
 
+/* Every byte value at every position of plain ASCII strings 1..24 bytes long, alone and
+ * with a second byte needing escape after it (at every distance), so the word-at-a-time scan
+ * meets a byte to escape at every place in a word, in the short tail read as a word that
+ * overlaps the bytes already written, and right after another escape whose borrow could
+ * flag a plain byte. */
+static void test_every_byte_every_position(void **state)
+{
+	(void)state;
+	unsigned char buf[48];
+	for (size_t len = 1; len <= 24; len++) {
+		for (size_t pos = 0; pos < len; pos++) {
+			for (unsigned c = 0; c < 256; c++) {
+				for (size_t k = 0; k < len; k++)
+					buf[k] = (unsigned char)('a' + (k % 26));
+				buf[pos] = (unsigned char)c;
+				check_string(buf, len);
+				if (pos + 1 < len && c % 17 == 0) {
+					for (size_t q = pos + 1; q < len; q++) {
+						unsigned char keep = buf[q];
+						buf[q] = q % 2 ? 0x01 : 0xe9;
+						check_string(buf, len);
+						buf[q] = keep;
+					}
+				}
+			}
+		}
+	}
+}
+
+/* Long strings, longer than one pass through the writer's buffer, with bytes to escape and
+ * multi-byte characters placed across the ends of the passes and of words. */
+static void test_long_strings(void **state)
+{
+	(void)state;
+	static const size_t lens[] = {4095, 4096, 4097, 8191, 8192, 8200, 20000};
+	static const char *pieces[] = {"\"", "\\", "\n", "\x01", "\xc3\xa9", "\xe6\x97\xa5",
+				       "\xf0\x9f\x98\x80", "\xff", "\xc3", "\xed\xa0\x80"};
+	for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++) {
+		size_t len = lens[l];
+		unsigned char *s = malloc(len);
+		assert_non_null(s);
+		for (size_t p = 0; p < sizeof(pieces) / sizeof(pieces[0]); p++) {
+			for (size_t k = 0; k < len; k++)
+				s[k] = (unsigned char)('A' + (k % 23));
+			size_t n = strlen(pieces[p]);
+			/* Around 4096 (a pass) and every 509 bytes (odd, so every alignment). */
+			for (size_t at = 4090; at + n <= len && at < 4100; at++)
+				memcpy(s + at, pieces[p], n);
+			for (size_t at = 3; at + n <= len; at += 509)
+				memcpy(s + at, pieces[p], n);
+			check_string(s, len);
+		}
+		/* All plain, and all escapes. */
+		for (size_t k = 0; k < len; k++)
+			s[k] = (unsigned char)('a' + (k % 26));
+		check_string(s, len);
+		memset(s, '\n', len);
+		check_string(s, len);
+		memset(s, 0xff, len);
+		check_string(s, len);
+		free(s);
+	}
+}
+
 /* A random valid UTF-8 sequence of 2..4 bytes at o; returns its length. */
 static size_t random_char(unsigned char *o)
 {
@@ -981,6 +1045,8 @@ int main(void)
 		cmocka_unit_test(test_spec_vectors),
 		cmocka_unit_test(test_exact_escapes),
 		cmocka_unit_test(test_oracle_exhaustive),
+		cmocka_unit_test(test_every_byte_every_position),
+		cmocka_unit_test(test_long_strings),
 		cmocka_unit_test(test_random_roundtrip),
 		cmocka_unit_test(test_escape_snprintf),
 		cmocka_unit_test(test_structure),
