@@ -82,6 +82,7 @@ struct writer {
 	struct archive *a;
 	int fd;
 	int write_errno;        /* the errno of the write that failed, 0 while none did */
+	bool discard;           /* the archive failed: closing it writes nothing more */
 	bool zip;
 	locale_t utf8_loc;      /* names are handed to libarchive under this locale... */
 	locale_t c_loc;         /* ...or this one, for a zip name that is not UTF-8 */
@@ -92,26 +93,28 @@ struct writer {
 	struct archive_entry *entry;
 };
 
-/* libarchive's write callback: the whole block, retrying short writes and EINTR. Any failure
- * (ENOSPC, EPIPE with SIGPIPE ignored, EIO) ends the archive: libarchive turns -1 into a fatal
- * state, so nothing waits or retries forever. */
+/* libarchive's write callback: the whole block, retrying short writes and EINTR. A failure
+ * (ENOSPC, EPIPE with SIGPIPE ignored, EIO) is recorded and everything after it is discarded:
+ * the caller checks write_errno after each libarchive call and stops there, so nothing waits or
+ * retries forever. (Returning -1 would leave libarchive in a fatal state in which closing it
+ * no longer frees its buffers.) */
 static la_ssize_t write_cb(struct archive *a, void *ctx, const void *data, size_t len)
 {
 	struct writer *wr = ctx;
 	const char *p = data;
 	size_t left = len;
-	while (left > 0) {
+	while (left > 0 && !wr->write_errno && !wr->discard) {
 		ssize_t n = write(wr->fd, p, left);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
 			wr->write_errno = n < 0 ? errno : EIO;
-			archive_set_error(a, wr->write_errno, "%s", strerror(wr->write_errno));
-			return -1;
+			break;
 		}
 		p += n;
 		left -= (size_t)n;
 	}
+	(void)a;
 	return (la_ssize_t)len;
 }
 
@@ -190,10 +193,11 @@ static int writer_open(struct writer *wr, int fd, const hv_archive_opts *o, hv_a
 static int writer_close(struct writer *wr, int rc)
 {
 	if (wr->a) {
-		if (rc >= 0 && archive_write_close(wr->a) != ARCHIVE_OK)
+		wr->discard = rc < 0;
+		if (archive_write_close(wr->a) != ARCHIVE_OK && rc >= 0)
 			rc = fail_archive(wr, "closing the archive");
-		if (rc < 0)
-			archive_write_fail(wr->a); /* writes nothing more */
+		if (rc >= 0 && wr->write_errno)
+			rc = fail_archive(wr, "closing the archive");
 		archive_write_free(wr->a);
 	}
 	if (wr->saved_loc)
@@ -252,6 +256,8 @@ static void entry_begin(struct writer *wr, const char *path, size_t len)
 static int entry_header(struct writer *wr, const char *path)
 {
 	int r = archive_write_header(wr->a, wr->entry);
+	if (wr->write_errno)
+		return fail_archive(wr, path);
 	if (r == ARCHIVE_OK || r == ARCHIVE_WARN) {
 		wr->stats->members++;
 		return 1;
@@ -268,7 +274,7 @@ static int write_data(struct writer *wr, const void *data, size_t len, const cha
 	const char *p = data;
 	while (len > 0) {
 		la_ssize_t n = archive_write_data(wr->a, p, len);
-		if (n <= 0)
+		if (n <= 0 || wr->write_errno)
 			return fail_archive(wr, path);
 		p += n;
 		len -= (size_t)n;
@@ -381,6 +387,8 @@ static int archive_file(struct writer *wr, hv_walk *w, const hv_entry *e, const 
 		set_times(wr->entry,
 			  hv_ns_from_timespec(fst.st_mtim.tv_sec, fst.st_mtim.tv_nsec));
 		rc = entry_header(wr, e->path);
+		if (rc > 0 && wr->o->test_after_header)
+			wr->o->test_after_header(wr->o->ctx, e->path, fd);
 		if (rc > 0)
 			rc = copy_file(wr, fd, (uint64_t)fst.st_size, e->path);
 	}
