@@ -628,7 +628,6 @@ static int archive_contents(hv_store *st, int64_t run_id, struct writer *wr,
 				  a->recorded_at_ns);
 		if (rc < 0)
 			break;
-		rc = HV_OK;
 	}
 	hv_artifact_iter_free(it);
 	return rc;
