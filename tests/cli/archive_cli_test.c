@@ -638,14 +638,21 @@ static void test_history_get_run(void **s)
 		free(out);
 		free(file);
 	}
-	/* unzip, for a zip of plain names */
-	tu_harvest(&r, "history", "get", "--db", db, "--run", "2", "-o", "x.zip", NULL);
+	/* a run that does not exist, an unknown extension: an error, and no file left behind */
+	char *empty = tu_path(dir, "empty-dir");
+	tu_mkdir(dir, "empty-dir");
+	char *zip = tu_path(empty, "x.zip"), *rar = tu_path(empty, "x.rar");
+	tu_harvest(&r, "history", "get", "--db", db, "--run", "2", "-o", zip, NULL);
 	assert_int_equal(r.status, 1);
-	assert_non_null(strstr(r.err, "run 2: no such run"));
+	assert_string_equal(r.err, "harvest: run 2: no such run\n");
 	tu_result_free(&r);
-	tu_harvest(&r, "history", "get", "--db", db, "--run", "1", "-o", "x.rar", NULL);
+	tu_harvest(&r, "history", "get", "--db", db, "--run", "1", "-o", rar, NULL);
 	assert_int_equal(r.status, 2);
 	tu_result_free(&r);
+	assert_int_equal(count_entries(empty), 0);
+	free(zip);
+	free(rar);
+	free(empty);
 	free(db);
 	free(root);
 }
