@@ -22,7 +22,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-HV_SECTIONS=(walk mime collect run history adapters)
+HV_SECTIONS=(walk mime collect run history archive adapters)
 HV_ROUNDS=5
 HV_WALK_ENTRIES=200000
 HARVEST=
@@ -796,6 +796,50 @@ bench_history() {
 	echo "  targets:"
 	hv_target "recording 10,000 artifacts, --no-content (s)" "$rec" 0.999
 	hv_target "--mime 'image/*' --limit 100 over 1M (ms)" "$(hv_ms "$q_lim")" 49.9
+}
+
+# ---- section: archive ----
+
+# harvest archive of the collect section's 10,000-file tree against the archivers people use:
+# GNU tar for tar and tar.gz, bsdtar for zip. Each writes the archive to $HV_OUT.
+# shellcheck disable=SC2034
+bench_archive() {
+	echo
+	echo "== archive: harvest archive of a 10,000-file directory against tar -cf - DIR"
+	hv_load
+	hv_collect_corpus 10000
+	local tree=$HV_COLLECT_TREE
+	HV_CMD_a_tar=("$HARVEST" archive --quiet "$tree")
+	HV_CMD_t_tar=(tar -cf - -C "$tree" .)
+	HV_CMD_a_tgz=("$HARVEST" archive --quiet --format tar.gz "$tree")
+	HV_CMD_t_tgz=(tar -czf - -C "$tree" .)
+	HV_CMD_a_zip=("$HARVEST" archive --quiet --format zip "$tree")
+	local -a peers=(a_tar t_tar a_tgz t_tgz a_zip)
+	if command -v bsdtar >/dev/null; then
+		HV_CMD_b_zip=(bsdtar --format zip -cf - -C "$tree" .)
+		peers+=(b_zip)
+	fi
+	# Both archives hold the same files (tar's list also has "./" and directories).
+	"${HV_CMD_a_tar[@]}" >"$HV_OUT" || die "archive: failed"
+	local got
+	got=$(tar -tvf "$HV_OUT" | grep -c '^-')
+	[ "$got" -eq "$HV_COLLECT_FILES" ] || die "archive: $got files in the archive, not $HV_COLLECT_FILES"
+	hv_time_rounds "${peers[@]}"
+	hv_row "command" "median s" "÷ peer" "CPU s"
+	hv_row "harvest archive (tar)" "${HV_MEDIAN[a_tar]}" \
+		"$(hv_div "${HV_MEDIAN[a_tar]}" "${HV_MEDIAN[t_tar]}")" "${HV_CPU[a_tar]}"
+	hv_row "tar -cf - DIR" "${HV_MEDIAN[t_tar]}" "1.000" "${HV_CPU[t_tar]}"
+	hv_row "harvest archive --format tar.gz" "${HV_MEDIAN[a_tgz]}" \
+		"$(hv_div "${HV_MEDIAN[a_tgz]}" "${HV_MEDIAN[t_tgz]}")" "${HV_CPU[a_tgz]}"
+	hv_row "tar -czf - DIR" "${HV_MEDIAN[t_tgz]}" "1.000" "${HV_CPU[t_tgz]}"
+	if [ -n "${HV_MEDIAN[b_zip]:-}" ]; then
+		hv_row "harvest archive --format zip" "${HV_MEDIAN[a_zip]}" \
+			"$(hv_div "${HV_MEDIAN[a_zip]}" "${HV_MEDIAN[b_zip]}")" "${HV_CPU[a_zip]}"
+		hv_row "bsdtar --format zip -cf - DIR" "${HV_MEDIAN[b_zip]}" "1.000" "${HV_CPU[b_zip]}"
+	fi
+	printf '  peak RSS: harvest archive %s KiB, tar %s KiB\n' \
+		"$(hv_peak_kib "${HV_CMD_a_tar[@]}")" "$(hv_peak_kib "${HV_CMD_t_tar[@]}")"
+	hv_load
 }
 
 # ---- section: adapters ----

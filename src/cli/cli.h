@@ -191,5 +191,9 @@ int cmd_collect(int argc, char **argv);
 int cmd_cat(int argc, char **argv);
 int cmd_put(int argc, char **argv);
 int cmd_rm(int argc, char **argv);
+int cmd_archive(int argc, char **argv);
+/* `history get --run RUN_ID [-o FILE]`: the run's stored artifacts as an archive (format from
+ * FILE's extension; tar on standard output). Returns the exit status. */
+int cli_archive_run(const cli_common *c, hv_store *st, int64_t run_id, const char *output);
 
 #endif

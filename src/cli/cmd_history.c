@@ -37,7 +37,8 @@ static const cli_opt artifacts_opts[] = {
 };
 static const cli_opt show_opts[] = {COMMON_OPTS, {"content", 0, 0, OPT_CONTENT}, {NULL, 0, 0, 0}};
 static const cli_opt get_opts[] = {
-	COMMON_OPTS, {"output", 'o', 1, OPT_OUTPUT}, {"follow", 0, 0, OPT_FOLLOW}, {NULL, 0, 0, 0},
+	COMMON_OPTS, {"output", 'o', 1, OPT_OUTPUT}, {"follow", 0, 0, OPT_FOLLOW},
+	{"run", 0, 1, OPT_RUN}, {NULL, 0, 0, 0},
 };
 static const cli_opt prune_opts[] = {
 	COMMON_OPTS, {"keep-runs", 0, 1, OPT_KEEP_RUNS}, {"before", 0, 1, OPT_BEFORE},
@@ -53,6 +54,7 @@ static const char history_usage[] =
 	"  get ARTIFACT_ID|SHA256 [-o FILE] [--follow]         an artifact's stored bytes\n"
 	"            (-o -: stdout; a device or FIFO FILE is written into; a symlink FILE is\n"
 	"            refused unless --follow)\n"
+	"  get --run RUN_ID [-o FILE.tar|.tar.gz|.zip]         a run's artifacts as an archive\n"
 	"  prune (--keep-runs N | --before TIME)               delete old ended runs and contents\n"
 	"TIME is RFC 3339 (2026-11-30T03:29:07Z) or an age: 90m, 12h, 7d. PATTERN like image/*.\n"
 	"Common options: --db PATH, --format json|jsonl, --case snake|camel, --quiet.\n";
@@ -397,8 +399,10 @@ int cmd_history(int argc, char **argv)
 	int npos = 0;
 	int rc = cli_parse(&c, argc - 1, argv + 1, subs[k].opts, history_opt, &h, history_usage,
 			   &pos, &npos);
-	if (rc == 0 && npos != subs[k].npos)
-		rc = cli_usage_error(&c, subs[k].npos ? "expected one argument" : "takes no arguments");
+	bool get_run = !strcmp(subs[k].name, "get") && h.arts.run_id > 0;
+	if (rc == 0 && npos != (get_run ? 0 : subs[k].npos))
+		rc = cli_usage_error(&c, subs[k].npos && !get_run ? "expected one argument"
+								 : "takes no arguments");
 	bool is_get = !strcmp(subs[k].name, "get"), is_prune = !strcmp(subs[k].name, "prune");
 	if (rc == 0 && is_prune && h.prune.keep_runs < 0 && !h.prune.has_before)
 		rc = cli_usage_error(&c, "give --keep-runs N or --before TIME");
@@ -416,7 +420,9 @@ int cmd_history(int argc, char **argv)
 		free(pos);
 		return EXIT_WARN;
 	}
-	if (is_get) {
+	if (get_run) {
+		rc = cli_archive_run(&c, st, h.arts.run_id, h.output);
+	} else if (is_get) {
 		rc = get_artifact(&c, st, &h, pos[0]);
 	} else {
 		/* jsonl lists stream; everything else is built in memory and printed only when

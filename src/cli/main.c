@@ -18,6 +18,7 @@ static const struct command {
 	{"cat", cmd_cat, "the bytes of a file on stdout"},
 	{"put", cmd_put, "stdin to a file, atomically, parent directories created"},
 	{"rm", cmd_rm, "remove a file or symlink; -r a directory tree"},
+	{"archive", cmd_archive, "a directory tree as tar, tar.gz or zip"},
 	{NULL, NULL, NULL},
 };
 

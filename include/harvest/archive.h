@@ -1,0 +1,100 @@
+/* harvest — archives: a directory tree, or the stored artifacts of a run, as tar, tar.gz or zip.
+ *
+ * A tree is archived through the walker with its safety rules: every entry is reached through
+ * directory descriptors, a regular file is opened relative to its directory with
+ * O_NOFOLLOW|O_NONBLOCK and checked with fstat (a file swapped for a symlink or a FIFO after the
+ * walk saw it is never read), symlinks are stored as symlinks and never followed, and FIFOs,
+ * sockets and devices are never opened (skipped, with a warning). The archive is streamed:
+ * memory stays bounded whatever the size of the files.
+ *
+ * Member paths are relative, '/'-separated, never empty, never absolute and never contain a
+ * "." or ".." component. Names are stored as their exact bytes: tar is POSIX pax (a pax header
+ * carries names that ustar cannot hold, with hdrcharset=BINARY when they are not UTF-8); zip
+ * stores the raw bytes and sets the UTF-8 flag only on a name that is valid UTF-8. Modes keep
+ * the permission and sticky bits (setuid and setgid are dropped); owners are stored as 0/0
+ * without names; mtimes are kept to the second (nanoseconds in pax). */
+#ifndef HARVEST_ARCHIVE_H
+#define HARVEST_ARCHIVE_H
+
+#include "store.h"
+#include "types.h"
+#include "walk.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum hv_archive_format {
+	HV_ARCHIVE_TAR = 0,  /* POSIX pax (ustar where it suffices) */
+	HV_ARCHIVE_TAR_GZ,   /* the same, gzip-compressed */
+	HV_ARCHIVE_ZIP,      /* zip, deflated, with zip64 where needed */
+} hv_archive_format;
+
+/* The format a file name asks for by its extension: .tar, .tar.gz or .tgz, .zip (in any case).
+ * HV_EUSAGE (with a message naming the name) for any other name. */
+hv_status hv_archive_format_from_name(const char *name, hv_archive_format *out);
+/* The format named "tar", "tar.gz" (or "tgz") or "zip": HV_EUSAGE for another. */
+hv_status hv_archive_format_parse(const char *s, hv_archive_format *out);
+/* "tar", "tar.gz" or "zip". */
+const char *hv_archive_format_name(hv_archive_format f);
+
+typedef struct hv_archive_opts {
+	hv_archive_format format;
+	/* Walk options, as hv_walk_opts: max_depth, xdev, no_hidden, excludes. (A tree archive
+	 * never follows symlinks and always reads their targets; sort is always by name.) */
+	int max_depth;
+	bool xdev;
+	bool no_hidden;
+	const char *const *excludes;
+	size_t n_excludes;
+	int threads;
+	/* Each warning (an entry skipped, a file that changed while it was read), as a one-line
+	 * message naming the path; NULL: warnings are only counted. */
+	void (*warn)(void *ctx, const char *message);
+	void *ctx;
+	/* Tests only: called with an entry's path right before a regular file is opened. */
+	void (*test_before_open)(void *ctx, const char *path);
+	/* Tests only: called with a regular file's path and descriptor after its header was
+	 * written, before its bytes are copied (to make it grow or shrink meanwhile). */
+	void (*test_after_header)(void *ctx, const char *path, int fd);
+} hv_archive_opts;
+
+/* Fills opts with the defaults: tar, no limits, default threads. */
+void hv_archive_opts_init(hv_archive_opts *opts);
+
+/* What an archive holds. */
+typedef struct hv_archive_stats {
+	uint64_t members;   /* members written */
+	uint64_t bytes;     /* file bytes written */
+	uint64_t warnings;  /* entries skipped or changed */
+} hv_archive_stats;
+
+/* Writes the tree below the directory root (a symlink given as root is followed, as the walker
+ * does) to out_fd as an archive. A regular file that is out_fd itself (an archive written
+ * inside the tree it archives) is left out. A file whose size changes while it is read is
+ * stored with the size fstat gave when it was opened (cut, or padded with zeros) and warned
+ * about, as tar's "file changed as we read it".
+ * HV_OK when complete; HV_WARN when something was skipped or changed (each was passed to
+ * opts->warn); HV_ENOTDIR when root is missing or not a directory; HV_EIO when writing failed
+ * (the message says why: "No space left on device", "Broken pipe") — out_fd then holds a
+ * partial archive; HV_EUSAGE for bad options. stats may be NULL. */
+hv_status hv_archive_dir(int out_fd, const char *root, const hv_archive_opts *opts,
+			 hv_archive_stats *stats);
+
+/* Writes the stored artifacts of run run_id to out_fd as an archive of opts->format (the walk
+ * options are unused): first MANIFEST.json, then each artifact whose content the store holds,
+ * at its recorded path. The manifest lists every artifact of the run in recorded order:
+ *   {"run_id": N, "artifacts": [{"path": P, "mime_type": M, "size": S, "sha256": H,
+ *     "archived": true|false, "reason": null|"not_stored"|"unsafe_path"|"reserved"}]}
+ * "not_stored": the run recorded the artifact without its content; "unsafe_path": the recorded
+ * path is empty, absolute or has an empty, "." or ".." component, and is never used as a
+ * member path; "reserved": the path is MANIFEST.json itself. Each artifact left out is also
+ * passed to opts->warn. HV_OK when every artifact was archived, HV_WARN when some were left
+ * out, HV_DONE when there is no such run, else a failure as hv_archive_dir. */
+hv_status hv_archive_run(int out_fd, hv_store *st, int64_t run_id, const hv_archive_opts *opts,
+			 hv_archive_stats *stats);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,270 @@
+/* harvest archive: a directory tree as tar, tar.gz or zip; and the archive of a run's stored
+ * artifacts for `history get --run`. */
+#include "cli.h"
+
+#include "harvest/archive.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum {
+	OPT_OUTPUT = OPT_OWN,
+	OPT_AFORMAT,
+	OPT_EXCLUDE,
+	OPT_NO_HIDDEN,
+	OPT_XDEV,
+	OPT_MAX_DEPTH,
+	OPT_THREADS,
+};
+
+static const cli_opt archive_opts[] = {
+	{"help", 'h', 0, OPT_HELP},          {"quiet", 'q', 0, OPT_QUIET},
+	{"output", 'o', 1, OPT_OUTPUT},      {"format", 0, 1, OPT_AFORMAT},
+	{"exclude", 0, 1, OPT_EXCLUDE},      {"no-hidden", 0, 0, OPT_NO_HIDDEN},
+	{"xdev", 0, 0, OPT_XDEV},            {"max-depth", 0, 1, OPT_MAX_DEPTH},
+	{"threads", 0, 1, OPT_THREADS},      {NULL, 0, 0, 0},
+};
+
+static const char archive_usage[] =
+	"usage: harvest archive [options] DIR\n"
+	"The tree below DIR as an archive, streamed: symlinks stored as symlinks (never\n"
+	"followed), FIFOs, sockets and devices skipped with a warning.\n"
+	"  -o, --output FILE   write FILE (through a temporary file, renamed when complete);\n"
+	"                      default: standard output, which must not be a terminal\n"
+	"  --format F          tar, tar.gz or zip (default: from FILE's extension .tar,\n"
+	"                      .tar.gz, .tgz or .zip; tar on standard output)\n"
+	"  --exclude GLOB      leave out names matching GLOB (repeatable; not entered)\n"
+	"  --no-hidden         leave out names starting with '.'\n"
+	"  --xdev              stay on DIR's file system\n"
+	"  --max-depth N       archive down to depth N (children of DIR are depth 1)\n"
+	"  --threads N         walker threads (default: online CPUs, at most 8)\n"
+	"  --quiet             no warnings\n"
+	"Exit status: 0 done, 1 something was skipped or changed (warned) or writing failed,\n"
+	"2 usage, 3 DIR is missing or not a directory.\n";
+
+struct archive_cli {
+	hv_archive_opts opts;
+	const char **excludes;
+	size_t n_excludes;
+	const char *output;
+	bool have_format;
+};
+
+static int archive_opt(void *ctx, cli_common *c, int id, const char *v)
+{
+	struct archive_cli *a = ctx;
+	switch (id) {
+	case OPT_OUTPUT: a->output = v; return 0;
+	case OPT_AFORMAT:
+		if (hv_archive_format_parse(v, &a->opts.format) != HV_OK)
+			return cli_usage_error(c, "--format: expected tar, tar.gz or zip, not '%s'", v);
+		a->have_format = true;
+		return 0;
+	case OPT_EXCLUDE: {
+		const char **e = realloc(a->excludes, (a->n_excludes + 1) * sizeof(*e));
+		if (!e)
+			return cli_usage_error(c, "out of memory");
+		a->excludes = e;
+		a->excludes[a->n_excludes++] = v;
+		return 0;
+	}
+	case OPT_NO_HIDDEN: a->opts.no_hidden = true; return 0;
+	case OPT_XDEV: a->opts.xdev = true; return 0;
+	case OPT_MAX_DEPTH:
+		return cli_parse_int(c, "--max-depth", v, 0, 1 << 30, &a->opts.max_depth);
+	case OPT_THREADS:
+		return cli_parse_int(c, "--threads", v, 1, 1024, &a->opts.threads);
+	}
+	return 0;
+}
+
+/* Where an archive goes: standard output, a device or FIFO named by -o (written in place, as
+ * tar -f does), or a regular file written under a temporary name and renamed when complete, so
+ * a failed archive never leaves a half file behind. */
+struct out {
+	const char *path;   /* NULL: standard output */
+	int fd;
+	char *tmp;          /* the temporary name, while there is one */
+};
+
+static const char *out_name(const struct out *o)
+{
+	return o->path ? o->path : "standard output";
+}
+
+/* EXIT_DONE, or the exit status after the error was printed. */
+static int out_open(const cli_common *c, struct out *o, const char *path)
+{
+	o->path = path && strcmp(path, "-") != 0 ? path : NULL;
+	o->fd = -1;
+	o->tmp = NULL;
+	if (!o->path) {
+		/* binary data on a terminal garbles it and helps nobody, as gzip says */
+		if (isatty(STDOUT_FILENO))
+			return cli_usage_error(c, "refusing to write an archive to a terminal; "
+						  "use -o FILE or redirect standard output");
+		o->fd = STDOUT_FILENO;
+		return EXIT_DONE;
+	}
+	struct stat st;
+	if (stat(o->path, &st) == 0 && !S_ISREG(st.st_mode)) {
+		if (S_ISDIR(st.st_mode)) {
+			cli_error("%s: Is a directory", o->path);
+			return EXIT_WARN;
+		}
+		o->fd = open(o->path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+		if (o->fd < 0) {
+			cli_error("%s: %s", o->path, strerror(errno));
+			return EXIT_WARN;
+		}
+		if (isatty(o->fd)) {
+			close(o->fd);
+			o->fd = -1;
+			return cli_usage_error(c, "%s: refusing to write an archive to a terminal",
+					       o->path);
+		}
+		return EXIT_DONE;
+	}
+	size_t len = strlen(o->path);
+	o->tmp = malloc(len + 16);
+	if (!o->tmp) {
+		cli_error("out of memory");
+		return EXIT_WARN;
+	}
+	snprintf(o->tmp, len + 16, "%s.tmp.XXXXXX", o->path);
+	o->fd = mkostemp(o->tmp, O_CLOEXEC);
+	if (o->fd < 0) {
+		cli_error("%s: %s", o->path, strerror(errno));
+		free(o->tmp);
+		o->tmp = NULL;
+		return EXIT_WARN;
+	}
+	/* mkostemp makes 0600; the archive gets the mode a new file gets */
+	mode_t mask = umask(0);
+	umask(mask);
+	if (fchmod(o->fd, 0666 & ~mask) != 0) {
+		cli_error("%s: %s", o->tmp, strerror(errno));
+		return EXIT_WARN;
+	}
+	return EXIT_DONE;
+}
+
+/* Completes (ok) or abandons the output; returns rc, or EXIT_WARN when completing failed. */
+static int out_close(struct out *o, int rc, bool ok)
+{
+	if (o->fd < 0) {
+		free(o->tmp);
+		return rc;
+	}
+	if (o->tmp) {
+		if (ok && (fsync(o->fd) != 0 || close(o->fd) != 0 || rename(o->tmp, o->path) != 0)) {
+			cli_error("%s: %s", o->path, strerror(errno));
+			ok = false;
+			rc = EXIT_WARN;
+		} else if (!ok) {
+			close(o->fd);
+		}
+		if (!ok)
+			unlink(o->tmp);
+		free(o->tmp);
+		return rc;
+	}
+	if (o->fd != STDOUT_FILENO && close(o->fd) != 0 && ok) {
+		cli_error("%s: %s", o->path, strerror(errno));
+		rc = EXIT_WARN;
+	}
+	return rc;
+}
+
+static void warn_cb(void *ctx, const char *message)
+{
+	cli_warn(ctx, "%s", message);
+}
+
+/* The exit status of a library status, after printing its error. */
+static int archive_status(const struct out *o, hv_status s)
+{
+	switch (s) {
+	case HV_OK: return EXIT_DONE;
+	case HV_WARN: return EXIT_WARN;
+	case HV_ENOTDIR: cli_error("%s", hv_error_last()); return EXIT_NOTDIR;
+	case HV_EUSAGE: cli_error("%s", hv_error_last()); return EXIT_USAGE;
+	case HV_EIO:
+		/* a write failure names the destination; a read failure names its own path */
+		if (strncmp(hv_error_last(), "writing the archive", 19) == 0)
+			cli_error("%s: %s", out_name(o), hv_error_last());
+		else
+			cli_error("%s", hv_error_last());
+		return EXIT_WARN;
+	default: cli_error("%s", hv_error_last()); return EXIT_WARN;
+	}
+}
+
+int cmd_archive(int argc, char **argv)
+{
+	cli_common c = {.cmd = "archive"};
+	struct archive_cli a = {0};
+	hv_archive_opts_init(&a.opts);
+	char **pos = NULL;
+	int npos = 0;
+	int rc = cli_parse(&c, argc, argv, archive_opts, archive_opt, &a, archive_usage, &pos,
+			   &npos);
+	if (rc == 0 && npos != 1)
+		rc = cli_usage_error(&c, "expected one DIR");
+	if (rc == 0 && a.output && strcmp(a.output, "-") != 0 && !a.have_format &&
+	    hv_archive_format_from_name(a.output, &a.opts.format) != HV_OK)
+		rc = cli_usage_error(&c, "%s; give --format tar, tar.gz or zip", hv_error_last());
+	if (rc != 0) {
+		free(pos);
+		free(a.excludes);
+		return rc < 0 ? EXIT_DONE : rc;
+	}
+	cli_check_excludes(&c, a.excludes, a.n_excludes);
+	a.opts.excludes = a.excludes;
+	a.opts.n_excludes = a.n_excludes;
+	a.opts.warn = warn_cb;
+	a.opts.ctx = &c;
+	/* a reader that goes away must end harvest with a message, not a silent SIGPIPE */
+	signal(SIGPIPE, SIG_IGN);
+	struct out o;
+	rc = out_open(&c, &o, a.output);
+	if (rc == EXIT_DONE) {
+		hv_status s = hv_archive_dir(o.fd, pos[0], &a.opts, NULL);
+		rc = archive_status(&o, s);
+		rc = out_close(&o, rc, s == HV_OK || s == HV_WARN);
+	} else {
+		rc = out_close(&o, rc, false);
+	}
+	free(pos);
+	free(a.excludes);
+	return rc;
+}
+
+int cli_archive_run(const cli_common *c, hv_store *st, int64_t run_id, const char *output)
+{
+	hv_archive_opts opts;
+	hv_archive_opts_init(&opts);
+	if (output && strcmp(output, "-") != 0 &&
+	    hv_archive_format_from_name(output, &opts.format) != HV_OK)
+		return cli_usage_error(c, "%s", hv_error_last());
+	opts.warn = warn_cb;
+	opts.ctx = (void *)c;
+	signal(SIGPIPE, SIG_IGN);
+	struct out o;
+	int rc = out_open(c, &o, output);
+	if (rc != EXIT_DONE)
+		return out_close(&o, rc, false);
+	hv_status s = hv_archive_run(o.fd, st, run_id, &opts, NULL);
+	if (s == HV_DONE) {
+		cli_error("%s", hv_error_last());
+		rc = EXIT_WARN;
+	} else {
+		rc = archive_status(&o, s);
+	}
+	return out_close(&o, rc, s == HV_OK || s == HV_WARN);
+}

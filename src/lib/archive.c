@@ -1,0 +1,685 @@
+/* Archives of a directory tree (through the walker) and of a run's stored artifacts, written
+ * with libarchive to a file descriptor, streamed in bounded memory. */
+#include "harvest/archive.h"
+
+#include "harvest/json.h"
+#include "internal.h"
+#include "utf8.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <locale.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* File contents are copied through a buffer of this size: the memory a file costs, whatever
+ * its size. */
+#define COPY_BUF (256 * 1024)
+
+static const char MANIFEST_NAME[] = "MANIFEST.json";
+
+const char *hv_archive_format_name(hv_archive_format f)
+{
+	switch (f) {
+	case HV_ARCHIVE_TAR_GZ: return "tar.gz";
+	case HV_ARCHIVE_ZIP: return "zip";
+	case HV_ARCHIVE_TAR: break;
+	}
+	return "tar";
+}
+
+static bool ends_with(const char *s, size_t len, const char *suffix)
+{
+	size_t n = strlen(suffix);
+	return len >= n && strcasecmp(s + len - n, suffix) == 0;
+}
+
+hv_status hv_archive_format_from_name(const char *name, hv_archive_format *out)
+{
+	size_t len = strlen(name);
+	if (ends_with(name, len, ".tar.gz") || ends_with(name, len, ".tgz"))
+		*out = HV_ARCHIVE_TAR_GZ;
+	else if (ends_with(name, len, ".tar"))
+		*out = HV_ARCHIVE_TAR;
+	else if (ends_with(name, len, ".zip"))
+		*out = HV_ARCHIVE_ZIP;
+	else
+		return hv_error_set(HV_EUSAGE,
+				    "%s: unknown archive extension (expected .tar, .tar.gz, .tgz or .zip)",
+				    name);
+	return HV_OK;
+}
+
+hv_status hv_archive_format_parse(const char *s, hv_archive_format *out)
+{
+	if (strcmp(s, "tar") == 0)
+		*out = HV_ARCHIVE_TAR;
+	else if (strcmp(s, "tar.gz") == 0 || strcmp(s, "tgz") == 0)
+		*out = HV_ARCHIVE_TAR_GZ;
+	else if (strcmp(s, "zip") == 0)
+		*out = HV_ARCHIVE_ZIP;
+	else
+		return hv_error_set(HV_EUSAGE, "expected tar, tar.gz or zip, not '%s'", s);
+	return HV_OK;
+}
+
+void hv_archive_opts_init(hv_archive_opts *opts)
+{
+	memset(opts, 0, sizeof(*opts));
+	opts->format = HV_ARCHIVE_TAR;
+	opts->max_depth = -1;
+}
+
+/* ---- The writer: libarchive over a descriptor ------------------------------------------ */
+
+struct writer {
+	struct archive *a;
+	int fd;
+	int write_errno;        /* the errno of the write that failed, 0 while none did */
+	bool discard;           /* the archive failed: closing it writes nothing more */
+	bool zip;
+	locale_t utf8_loc;      /* names are handed to libarchive under this locale... */
+	locale_t c_loc;         /* ...or this one, for a zip name that is not UTF-8 */
+	locale_t saved_loc;
+	const hv_archive_opts *o;
+	hv_archive_stats *stats;
+	char *buf;
+	struct archive_entry *entry;
+};
+
+/* libarchive's write callback: the whole block, retrying short writes and EINTR. A failure
+ * (ENOSPC, EPIPE with SIGPIPE ignored, EIO) is recorded and everything after it is discarded:
+ * the caller checks write_errno after each libarchive call and stops there, so nothing waits or
+ * retries forever. (Returning -1 would leave libarchive in a fatal state in which closing it
+ * no longer frees its buffers.) */
+static la_ssize_t write_cb(struct archive *a, void *ctx, const void *data, size_t len)
+{
+	struct writer *wr = ctx;
+	const char *p = data;
+	size_t left = len;
+	while (left > 0 && !wr->write_errno && !wr->discard) {
+		ssize_t n = write(wr->fd, p, left);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			wr->write_errno = n < 0 ? errno : EIO;
+			break;
+		}
+		p += n;
+		left -= (size_t)n;
+	}
+	(void)a;
+	return (la_ssize_t)len;
+}
+
+static int fail_archive(struct writer *wr, const char *what)
+{
+	if (wr->write_errno)
+		return hv_error_set(HV_EIO, "writing the archive: %s", strerror(wr->write_errno));
+	const char *msg = archive_error_string(wr->a);
+	return hv_error_set(HV_EIO, "%s: %s", what, msg ? msg : "libarchive failed");
+}
+
+static void warnf(struct writer *wr, const char *fmt, ...) HV_ATTR_PRINTF(2, 3);
+static void warnf(struct writer *wr, const char *fmt, ...)
+{
+	wr->stats->warnings++;
+	if (!wr->o->warn)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	char *msg = NULL;
+	int n = vasprintf(&msg, fmt, ap);
+	va_end(ap);
+	wr->o->warn(wr->o->ctx, n >= 0 && msg ? msg : "out of memory formatting a warning");
+	if (n >= 0)
+		free(msg);
+}
+
+static int writer_open(struct writer *wr, int fd, const hv_archive_opts *o, hv_archive_stats *st)
+{
+	memset(wr, 0, sizeof(*wr));
+	wr->fd = fd;
+	wr->o = o;
+	wr->stats = st;
+	wr->zip = o->format == HV_ARCHIVE_ZIP;
+	/* libarchive reads names in the calling thread's locale: a UTF-8 one makes pax write valid
+	 * UTF-8 names as they are (and the rest with hdrcharset=BINARY) and zip flag them as
+	 * UTF-8. uselocale is per thread, so the caller's locale is untouched elsewhere. */
+	wr->utf8_loc = newlocale(LC_ALL_MASK, "C.UTF-8", (locale_t)0);
+	wr->c_loc = newlocale(LC_ALL_MASK, "C", (locale_t)0);
+	wr->buf = malloc(COPY_BUF);
+	wr->a = archive_write_new();
+	wr->entry = archive_entry_new();
+	if (!wr->buf || !wr->a || !wr->entry || !wr->c_loc)
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	wr->saved_loc = uselocale(wr->utf8_loc ? wr->utf8_loc : wr->c_loc);
+	int r;
+	switch (o->format) {
+	case HV_ARCHIVE_ZIP:
+		r = archive_write_set_format_zip(wr->a);
+		if (r == ARCHIVE_OK)
+			r = archive_write_zip_set_compression_deflate(wr->a);
+		if (r == ARCHIVE_OK)
+			r = archive_write_set_bytes_in_last_block(wr->a, 1);
+		break;
+	case HV_ARCHIVE_TAR_GZ:
+		r = archive_write_set_format_pax_restricted(wr->a);
+		if (r == ARCHIVE_OK)
+			r = archive_write_add_filter_gzip(wr->a);
+		if (r == ARCHIVE_OK)
+			r = archive_write_set_bytes_in_last_block(wr->a, 1);
+		break;
+	case HV_ARCHIVE_TAR:
+		r = archive_write_set_format_pax_restricted(wr->a);
+		break;
+	default:
+		return hv_error_set(HV_EUSAGE, "unknown archive format %d", (int)o->format);
+	}
+	if (r != ARCHIVE_OK)
+		return fail_archive(wr, "setting up the archive");
+	if (archive_write_open2(wr->a, wr, NULL, write_cb, NULL, NULL) != ARCHIVE_OK)
+		return fail_archive(wr, "opening the archive");
+	return HV_OK;
+}
+
+/* Ends the archive (the trailer, the zip central directory) when ok, and frees everything. */
+static int writer_close(struct writer *wr, int rc)
+{
+	if (wr->a) {
+		wr->discard = rc < 0;
+		if (archive_write_close(wr->a) != ARCHIVE_OK && rc >= 0)
+			rc = fail_archive(wr, "closing the archive");
+		if (rc >= 0 && wr->write_errno)
+			rc = fail_archive(wr, "closing the archive");
+		archive_write_free(wr->a);
+	}
+	if (wr->saved_loc)
+		uselocale(wr->saved_loc);
+	if (wr->utf8_loc)
+		freelocale(wr->utf8_loc);
+	if (wr->c_loc)
+		freelocale(wr->c_loc);
+	archive_entry_free(wr->entry);
+	free(wr->buf);
+	return rc;
+}
+
+static bool utf8_valid(const char *s, size_t len)
+{
+	for (size_t i = 0; i < len;) {
+		size_t n = hv_utf8_sequence_length(s + i, len - i);
+		if (n == 0)
+			return false;
+		i += n;
+	}
+	return true;
+}
+
+/* A member path must be relative and stay inside the extraction directory: not empty, no
+ * leading '/', no empty, "." or ".." component, no NUL. */
+static bool member_path_safe(const char *p, size_t len)
+{
+	if (len == 0 || p[0] == '/' || memchr(p, '\0', len))
+		return false;
+	size_t i = 0;
+	while (i <= len) {
+		const char *slash = memchr(p + i, '/', len - i);
+		size_t end = slash ? (size_t)(slash - p) : len;
+		size_t n = end - i;
+		if (n == 0 || (n == 1 && p[i] == '.') || (n == 2 && p[i] == '.' && p[i + 1] == '.'))
+			return false;
+		i = end + 1;
+	}
+	return true;
+}
+
+/* Starts a member: clears the entry and sets its path (under the locale its bytes need). */
+static void entry_begin(struct writer *wr, const char *path, size_t len)
+{
+	archive_entry_clear(wr->entry);
+	if (wr->zip && wr->utf8_loc)
+		uselocale(utf8_valid(path, len) ? wr->utf8_loc : wr->c_loc);
+	archive_entry_copy_pathname(wr->entry, path);
+	archive_entry_set_uid(wr->entry, 0);
+	archive_entry_set_gid(wr->entry, 0);
+}
+
+/* Writes the header of the prepared entry. 1: written; 0: libarchive refused this member
+ * (warned, the archive goes on); <0: fatal. */
+static int entry_header(struct writer *wr, const char *path)
+{
+	int r = archive_write_header(wr->a, wr->entry);
+	if (wr->write_errno)
+		return fail_archive(wr, path);
+	if (r == ARCHIVE_OK || r == ARCHIVE_WARN) {
+		wr->stats->members++;
+		return 1;
+	}
+	if (r == ARCHIVE_FATAL)
+		return fail_archive(wr, path);
+	const char *msg = archive_error_string(wr->a);
+	warnf(wr, "%s: %s; skipped", path, msg ? msg : "cannot be archived");
+	return 0;
+}
+
+static int write_data(struct writer *wr, const void *data, size_t len, const char *path)
+{
+	const char *p = data;
+	while (len > 0) {
+		la_ssize_t n = archive_write_data(wr->a, p, len);
+		if (n <= 0 || wr->write_errno)
+			return fail_archive(wr, path);
+		p += n;
+		len -= (size_t)n;
+	}
+	return HV_OK;
+}
+
+/* Writes len zero bytes: the rest of a file that shrank while it was read. */
+static int write_zeros(struct writer *wr, uint64_t len, const char *path)
+{
+	memset(wr->buf, 0, COPY_BUF);
+	while (len > 0) {
+		size_t n = len < COPY_BUF ? (size_t)len : COPY_BUF;
+		int rc = write_data(wr, wr->buf, n, path);
+		if (rc != HV_OK)
+			return rc;
+		len -= n;
+	}
+	return HV_OK;
+}
+
+/* Copies exactly size bytes of fd into the current member; a file that holds fewer (it shrank,
+ * or a read failed) is padded with zeros, one that holds more is cut, and both are warned
+ * about, since the header already promised size bytes. */
+static int copy_file(struct writer *wr, int fd, uint64_t size, const char *path)
+{
+	uint64_t done = 0;
+	int read_err = 0;
+	while (done < size) {
+		size_t want = size - done < COPY_BUF ? (size_t)(size - done) : COPY_BUF;
+		ssize_t n = read(fd, wr->buf, want);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			read_err = errno;
+		if (n <= 0)
+			break;
+		int rc = write_data(wr, wr->buf, (size_t)n, path);
+		if (rc != HV_OK)
+			return rc;
+		done += (uint64_t)n;
+		wr->stats->bytes += (uint64_t)n;
+	}
+	if (done < size) {
+		int rc = write_zeros(wr, size - done, path);
+		if (rc != HV_OK)
+			return rc;
+		if (read_err)
+			warnf(wr, "%s: %s; the rest stored as zeros", path, strerror(read_err));
+		else
+			warnf(wr, "%s: file shrank as we read it; padded with zeros", path);
+		return HV_OK;
+	}
+	char extra;
+	ssize_t n;
+	do
+		n = read(fd, &extra, 1);
+	while (n < 0 && errno == EINTR);
+	if (n > 0)
+		warnf(wr, "%s: file grew as we read it; stored its first %llu bytes", path,
+		      (unsigned long long)size);
+	return HV_OK;
+}
+
+/* ---- A tree ---------------------------------------------------------------------------- */
+
+static void set_times(struct archive_entry *ae, int64_t mtime_ns)
+{
+	int64_t sec = mtime_ns / 1000000000, nsec = mtime_ns % 1000000000;
+	if (nsec < 0) {
+		nsec += 1000000000;
+		sec--;
+	}
+	archive_entry_set_mtime(ae, (time_t)sec, (long)nsec);
+}
+
+/* Permission and sticky bits only: an archive made of what a sandbox wrote must not extract
+ * (as root, owner 0) into a setuid program. */
+#define MODE_KEPT 01777u
+
+static int archive_file(struct writer *wr, hv_walk *w, const hv_entry *e, const struct stat *out)
+{
+	if (wr->o->test_before_open)
+		wr->o->test_before_open(wr->o->ctx, e->path);
+	int fd = hv_walk_openat(w, O_RDONLY | O_NONBLOCK);
+	if (fd < 0) {
+		int err = errno;
+		if (err == ELOOP)
+			warnf(wr, "%s: became a symlink while being archived; skipped", e->path);
+		else if (err == ENXIO || err == ENODEV || err == EOPNOTSUPP)
+			warnf(wr, "%s: became a special file while being archived; skipped", e->path);
+		else
+			warnf(wr, "%s: %s; skipped", e->path, strerror(err));
+		return HV_OK;
+	}
+	struct stat fst;
+	int rc = HV_OK;
+	if (fstat(fd, &fst) != 0) {
+		warnf(wr, "%s: %s; skipped", e->path, strerror(errno));
+	} else if (!S_ISREG(fst.st_mode)) {
+		/* swapped for a FIFO or a device after the walk saw it: never read */
+		warnf(wr, "%s: became a special file while being archived; skipped", e->path);
+	} else if (out && fst.st_dev == out->st_dev && fst.st_ino == out->st_ino) {
+		/* the archive being written, inside the tree it archives: left out, as tar does */
+	} else {
+		entry_begin(wr, e->path, e->path_len);
+		archive_entry_set_filetype(wr->entry, AE_IFREG);
+		archive_entry_set_perm(wr->entry, fst.st_mode & MODE_KEPT);
+		archive_entry_set_size(wr->entry, fst.st_size);
+		set_times(wr->entry,
+			  hv_ns_from_timespec(fst.st_mtim.tv_sec, fst.st_mtim.tv_nsec));
+		rc = entry_header(wr, e->path);
+		if (rc > 0 && wr->o->test_after_header)
+			wr->o->test_after_header(wr->o->ctx, e->path, fd);
+		if (rc > 0)
+			rc = copy_file(wr, fd, (uint64_t)fst.st_size, e->path);
+	}
+	close(fd);
+	return rc < 0 ? rc : HV_OK;
+}
+
+static int archive_entry_of_walk(struct writer *wr, hv_walk *w, const hv_entry *e,
+				 const struct stat *out)
+{
+	if (!member_path_safe(e->path, e->path_len)) {
+		warnf(wr, "%s: not a safe member path; skipped", e->path);
+		return HV_OK;
+	}
+	if (e->type == HV_FT_FILE)
+		return archive_file(wr, w, e, out);
+	if (!e->have_lstat) {
+		warnf(wr, "%s: cannot be examined; skipped", e->path);
+		return HV_OK;
+	}
+	int rc;
+	switch (e->type) {
+	case HV_FT_DIR:
+		entry_begin(wr, e->path, e->path_len);
+		archive_entry_set_filetype(wr->entry, AE_IFDIR);
+		archive_entry_set_perm(wr->entry, e->lst.mode & MODE_KEPT);
+		set_times(wr->entry, e->lst.mtime_ns);
+		rc = entry_header(wr, e->path);
+		return rc < 0 ? rc : HV_OK;
+	case HV_FT_SYMLINK:
+		if (!e->target) {
+			warnf(wr, "%s: cannot read the symlink; skipped", e->path);
+			return HV_OK;
+		}
+		entry_begin(wr, e->path, e->path_len);
+		archive_entry_set_filetype(wr->entry, AE_IFLNK);
+		archive_entry_set_perm(wr->entry, 0777);
+		archive_entry_copy_symlink(wr->entry, e->target);
+		set_times(wr->entry, e->lst.mtime_ns);
+		rc = entry_header(wr, e->path);
+		return rc < 0 ? rc : HV_OK;
+	default:
+		/* never opened: reading a FIFO could block forever, a device is not a file */
+		warnf(wr, "%s: a %s, not archived", e->path, hv_ftype_name(e->type));
+		return HV_OK;
+	}
+}
+
+hv_status hv_archive_dir(int out_fd, const char *root, const hv_archive_opts *o,
+			 hv_archive_stats *stats)
+{
+	hv_archive_stats local;
+	if (!stats)
+		stats = &local;
+	memset(stats, 0, sizeof(*stats));
+	hv_walk_opts wo;
+	hv_walk_opts_init(&wo);
+	wo.max_depth = o->max_depth;
+	wo.xdev = o->xdev;
+	wo.no_hidden = o->no_hidden;
+	wo.excludes = o->excludes;
+	wo.n_excludes = o->n_excludes;
+	wo.threads = o->threads;
+	wo.sort = HV_SORT_NAME;
+	wo.readlink = true;
+	wo.follow = false;
+	hv_walk *w = NULL;
+	int rc = hv_walk_open(&w, root, &wo);
+	if (rc != HV_OK)
+		return rc;
+	struct stat out_st;
+	bool have_out = fstat(out_fd, &out_st) == 0 && S_ISREG(out_st.st_mode);
+	struct writer wr;
+	rc = writer_open(&wr, out_fd, o, stats);
+	while (rc == HV_OK) {
+		const hv_entry *e;
+		int s = hv_walk_next(w, &e);
+		if (s == HV_DONE)
+			break;
+		if (s == HV_WARN) {
+			warnf(&wr, "%s", hv_error_last());
+			continue;
+		}
+		if (s < 0) {
+			rc = s;
+			break;
+		}
+		rc = archive_entry_of_walk(&wr, w, e, have_out ? &out_st : NULL);
+	}
+	hv_walk_close(w);
+	if (rc < 0) {
+		/* the first failure is the one to report, not what closing says after it */
+		hv_error_saved saved;
+		hv_error_save(&saved);
+		writer_close(&wr, rc);
+		return hv_error_restore(&saved, rc);
+	}
+	rc = writer_close(&wr, rc);
+	if (rc < 0)
+		return rc;
+	return stats->warnings ? HV_WARN : HV_OK;
+}
+
+/* ---- A run ----------------------------------------------------------------------------- */
+
+struct art_plan {
+	int64_t artifact_id;
+	bool archived;
+};
+
+/* Why artifact a is left out of the archive, or NULL when it goes in. */
+static const char *leave_out_reason(const hv_artifact_row *a)
+{
+	if (!member_path_safe(a->path, a->path_len))
+		return "unsafe_path";
+	if (a->path_len == sizeof(MANIFEST_NAME) - 1 && !memcmp(a->path, MANIFEST_NAME, a->path_len))
+		return "reserved";
+	if (!a->content_stored)
+		return "not_stored";
+	return NULL;
+}
+
+/* Reads the run's artifacts (without contents) into the manifest and the plan. */
+static int plan_run(hv_store *st, int64_t run_id, struct writer *wr, hv_json *j,
+		    struct art_plan **plan, size_t *n_plan)
+{
+	hv_artifact_filter f = {.run_id = run_id};
+	hv_artifact_iter *it = NULL;
+	int rc = hv_store_artifacts(st, &f, &it);
+	if (rc != HV_OK)
+		return rc;
+	size_t cap = 0;
+	hv_json_object_begin(j);
+	hv_json_key(j, "run_id");
+	hv_json_int(j, run_id);
+	hv_json_key(j, "artifacts");
+	hv_json_array_begin(j);
+	for (;;) {
+		const hv_artifact_row *a;
+		rc = hv_artifact_iter_next(it, &a);
+		if (rc == HV_DONE) {
+			rc = HV_OK;
+			break;
+		}
+		if (rc != HV_OK)
+			break;
+		const char *reason = leave_out_reason(a);
+		if (*n_plan == cap) {
+			size_t ncap = cap ? cap * 2 : 64;
+			struct art_plan *np = realloc(*plan, ncap * sizeof(*np));
+			if (!np) {
+				rc = hv_error_set(HV_ENOMEM, "out of memory");
+				break;
+			}
+			*plan = np;
+			cap = ncap;
+		}
+		(*plan)[(*n_plan)++] = (struct art_plan){a->artifact_id, reason == NULL};
+		hv_json_object_begin(j);
+		hv_json_key(j, "path");
+		hv_json_string(j, a->path, a->path_len);
+		hv_json_key(j, "mime_type");
+		hv_json_cstring(j, a->mime_type);
+		hv_json_key(j, "size");
+		hv_json_uint(j, a->size);
+		hv_json_key(j, "sha256");
+		hv_json_cstring(j, a->sha256);
+		hv_json_key(j, "archived");
+		hv_json_bool(j, reason == NULL);
+		hv_json_key(j, "reason");
+		if (reason)
+			hv_json_cstring(j, reason);
+		else
+			hv_json_null(j);
+		hv_json_object_end(j);
+		if (reason)
+			warnf(wr, "%s: %s, not archived (artifact %lld)", a->path,
+			      !strcmp(reason, "not_stored") ? "content not stored"
+			      : !strcmp(reason, "reserved") ? "the manifest's name"
+							    : "unsafe path",
+			      (long long)a->artifact_id);
+	}
+	hv_artifact_iter_free(it);
+	hv_json_array_end(j);
+	hv_json_object_end(j);
+	hv_json_newline(j);
+	if (rc == HV_OK && hv_json_status(j) != HV_OK)
+		rc = hv_error_set(HV_ENOMEM, "out of memory");
+	return rc;
+}
+
+static int write_member(struct writer *wr, const char *path, size_t path_len, const void *data,
+			size_t len, int64_t mtime_ns)
+{
+	entry_begin(wr, path, path_len);
+	archive_entry_set_filetype(wr->entry, AE_IFREG);
+	archive_entry_set_perm(wr->entry, 0644);
+	archive_entry_set_size(wr->entry, (la_int64_t)len);
+	set_times(wr->entry, mtime_ns);
+	int rc = entry_header(wr, path);
+	if (rc <= 0)
+		return rc;
+	rc = write_data(wr, data, len, path);
+	if (rc == HV_OK)
+		wr->stats->bytes += len;
+	return rc;
+}
+
+static int archive_contents(hv_store *st, int64_t run_id, struct writer *wr,
+			    const struct art_plan *plan, size_t n_plan)
+{
+	hv_artifact_filter f = {.run_id = run_id, .with_content = true};
+	hv_artifact_iter *it = NULL;
+	int rc = hv_store_artifacts(st, &f, &it);
+	if (rc != HV_OK)
+		return rc;
+	size_t k = 0;
+	for (;;) {
+		const hv_artifact_row *a;
+		rc = hv_artifact_iter_next(it, &a);
+		if (rc == HV_DONE) {
+			rc = HV_OK;
+			break;
+		}
+		if (rc != HV_OK)
+			break;
+		while (k < n_plan && plan[k].artifact_id != a->artifact_id)
+			k++;
+		if (k == n_plan || !plan[k].archived)
+			continue;
+		if (!a->content) {
+			rc = hv_error_set(HV_EIO, "run %lld: artifact %lld changed while archived",
+					  (long long)run_id, (long long)a->artifact_id);
+			break;
+		}
+		rc = write_member(wr, a->path, a->path_len, a->content, a->content_len,
+				  a->recorded_at_ns);
+		if (rc < 0)
+			break;
+	}
+	hv_artifact_iter_free(it);
+	return rc;
+}
+
+hv_status hv_archive_run(int out_fd, hv_store *st, int64_t run_id, const hv_archive_opts *o,
+			 hv_archive_stats *stats)
+{
+	hv_archive_stats local;
+	if (!stats)
+		stats = &local;
+	memset(stats, 0, sizeof(*stats));
+	hv_run_filter rf = {.run_id = run_id, .limit = 1};
+	hv_run_iter *ri = NULL;
+	int rc = hv_store_runs(st, &rf, &ri);
+	if (rc != HV_OK)
+		return rc;
+	const hv_run_row *row;
+	rc = hv_run_iter_next(ri, &row);
+	int64_t when = rc == HV_OK ? (row->ended ? row->ended_at_ns : row->started_at_ns) : 0;
+	hv_run_iter_free(ri);
+	if (rc == HV_DONE)
+		return hv_error_set(HV_DONE, "run %lld: no such run", (long long)run_id);
+	if (rc != HV_OK)
+		return rc;
+	hv_json *j = NULL;
+	if (hv_json_new_buffer(&j, HV_CASE_SNAKE) != HV_OK)
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	struct art_plan *plan = NULL;
+	size_t n_plan = 0;
+	struct writer wr;
+	rc = writer_open(&wr, out_fd, o, stats);
+	if (rc == HV_OK)
+		rc = plan_run(st, run_id, &wr, j, &plan, &n_plan);
+	if (rc == HV_OK) {
+		size_t len;
+		const char *text = hv_json_buffer(j, &len);
+		rc = write_member(&wr, MANIFEST_NAME, sizeof(MANIFEST_NAME) - 1, text, len, when);
+		rc = rc < 0 ? rc : HV_OK;
+	}
+	if (rc == HV_OK)
+		rc = archive_contents(st, run_id, &wr, plan, n_plan);
+	free(plan);
+	hv_json_free(j);
+	if (rc < 0) {
+		hv_error_saved saved;
+		hv_error_save(&saved);
+		writer_close(&wr, rc);
+		return hv_error_restore(&saved, rc);
+	}
+	rc = writer_close(&wr, rc);
+	if (rc < 0)
+		return rc;
+	return stats->warnings ? HV_WARN : HV_OK;
+}
