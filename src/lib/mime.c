@@ -206,6 +206,11 @@ void hv_magic_close(hv_magic *m)
 	free(m);
 }
 
+pid_t hvm_magic_worker_pid(const hv_magic *m)
+{
+	return hvm_worker_pid(m->worker);
+}
+
 const char *hv_magic_fingerprint(const hv_magic *m)
 {
 	return m->fingerprint;

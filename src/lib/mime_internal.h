@@ -40,6 +40,10 @@ pid_t hvm_worker_pid(const hvm_worker *w);
 hv_status hvm_worker_detect(hvm_worker *w, int fd, const void *buf, size_t len, const char *what,
 			    hv_buf *answer);
 
+/* The process id of m's libmagic worker, -1 when it has none (not isolated, not loaded yet, or
+ * killed and not yet replaced): for tests. */
+pid_t hvm_magic_worker_pid(const hv_magic *m);
+
 /* How many times this process loaded a libmagic database in-process or started a worker: for
  * tests of lazy loading. */
 unsigned hvm_magic_loads(void);
