@@ -48,4 +48,18 @@ pid_t hvm_magic_worker_pid(const hv_magic *m);
  * tests of lazy loading. */
 unsigned hvm_magic_loads(void);
 
+/* ---- libmagic's answers by content within one collect (mime_memo.c) ---- */
+
+typedef struct hvm_memo hvm_memo;
+/* NULL when out of memory: callers then detect every file. Thread-safe. */
+hvm_memo *hvm_memo_new(void);
+void hvm_memo_free(hvm_memo *m);
+/* The raw answer recorded for the content whose SHA-256 is sha (64 hex digits), as a new
+ * string; NULL when none (or m is NULL). */
+char *hvm_memo_get(hvm_memo *m, const char *sha);
+/* Records raw as the answer for sha; a failure only loses the reuse. */
+void hvm_memo_put(hvm_memo *m, const char *sha, const char *raw);
+/* How many hvm_memo_get calls found an answer in this process: for tests. */
+unsigned long hvm_memo_hits(void);
+
 #endif
