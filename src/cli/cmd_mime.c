@@ -128,6 +128,9 @@ int cmd_mime(int argc, char **argv)
 		free(pos);
 		return rc < 0 ? EXIT_DONE : rc;
 	}
+	/* libmagic's sandboxed workers are forked by a spawner started now, before the walk's
+	 * threads exist. */
+	hv_magic_set_isolation(true, 0);
 	struct path_list l = {0};
 	for (int i = 0; i < npos && rc != -1; i++) {
 		struct stat s;

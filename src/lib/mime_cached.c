@@ -49,14 +49,14 @@ static hv_status answer_without_content(hv_mime_result *r, const char *path, con
 					int lstat_errno)
 {
 	const char *type = lstat_errno ? NULL : hv_mime_for_mode(s->st_mode);
-	int st = lstat_errno ? hv_error_errno(HV_EIO, path, lstat_errno)
-		 : type      ? HV_OK
-			     : hv_error_set(HV_EIO, "%s: unknown file type", path);
-	r->status = st;
-	if (st == HV_OK)
+	if (type) {
+		r->status = HV_OK;
 		r->mime_type = strdup(type);
-	else
+	} else {
+		r->status = lstat_errno ? hv_error_errno(HV_EIO, path, lstat_errno)
+					: hv_error_set(HV_EIO, "%s: unknown file type", path);
 		r->error = strdup(hv_error_last());
+	}
 	return r->mime_type || r->error ? HV_OK : hv_error_set(HV_ENOMEM, "out of memory");
 }
 

@@ -27,6 +27,8 @@ typedef struct hvm_worker hvm_worker;
 
 /* Whether hv_magic_open() isolates (hv_magic_set_isolation; on by default). */
 bool hvm_isolation(void);
+/* Starts the process that forks the workers, if not running yet (see mime_worker.c). */
+void hvm_spawner_prepare(void);
 /* Forks a worker that loads database with flags, then installs its seccomp filter. HV_EIO
  * when the database cannot be loaded (libmagic's reason). */
 hv_status hvm_worker_start(hvm_worker **out, const char *database, int flags, size_t bytes_max);

@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <magic.h>
 #include <poll.h>
+#include <pthread.h>
 #include <seccomp.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -69,6 +70,8 @@ void hv_magic_set_isolation(bool isolate, unsigned timeout)
 {
 	atomic_store(&isolation_on, isolate);
 	atomic_store(&timeout_ms, timeout ? timeout : 10000);
+	if (isolate)
+		hvm_spawner_prepare(); /* now, while the caller may still be single-threaded */
 }
 
 bool hvm_isolation(void)
@@ -246,6 +249,176 @@ static void child_main(int sock, const char *database, int flags, bool faults)
 	}
 }
 
+/* ---- The spawner --------------------------------------------------------------------
+ * Workers are not forked from the caller's process: it may be running other threads, and a
+ * fork then copies locks another thread holds (a sanitizer's allocator, libc's locale lock),
+ * which the child could wait on forever. Instead one spawner process is forked once, as early
+ * as the caller allows (hv_magic_set_isolation(), or the first load), holding nothing but its
+ * socket; being single-threaded, it forks workers safely on request and reaps them, reporting
+ * how each ended. */
+
+enum { ZY_SPAWN = 1, ZY_WAIT = 2 };
+
+struct zy_req {
+	uint32_t op;
+	int32_t flags;
+	int32_t pid;   /* ZY_WAIT */
+	uint32_t faults;
+	char database[4096];
+};
+
+struct zy_ans {
+	int32_t value; /* the pid (ZY_SPAWN), the wait status (ZY_WAIT) */
+	int32_t err;
+};
+
+static pthread_mutex_t zy_mu = PTHREAD_MUTEX_INITIALIZER;
+static int zy_sock = -1;
+static pid_t zy_pid = -1;
+
+static void child_main(int sock, const char *database, int flags, bool faults);
+
+static void spawner_main(int sock)
+{
+	for (;;) {
+		struct zy_req rq;
+		struct iovec iov = {&rq, sizeof(rq)};
+		union {
+			struct cmsghdr h;
+			char buf[CMSG_SPACE(sizeof(int))];
+		} ctl;
+		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+				    .msg_controllen = sizeof(ctl.buf)};
+		ssize_t n = recvmsg(sock, &mh, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < (ssize_t)sizeof(rq))
+			_exit(0); /* the caller is gone: its workers see their sockets close */
+		int fd = -1;
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+			memcpy(&fd, CMSG_DATA(c), sizeof(fd));
+		struct zy_ans a = {0};
+		if (rq.op == ZY_SPAWN && fd >= 0) {
+			rq.database[sizeof(rq.database) - 1] = '\0';
+			pid_t pid = fork();
+			if (pid == 0) {
+				/* Nothing but the worker's socket: no database, no directory. */
+				if (fd != 0 && dup2(fd, 0) != 0)
+					_exit(0);
+				close_range(1, ~0U, 0);
+				prctl(PR_SET_PDEATHSIG, SIGKILL); /* the spawner is single-threaded */
+				child_main(0, rq.database, rq.flags, rq.faults != 0);
+				_exit(0);
+			}
+			a.value = pid;
+			a.err = pid < 0 ? errno : 0;
+		} else if (rq.op == ZY_WAIT) {
+			int status = 0;
+			pid_t r;
+			while ((r = waitpid(rq.pid, &status, 0)) < 0 && errno == EINTR)
+				;
+			a.value = status;
+			a.err = r == rq.pid ? 0 : errno ? errno : ECHILD;
+		} else {
+			a.err = EINVAL;
+		}
+		if (fd >= 0)
+			close(fd);
+		if (send(sock, &a, sizeof(a), MSG_NOSIGNAL) < 0)
+			_exit(0);
+	}
+}
+
+/* Starts the spawner unless it runs. Under zy_mu. */
+static int spawner_start_locked(void)
+{
+	if (zy_sock >= 0)
+		return 0;
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+		return errno;
+	pid_t pid = fork();
+	if (pid < 0) {
+		int err = errno;
+		close(sv[0]);
+		close(sv[1]);
+		return err;
+	}
+	if (pid == 0) {
+		if (sv[1] != 0 && dup2(sv[1], 0) != 0)
+			_exit(0);
+		close_range(1, ~0U, 0);
+		signal(SIGPIPE, SIG_DFL);
+		signal(SIGCHLD, SIG_DFL);
+		spawner_main(0);
+		_exit(0);
+	}
+	close(sv[1]);
+	zy_sock = sv[0];
+	zy_pid = pid;
+	return 0;
+}
+
+/* The spawner's gone (killed, or a caller's waitpid(-1) reaped it): forget it. Under zy_mu. */
+static void spawner_lost_locked(void)
+{
+	close(zy_sock);
+	zy_sock = -1;
+	waitpid(zy_pid, NULL, WNOHANG);
+	zy_pid = -1;
+}
+
+/* One request to the spawner and its answer; restarts a lost spawner once. errno-style. */
+static int spawner_call(struct zy_req *rq, int fd, struct zy_ans *a)
+{
+	pthread_mutex_lock(&zy_mu);
+	int err = 0;
+	for (int attempt = 0; attempt < 2; attempt++) {
+		err = spawner_start_locked();
+		if (err)
+			break;
+		struct iovec iov = {rq, sizeof(*rq)};
+		union {
+			struct cmsghdr h;
+			char buf[CMSG_SPACE(sizeof(int))];
+		} ctl;
+		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+		if (fd >= 0) {
+			memset(&ctl, 0, sizeof(ctl));
+			mh.msg_control = ctl.buf;
+			mh.msg_controllen = sizeof(ctl.buf);
+			struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+			c->cmsg_level = SOL_SOCKET;
+			c->cmsg_type = SCM_RIGHTS;
+			c->cmsg_len = CMSG_LEN(sizeof(int));
+			memcpy(CMSG_DATA(c), &fd, sizeof(fd));
+		}
+		ssize_t r;
+		while ((r = sendmsg(zy_sock, &mh, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+			;
+		if (r == (ssize_t)sizeof(*rq)) {
+			while ((r = recv(zy_sock, a, sizeof(*a), 0)) < 0 && errno == EINTR)
+				;
+			if (r == (ssize_t)sizeof(*a))
+				break;
+		}
+		err = EPIPE;
+		spawner_lost_locked();
+		if (rq->op == ZY_WAIT)
+			break; /* a new spawner does not know the old one's children */
+	}
+	pthread_mutex_unlock(&zy_mu);
+	return err;
+}
+
+void hvm_spawner_prepare(void)
+{
+	pthread_mutex_lock(&zy_mu);
+	(void)spawner_start_locked();
+	pthread_mutex_unlock(&zy_mu);
+}
+
 /* ---- The parent ------------------------------------------------------------------------ */
 
 static int64_t now_ms(void)
@@ -260,11 +433,12 @@ static void reap(hvm_worker *w, char *why, size_t why_len, bool timed_out)
 	if (w->pid <= 0)
 		return;
 	if (timed_out)
-		kill(w->pid, SIGKILL);
-	int status = 0;
-	pid_t r;
-	while ((r = waitpid(w->pid, &status, 0)) < 0 && errno == EINTR)
-		;
+		kill(w->pid, SIGKILL); /* not reaped yet: the pid is still this worker's */
+	struct zy_req rq = {.op = ZY_WAIT, .pid = w->pid};
+	struct zy_ans a = {0};
+	int err = spawner_call(&rq, -1, &a);
+	int status = a.value;
+	pid_t r = err == 0 && a.err == 0 ? w->pid : -1;
 	if (why) {
 		if (timed_out)
 			snprintf(why, why_len, "the libmagic worker took longer than %u ms",
@@ -327,26 +501,22 @@ static hv_status spawn(hvm_worker *w)
 	const char *f = getenv("HARVEST_TEST_WORKER_FAULT");
 	faults = f && strcmp(f, "1") == 0;
 #endif
-	pid_t parent = getpid();
-	pid_t pid = fork();
-	if (pid < 0) {
-		int err = errno;
+	struct zy_req rq = {.op = ZY_SPAWN, .flags = w->flags, .faults = faults};
+	if (strlen(w->database) >= sizeof(rq.database)) {
+		close(sv[0]);
+		close(sv[1]);
+		return hv_error_set(HV_EIO, "%s: database path too long", w->database);
+	}
+	strcpy(rq.database, w->database);
+	struct zy_ans za = {0};
+	int err = spawner_call(&rq, sv[1], &za);
+	if (err == 0)
+		err = za.err;
+	pid_t pid = za.value;
+	if (err) {
 		close(sv[0]);
 		close(sv[1]);
 		return hv_error_errno(HV_EIO, "libmagic worker", err);
-	}
-	if (pid == 0) {
-		/* Nothing of the parent's but the socket: no database, no directory. */
-		int s = sv[1];
-		if (s != 0 && dup2(s, 0) != 0)
-			_exit(0);
-		close_range(1, ~0U, 0);
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(0);
-		signal(SIGPIPE, SIG_DFL);
-		child_main(0, w->database, w->flags, faults);
-		_exit(0);
 	}
 	close(sv[1]);
 	w->pid = pid;
