@@ -120,6 +120,8 @@ unsigned hvm_magic_loads(void)
 /* Loads the database: into the cookie, or into a new worker process when isolated. */
 static hv_status magic_load_now(hv_magic *m)
 {
+	/* m is not NULL (see set_answer).
+	 * NOLINTNEXTLINE(clang-analyzer-core.NullDereference) */
 	if (m->loaded)
 		return HV_OK;
 	atomic_fetch_add(&magic_loads, 1);
@@ -450,7 +452,7 @@ static void detect_one(batch *b, hv_magic *m, size_t i)
 	if (rc == HV_WARN) {
 		/* The worker died or hung on this file: octet-stream, never refined, and why. */
 		record_error(b, i, rc);
-		b->results[i].mime_type = strdup(type);
+		b->results[i].mime_type = strdup(type ? type : "application/octet-stream");
 		if (!b->results[i].mime_type)
 			atomic_store(&b->oom, true);
 		return;

@@ -276,8 +276,6 @@ static pthread_mutex_t zy_mu = PTHREAD_MUTEX_INITIALIZER;
 static int zy_sock = -1;
 static pid_t zy_pid = -1;
 
-static void child_main(int sock, const char *database, int flags, bool faults);
-
 static void spawner_main(int sock)
 {
 	for (;;) {
@@ -507,7 +505,7 @@ static hv_status spawn(hvm_worker *w)
 		close(sv[1]);
 		return hv_error_set(HV_EIO, "%s: database path too long", w->database);
 	}
-	strcpy(rq.database, w->database);
+	memcpy(rq.database, w->database, strlen(w->database) + 1);
 	struct zy_ans za = {0};
 	int err = spawner_call(&rq, sv[1], &za);
 	if (err == 0)
@@ -641,7 +639,6 @@ hv_status hvm_worker_detect(hvm_worker *w, int fd, const void *buf, size_t len, 
 		c->cmsg_len = CMSG_LEN(sizeof(int));
 		memcpy(CMSG_DATA(c), &fd, sizeof(fd));
 	}
-	char why[160];
 	int r;
 	ssize_t sent;
 	while ((sent = sendmsg(w->sock, &mh, MSG_NOSIGNAL)) < 0 && errno == EINTR)
@@ -651,6 +648,7 @@ hv_status hvm_worker_detect(hvm_worker *w, int fd, const void *buf, size_t len, 
 	size_t n = 0;
 	r = sent < 0 ? -1 : wait_answer(w, &n);
 	if (r != 1) {
+		char why[160];
 		stop(w, why, sizeof(why), r == 0);
 		hv_buf_truncate(answer, 0);
 		if (hv_buf_append_str(answer, "application/octet-stream") != HV_OK)
