@@ -328,11 +328,30 @@ static void spawner_main(int sock)
 	}
 }
 
+static pid_t zy_owner = -1; /* the process that started the spawner */
+
+/* At exit: ends the spawner and waits for it, so that no orphan is left behind and the
+ * workers' CPU time (each reaped by the spawner) is counted in this process's children's. */
+static void spawner_atexit(void)
+{
+	pthread_mutex_lock(&zy_mu);
+	if (zy_sock >= 0 && getpid() == zy_owner) {
+		close(zy_sock);
+		zy_sock = -1;
+		while (waitpid(zy_pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	}
+	pthread_mutex_unlock(&zy_mu);
+}
+
 /* Starts the spawner unless it runs. Under zy_mu. */
 static int spawner_start_locked(void)
 {
+	static bool at_exit;
 	if (zy_sock >= 0)
 		return 0;
+	if (!at_exit)
+		at_exit = atexit(spawner_atexit) == 0;
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
 		return errno;
@@ -355,6 +374,7 @@ static int spawner_start_locked(void)
 	close(sv[1]);
 	zy_sock = sv[0];
 	zy_pid = pid;
+	zy_owner = getpid();
 	return 0;
 }
 
