@@ -33,6 +33,19 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Valgrind cannot run a seccomp filter (it has no seccomp(2), and a filter would refuse its own
+ * syscalls): under it alone the worker runs unfiltered, still without descriptors. Anywhere
+ * else a filter that cannot be installed fails the worker's start (closed, not open). */
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define HV_UNDER_VALGRIND() (RUNNING_ON_VALGRIND != 0)
+#endif
+#endif
+#ifndef HV_UNDER_VALGRIND
+#define HV_UNDER_VALGRIND() false
+#endif
+
 enum { REQ_BUFFER = 1, REQ_FD = 2, REQ_MAPPED = 3 };
 /* Bytes larger than this travel in a memfd (REQ_MAPPED: the worker maps it and runs
  * magic_buffer), as a socket message is limited by the socket's buffer size. */
@@ -195,7 +208,7 @@ static void child_main(int sock, const char *database, int flags, bool faults)
 	size_t cap = sizeof(struct req) + bytes_max;
 	unsigned char *msg = malloc(cap);
 	/* The database is loaded: from here on the filter refuses every open. */
-	if (!msg || install_filter() != 0) {
+	if (!msg || (!HV_UNDER_VALGRIND() && install_filter() != 0)) {
 		child_answer(sock, ANS_ERROR, 0, "cannot install the seccomp filter");
 		_exit(0);
 	}

@@ -20,6 +20,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* Under valgrind (no seccomp there) the worker runs unfiltered: a refused open is an exit(3). */
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define UNDER_VALGRIND() (RUNNING_ON_VALGRIND != 0)
+#endif
+#endif
+#ifndef UNDER_VALGRIND
+#define UNDER_VALGRIND() false
+#endif
+
+#define LIMIT_MS (UNDER_VALGRIND() ? 20000 : 500)
+
 static const char good_text[] = "hello, world\n";
 static const char good_sh[] = "#!/bin/sh\necho hi\n";
 
@@ -40,7 +53,8 @@ static int setup(void **state)
 {
 	(void)state;
 	setenv("HARVEST_TEST_WORKER_FAULT", "1", 1);
-	hv_magic_set_isolation(true, 500); /* a short limit: the hang test waits this long */
+	/* A short limit: the hang test waits this long (valgrind's workers need more). */
+	hv_magic_set_isolation(true, LIMIT_MS);
 	return 0;
 }
 
@@ -88,9 +102,13 @@ static void test_faults_replaced(void **state)
 	char want[96];
 	snprintf(want, sizeof(want), "killed by signal %d", SIGABRT);
 	assert_non_null(strstr(r[1].error, want));
-	assert_non_null(strstr(r[3].error, "took longer than 500 ms"));
+	snprintf(want, sizeof(want), "took longer than %d ms", LIMIT_MS);
+	assert_non_null(strstr(r[3].error, want));
 	/* The open was refused by seccomp: SIGSYS, not the exit(3) a permitted open leads to. */
-	snprintf(want, sizeof(want), "killed by signal %d", SIGSYS);
+	if (UNDER_VALGRIND())
+		snprintf(want, sizeof(want), "exited with status 3");
+	else
+		snprintf(want, sizeof(want), "killed by signal %d", SIGSYS);
 	assert_non_null(strstr(r[5].error, want));
 	hv_mime_results_free(r, N);
 	for (size_t i = 0; i < N; i++)
@@ -123,7 +141,8 @@ static void test_faults_buffer_and_fd(void **state)
 	memcpy(big, "HARVEST-TEST-OPEN", 17);
 	assert_int_equal(hv_magic_buffer(m, big, big_len, -1, "big", &t), HV_WARN);
 	assert_string_equal(t, "application/octet-stream");
-	assert_non_null(strstr(hv_error_last(), "big: the libmagic worker was killed by signal"));
+	assert_non_null(strstr(hv_error_last(), UNDER_VALGRIND() ? "big: the libmagic worker exited"
+								 : "big: the libmagic worker was killed by signal"));
 	memcpy(big, "plain text, long", 16);
 	assert_int_equal(hv_magic_buffer(m, big, big_len, -1, "big", &t), HV_OK);
 	assert_string_equal(t, "text/plain");
@@ -156,7 +175,8 @@ static void test_worker_sandboxed(void **state)
 	int fds = 0;
 	const struct dirent *e;
 	while ((e = readdir(d)) != NULL)
-		fds += e->d_name[0] != '.';
+		/* (valgrind keeps descriptors of its own, numbered from 1024 up, in every process) */
+		fds += e->d_name[0] != '.' && (!UNDER_VALGRIND() || atoi(e->d_name) < 1024);
 	closedir(d);
 	assert_int_equal(fds, 1);
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
@@ -168,7 +188,7 @@ static void test_worker_sandboxed(void **state)
 		if (sscanf(line, "Seccomp: %d", &mode) == 1)
 			break;
 	fclose(f);
-	assert_int_equal(mode, 2); /* SECCOMP_MODE_FILTER */
+	assert_int_equal(mode, UNDER_VALGRIND() ? 0 : 2); /* 2: SECCOMP_MODE_FILTER */
 	hv_magic_close(m);
 }
 
@@ -206,7 +226,7 @@ static void test_isolated_equals_in_process(void **state)
 	assert_int_equal(hv_mime_detect_paths((const char *const *)paths, n, &o, &iso), HV_OK);
 	hv_magic_set_isolation(false, 0);
 	assert_int_equal(hv_mime_detect_paths((const char *const *)paths, n, &o, &local), HV_OK);
-	hv_magic_set_isolation(true, 500);
+	hv_magic_set_isolation(true, LIMIT_MS);
 	for (size_t i = 0; i < n; i++)
 		assert_string_equal(iso[i].mime_type, local[i].mime_type);
 	hv_mime_results_free(iso, n);
