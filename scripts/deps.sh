@@ -5,8 +5,8 @@
 # tests (scripts/test.sh's adapters step); libarchive-tools (bsdtar) and unzip: the archive tests. Node and npm (the TypeScript adapter) are installed
 # only when neither is on PATH: a newer Node already there is kept.
 HV_PACKAGES="cmake make gcc pkg-config libmagic-dev libmagic-mgc file libsqlite3-dev sqlite3
-libcmocka-dev libssl-dev shared-mime-info bfs time python3 clang-tidy cppcheck valgrind lcov
-python3-pytest libarchive-dev libarchive-tools unzip"
+libcmocka-dev libssl-dev libseccomp-dev shared-mime-info bfs time python3 clang-tidy cppcheck
+valgrind lcov python3-pytest libarchive-dev libarchive-tools unzip"
 
 hv_install_deps() {
 	local missing=()

@@ -26,6 +26,20 @@ extern "C" {
  * or guard a shared one with your own lock. */
 typedef struct hv_magic hv_magic;
 
+/* Isolation, process-wide, for handles opened after the call. On by default: libmagic parses
+ * untrusted bytes, so each hv_magic runs it in its own worker process, forked when its
+ * database is first needed, that keeps none of the caller's descriptors but one socket and,
+ * once magic.mgc is loaded, runs under a seccomp-bpf allowlist: opening a file, exec, fork and
+ * network kill it (SIGSYS); other syscalls outside the list fail with EPERM. The caller sends
+ * each file's descriptor (SCM_RIGHTS) or bytes and waits at most timeout_ms (0: 10000) per
+ * file. A worker that crashes or exceeds the limit is killed and replaced on the next call;
+ * that file's answer is "application/octet-stream" with status HV_WARN and hv_error_last()
+ * saying why (such an answer is never cached). Answers are the same either way.
+ * isolate false runs libmagic in the calling process (faster by a round trip per file; for
+ * trusted input, or where fork is not wanted: the worker is a child the caller could reap
+ * with waitpid(-1), and is then just replaced). */
+void hv_magic_set_isolation(bool isolate, unsigned timeout_ms);
+
 /* Opens a detector. database: libmagic's colon-separated database list as magic_load() takes
  * it; NULL means the default file(1) uses (magic_getpath(): $MAGIC, else the compiled-in
  * "/etc/magic:/usr/share/misc/magic"), resolved once here and recorded in the fingerprint.

@@ -26,8 +26,9 @@ static const char mime_usage[] =
 	"  --db PATH     the database holding the cache\n"
 	"  --format F    jsonl (default), json, text (\"path: type\") or nul\n"
 	"  --case C, --quiet\n"
-	"Exit status: 0 all answered; 1 some path could not be read (named on stderr);\n"
-	"2 usage.\n";
+	"Exit status: 0 all answered; 1 some path could not be read, or was typed\n"
+	"application/octet-stream because libmagic's sandboxed worker crashed or hung on it\n"
+	"(named on stderr); 2 usage.\n";
 
 struct mime_cli {
 	hv_mime_opts opts;
@@ -127,6 +128,9 @@ int cmd_mime(int argc, char **argv)
 		free(pos);
 		return rc < 0 ? EXIT_DONE : rc;
 	}
+	/* libmagic's sandboxed workers are forked by a spawner started now, before the walk's
+	 * threads exist. */
+	hv_magic_set_isolation(true, 0);
 	struct path_list l = {0};
 	for (int i = 0; i < npos && rc != -1; i++) {
 		struct stat s;
@@ -182,6 +186,12 @@ int cmd_mime(int argc, char **argv)
 				cli_error("%s", res[i].error ? res[i].error : path);
 				rc = EXIT_WARN;
 				continue;
+			}
+			if (res[i].error) {
+				/* Answered, but not by libmagic (its worker crashed or hung): say so. */
+				cli_progress_end(&progress);
+				cli_warn(&c, "%s", res[i].error);
+				rc = EXIT_WARN;
 			}
 			if (j) {
 				hv_json_object_begin(j);

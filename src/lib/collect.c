@@ -11,6 +11,7 @@
 #include "harvest/mime.h"
 #include "harvest/walk.h"
 #include "internal.h"
+#include "mime_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -447,6 +448,7 @@ struct pipe {
 	uint64_t window_bytes;
 	int open_fds, max_fds; /* descriptors held by queued jobs, and their budget */
 	const hv_collect_opts *o;
+	hvm_memo *memo; /* libmagic's answers by SHA-256 (NULL: none kept) */
 	pthread_t threads[PIPE_MAX_THREADS];
 	int n_threads, max_threads;
 	bool stop;
@@ -467,7 +469,7 @@ static struct job *pipe_claim(struct pipe *p)
 
 /* Reads a claimed job's file: content, digest, and libmagic's answer unless the cache gave
  * one (or the content shows the racy file unchanged). Runs on any thread; touches only j. */
-static void job_read(struct job *j, const hv_collect_opts *o, hv_magic *magic)
+static void job_read(struct job *j, const hv_collect_opts *o, hv_magic *magic, hvm_memo *memo)
 {
 	int rc = read_all(j->fd, j->fs.size, o->max_file_bytes, j->path, &j->buf, &j->len);
 	if (rc == HV_WARN) {
@@ -482,10 +484,14 @@ static void job_read(struct job *j, const hv_collect_opts *o, hv_magic *magic)
 		j->outcome = READ_OK;
 		if (j->racy && strcmp(j->sha, j->compare_sha) == 0) {
 			j->outcome = READ_SAME;
+		} else if (!j->raw && !j->lookup_error &&
+			   (j->raw = hvm_memo_get(memo, j->sha)) != NULL) {
+			j->detected = true; /* the same bytes were detected earlier in this collect */
 		} else if (!j->raw && !j->lookup_error) {
 			const char *t;
 			rc = hv_magic_buffer(magic, j->buf, j->len, j->fd, j->path, &t);
 			if (rc == HV_OK) {
+				hvm_memo_put(memo, j->sha, t);
 				j->raw = strdup(t);
 				j->detected = true;
 				if (!j->raw)
@@ -511,7 +517,7 @@ static void pipe_step(struct pipe *p, hv_magic *magic, pthread_cond_t *idle)
 		return;
 	}
 	pthread_mutex_unlock(&p->mu);
-	job_read(j, p->o, magic);
+	job_read(j, p->o, magic, p->memo);
 	pthread_mutex_lock(&p->mu);
 	p->open_fds--; /* job_read closed it */
 	j->state = JOB_DONE;
@@ -574,6 +580,7 @@ static void pipe_init(struct pipe *p, const hv_collect_opts *o, int max_fds)
 	pthread_cond_init(&p->work_cv, NULL);
 	pthread_cond_init(&p->done_cv, NULL);
 	p->o = o;
+	p->memo = hvm_memo_new();
 	long cpus = o->threads > 0 ? o->threads : sysconf(_SC_NPROCESSORS_ONLN);
 	p->max_threads = cpus > 1 ? (int)(cpus - 1) : 0; /* the loop is one more */
 	if (p->max_threads > PIPE_MAX_THREADS)
@@ -601,6 +608,7 @@ static void pipe_destroy(struct pipe *p)
 	pthread_cond_destroy(&p->done_cv);
 	pthread_cond_destroy(&p->work_cv);
 	pthread_mutex_destroy(&p->mu);
+	hvm_memo_free(p->memo);
 }
 
 /* The job at the head, once it needs no more work (wait: work on queued jobs meanwhile, or

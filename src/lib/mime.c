@@ -44,7 +44,10 @@
 #define HV_MAGIC_BASE_FLAGS (MAGIC_MIME_TYPE | MAGIC_NO_COMPRESS_FORK)
 
 struct hv_magic {
-	magic_t cookie;
+	magic_t cookie;      /* loaded in-process, or (isolated) only for libmagic's parameters */
+	hvm_worker *worker;  /* isolated: the process that runs libmagic; NULL until loaded */
+	bool loaded;         /* the database is loaded (in the cookie or the worker) */
+	bool isolated;
 	int flags;
 	size_t bytes_max;
 	char *database;
@@ -107,7 +110,47 @@ static hv_status make_fingerprint(hv_magic *m)
 	return HV_OK;
 }
 
+static atomic_uint magic_loads;
+
+unsigned hvm_magic_loads(void)
+{
+	return atomic_load(&magic_loads);
+}
+
+/* Loads the database: into the cookie, or into a new worker process when isolated. */
+static hv_status magic_load_now(hv_magic *m)
+{
+	/* m is not NULL (see set_answer).
+	 * NOLINTNEXTLINE(clang-analyzer-core.NullDereference) */
+	if (m->loaded)
+		return HV_OK;
+	atomic_fetch_add(&magic_loads, 1);
+	if (m->isolated) {
+		hv_status rc = hvm_worker_start(&m->worker, m->database, m->flags, m->bytes_max);
+		if (rc != HV_OK)
+			return rc;
+	} else if (magic_load(m->cookie, m->database) != 0) {
+		const char *why = magic_error(m->cookie);
+		return hv_error_set(HV_EIO, "%s: %s", m->database, why ? why : "cannot load");
+	}
+	m->loaded = true;
+	return HV_OK;
+}
+
 hv_status hv_magic_open(hv_magic **out, const char *database, int extra_flags)
+{
+	hv_status rc = hvm_magic_open_lazy(out, database, extra_flags);
+	if (rc != HV_OK)
+		return rc;
+	rc = magic_load_now(*out);
+	if (rc != HV_OK) {
+		hv_magic_close(*out);
+		*out = NULL;
+	}
+	return rc;
+}
+
+hv_status hvm_magic_open_lazy(hv_magic **out, const char *database, int extra_flags)
 {
 	*out = NULL;
 	if (extra_flags & ~HV_MAGIC_ALLOWED_FLAGS)
@@ -136,12 +179,7 @@ hv_status hv_magic_open(hv_magic **out, const char *database, int extra_flags)
 		return hv_error_set(err == ENOMEM ? HV_ENOMEM : HV_EIO, "libmagic: %s",
 				    strerror(err));
 	}
-	if (magic_load(m->cookie, m->database) != 0) {
-		const char *why = magic_error(m->cookie);
-		int st = hv_error_set(HV_EIO, "%s: %s", database, why ? why : "cannot load");
-		hv_magic_close(m);
-		return st;
-	}
+	m->isolated = hvm_isolation();
 	m->bytes_max = 1024 * 1024; /* libmagic's default before the parameter existed */
 #ifdef MAGIC_PARAM_BYTES_MAX
 	size_t bytes = 0;
@@ -163,10 +201,16 @@ void hv_magic_close(hv_magic *m)
 		return;
 	if (m->cookie)
 		magic_close(m->cookie);
+	hvm_worker_stop(m->worker);
 	free(m->database);
 	free(m->fingerprint);
 	hv_buf_free(&m->answer);
 	free(m);
+}
+
+pid_t hvm_magic_worker_pid(const hv_magic *m)
+{
+	return hvm_worker_pid(m->worker);
 }
 
 const char *hv_magic_fingerprint(const hv_magic *m)
@@ -243,10 +287,17 @@ static hv_status describe_fd(hv_magic *m, int fd, const char *what, const char *
 	off_t pos = lseek(fd, 0, SEEK_CUR);
 	if (pos < 0 || (pos != 0 && lseek(fd, 0, SEEK_SET) != 0))
 		return hv_error_errno(HV_EIO, what, errno);
-	/* NOLINTNEXTLINE(clang-analyzer-core.NullDereference): m is not NULL (see set_answer) */
-	const char *r = magic_descriptor(m->cookie, fd);
-	/* Copy at once: the next libmagic call on this cookie reuses its buffer. */
-	hv_status rc = r ? set_answer(m, r, type) : magic_failure(m, what);
+	hv_status rc = magic_load_now(m);
+	if (rc == HV_OK && m->isolated) {
+		rc = hvm_worker_detect(m->worker, fd, NULL, 0, what, &m->answer);
+		if (rc == HV_OK || rc == HV_WARN)
+			*type = m->answer.data;
+	} else if (rc == HV_OK) {
+		/* NOLINTNEXTLINE(clang-analyzer-core.NullDereference): m is not NULL */
+		const char *r = magic_descriptor(m->cookie, fd);
+		/* Copy at once: the next libmagic call on this cookie reuses its buffer. */
+		rc = r ? set_answer(m, r, type) : magic_failure(m, what);
+	}
 	if (lseek(fd, pos, SEEK_SET) != pos && rc == HV_OK)
 		rc = hv_error_errno(HV_EIO, what, errno);
 	return rc;
@@ -326,7 +377,17 @@ hv_status hv_magic_buffer(hv_magic *m, const void *buf, size_t len, int fd, cons
 		return describe_copy(m, buf, len, what, type);
 	}
 	/* file(1) looks at no more than bytes_max bytes; more could change a text verdict. */
-	const char *r = magic_buffer(m->cookie, buf, len < m->bytes_max ? len : m->bytes_max);
+	size_t n = len < m->bytes_max ? len : m->bytes_max;
+	hv_status rc = magic_load_now(m);
+	if (rc != HV_OK)
+		return rc;
+	if (m->isolated) {
+		rc = hvm_worker_detect(m->worker, -1, buf, n, what, &m->answer);
+		if (rc == HV_OK || rc == HV_WARN)
+			*type = m->answer.data;
+		return rc;
+	}
+	const char *r = magic_buffer(m->cookie, buf, n);
 	return r ? set_answer(m, r, type) : magic_failure(m, what);
 }
 
@@ -344,6 +405,7 @@ typedef struct batch {
 	const hv_mime_db *db;
 	const char *database;
 	int extra_flags;
+	bool regular; /* every path was just lstat'ed as a regular file: skip the lstat */
 	hv_mime_result *results;
 	atomic_size_t next;
 	atomic_bool oom;
@@ -365,7 +427,9 @@ static void detect_one(batch *b, hv_magic *m, size_t i)
 	const char *type = NULL;
 	struct stat st;
 	hv_status rc = HV_OK;
-	if (lstat(path, &st) != 0) {
+	if (b->regular) {
+		st.st_mode = S_IFREG;
+	} else if (lstat(path, &st) != 0) {
 		record_error(b, i, hv_error_errno(HV_EIO, path, errno));
 		return;
 	}
@@ -384,6 +448,14 @@ static void detect_one(batch *b, hv_magic *m, size_t i)
 			rc = hv_magic_fd(m, fd, path, &type); /* fstat again: a swapped-in FIFO */
 			close(fd);
 		}
+	}
+	if (rc == HV_WARN) {
+		/* The worker died or hung on this file: octet-stream, never refined, and why. */
+		record_error(b, i, rc);
+		b->results[i].mime_type = strdup(type ? type : "application/octet-stream");
+		if (!b->results[i].mime_type)
+			atomic_store(&b->oom, true);
+		return;
 	}
 	if (rc == HV_OK && !b->raw)
 		rc = hv_mime_refine(b->db, path, type, &type);
@@ -431,8 +503,23 @@ static int default_threads(void)
 	return cpus > 8 ? 8 : (int)cpus;
 }
 
+static hv_status detect(const char *const *paths, size_t n, const hv_mime_opts *opts,
+			bool regular, hv_mime_result **results);
+
 hv_status hv_mime_detect_paths(const char *const *paths, size_t n, const hv_mime_opts *opts,
 			       hv_mime_result **results)
+{
+	return detect(paths, n, opts, false, results);
+}
+
+hv_status hvm_detect_regular(const char *const *paths, size_t n, const hv_mime_opts *opts,
+			     hv_mime_result **results)
+{
+	return detect(paths, n, opts, true, results);
+}
+
+static hv_status detect(const char *const *paths, size_t n, const hv_mime_opts *opts,
+			bool regular, hv_mime_result **results)
 {
 	hv_mime_opts defaults;
 	if (!opts) {
@@ -449,6 +536,7 @@ hv_status hv_mime_detect_paths(const char *const *paths, size_t n, const hv_mime
 		.db = opts->db,
 		.database = opts->database,
 		.extra_flags = opts->extra_flags,
+		.regular = regular,
 	};
 	atomic_init(&b.next, 0);
 	atomic_init(&b.oom, false);

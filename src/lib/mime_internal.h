@@ -1,11 +1,67 @@
-/* Private to the MIME module: what mime.c needs from mime_refine.c. Not installed. */
+/* Private to the MIME module: what mime.c needs from mime_refine.c and mime_worker.c. Not
+ * installed. */
 #ifndef HARVEST_MIME_INTERNAL_H
 #define HARVEST_MIME_INTERNAL_H
 
 #include "harvest/mime.h"
+#include "internal.h"
+
+#include <sys/types.h>
 
 /* The process-wide default refinement db ("/usr/share/mime"), parsed on the first call; later
  * calls, from any thread, get the same immutable db or the same error. */
 hv_status hv_mime_default_db(const hv_mime_db **out);
+
+/* hv_magic_open() without loading the database: hv_magic_fingerprint() and friends work at
+ * once, the database is loaded (or the worker started) on the first detection. */
+hv_status hvm_magic_open_lazy(hv_magic **out, const char *database, int extra_flags);
+
+/* hv_mime_detect_paths() for paths the caller has just lstat'ed as regular files: each is
+ * opened and fstat'ed (a swap since is still caught) but not lstat'ed again. */
+hv_status hvm_detect_regular(const char *const *paths, size_t n, const hv_mime_opts *opts,
+			     hv_mime_result **results);
+
+/* ---- The isolated libmagic worker (mime_worker.c) ---- */
+
+typedef struct hvm_worker hvm_worker;
+
+/* Whether hv_magic_open() isolates (hv_magic_set_isolation; on by default). */
+bool hvm_isolation(void);
+/* Starts the process that forks the workers, if not running yet (see mime_worker.c). */
+void hvm_spawner_prepare(void);
+/* Forks a worker that loads database with flags, then installs its seccomp filter. HV_EIO
+ * when the database cannot be loaded (libmagic's reason). */
+hv_status hvm_worker_start(hvm_worker **out, const char *database, int flags, size_t bytes_max);
+void hvm_worker_stop(hvm_worker *w);
+/* The worker's process id (-1 when none is running): for tests. */
+pid_t hvm_worker_pid(const hvm_worker *w);
+/* libmagic's answer for the regular file open on fd (fd >= 0, at offset 0: magic_descriptor)
+ * or for buf[0..len) (fd < 0: magic_buffer), into *answer. A worker that dies or exceeds the
+ * time limit is killed (replaced on the next call): *answer is then
+ * "application/octet-stream" and the status HV_WARN, naming what and why. */
+hv_status hvm_worker_detect(hvm_worker *w, int fd, const void *buf, size_t len, const char *what,
+			    hv_buf *answer);
+
+/* The process id of m's libmagic worker, -1 when it has none (not isolated, not loaded yet, or
+ * killed and not yet replaced): for tests. */
+pid_t hvm_magic_worker_pid(const hv_magic *m);
+
+/* How many times this process loaded a libmagic database in-process or started a worker: for
+ * tests of lazy loading. */
+unsigned hvm_magic_loads(void);
+
+/* ---- libmagic's answers by content within one collect (mime_memo.c) ---- */
+
+typedef struct hvm_memo hvm_memo;
+/* NULL when out of memory: callers then detect every file. Thread-safe. */
+hvm_memo *hvm_memo_new(void);
+void hvm_memo_free(hvm_memo *m);
+/* The raw answer recorded for the content whose SHA-256 is sha (64 hex digits), as a new
+ * string; NULL when none (or m is NULL). */
+char *hvm_memo_get(hvm_memo *m, const char *sha);
+/* Records raw as the answer for sha; a failure only loses the reuse. */
+void hvm_memo_put(hvm_memo *m, const char *sha, const char *raw);
+/* How many hvm_memo_get calls found an answer in this process: for tests. */
+unsigned long hvm_memo_hits(void);
 
 #endif

@@ -48,6 +48,10 @@ struct hv_mime_db {
 	char *aliases_text;
 	entry_vec literals; /* sorted by key */
 	entry_vec suffixes; /* sorted by key */
+	/* The suffix search's filter: a name position can start a match only if its byte starts
+	 * some suffix key (nearly always '.') and it is within the longest key of the end. */
+	bool suffix_first[256];
+	size_t suffix_max;
 	entry_vec globs;    /* file order */
 	type_pair *parents; /* sorted by child */
 	size_t n_parents;
@@ -312,6 +316,13 @@ hv_status hv_mime_db_open(hv_mime_db **out, const char *dir)
 		qsort(db->literals.v, db->literals.n, sizeof(glob_entry), cmp_entry);
 	if (db->suffixes.n)
 		qsort(db->suffixes.v, db->suffixes.n, sizeof(glob_entry), cmp_entry);
+	for (size_t i = 0; i < db->suffixes.n; i++) {
+		const char *k = db->suffixes.v[i].key;
+		size_t len = strlen(k);
+		db->suffix_first[(unsigned char)k[0]] = true;
+		if (len > db->suffix_max)
+			db->suffix_max = len;
+	}
 	/* Stable for equal children: qsort is not, but the order of a type's parents does not
 	 * matter to the (transitive) search. */
 	if (db->n_parents)
@@ -416,8 +427,11 @@ static void glob_matches(const hv_mime_db *db, const char *name, const char *low
 	if (c->n)
 		return;
 	size_t len = strlen(name);
-	for (size_t i = 0; i < len && !c->n; i++) /* the longest suffix first */
-		add_key_matches(c, &db->suffixes, name + i, lower + i);
+	/* The longest suffix first; positions no key can start at are skipped without a search. */
+	for (size_t i = len > db->suffix_max ? len - db->suffix_max : 0; i < len && !c->n; i++)
+		if (db->suffix_first[(unsigned char)name[i]] ||
+		    db->suffix_first[(unsigned char)lower[i]])
+			add_key_matches(c, &db->suffixes, name + i, lower + i);
 	if (c->n)
 		return;
 	bool has_upper = strcmp(name, lower) != 0;

@@ -996,10 +996,47 @@ static void test_write_error(void **state)
 	trio_close(&t);
 }
 
+/* libmagic's worker crashing on one file: that file is application/octet-stream with a warning
+ * naming it, exit 1, and the files after it are answered (by a replacement worker). The crash
+ * comes from the test-only switch (a file starting "HARVEST-TEST-CRASH"). */
+static void test_worker_crash(void **state)
+{
+	(void)state;
+	char *dir = tu_mkdtemp();
+	tu_write(dir, "a.txt", "hello\n", 6);
+	tu_write(dir, "bad", "HARVEST-TEST-CRASH\n", 19);
+	tu_write(dir, "z.sh", "#!/bin/sh\necho\n", 15);
+	char *a = tu_path(dir, "a.txt"), *bad = tu_path(dir, "bad"), *z = tu_path(dir, "z.sh");
+	setenv("HARVEST_TEST_WORKER_FAULT", "1", 1);
+	tu_result r;
+	tu_harvest(&r, "mime", "--no-cache", "--threads", "1", "--raw", a, bad, z, NULL);
+	unsetenv("HARVEST_TEST_WORKER_FAULT");
+	assert_int_equal(r.status, 1);
+	tj_value *doc;
+	size_t n;
+	answer *got = parse_answers(&r, &doc, &n);
+	assert_int_equal(n, 3);
+	assert_string_equal(answer_for(got, n, a), "text/plain");
+	assert_string_equal(answer_for(got, n, bad), "application/octet-stream");
+	assert_string_equal(answer_for(got, n, z), "text/x-shellscript");
+	assert_non_null(strstr(r.err, bad));
+	assert_non_null(strstr(r.err, "the libmagic worker was killed by signal"));
+	assert_int_equal(count_lines(r.err, r.err_len), 1);
+	free(got);
+	tj_free(doc);
+	tu_result_free(&r);
+	free(a);
+	free(bad);
+	free(z);
+	tu_rmrf(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_raw_equals_file),
+		cmocka_unit_test(test_worker_crash),
 		cmocka_unit_test(test_refinement),
 		cmocka_unit_test(test_refinement_of_octet_stream),
 		cmocka_unit_test(test_directory_argument),

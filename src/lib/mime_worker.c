@@ -1,0 +1,706 @@
+/* The libmagic detector worker: a child process that runs libmagic on bytes it is handed,
+ * holding nothing of the parent's (no database handle, no directory descriptor: every fd but
+ * its socket is closed), under a seccomp filter installed once its database is loaded.
+ *
+ * Why a process: libmagic parses untrusted bytes (CDF, ELF notes, regular expressions) and its
+ * CVE history is why file(1) itself sandboxes it. A worker that crashes or takes too long is
+ * killed and replaced; the file it was looking at gets application/octet-stream and a warning.
+ *
+ * Protocol over a SOCK_SEQPACKET socketpair (one message per request, one per answer):
+ *   request: struct req, then for REQ_BUFFER `len` bytes in the same message; REQ_FD carries
+ *            a read-only descriptor of the file (SCM_RIGHTS), positioned at offset 0.
+ *   answer:  struct ans, then `len` bytes of the type or of libmagic's error message.
+ * The first message from a new worker is an answer saying whether its database loaded. */
+#include "internal.h"
+#include "mime_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <magic.h>
+#include <poll.h>
+#include <pthread.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Valgrind cannot run a seccomp filter (it has no seccomp(2), and a filter would refuse its own
+ * syscalls): under it alone the worker runs unfiltered, still without descriptors. Anywhere
+ * else a filter that cannot be installed fails the worker's start (closed, not open). */
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define HV_UNDER_VALGRIND() (RUNNING_ON_VALGRIND != 0)
+#endif
+#endif
+#ifndef HV_UNDER_VALGRIND
+#define HV_UNDER_VALGRIND() false
+#endif
+
+enum { REQ_BUFFER = 1, REQ_FD = 2, REQ_MAPPED = 3 };
+/* Bytes larger than this travel in a memfd (REQ_MAPPED: the worker maps it and runs
+ * magic_buffer), as a socket message is limited by the socket's buffer size. */
+enum { INLINE_MAX = 64 * 1024 };
+enum { ANS_OK = 0, ANS_ERROR = 1 };
+
+struct req {
+	uint32_t op;
+	uint32_t pad;
+	uint64_t len;
+};
+
+struct ans {
+	uint32_t kind;
+	int32_t err; /* libmagic's errno for ANS_ERROR, 0 if none */
+	uint32_t len;
+	uint32_t pad;
+};
+
+struct hvm_worker {
+	pid_t pid;
+	int sock;
+	int flags;
+	char *database;
+	size_t bytes_max;
+	unsigned char *msg; /* request/answer buffer: header + bytes_max */
+	size_t msg_cap;
+};
+
+/* Process-wide settings (hv_magic_set_isolation). */
+static atomic_bool isolation_on = true;
+static atomic_uint timeout_ms = 10000;
+
+void hv_magic_set_isolation(bool isolate, unsigned timeout)
+{
+	atomic_store(&isolation_on, isolate);
+	atomic_store(&timeout_ms, timeout ? timeout : 10000);
+	if (isolate)
+		hvm_spawner_prepare(); /* now, while the caller may still be single-threaded */
+}
+
+bool hvm_isolation(void)
+{
+	return atomic_load(&isolation_on);
+}
+
+/* ---- The child ------------------------------------------------------------------------- */
+
+/* Test-only faults, chosen by the first bytes of the file (so a test can mix good and bad
+ * files in one run) and enabled by HARVEST_TEST_WORKER_FAULT=1 in builds with tests. */
+enum fault { FAULT_NONE, FAULT_CRASH, FAULT_HANG, FAULT_OPEN };
+
+static enum fault fault_of(const unsigned char *b, size_t n)
+{
+	static const char prefix[] = "HARVEST-TEST-";
+	size_t p = sizeof(prefix) - 1;
+	if (n < p + 4 || memcmp(b, prefix, p) != 0)
+		return FAULT_NONE;
+	if (memcmp(b + p, "CRAS", 4) == 0)
+		return FAULT_CRASH;
+	if (memcmp(b + p, "HANG", 4) == 0)
+		return FAULT_HANG;
+	if (memcmp(b + p, "OPEN", 4) == 0)
+		return FAULT_OPEN;
+	return FAULT_NONE;
+}
+
+static void do_fault(enum fault f)
+{
+	switch (f) {
+	case FAULT_CRASH:
+		abort();
+	case FAULT_HANG:
+		for (;;)
+			pause();
+	case FAULT_OPEN: {
+		/* Refused by the filter: the process is killed by SIGSYS before open returns. */
+		int fd = open("/etc/passwd", O_RDONLY | O_CLOEXEC);
+		if (fd >= 0)
+			close(fd);
+		_exit(3); /* the filter failed to stop it: a distinct exit the test detects */
+	}
+	default:
+		break;
+	}
+}
+
+/* The allowlist: what libmagic needs on loaded data, memory management, and the socket.
+ * Anything else fails with EPERM; opening files, exec, and network kill the process. */
+static int install_filter(void)
+{
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
+	if (!ctx)
+		return -1;
+	static const int allow[] = {
+		SCMP_SYS(read),        SCMP_SYS(write),         SCMP_SYS(readv),
+		SCMP_SYS(writev),      SCMP_SYS(pread64),       SCMP_SYS(lseek),
+		SCMP_SYS(fstat),       SCMP_SYS(newfstatat),    SCMP_SYS(mmap),
+		SCMP_SYS(munmap),      SCMP_SYS(mremap),        SCMP_SYS(mprotect),
+		SCMP_SYS(brk),         SCMP_SYS(madvise),       SCMP_SYS(close),
+		SCMP_SYS(recvmsg),     SCMP_SYS(sendmsg),       SCMP_SYS(recvfrom),
+		SCMP_SYS(sendto),      SCMP_SYS(exit),          SCMP_SYS(exit_group),
+		SCMP_SYS(rt_sigreturn), SCMP_SYS(rt_sigprocmask), SCMP_SYS(rt_sigaction),
+		SCMP_SYS(futex),       SCMP_SYS(getpid),        SCMP_SYS(gettid),
+		SCMP_SYS(tgkill),      SCMP_SYS(clock_gettime), SCMP_SYS(getrandom),
+		SCMP_SYS(fcntl),       SCMP_SYS(pause),         SCMP_SYS(nanosleep),
+		SCMP_SYS(clock_nanosleep), SCMP_SYS(sigaltstack), SCMP_SYS(sched_yield),
+	};
+	static const int kill[] = {
+		SCMP_SYS(open),     SCMP_SYS(openat),  SCMP_SYS(openat2),  SCMP_SYS(creat),
+		SCMP_SYS(execve),   SCMP_SYS(execveat), SCMP_SYS(socket),  SCMP_SYS(socketpair),
+		SCMP_SYS(connect),  SCMP_SYS(bind),    SCMP_SYS(listen),   SCMP_SYS(accept),
+		SCMP_SYS(accept4),  SCMP_SYS(fork),    SCMP_SYS(vfork),    SCMP_SYS(clone),
+		SCMP_SYS(clone3),   SCMP_SYS(ptrace),  SCMP_SYS(open_by_handle_at),
+	};
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < sizeof(allow) / sizeof(allow[0]); i++)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, allow[i], 0);
+	for (size_t i = 0; rc == 0 && i < sizeof(kill) / sizeof(kill[0]); i++)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS, kill[i], 0);
+	if (rc == 0)
+		rc = seccomp_load(ctx);
+	seccomp_release(ctx);
+	return rc;
+}
+
+static void child_answer(int sock, uint32_t kind, int err, const char *s)
+{
+	struct ans a = {.kind = kind, .err = err, .len = (uint32_t)strlen(s)};
+	struct iovec iov[2] = {{&a, sizeof(a)}, {(void *)s, a.len}};
+	struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
+	if (sendmsg(sock, &mh, MSG_NOSIGNAL) < 0)
+		_exit(0); /* the parent is gone */
+}
+
+static void child_reply(int sock, magic_t cookie, const char *r)
+{
+	if (r) {
+		child_answer(sock, ANS_OK, 0, r);
+	} else {
+		const char *why = magic_error(cookie);
+		child_answer(sock, ANS_ERROR, magic_errno(cookie), why ? why : "libmagic failed");
+	}
+}
+
+static void child_main(int sock, const char *database, int flags, bool faults)
+{
+	magic_t cookie = magic_open(flags);
+	if (!cookie || magic_load(cookie, database) != 0) {
+		const char *why = cookie ? magic_error(cookie) : strerror(errno);
+		child_answer(sock, ANS_ERROR, 0, why ? why : "cannot load");
+		_exit(0);
+	}
+	size_t bytes_max = 1024 * 1024;
+#ifdef MAGIC_PARAM_BYTES_MAX
+	size_t bytes = 0;
+	if (magic_getparam(cookie, MAGIC_PARAM_BYTES_MAX, &bytes) == 0 && bytes > 0)
+		bytes_max = bytes;
+#endif
+	size_t cap = sizeof(struct req) + bytes_max;
+	unsigned char *msg = malloc(cap);
+	/* The database is loaded: from here on the filter refuses every open. */
+	if (!msg || (!HV_UNDER_VALGRIND() && install_filter() != 0)) {
+		child_answer(sock, ANS_ERROR, 0, "cannot install the seccomp filter");
+		_exit(0);
+	}
+	child_answer(sock, ANS_OK, 0, "ready");
+	for (;;) {
+		struct iovec iov = {msg, cap};
+		union {
+			struct cmsghdr h;
+			char buf[CMSG_SPACE(sizeof(int))];
+		} ctl;
+		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+				    .msg_controllen = sizeof(ctl.buf)};
+		ssize_t n = recvmsg(sock, &mh, 0);
+		if (n <= 0)
+			_exit(0);
+		int fd = -1;
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+			memcpy(&fd, CMSG_DATA(c), sizeof(fd));
+		struct req rq;
+		if ((size_t)n < sizeof(rq))
+			_exit(0);
+		memcpy(&rq, msg, sizeof(rq));
+		const unsigned char *data = msg + sizeof(rq);
+		size_t len = (size_t)n - sizeof(rq);
+		if (faults) {
+			unsigned char head[32];
+			ssize_t h = 0;
+			if (rq.op != REQ_BUFFER && fd >= 0)
+				h = pread(fd, head, sizeof(head), 0);
+			do_fault(rq.op != REQ_BUFFER ? fault_of(head, h > 0 ? (size_t)h : 0)
+						     : fault_of(data, len));
+		}
+		if (rq.op == REQ_FD && fd >= 0) {
+			child_reply(sock, cookie, magic_descriptor(cookie, fd));
+			close(fd);
+		} else if (rq.op == REQ_BUFFER) {
+			child_reply(sock, cookie, magic_buffer(cookie, data, len));
+		} else if (rq.op == REQ_MAPPED && fd >= 0 && rq.len > 0) {
+			void *p = mmap(NULL, rq.len, PROT_READ, MAP_PRIVATE, fd, 0);
+			close(fd);
+			if (p == MAP_FAILED) {
+				child_answer(sock, ANS_ERROR, errno, "mmap");
+				continue;
+			}
+			child_reply(sock, cookie, magic_buffer(cookie, p, rq.len));
+			munmap(p, rq.len);
+		} else {
+			_exit(0);
+		}
+	}
+}
+
+/* ---- The spawner --------------------------------------------------------------------
+ * Workers are not forked from the caller's process: it may be running other threads, and a
+ * fork then copies locks another thread holds (a sanitizer's allocator, libc's locale lock),
+ * which the child could wait on forever. Instead one spawner process is forked once, as early
+ * as the caller allows (hv_magic_set_isolation(), or the first load), holding nothing but its
+ * socket; being single-threaded, it forks workers safely on request and reaps them, reporting
+ * how each ended. */
+
+enum { ZY_SPAWN = 1, ZY_WAIT = 2 };
+
+struct zy_req {
+	uint32_t op;
+	int32_t flags;
+	int32_t pid;   /* ZY_WAIT */
+	uint32_t faults;
+	char database[4096];
+};
+
+struct zy_ans {
+	int32_t value; /* the pid (ZY_SPAWN), the wait status (ZY_WAIT) */
+	int32_t err;
+};
+
+static pthread_mutex_t zy_mu = PTHREAD_MUTEX_INITIALIZER;
+static int zy_sock = -1;
+static pid_t zy_pid = -1;
+
+static void spawner_main(int sock)
+{
+	for (;;) {
+		struct zy_req rq;
+		struct iovec iov = {&rq, sizeof(rq)};
+		union {
+			struct cmsghdr h;
+			char buf[CMSG_SPACE(sizeof(int))];
+		} ctl;
+		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+				    .msg_controllen = sizeof(ctl.buf)};
+		ssize_t n = recvmsg(sock, &mh, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < (ssize_t)sizeof(rq))
+			_exit(0); /* the caller is gone: its workers see their sockets close */
+		int fd = -1;
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+			memcpy(&fd, CMSG_DATA(c), sizeof(fd));
+		struct zy_ans a = {0};
+		if (rq.op == ZY_SPAWN && fd >= 0) {
+			rq.database[sizeof(rq.database) - 1] = '\0';
+			pid_t pid = fork();
+			if (pid == 0) {
+				/* Nothing but the worker's socket: no database, no directory. */
+				if (fd != 0 && dup2(fd, 0) != 0)
+					_exit(0);
+				close_range(1, ~0U, 0);
+				prctl(PR_SET_PDEATHSIG, SIGKILL); /* the spawner is single-threaded */
+				child_main(0, rq.database, rq.flags, rq.faults != 0);
+				_exit(0);
+			}
+			a.value = pid;
+			a.err = pid < 0 ? errno : 0;
+		} else if (rq.op == ZY_WAIT) {
+			int status = 0;
+			pid_t r;
+			while ((r = waitpid(rq.pid, &status, 0)) < 0 && errno == EINTR)
+				;
+			a.value = status;
+			a.err = r == rq.pid ? 0 : errno ? errno : ECHILD;
+		} else {
+			a.err = EINVAL;
+		}
+		if (fd >= 0)
+			close(fd);
+		if (send(sock, &a, sizeof(a), MSG_NOSIGNAL) < 0)
+			_exit(0);
+	}
+}
+
+static pid_t zy_owner = -1; /* the process that started the spawner */
+
+/* At exit: ends the spawner and waits for it, so that no orphan is left behind and the
+ * workers' CPU time (each reaped by the spawner) is counted in this process's children's. */
+static void spawner_atexit(void)
+{
+	pthread_mutex_lock(&zy_mu);
+	if (zy_sock >= 0 && getpid() == zy_owner) {
+		close(zy_sock);
+		zy_sock = -1;
+		while (waitpid(zy_pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	}
+	pthread_mutex_unlock(&zy_mu);
+}
+
+/* Starts the spawner unless it runs. Under zy_mu. */
+static int spawner_start_locked(void)
+{
+	static bool at_exit;
+	if (zy_sock >= 0)
+		return 0;
+	if (!at_exit)
+		at_exit = atexit(spawner_atexit) == 0;
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+		return errno;
+	pid_t pid = fork();
+	if (pid < 0) {
+		int err = errno;
+		close(sv[0]);
+		close(sv[1]);
+		return err;
+	}
+	if (pid == 0) {
+		if (sv[1] != 0 && dup2(sv[1], 0) != 0)
+			_exit(0);
+		close_range(1, ~0U, 0);
+		signal(SIGPIPE, SIG_DFL);
+		signal(SIGCHLD, SIG_DFL);
+		spawner_main(0);
+		_exit(0);
+	}
+	close(sv[1]);
+	zy_sock = sv[0];
+	zy_pid = pid;
+	zy_owner = getpid();
+	return 0;
+}
+
+/* The spawner's gone (killed, or a caller's waitpid(-1) reaped it): forget it. Under zy_mu. */
+static void spawner_lost_locked(void)
+{
+	close(zy_sock);
+	zy_sock = -1;
+	waitpid(zy_pid, NULL, WNOHANG);
+	zy_pid = -1;
+}
+
+/* One request to the spawner and its answer; restarts a lost spawner once. errno-style. */
+static int spawner_call(struct zy_req *rq, int fd, struct zy_ans *a)
+{
+	pthread_mutex_lock(&zy_mu);
+	int err = 0;
+	for (int attempt = 0; attempt < 2; attempt++) {
+		err = spawner_start_locked();
+		if (err)
+			break;
+		struct iovec iov = {rq, sizeof(*rq)};
+		union {
+			struct cmsghdr h;
+			char buf[CMSG_SPACE(sizeof(int))];
+		} ctl;
+		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+		if (fd >= 0) {
+			memset(&ctl, 0, sizeof(ctl));
+			mh.msg_control = ctl.buf;
+			mh.msg_controllen = sizeof(ctl.buf);
+			struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+			c->cmsg_level = SOL_SOCKET;
+			c->cmsg_type = SCM_RIGHTS;
+			c->cmsg_len = CMSG_LEN(sizeof(int));
+			memcpy(CMSG_DATA(c), &fd, sizeof(fd));
+		}
+		ssize_t r;
+		while ((r = sendmsg(zy_sock, &mh, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+			;
+		if (r == (ssize_t)sizeof(*rq)) {
+			while ((r = recv(zy_sock, a, sizeof(*a), 0)) < 0 && errno == EINTR)
+				;
+			if (r == (ssize_t)sizeof(*a))
+				break;
+		}
+		err = EPIPE;
+		spawner_lost_locked();
+		if (rq->op == ZY_WAIT)
+			break; /* a new spawner does not know the old one's children */
+	}
+	pthread_mutex_unlock(&zy_mu);
+	return err;
+}
+
+void hvm_spawner_prepare(void)
+{
+	pthread_mutex_lock(&zy_mu);
+	(void)spawner_start_locked();
+	pthread_mutex_unlock(&zy_mu);
+}
+
+/* ---- The parent ------------------------------------------------------------------------ */
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void reap(hvm_worker *w, char *why, size_t why_len, bool timed_out)
+{
+	if (w->pid <= 0)
+		return;
+	if (timed_out)
+		kill(w->pid, SIGKILL); /* not reaped yet: the pid is still this worker's */
+	struct zy_req rq = {.op = ZY_WAIT, .pid = w->pid};
+	struct zy_ans a = {0};
+	int err = spawner_call(&rq, -1, &a);
+	int status = a.value;
+	pid_t r = err == 0 && a.err == 0 ? w->pid : -1;
+	if (why) {
+		if (timed_out)
+			snprintf(why, why_len, "the libmagic worker took longer than %u ms",
+				 atomic_load(&timeout_ms));
+		else if (r == w->pid && WIFSIGNALED(status))
+			snprintf(why, why_len, "the libmagic worker was killed by signal %d (%s)",
+				 WTERMSIG(status), strsignal(WTERMSIG(status)));
+		else if (r == w->pid && WIFEXITED(status))
+			snprintf(why, why_len, "the libmagic worker exited with status %d",
+				 WEXITSTATUS(status));
+		else
+			snprintf(why, why_len, "the libmagic worker vanished");
+	}
+	w->pid = -1;
+}
+
+static void stop(hvm_worker *w, char *why, size_t why_len, bool timed_out)
+{
+	if (w->sock >= 0) {
+		close(w->sock); /* a waiting worker reads EOF and exits */
+		w->sock = -1;
+	}
+	reap(w, why, why_len, timed_out);
+}
+
+/* Waits for one answer until the deadline. 1: got it into w->msg (*n bytes); 0: timeout;
+ * -1: the worker is gone. */
+static int wait_answer(hvm_worker *w, size_t *n)
+{
+	int64_t deadline = now_ms() + atomic_load(&timeout_ms);
+	for (;;) {
+		int64_t left = deadline - now_ms();
+		if (left < 0)
+			return 0;
+		struct pollfd p = {.fd = w->sock, .events = POLLIN};
+		int r = poll(&p, 1, (int)left);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r == 0)
+			return 0;
+		if (r < 0)
+			return -1;
+		ssize_t got = recv(w->sock, w->msg, w->msg_cap, MSG_DONTWAIT);
+		if (got < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (got < (ssize_t)sizeof(struct ans))
+			return -1;
+		*n = (size_t)got;
+		return 1;
+	}
+}
+
+static hv_status spawn(hvm_worker *w)
+{
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+		return hv_error_errno(HV_EIO, "libmagic worker", errno);
+	bool faults = false;
+#ifdef HARVEST_TEST_HOOKS
+	const char *f = getenv("HARVEST_TEST_WORKER_FAULT");
+	faults = f && strcmp(f, "1") == 0;
+#endif
+	struct zy_req rq = {.op = ZY_SPAWN, .flags = w->flags, .faults = faults};
+	if (strlen(w->database) >= sizeof(rq.database)) {
+		close(sv[0]);
+		close(sv[1]);
+		return hv_error_set(HV_EIO, "%s: database path too long", w->database);
+	}
+	memcpy(rq.database, w->database, strlen(w->database) + 1);
+	struct zy_ans za = {0};
+	int err = spawner_call(&rq, sv[1], &za);
+	if (err == 0)
+		err = za.err;
+	pid_t pid = za.value;
+	if (err) {
+		close(sv[0]);
+		close(sv[1]);
+		return hv_error_errno(HV_EIO, "libmagic worker", err);
+	}
+	close(sv[1]);
+	w->pid = pid;
+	w->sock = sv[0];
+	size_t n = 0;
+	int r = wait_answer(w, &n);
+	struct ans a = {0};
+	if (r == 1)
+		memcpy(&a, w->msg, sizeof(a));
+	if (r != 1 || a.kind != ANS_OK) {
+		char why[160] = "";
+		if (r == 1) {
+			size_t l = n - sizeof(a) < sizeof(why) - 1 ? n - sizeof(a) : sizeof(why) - 1;
+			memcpy(why, w->msg + sizeof(a), l);
+			why[l] = '\0';
+		}
+		stop(w, r == 1 ? NULL : why, sizeof(why), r == 0);
+		return hv_error_set(HV_EIO, "%s: %s", w->database, why);
+	}
+	return HV_OK;
+}
+
+hv_status hvm_worker_start(hvm_worker **out, const char *database, int flags, size_t bytes_max)
+{
+	*out = NULL;
+	hvm_worker *w = calloc(1, sizeof(*w));
+	if (!w)
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	w->pid = -1;
+	w->sock = -1;
+	w->flags = flags;
+	w->bytes_max = bytes_max;
+	w->msg_cap = sizeof(struct req) + bytes_max;
+	w->database = strdup(database);
+	w->msg = malloc(w->msg_cap);
+	if (!w->database || !w->msg) {
+		hvm_worker_stop(w);
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	}
+	hv_status rc = spawn(w);
+	if (rc != HV_OK) {
+		hvm_worker_stop(w);
+		return rc;
+	}
+	*out = w;
+	return HV_OK;
+}
+
+void hvm_worker_stop(hvm_worker *w)
+{
+	if (!w)
+		return;
+	stop(w, NULL, 0, false);
+	free(w->database);
+	free(w->msg);
+	free(w);
+}
+
+pid_t hvm_worker_pid(const hvm_worker *w)
+{
+	return w ? w->pid : -1;
+}
+
+/* An in-memory copy of buf, for bytes too large for one socket message. */
+static int to_memfd(const void *buf, size_t len, const char *what)
+{
+	int fd = memfd_create("harvest-magic", MFD_CLOEXEC);
+	if (fd < 0) {
+		hv_error_errno(HV_EIO, what, errno);
+		return -1;
+	}
+	const char *p = buf;
+	size_t left = len;
+	while (left > 0) {
+		ssize_t n = write(fd, p, left);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			hv_error_errno(HV_EIO, what, n < 0 ? errno : EIO);
+			close(fd);
+			return -1;
+		}
+		p += n;
+		left -= (size_t)n;
+	}
+	return fd;
+}
+
+hv_status hvm_worker_detect(hvm_worker *w, int fd, const void *buf, size_t len, const char *what,
+			    hv_buf *answer)
+{
+	if (w->sock < 0) {
+		hv_status rc = spawn(w); /* the last one died: replace it */
+		if (rc != HV_OK)
+			return rc;
+	}
+	if (len > w->bytes_max)
+		len = w->bytes_max;
+	int memfd = -1;
+	if (fd < 0 && len > INLINE_MAX) {
+		memfd = to_memfd(buf, len, what);
+		if (memfd < 0)
+			return hv_error_last_status();
+	}
+	struct req rq = {.op = fd >= 0 ? REQ_FD : memfd >= 0 ? REQ_MAPPED : REQ_BUFFER,
+			 .len = fd >= 0 ? 0 : len};
+	struct iovec iov[2] = {{&rq, sizeof(rq)}, {(void *)buf, fd >= 0 || memfd >= 0 ? 0 : len}};
+	if (memfd >= 0)
+		fd = memfd;
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
+	if (fd >= 0) {
+		memset(&ctl, 0, sizeof(ctl));
+		mh.msg_control = ctl.buf;
+		mh.msg_controllen = sizeof(ctl.buf);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &fd, sizeof(fd));
+	}
+	int r;
+	ssize_t sent;
+	while ((sent = sendmsg(w->sock, &mh, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+		;
+	if (memfd >= 0)
+		close(memfd);
+	size_t n = 0;
+	r = sent < 0 ? -1 : wait_answer(w, &n);
+	if (r != 1) {
+		char why[160];
+		stop(w, why, sizeof(why), r == 0);
+		hv_buf_truncate(answer, 0);
+		if (hv_buf_append_str(answer, "application/octet-stream") != HV_OK)
+			return hv_error_set(HV_ENOMEM, "out of memory");
+		return hv_error_set(HV_WARN, "%s: %s; typed application/octet-stream", what, why);
+	}
+	struct ans a;
+	memcpy(&a, w->msg, sizeof(a));
+	size_t l = n - sizeof(a);
+	if (a.len < l)
+		l = a.len;
+	hv_buf_truncate(answer, 0);
+	int rc = hv_buf_append(answer, (const char *)w->msg + sizeof(a), l);
+	if (rc != HV_OK)
+		return rc;
+	if (a.kind != ANS_OK) {
+		if (a.err > 0)
+			return hv_error_errno(HV_EIO, what, a.err);
+		return hv_error_set(HV_EIO, "%s: %s", what, answer->data);
+	}
+	return HV_OK;
+}
