@@ -218,7 +218,7 @@ def test_output_files_byte_equal_with_mime_types(make, tmp_path):
     r = run(
         sandbox.execute(
             f"cp {tmp_path}/p.png plot.png && mkdir figs && printf 'x,y\\n1,2\\n' > figs/t.csv && "
-            "head -c 3000 /dev/urandom > blob.bin"
+            "printf '\\001\\002\\003\\377\\376\\000\\200\\201%.0s' $(seq 512) > blob.bin"
         )
     )
     assert r.exit_code == 0

@@ -109,7 +109,7 @@ export function defineSuite(label, exec) {
       const sandbox = make(dir);
       const result = await sandbox.execute(
         `cp '${src}/p.png' plot.png && mkdir figs && cp '${src}/g.gif' figs/anim.gif && ` +
-          "printf 'x,y\\n1,2\\n' > table.csv && printf '{\"a\": 1}\\n' > figs/data.json && head -c 3000 /dev/urandom > blob.bin",
+          "printf 'x,y\\n1,2\\n' > table.csv && printf '{\"a\": 1}\\n' > figs/data.json && printf '\\001\\002\\003\\377\\376\\000\\200\\201%.0s' $(seq 512) > blob.bin",
       );
       assert.equal(result.exitCode, 0);
       const byPath = Object.fromEntries(result.outputFiles.map((f) => [f.path, f]));
