@@ -1765,15 +1765,20 @@ static void swap_walk(const char *base, const char *root, int threads, bool real
 		if (!swapped && strcmp(e->path, "d") == 0) {
 			char *d = tu_path(root, "d");
 			char *moved = tu_path(base, "moved");
-			assert_int_equal(rename(d, moved), 0);
+			char *repl = tu_path(base, "repl");
 			if (real_dir) {
-				mkdir_abs(d);
-				write_str(d, "fresh", "f");
+				mkdir_abs(repl);
+				write_str(repl, "fresh", "f");
 			} else {
 				char *outside = tu_path(base, "outside");
-				assert_int_equal(symlink(outside, d), 0);
+				assert_int_equal(symlink(outside, repl), 0);
 				free(outside);
 			}
+			/* One atomic exchange: a worker opening d finds the old directory or its
+			 * replacement, never nothing (a vanished directory is skipped silently). */
+			assert_int_equal(renameat2(AT_FDCWD, repl, AT_FDCWD, d, RENAME_EXCHANGE), 0);
+			assert_int_equal(rename(repl, moved), 0);
+			free(repl);
 			free(moved);
 			free(d);
 			swapped = true;
