@@ -519,8 +519,12 @@ static void put_terminal(pw *w, const char *s, size_t len)
 				j++;
 			if (j < len)
 				j += s[j] == '\a' ? 1 : 2;
-		} else if (j < len) {
-			j++; /* a two-byte sequence (ESC c, ESC =, ...) */
+		} else {
+			/* ESC, intermediates, a final byte: ESC c, ESC =, ESC ( B ... */
+			while (j < len && (unsigned char)s[j] >= 0x20 && (unsigned char)s[j] <= 0x2f)
+				j++;
+			if (j < len)
+				j++;
 		}
 		i = run = j;
 	}
