@@ -13,6 +13,7 @@
 #include <strings.h>
 
 #define CSV_ROWS 50
+#define CSV_COLS 100        /* cells shown of one record; the rest are parsed, not shown */
 #define CSV_CELL_MAX 2000   /* bytes of one cell shown; the rest is cut with an ellipsis */
 #define TEXT_LINES 200
 #define TEXT_BYTES (256u << 10) /* a 200-line cut of a file of huge lines stays small */
@@ -27,6 +28,7 @@ typedef struct pw {
 	int err;          /* errno of the first failed write; nothing is written after it */
 	uint64_t embed_max;
 	bool recorded;    /* the run is in the history: `history get` can fetch its contents */
+	bool mute;        /* output is dropped (the columns of a CSV record past CSV_COLS) */
 } pw;
 
 static void pw_flush(pw *w)
@@ -38,6 +40,8 @@ static void pw_flush(pw *w)
 
 static void put(pw *w, const char *s, size_t len)
 {
+	if (w->mute)
+		return;
 	while (len > 0 && !w->err) {
 		size_t k = sizeof(w->buf) - w->n;
 		if (k > len)
@@ -83,6 +87,7 @@ static void put_text(pw *w, const char *s, size_t len, int mode)
 		unsigned char c = (unsigned char)s[i];
 		const char *rep = NULL;
 		size_t step = 1;
+		bool c1 = false; /* a C1 control: two bytes, both shown as \xNN */
 		if (c == '&')
 			rep = "&amp;";
 		else if (c == '<')
@@ -106,7 +111,8 @@ static void put_text(pw *w, const char *s, size_t len, int mode)
 			size_t k = hv_utf8_char_length(s + i, len - i);
 			if (k == 2 && c == 0xc2 && (unsigned char)s[i + 1] <= 0x9f) {
 				snprintf(hex, sizeof(hex), "\\xc2");
-				rep = hex; /* the C1 control: both bytes shown, one at a time */
+				rep = hex;
+				c1 = true;
 			} else if (k == 0) {
 				snprintf(hex, sizeof(hex), "\\x%02x", c);
 				rep = hex;
@@ -119,7 +125,7 @@ static void put_text(pw *w, const char *s, size_t len, int mode)
 			puts_(w, rep);
 			i += 1;
 			run = i;
-			if (rep == hex && c == 0xc2) {
+			if (c1) { /* i < len: the UTF-8 check saw the second byte */
 				snprintf(hex, sizeof(hex), "\\x%02x", (unsigned char)s[i]);
 				puts_(w, hex);
 				i++;
@@ -441,8 +447,12 @@ static void sgr_apply(sgr *g, const char *params, size_t len)
 			int sub = 0, n = 0;
 			if (i < len && (params[i] == ';' || params[i] == ':')) {
 				i++;
-				while (i < len && params[i] >= '0' && params[i] <= '9')
-					sub = sub * 10 + (params[i++] - '0'), n = 1;
+				while (i < len && params[i] >= '0' && params[i] <= '9') {
+					if (sub < 1000)
+						sub = sub * 10 + (params[i] - '0');
+					i++;
+					n = 1;
+				}
 			}
 			int skip = n ? (sub == 5 ? 1 : sub == 2 ? 3 : 0) : 0;
 			if (!n)
@@ -797,7 +807,11 @@ static void put_table(pw *w, const char *s, size_t len, char sep)
 	while (i < len && rows < CSV_ROWS) {
 		puts_(w, rows == 0 ? "<thead><tr>" : "<tr>");
 		const char *cell = rows == 0 ? "th" : "td";
-		for (;;) {
+		for (size_t col = 0;; col++) {
+			if (col == CSV_COLS) {
+				putf(w, "<%s>\xe2\x80\xa6</%s>", cell, cell);
+				w->mute = true;
+			}
 			putf(w, "<%s>", cell);
 			size_t shown = 0;
 			bool quoted = i < len && s[i] == '"';
@@ -846,6 +860,7 @@ static void put_table(pw *w, const char *s, size_t len, char sep)
 				i++;
 			if (i < len && s[i] == '\n')
 				i++;
+			w->mute = false;
 			break;
 		}
 		puts_(w, rows == 0 ? "</tr></thead><tbody>\n" : "</tr>\n");
@@ -1102,6 +1117,7 @@ static void pw_init(pw *w, const hv_page_opts *o, hv_page_write_fn fn, void *ctx
 	w->ctx = ctx;
 	w->n = 0;
 	w->err = 0;
+	w->mute = false;
 	w->embed_max = o->embed_max ? o->embed_max : HV_PAGE_EMBED_MAX;
 }
 

@@ -220,7 +220,7 @@ static void test_200_lines(void **state)
 static void test_ansi(void **state)
 {
 	(void)state;
-	static const char out[] = "\x1b[1;31mred bold\x1b[0m plain \x1b[2K\x1b[38;5;208mx\x1b[39m"
+	static const char out[] = "\x1b[38;99999999999999999999;1;31mred bold\x1b[0m plain \x1b[2K\x1b[38;5;208mx\x1b[39m"
 				  "\x1b]0;title\x07y\x1b]8;;http://e\x1b\\z\x1b[93m<hi>\x1b(Bq";
 	hv_run_row r = {
 		.run_id = 1,
@@ -243,6 +243,41 @@ static void test_ansi(void **state)
 	assert_non_null(strstr(p, "<span class=\"badge bad\">exit 2</span>"));
 	assert_no_script(p);
 	free(p);
+}
+
+/* C1 controls and bytes that are not UTF-8, also at the very end of a name. */
+static void test_bytes(void **state)
+{
+	(void)state;
+	art a[] = {
+		{"c1\xc2\x9b[31m.txt", "text/plain", "x", 0},
+		{"bad\xc2<b>.txt", "text/plain", "\xc3\xa9t\xc3\xa9 \xe2\x82", 0},
+		{"end\xc2", "text/plain", "y", 0},
+	};
+	char *p = page_of(NULL, a, 3, NULL);
+	assert_non_null(strstr(p, "c1\\xc2\\x9b[31m.txt"));
+	assert_non_null(strstr(p, "bad\\xc2&lt;b&gt;.txt"));
+	assert_non_null(strstr(p, "end\\xc2</h3>"));
+	assert_non_null(strstr(p, "<pre>\xc3\xa9t\xc3\xa9 \\xe2\\x82</pre>"));
+	free(p);
+}
+
+/* A record of 150 columns shows 100 and an ellipsis; the next record starts a new row. */
+static void test_csv_columns(void **state)
+{
+	(void)state;
+	char *csv = tu_xmalloc(150 * 8 + 64);
+	size_t n = 0;
+	for (int i = 0; i < 150; i++)
+		n += (size_t)sprintf(csv + n, "%s\"c%d\"", i ? "," : "", i);
+	n += (size_t)sprintf(csv + n, "\nnext,row\n");
+	art a[] = {{"wide.csv", "text/csv", csv, 0}};
+	char *p = page_of(NULL, a, 1, NULL);
+	assert_non_null(strstr(p, "<th>c99</th><th>\xe2\x80\xa6</th></tr></thead>"));
+	assert_null(strstr(p, "c100"));
+	assert_non_null(strstr(p, "<tr><td>next</td><td>row</td></tr>"));
+	free(p);
+	free(csv);
 }
 
 static void test_embed_cap(void **state)
@@ -377,6 +412,8 @@ int main(void)
 		cmocka_unit_test(test_csv_first_50_rows),
 		cmocka_unit_test(test_200_lines),
 		cmocka_unit_test(test_ansi),
+		cmocka_unit_test(test_bytes),
+		cmocka_unit_test(test_csv_columns),
 		cmocka_unit_test(test_embed_cap),
 		cmocka_unit_test(test_base64_and_no_content),
 		cmocka_unit_test(test_write_failure),
