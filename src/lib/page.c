@@ -159,7 +159,9 @@ static void put_base64(pw *w, const unsigned char *p, size_t len)
 		unsigned v = (unsigned)p[i] << 16 | (i + 1 < len ? (unsigned)p[i + 1] << 8 : 0);
 		out[0] = tab[v >> 18];
 		out[1] = tab[(v >> 12) & 63];
-		out[2] = i + 1 < len ? tab[(v >> 6) & 63] : '=';
+		out[2] = '=';
+		if (i + 1 < len)
+			out[2] = tab[(v >> 6) & 63];
 		out[3] = '=';
 		put(w, out, 4);
 	}
@@ -172,12 +174,13 @@ static void put_size(pw *w, uint64_t n)
 		putf(w, "%llu B", (unsigned long long)n);
 		return;
 	}
-	double v = (double)n;
-	int u = -1;
-	while (v >= 1024 && u < 3) {
-		v /= 1024;
+	size_t u = 0;
+	uint64_t unit = 1024;
+	while (u + 1 < sizeof(units) / sizeof(units[0]) && n / unit >= 1024) {
+		unit *= 1024;
 		u++;
 	}
+	double v = (double)n / (double)unit;
 	putf(w, "%.*f %s", v < 10 ? 1 : 0, v, units[u]);
 }
 
