@@ -90,13 +90,15 @@ typedef struct hv_remove_opts {
 	void *test_ctx;
 } hv_remove_opts;
 
-/* Removes path: a file, symlink (never followed, even with a trailing '/': refused as not a
- * directory) or other non-directory; with recursive, a directory tree. Refuses '/' and a
- * last component '.' or '..' (HV_EUSAGE), as rm(1) does. opts may be NULL (not recursive).
- * Returns HV_OK; HV_ENOTDIR when path does not exist or a component of it is not a
- * directory; HV_EIO for the rest: a directory without recursive, permission denied, or a tree
- * of which some entries could not be removed (each one reported to on_error; what could be
- * removed is removed; hv_error_last() then summarizes). */
+/* Removes path: a file, a symlink (itself, never what it points to; with a trailing '/' it
+ * is refused, not followed) or another non-directory; with recursive, a directory tree. The
+ * part of path before its last component is resolved as open(2) resolves it. Refuses '/'
+ * and a last component '.' or '..' (HV_EUSAGE), as rm(1) does. opts may be NULL (not
+ * recursive). Returns HV_OK; HV_ENOTDIR when path does not exist or a component of it is not
+ * a directory; HV_EIO for the rest: a directory without recursive, permission denied, a tree
+ * root swapped for something else after it was looked at (left alone), or a tree of which
+ * some entries could not be removed (each one reported to on_error; what could be removed
+ * is removed; hv_error_last() holds the last of them). */
 hv_status hv_remove(const char *path, const hv_remove_opts *opts);
 
 #ifdef __cplusplus

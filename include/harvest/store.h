@@ -18,6 +18,17 @@
  * built complete under a temporary name beside it, "<path>.init-XXXXXX", and renamed into
  * place, so no process ever sees it half made).
  *
+ * Paths are file names, never SQLite URIs: ":memory:" (a history that would vanish with the
+ * handle) and names starting with "file:" are refused with HV_EUSAGE; "./file:x.db" names
+ * such a file.
+ *
+ * Owners: every run and snapshot a writing handle records carries its owner, the process
+ * (pid and start time from /proc/PID/stat, its PID namespace, the boot id and the host name).
+ * A writing open, and hv_store_prune(), end every unended run whose owner process is gone
+ * (same host, and another boot or no such process any more) with end_reason
+ * HV_END_INTERRUPTED; a run whose owner is alive, or cannot be checked from here (another
+ * host or PID namespace, no /proc), is left as it is.
+ *
  * Strings: paths, names, labels and stream data are bytes (any value but NUL, not necessarily
  * UTF-8) given and returned as (pointer, length). Times are int64 nanoseconds since the epoch
  * (CLOCK_REALTIME). SHA-256 digests are 64 hex digits (accepted in either case, returned in
@@ -38,7 +49,7 @@ extern "C" {
 /* The `PRAGMA application_id` of a harvest database: "HRVS". */
 #define HV_STORE_APPLICATION_ID 0x48525653
 /* The schema version (`PRAGMA user_version`) this library writes. */
-#define HV_STORE_SCHEMA_VERSION 1
+#define HV_STORE_SCHEMA_VERSION 2
 
 typedef struct hv_store hv_store;
 
@@ -193,7 +204,8 @@ typedef struct hv_run_start {
 } hv_run_start;
 
 /* Records a run that has started (committed at once, so a run killed before it finished shows
- * in the history with no end). *run_id gets its id. */
+ * in the history with no end), owned by this process. *run_id gets its id: ids only ever
+ * grow, one of a pruned run is never given again (and artifact ids likewise). */
 hv_status hv_store_run_begin(hv_store *st, const hv_run_start *r, int64_t *run_id);
 
 /* One artifact to record. */
@@ -209,6 +221,14 @@ typedef struct hv_artifact_in {
 	size_t content_len;       /* must equal size when content is given */
 } hv_artifact_in;
 
+/* Why a run ended, besides the command's own end (hv_run_end.end_reason; NULL there: it ended
+ * normally and everything was recorded). */
+/* The process that recorded it was gone before it ended (killed): set by the store. */
+#define HV_END_INTERRUPTED "interrupted"
+/* The command ran, but recording what it produced failed (disk full, lock busy): the run is
+ * ended with no artifacts, and its ExecutionResult must not claim a run_id. */
+#define HV_END_NOT_RECORDED "not_recorded"
+
 /* How a run ended: everything `history show` needs to print the ExecutionResult again. */
 typedef struct hv_run_end {
 	int64_t ended_at_ns;      /* 0: now */
@@ -223,16 +243,27 @@ typedef struct hv_run_end {
 	size_t stderr_len;
 	bool stderr_truncated;
 	const char *skipped_json; /* the `skipped` array as JSON text; NULL: "[]" */
+	const char *end_reason;   /* NULL; HV_END_NOT_RECORDED when ending a run whose recording
+	                           * the caller gave up on */
 } hv_run_end;
 
 /* Records the artifacts (with their contents, when given; a content's SHA-256 is checked) and
  * the end of run run_id, all in one transaction: either all of it is recorded or none.
  * HV_EUSAGE for a bad digest or a content that does not match it; HV_DONE when the run does
- * not exist (pruned meanwhile) or has already finished. */
+ * not exist (pruned meanwhile) or has already finished.
+ *
+ * When the recording fails midway (a database error: disk full, the lock busy past the
+ * timeout), none of it is recorded, and the run is then ended, in a transaction of its own,
+ * with no artifacts and end_reason HV_END_NOT_RECORDED (best effort: if that fails too, the
+ * next writing open after this process exits ends it as HV_END_INTERRUPTED); the error
+ * returned is the first one. The caller must then report the run as not recorded
+ * (`"run_id": null`), never as the id of a run that lacks the artifacts. (A later
+ * hv_store_run_finish() of that run returns HV_DONE: it has ended.) */
 hv_status hv_store_run_finish(hv_store *st, int64_t run_id, const hv_run_end *end,
                               const hv_artifact_in *artifacts, size_t n_artifacts);
 
-/* Filters of hv_store_runs(); zero (or NULL) means "any". */
+/* Filters of hv_store_runs(); zero (or NULL) means "any" (so run ids start at 1: a caller
+ * looking up one run must refuse an id below 1 itself). */
 typedef struct hv_run_filter {
 	int64_t run_id;       /* only this run */
 	int64_t since_ns;     /* started at or after */
@@ -250,8 +281,9 @@ typedef struct hv_run_row {
 	const char *dir;
 	size_t dir_len;
 	int64_t started_at_ns;
-	bool ended;               /* false while running, or when the process was killed */
+	bool ended;               /* false while running (or killed, until a writing open sees it) */
 	int64_t ended_at_ns;
+	const char *end_reason;   /* NULL, HV_END_INTERRUPTED or HV_END_NOT_RECORDED */
 	bool has_exit_code;
 	int exit_code;
 	bool timed_out;
@@ -300,7 +332,9 @@ typedef struct hv_artifact_row {
 	const char *sha256;
 	int64_t recorded_at_ns;
 	bool content_stored;      /* this run stored the content */
-	const void *content;      /* with_content and content_stored only, else NULL */
+	const void *content;      /* with_content and content_stored only, else NULL; its SHA-256
+	                           * was checked (a mismatch fails hv_artifact_iter_next with
+	                           * HV_EDB) */
 	size_t content_len;
 } hv_artifact_row;
 
@@ -315,13 +349,39 @@ hv_status hv_artifact_iter_next(hv_artifact_iter *it, const hv_artifact_row **ou
 void hv_artifact_iter_free(hv_artifact_iter *it);
 
 /* The stored bytes whose SHA-256 is sha256_hex (64 digits): *data malloc'd (the caller frees;
- * non-NULL even when empty) and *len. HV_DONE when no content with that digest is stored. */
+ * non-NULL even when empty) and *len. HV_DONE when no content with that digest is stored.
+ * Every content read is hashed again: bytes that do not match their SHA-256 (the database
+ * was modified behind harvest's back) are refused with HV_EDB, never handed out. */
 hv_status hv_store_content_get(hv_store *st, const char *sha256_hex, void **data, size_t *len);
 
 /* The stored bytes of artifact artifact_id (by its digest, so a content stored by another run
- * serves as well). HV_DONE when there is no such artifact or no stored content for it. */
+ * serves as well), checked as above. HV_DONE when there is no such artifact ("no artifact N")
+ * or no stored content for it. */
 hv_status hv_store_artifact_content(hv_store *st, int64_t artifact_id, void **data,
                                     size_t *len);
+
+/* ---- Writing a file ------------------------------------------------------------------- */
+
+/* Flags of hv_write_file(). */
+enum {
+	/* A symlink at path is followed (to an existing file); without it, it is refused. */
+	HV_WRITE_FOLLOW = 1 << 0,
+};
+
+/* Writes data to path without ever replacing what path is:
+ * - missing: the bytes go to a temporary file ".hv.XXXXXX" in the same directory, made mode
+ *   0666 & ~umask, then linked into place (renameat2 RENAME_NOREPLACE): never half written;
+ * - a regular file with one link, owned by this user and group: likewise, with its mode copied,
+ *   renamed over it (readers see the old or the new content, never a mix);
+ * - a regular file with other hard links or another owner or group, or in a directory this
+ *   user may not write: written in place
+ *   (truncated to the new length), so every link and its owner, mode and inode are kept; such a
+ *   write is not atomic;
+ * - a character or block device, a FIFO: opened (O_NONBLOCK, so a FIFO nobody reads is refused
+ *   with ENXIO at once rather than waiting) and written into;
+ * - a symlink: refused (HV_EUSAGE), unless HV_WRITE_FOLLOW; a directory or socket: refused.
+ * Errors (HV_EIO, HV_EUSAGE) name the path and the reason ("out: No space left on device"). */
+hv_status hv_write_file(const char *path, const void *data, size_t len, int flags);
 
 /* ---- Prune ------------------------------------------------------------------------------ */
 
@@ -340,11 +400,13 @@ typedef struct hv_prune_result {
 	uint64_t snapshots;      /* snapshots as old as the deleted history, and abandoned ones */
 } hv_prune_result;
 
-/* Deletes the runs selected by opts (both options: the union; runs recorded after the prune
- * started are never selected), their artifacts, the contents no remaining artifact has, the
- * snapshots created before before_ns (with keep_runs alone: before the newest deleted run
+/* Deletes the runs selected by opts (one option only: both are HV_EUSAGE; runs recorded after
+ * the prune started are never selected), their artifacts, the contents no remaining artifact
+ * has, the snapshots created before before_ns (with keep_runs: before the newest deleted run
  * started) and unfinished snapshots more than an hour old; then gives freed pages back to the
- * file system. It works in short transactions of whole runs (a large prune would otherwise
+ * file system. A run that has not ended is never deleted (it first ends runs whose owner is
+ * gone, as a writing open does), and keep_runs counts it among the kept; a snapshot whose
+ * owner process is alive (a run in progress depends on it) is never deleted. It works in short transactions of whole runs (a large prune would otherwise
  * lock out other processes for longer than their busy timeout): the database is consistent
  * after each, and a prune killed midway has done part of the work. So a corrupt database is
  * refused before anything is deleted, `PRAGMA quick_check` first (HV_EDB). *res counts what

@@ -16,12 +16,14 @@ enum {
 static const cli_opt cat_opts[] = {
 	{"help", 'h', 0, OPT_HELP},
 	{"quiet", 'q', 0, OPT_QUIET},
+	{"case", 0, 1, OPT_CASE},
 	{NULL, 0, 0, 0},
 };
 
 static const cli_opt put_opts[] = {
 	{"help", 'h', 0, OPT_HELP},
 	{"quiet", 'q', 0, OPT_QUIET},
+	{"case", 0, 1, OPT_CASE},
 	{"mode", 'm', 1, OPT_MODE},
 	{NULL, 0, 0, 0},
 };
@@ -29,7 +31,9 @@ static const cli_opt put_opts[] = {
 static const cli_opt rm_opts[] = {
 	{"help", 'h', 0, OPT_HELP},
 	{"quiet", 'q', 0, OPT_QUIET},
+	{"case", 0, 1, OPT_CASE},
 	{"recursive", 'r', 0, OPT_RECURSIVE},
+	{"recursive", 'R', 0, OPT_RECURSIVE}, /* -R too, as rm(1) takes it */
 	{NULL, 0, 0, 0},
 };
 
@@ -38,6 +42,7 @@ static const char cat_usage[] =
 	"The bytes of the regular file FILE on stdout, unchanged (a symlink is followed).\n"
 	"FIFOs, sockets, devices and directories are refused without being read.\n"
 	"  --quiet   accepted for uniformity (cat prints no warnings)\n"
+	"  --case C  accepted for uniformity: snake or camel (cat prints no JSON)\n"
 	"Exit status: 0 done, 1 FILE cannot be read (not a regular file, permission denied, a\n"
 	"read or write error), 2 usage, 3 FILE is missing (or a component of its path is not a\n"
 	"directory).\n";
@@ -46,11 +51,12 @@ static const char put_usage[] =
 	"usage: harvest put [options] FILE\n"
 	"Writes stdin to FILE: to a temporary file beside it, synced, then renamed over it, so\n"
 	"FILE is never half-written. Missing parent directories are created (as mkdir -p). An\n"
-	"existing FILE keeps its mode and owner; a symlink at FILE is replaced, not written\n"
-	"through. Prints nothing.\n"
-	"  --mode MODE   octal permission bits for FILE, applied exactly (default: an existing\n"
-	"                file's mode, else 0666 less the umask)\n"
-	"  --quiet       accepted for uniformity (put prints no warnings)\n"
+	"existing FILE keeps its mode (and, for root, its owner); a symlink at FILE is replaced,\n"
+	"not written through; a directory, FIFO or device there is refused. Prints nothing.\n"
+	"  -m, --mode MODE  octal permission bits for FILE, applied exactly (default: an existing\n"
+	"                   file's mode, else 0666 less the umask)\n"
+	"  --quiet          accepted for uniformity (put prints no warnings)\n"
+	"  --case C         accepted for uniformity: snake or camel (put prints no JSON)\n"
 	"Exit status: 0 done, 1 FILE could not be written (FILE is then as it was), 2 usage.\n";
 
 static const char rm_usage[] =
@@ -58,8 +64,9 @@ static const char rm_usage[] =
 	"Removes the file or symlink PATH (a symlink itself, never what it points to); with -r\n"
 	"also a directory and everything below it, never following a symlink. Refuses '/' and\n"
 	"a last component '.' or '..'. Prints nothing.\n"
-	"  -r, --recursive   remove a directory tree\n"
-	"  --quiet           accepted for uniformity (errors are always reported)\n"
+	"  -r, -R, --recursive  remove a directory tree\n"
+	"  --quiet              accepted for uniformity (errors are always reported)\n"
+	"  --case C             accepted for uniformity: snake or camel (rm prints no JSON)\n"
 	"Exit status: 0 done, 1 not (wholly) removed (a directory without -r, permission\n"
 	"denied: each entry that could not be removed is named; the rest is removed), 2 usage,\n"
 	"3 PATH does not exist.\n";

@@ -19,6 +19,7 @@ enum {
 	OPT_OUTPUT,
 	OPT_KEEP_RUNS,
 	OPT_BEFORE,
+	OPT_FOLLOW,
 };
 
 #define COMMON_OPTS                                                                          \
@@ -35,7 +36,9 @@ static const cli_opt artifacts_opts[] = {
 	{"sha256", 0, 1, OPT_SHA256}, {NULL, 0, 0, 0},
 };
 static const cli_opt show_opts[] = {COMMON_OPTS, {"content", 0, 0, OPT_CONTENT}, {NULL, 0, 0, 0}};
-static const cli_opt get_opts[] = {COMMON_OPTS, {"output", 'o', 1, OPT_OUTPUT}, {NULL, 0, 0, 0}};
+static const cli_opt get_opts[] = {
+	COMMON_OPTS, {"output", 'o', 1, OPT_OUTPUT}, {"follow", 0, 0, OPT_FOLLOW}, {NULL, 0, 0, 0},
+};
 static const cli_opt prune_opts[] = {
 	COMMON_OPTS, {"keep-runs", 0, 1, OPT_KEEP_RUNS}, {"before", 0, 1, OPT_BEFORE},
 	{NULL, 0, 0, 0},
@@ -48,8 +51,10 @@ static const char history_usage[] =
 	"            [--limit N]                               recorded artifacts\n"
 	"  show RUN_ID [--content]                             a run's ExecutionResult again\n"
 	"  show RUN_ID --format html                           the run as a self-contained page\n"
-	"  get ARTIFACT_ID|SHA256 [-o FILE]                    an artifact's stored bytes\n"
-	"  prune (--keep-runs N | --before TIME)               delete old runs and contents\n"
+	"  get ARTIFACT_ID|SHA256 [-o FILE] [--follow]         an artifact's stored bytes\n"
+	"            (-o -: stdout; a device or FIFO FILE is written into; a symlink FILE is\n"
+	"            refused unless --follow)\n"
+	"  prune (--keep-runs N | --before TIME)               delete old ended runs and contents\n"
 	"TIME is RFC 3339 (2026-11-30T03:29:07Z) or an age: 90m, 12h, 7d. PATTERN like image/*.\n"
 	"Common options: --db PATH, --format json|jsonl (show: also html), --case snake|camel,\n"
 	"--quiet.\n";
@@ -59,6 +64,7 @@ struct history_cli {
 	hv_artifact_filter arts;
 	bool content;
 	const char *output;
+	bool follow;
 	hv_prune_opts prune;
 };
 
@@ -94,6 +100,7 @@ static int history_opt(void *ctx, cli_common *c, int id, const char *v)
 		return 0;
 	case OPT_CONTENT: h->content = true; return 0;
 	case OPT_OUTPUT: h->output = v; return 0;
+	case OPT_FOLLOW: h->follow = true; return 0;
 	case OPT_KEEP_RUNS:
 		rc = cli_parse_uint(c, "--keep-runs", v, INT64_MAX, &u);
 		h->prune.keep_runs = (int64_t)u;
@@ -145,6 +152,12 @@ static int list_runs(cli_common *c, hv_store *st, struct history_cli *h, hv_json
 		hv_json_string(j, r->dir, r->dir_len);
 		time_member(j, "started_at", true, r->started_at_ns);
 		time_member(j, "ended_at", r->ended, r->ended_at_ns);
+		if (r->end_reason) {
+			hv_json_key(j, "end_reason");
+			hv_json_cstring(j, r->end_reason);
+		} else {
+			hv_json_key_null(j, "end_reason");
+		}
 		if (r->has_exit_code) {
 			hv_json_key(j, "exit_code");
 			hv_json_int(j, r->exit_code);
@@ -218,6 +231,11 @@ static int show_run(cli_common *c, hv_store *st, struct history_cli *h, const ch
 	int64_t id;
 	if (parse_id(c, "RUN_ID", arg, &id) != 0)
 		return EXIT_USAGE;
+	/* Run ids start at 1, and a run_id of 0 in a filter means "any run". */
+	if (id < 1) {
+		cli_error("no run %lld", (long long)id);
+		return EXIT_WARN;
+	}
 	hv_run_filter f = {.run_id = id, .with_output = true};
 	hv_run_iter *it;
 	const hv_run_row *r;
@@ -229,7 +247,7 @@ static int show_run(cli_common *c, hv_store *st, struct history_cli *h, const ch
 	if (s != HV_OK) {
 		hv_run_iter_free(it);
 		if (s == HV_DONE) {
-			cli_error("no run %lld in the history", (long long)id);
+			cli_error("no run %lld", (long long)id);
 			return EXIT_WARN;
 		}
 		cli_error("%s", hv_error_last());
@@ -271,6 +289,12 @@ static int show_run(cli_common *c, hv_store *st, struct history_cli *h, const ch
 	hv_json_key(j, "skipped");
 	hv_json_raw(j, r->skipped_json ? r->skipped_json : "[]",
 		    strlen(r->skipped_json ? r->skipped_json : "[]"));
+	/* Only when the run did not end as its command did: otherwise the result is exactly
+	 * what `run` printed. */
+	if (r->end_reason) {
+		hv_json_key(j, "end_reason");
+		hv_json_cstring(j, r->end_reason);
+	}
 	cli_result_end(j, &res, r->run_id);
 	hv_run_iter_free(it);
 	return rc;
@@ -322,34 +346,17 @@ static int get_artifact(cli_common *c, hv_store *st, struct history_cli *h, cons
 			return EXIT_USAGE;
 		s = hv_store_artifact_content(st, id, &data, &len);
 	}
-	if (s == HV_DONE) {
-		cli_error("%s: no stored content", arg);
-		return EXIT_WARN;
-	}
 	if (s != HV_OK) {
+		/* "no artifact N", "artifact N: its content was not stored", a digest mismatch... */
 		cli_error("%s", hv_error_last());
 		return EXIT_WARN;
 	}
 	int rc = EXIT_DONE;
-	if (h->output) {
-		/* Written to a temporary name, then renamed: never a half-written FILE. */
-		size_t ol = strlen(h->output);
-		char *tmp = malloc(ol + 16);
-		if (!tmp) {
-			free(data);
-			cli_error("out of memory");
-			return EXIT_WARN;
-		}
-		snprintf(tmp, ol + 16, "%s.tmp.XXXXXX", h->output);
-		int fd = mkostemp(tmp, O_CLOEXEC);
-		if (fd < 0 || write_all(fd, data, len) != 0 || fsync(fd) != 0 || close(fd) != 0 ||
-		    rename(tmp, h->output) != 0) {
-			cli_error("%s: %s", h->output, strerror(errno));
-			if (fd >= 0)
-				unlink(tmp);
+	if (h->output && strcmp(h->output, "-") != 0) {
+		if (hv_write_file(h->output, data, len, h->follow ? HV_WRITE_FOLLOW : 0) != HV_OK) {
+			cli_error("%s", hv_error_last());
 			rc = EXIT_WARN;
 		}
-		free(tmp);
 	} else if (write_all(STDOUT_FILENO, data, len) != 0) {
 		cli_error("standard output: %s", strerror(errno));
 		rc = EXIT_WARN;
@@ -415,6 +422,8 @@ int cmd_history(int argc, char **argv)
 	bool is_get = !strcmp(subs[k].name, "get"), is_prune = !strcmp(subs[k].name, "prune");
 	if (rc == 0 && is_prune && h.prune.keep_runs < 0 && !h.prune.has_before)
 		rc = cli_usage_error(&c, "give --keep-runs N or --before TIME");
+	if (rc == 0 && is_prune && h.prune.keep_runs >= 0 && h.prune.has_before)
+		rc = cli_usage_error(&c, "give --keep-runs N or --before TIME, not both");
 	bool is_list = !strcmp(subs[k].name, "runs") || !strcmp(subs[k].name, "artifacts");
 	bool is_show = !strcmp(subs[k].name, "show");
 	if (rc == 0 && !is_get)

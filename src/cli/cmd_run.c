@@ -221,6 +221,7 @@ static int print_page(const struct run_cli *r, const hv_execute_opts *eo, const 
 		.started_at_ns = ex->run.started_at_ns,
 		.ended = true,
 		.ended_at_ns = ex->run.ended_at_ns,
+		.end_reason = ex->end.end_reason,
 		.has_exit_code = ex->end.has_exit_code,
 		.exit_code = ex->end.exit_code,
 		.timed_out = ex->end.timed_out,

@@ -98,6 +98,10 @@ hv_status hv_file_copy_to_fd(const char *path, int out_fd, const char *out_name)
 	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0) {
 		int e = errno;
+		struct stat sst;
+		/* A UNIX socket cannot be opened (ENXIO): say what it is, as for a FIFO. */
+		if (e == ENXIO && stat(path, &sst) == 0 && S_ISSOCK(sst.st_mode))
+			return refuse_type(path, sst.st_mode);
 		return hv_error_errno(is_missing(e) ? HV_ENOTDIR : HV_EIO, path, e);
 	}
 	struct stat st;
@@ -109,6 +113,13 @@ hv_status hv_file_copy_to_fd(const char *path, int out_fd, const char *out_name)
 	if (!S_ISREG(st.st_mode)) {
 		close(fd);
 		return refuse_type(path, st.st_mode);
+	}
+	/* `harvest cat f >> f` would read its own output until the disk is full. */
+	struct stat ost;
+	if (fstat(out_fd, &ost) == 0 && S_ISREG(ost.st_mode) && ost.st_dev == st.st_dev &&
+	    ost.st_ino == st.st_ino) {
+		close(fd);
+		return hv_error_set(HV_EIO, "%s: input file is output file", path);
 	}
 	/* A regular file: back to blocking reads, which some file systems (FUSE, NFS) honour. */
 	int fl = fcntl(fd, F_GETFL);
@@ -226,7 +237,8 @@ static int open_parent(const char *path, size_t dir_len, const hv_file_write_opt
 	int e = errno;
 	if (e != ENOENT || !o->parents) {
 		hv_error_set(is_missing(e) && !o->parents ? HV_ENOTDIR : e == ENOMEM ? HV_ENOMEM : HV_EIO,
-			     "%.*s: %s", (int)dir_len, path, strerror(e));
+			     "%.*s: %s", (int)(dir_len ? dir_len : 1), dir_len ? path : ".",
+			     strerror(e));
 		return -1;
 	}
 	/* Back off to the longest prefix that exists, one component at a time. have: the length
@@ -299,7 +311,7 @@ static int open_parent(const char *path, size_t dir_len, const hv_file_write_opt
 			struct stat st;
 			if ((e == ENOTDIR || e == ELOOP) &&
 			    fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
-				hv_error_set(HV_EIO, "%.*s: a symlink appeared while creating it; not followed",
+				hv_error_set(HV_EIO, "%.*s: a symlink where a directory is made; not followed",
 					     (int)end, path);
 			else
 				hv_error_set(HV_EIO, "%.*s: %s", (int)end, path, strerror(e));

@@ -671,6 +671,13 @@ static void page_head(pw *w, const hv_run_row *r, const hv_page_opts *o, size_t 
 	puts_(w, "</h1>\n<div class=\"badges\">");
 	if (!r->ended)
 		puts_(w, "<span class=\"badge warn\">not finished</span>");
+	if (r->end_reason) {
+		/* "interrupted", "not_recorded": shown as words */
+		puts_(w, "<span class=\"badge warn\">");
+		for (const char *p = r->end_reason; *p; p++)
+			put_text(w, *p == '_' ? " " : p, 1, ESC_NAME);
+		puts_(w, "</span>");
+	}
 	else if (r->timed_out)
 		puts_(w, "<span class=\"badge warn\">timed out</span>");
 	if (r->ended && r->has_exit_code)
@@ -1204,6 +1211,9 @@ hv_status hv_page_write_run(hv_store *st, int64_t run_id, const hv_page_opts *o,
 	static const hv_page_opts none;
 	if (!o)
 		o = &none;
+	/* run ids start at 1 (and 0 in a filter means any run) */
+	if (run_id < 1)
+		return hv_error_set(HV_DONE, "no run %lld", (long long)run_id);
 	hv_run_filter f = {.run_id = run_id, .with_output = true};
 	hv_run_iter *it;
 	const hv_run_row *r;
@@ -1214,7 +1224,7 @@ hv_status hv_page_write_run(hv_store *st, int64_t run_id, const hv_page_opts *o,
 	if (s != HV_OK) {
 		hv_run_iter_free(it);
 		if (s == HV_DONE)
-			hv_error_set(HV_DONE, "no run %lld in the history", (long long)run_id);
+			hv_error_set(HV_DONE, "no run %lld", (long long)run_id);
 		return s;
 	}
 	pw *w = malloc(sizeof(*w));

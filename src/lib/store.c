@@ -115,9 +115,75 @@ static const char schema_v1[] =
 	"  bytes BLOB NOT NULL"
 	");";
 
+/* Version 2: ids are never reused, and runs have owners.
+ * - runs and artifacts become AUTOINCREMENT (SQLite's sqlite_sequence keeps the highest id
+ *   ever given), so a run or artifact id pruned away is never given to another one, and a
+ *   stale `history get N` cannot serve someone else's bytes. A column cannot be made
+ *   AUTOINCREMENT in place: both tables are rebuilt (SQLite's documented procedure, with
+ *   foreign keys off during migrations, see migrate()), keeping every id.
+ * - runs.owner names the process that runs the run (hvst_owner_self()), so a run left unended
+ *   by a killed harvest can be told from one in progress; end_reason says why a run ended
+ *   when it was not the command's own end ("interrupted", "not_recorded"). runs_open finds the
+ *   unended runs without a scan.
+ * - snapshot_owners: the owner of each snapshot, so prune keeps the snapshot of a run in
+ *   progress. A table of its own (filled by a trigger, see set_owner()), so the snapshot
+ *   tables are left as they are. */
+static const char schema_v2[] =
+	"CREATE TABLE runs_v2 ("
+	"  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+	"  label BLOB,"
+	"  command TEXT,"
+	"  dir BLOB NOT NULL,"
+	"  started_at_ns INTEGER NOT NULL,"
+	"  ended_at_ns INTEGER,"
+	"  exit_code INTEGER,"
+	"  timed_out INTEGER NOT NULL DEFAULT 0,"
+	"  duration_ms INTEGER,"
+	"  stdout_truncated INTEGER NOT NULL DEFAULT 0,"
+	"  stderr_truncated INTEGER NOT NULL DEFAULT 0,"
+	"  skipped TEXT,"
+	"  end_reason TEXT,"                   /* NULL: the command's own end, fully recorded */
+	"  owner TEXT"                         /* NULL: unknown (recorded by schema version 1) */
+	");"
+	"INSERT INTO runs_v2(id, label, command, dir, started_at_ns, ended_at_ns, exit_code,"
+	"  timed_out, duration_ms, stdout_truncated, stderr_truncated, skipped)"
+	"  SELECT id, label, command, dir, started_at_ns, ended_at_ns, exit_code, timed_out,"
+	"  duration_ms, stdout_truncated, stderr_truncated, skipped FROM runs;"
+	"DROP TABLE runs;"
+	"ALTER TABLE runs_v2 RENAME TO runs;"
+	"CREATE INDEX runs_started ON runs(started_at_ns);"
+	"CREATE INDEX runs_label ON runs(label);"
+	"CREATE INDEX runs_open ON runs(id) WHERE ended_at_ns IS NULL;"
+	"CREATE TABLE artifacts_v2 ("
+	"  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+	"  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+	"  path BLOB NOT NULL,"
+	"  name BLOB NOT NULL,"
+	"  mime_type TEXT NOT NULL,"
+	"  size INTEGER NOT NULL,"
+	"  sha256 TEXT NOT NULL,"
+	"  recorded_at_ns INTEGER NOT NULL,"
+	"  content_stored INTEGER NOT NULL DEFAULT 0"
+	");"
+	"INSERT INTO artifacts_v2(id, run_id, path, name, mime_type, size, sha256, recorded_at_ns,"
+	"  content_stored) SELECT id, run_id, path, name, mime_type, size, sha256, recorded_at_ns,"
+	"  content_stored FROM artifacts;"
+	"DROP TABLE artifacts;"
+	"ALTER TABLE artifacts_v2 RENAME TO artifacts;"
+	"CREATE INDEX artifacts_run ON artifacts(run_id DESC);"
+	"CREATE INDEX artifacts_mime ON artifacts(mime_type);"
+	"CREATE INDEX artifacts_name ON artifacts(name);"
+	"CREATE INDEX artifacts_sha256 ON artifacts(sha256);"
+	"CREATE INDEX artifacts_recorded ON artifacts(recorded_at_ns);"
+	"CREATE TABLE snapshot_owners ("
+	"  snapshot_id INTEGER PRIMARY KEY REFERENCES snapshots(id) ON DELETE CASCADE,"
+	"  owner TEXT NOT NULL"
+	");";
+
 /* Step i brings the schema from version i to i + 1. Only ever append. */
 static const char *const migrations[] = {
 	schema_v1,
+	schema_v2,
 };
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == HV_STORE_SCHEMA_VERSION,
 	       "one migration step per schema version");
@@ -667,8 +733,22 @@ static int check_adopted(hv_store *st)
 	return wal ? HV_OK : hvst_check_integrity(st, true);
 }
 
-/* Runs the missing migration steps, all in one transaction. */
+/* Runs the missing migration steps, all in one transaction. Foreign keys are off meanwhile
+ * (the pragma is a no-op inside a transaction, hence around it): a step that rebuilds a table
+ * drops the old one, and with them on that drop would first delete, by cascade, every row
+ * referring to it. The result is checked (foreign_key_check) before the commit. */
+static int migrate_steps(hv_store *st);
+
 static int migrate(hv_store *st)
+{
+	int rc = hvst_exec(st, "PRAGMA foreign_keys = OFF", "cannot upgrade the schema");
+	if (rc == HV_OK)
+		rc = migrate_steps(st);
+	int on = hvst_exec(st, "PRAGMA foreign_keys = ON", "cannot upgrade the schema");
+	return rc != HV_OK ? rc : on;
+}
+
+static int migrate_steps(hv_store *st)
 {
 	int rc = hvst_tx_begin(st);
 	if (rc != HV_OK)
@@ -679,6 +759,18 @@ static int migrate(hv_store *st)
 		rc = refuse_newer(st, version);
 	for (int64_t v = version; rc == HV_OK && v >= 0 && v < HV_STORE_SCHEMA_VERSION; v++)
 		rc = hvst_exec(st, migrations[v], "cannot create the schema");
+	if (rc == HV_OK && version < HV_STORE_SCHEMA_VERSION) {
+		sqlite3_stmt *fk = NULL;
+		int src = sqlite3_prepare_v2(st->db, "PRAGMA foreign_key_check", -1, &fk, NULL);
+		if (src == SQLITE_OK)
+			src = sqlite3_step(fk);
+		if (src == SQLITE_ROW)
+			rc = hv_error_set(HV_EDB, "%s: cannot upgrade the schema: a row of %s refers "
+					  "to nothing", st->path, sqlite3_column_text(fk, 0));
+		else if (src != SQLITE_DONE)
+			rc = hvst_db_error(st, src, "cannot upgrade the schema");
+		sqlite3_finalize(fk);
+	}
 	if (rc == HV_OK && version < HV_STORE_SCHEMA_VERSION) {
 		char sql[64];
 		snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", HV_STORE_SCHEMA_VERSION);
@@ -964,6 +1056,26 @@ static int open_file(hv_store *st, enum file_state state)
 	return HV_OK;
 }
 
+/* Makes this handle record its process as the owner of what it records: runs through
+ * hv_store_run_begin(), snapshots through a TEMP trigger (a trigger of this connection only,
+ * holding the owner as a literal), so every snapshot gets its owner in the transaction that
+ * creates it, whichever code creates it. */
+static int set_owner(hv_store *st)
+{
+	st->owner = hvst_owner_self();
+	if (!st->owner)
+		return HV_OK;
+	char *sql = sqlite3_mprintf("CREATE TEMP TRIGGER IF NOT EXISTS snapshot_owner"
+				    " AFTER INSERT ON main.snapshots BEGIN"
+				    " INSERT OR REPLACE INTO snapshot_owners(snapshot_id, owner)"
+				    " VALUES (NEW.id, %Q); END", st->owner);
+	if (!sql)
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	int rc = hvst_exec(st, sql, "cannot open the database");
+	sqlite3_free(sql);
+	return rc;
+}
+
 hv_status hv_store_open(hv_store **out, const char *path, int flags)
 {
 	if (!out)
@@ -986,6 +1098,14 @@ hv_status hv_store_open(hv_store **out, const char *path, int flags)
 	 * NOLINTNEXTLINE(clang-analyzer-core.NullDereference) */
 	if (rc == HV_OK && !*st->path)
 		rc = hv_error_set(HV_EUSAGE, "the database path is empty");
+	/* SQLite gives these names meanings of its own: an in-memory database (a history gone
+	 * when the command ends) and a URI (whose options could open another file, or none). */
+	if (rc == HV_OK && !strcmp(st->path, ":memory:"))
+		rc = hv_error_set(HV_EUSAGE, "%s: an in-memory database cannot keep a history; give a "
+				  "file path (./:memory: for a file of that name)", st->path);
+	if (rc == HV_OK && !strncmp(st->path, "file:", 5))
+		rc = hv_error_set(HV_EUSAGE, "%s: SQLite URIs are not supported; give a file path "
+				  "(./%s for a file of that name)", st->path, st->path);
 	if (rc == HV_OK && xdg && !st->readonly)
 		rc = make_parent_dirs(st->path);
 
@@ -1012,6 +1132,12 @@ hv_status hv_store_open(hv_store **out, const char *path, int flags)
 		else
 			rc = open_file(st, state);
 	}
+	if (rc == HV_OK && !st->readonly && !st->ephemeral)
+		rc = set_owner(st);
+	/* Best effort: a busy database must not stop a command that only caches MIME answers;
+	 * the next open (or prune) ends those runs. */
+	if (rc == HV_OK && !st->readonly && !st->ephemeral && hvst_reap_interrupted(st) != HV_OK)
+		hv_error_clear();
 	if (rc != HV_OK) {
 		hv_error_saved saved;
 		hv_error_save(&saved);
@@ -1043,6 +1169,7 @@ hv_status hv_store_close(hv_store *st)
 		db_close(st);
 	}
 	mime_pending_free(st);
+	free(st->owner);
 	free(st->path);
 	free(st->abs_path);
 	free(st);

@@ -1,13 +1,198 @@
 /* The history: runs, their artifacts, the deduplicated contents, queries and prune. */
 #include "store_internal.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <openssl/evp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 /* Unfinished snapshots older than this were abandoned by a killed process. */
 #define STALE_SNAPSHOT_NS (INT64_C(3600) * 1000000000)
+
+/* ---- Owners ----------------------------------------------------------------------------- */
+
+/* Reads a small /proc file into buf (NUL-terminated): its length, or -1. */
+static ssize_t read_small(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, size - 1);
+	close(fd);
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	return n;
+}
+
+/* Field 22 of /proc/PID/stat, the start time in clock ticks since boot: with the pid, it names
+ * one process (a reused pid has another start time). 0 when it cannot be read. The command
+ * name (field 2) may hold spaces and parentheses: count from the last ')'. */
+static unsigned long long proc_start_time(long pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	if (read_small(path, buf, sizeof(buf)) <= 0)
+		return 0;
+	const char *p = strrchr(buf, ')');
+	if (!p)
+		return 0;
+	p++;
+	/* After ')': field 3 (state) is the first; field 22 is the twentieth. */
+	for (int field = 3; field < 22 && p; field++)
+		p = strchr(p + 1, ' ');
+	if (!p)
+		return 0;
+	return strtoull(p + 1, NULL, 10);
+}
+
+char *hvst_owner_self(void)
+{
+	char boot[64], ns[64], host[256];
+	ssize_t n = read_small("/proc/sys/kernel/random/boot_id", boot, sizeof(boot));
+	if (n <= 0)
+		return NULL;
+	boot[strcspn(boot, "\n")] = '\0';
+	ssize_t k = readlink("/proc/self/ns/pid", ns, sizeof(ns) - 1);
+	if (k <= 0)
+		return NULL;
+	ns[k] = '\0';
+	unsigned long long start = proc_start_time((long)getpid());
+	if (!start || gethostname(host, sizeof(host)) != 0)
+		return NULL;
+	host[sizeof(host) - 1] = '\0';
+	/* "pid:[4026531836]": the namespace's inode. */
+	const char *ino = strchr(ns, '[');
+	hv_buf b = {0};
+	if (hv_buf_printf(&b, "%ld %llu %s %s %s", (long)getpid(), start,
+			  ino ? ino + 1 : ns, boot, host) != HV_OK) {
+		hv_buf_free(&b);
+		return NULL;
+	}
+	char *close_br = strchr(b.data, ']');
+	if (close_br)
+		memmove(close_br, close_br + 1, strlen(close_br + 1) + 1);
+	return b.data;
+}
+
+typedef struct owner_id {
+	long pid;
+	unsigned long long start;
+	char ns[32];
+	char boot[64];
+	const char *host;   /* the rest of the string */
+} owner_id;
+
+/* The next space-separated word of *s into out (at most cap - 1 bytes); false when none. */
+static bool next_word(const char **s, char *out, size_t cap)
+{
+	const char *p = *s;
+	size_t n = strcspn(p, " ");
+	if (n == 0 || n >= cap)
+		return false;
+	memcpy(out, p, n);
+	out[n] = '\0';
+	*s = p[n] ? p + n + 1 : p + n;
+	return true;
+}
+
+static bool owner_parse(const char *s, owner_id *o)
+{
+	char pid[24], start[24];
+	if (!s || !next_word(&s, pid, sizeof(pid)) || !next_word(&s, start, sizeof(start)) ||
+	    !next_word(&s, o->ns, sizeof(o->ns)) || !next_word(&s, o->boot, sizeof(o->boot)))
+		return false;
+	char *end;
+	errno = 0;
+	o->pid = strtol(pid, &end, 10);
+	if (errno || *end || o->pid <= 0)
+		return false;
+	o->start = strtoull(start, &end, 10);
+	if (errno || *end)
+		return false;
+	o->host = s;
+	return true;
+}
+
+bool hvst_owner_gone(const char *self, const char *owner)
+{
+	owner_id me, them;
+	if (!owner_parse(self, &me) || !owner_parse(owner, &them))
+		return false;
+	/* Another machine, or another PID namespace: its pids mean nothing here. */
+	if (strcmp(me.host, them.host) != 0 || strcmp(me.ns, them.ns) != 0)
+		return false;
+	if (strcmp(me.boot, them.boot) != 0)
+		return true; /* that boot is over: every process of it is gone */
+	if (kill((pid_t)them.pid, 0) != 0 && errno == ESRCH)
+		return true;
+	/* The pid exists (EPERM says so too): the same process only with the same start time. An
+	 * unreadable /proc entry (hidepid) says nothing. */
+	unsigned long long start = proc_start_time(them.pid);
+	return start != 0 && start != them.start;
+}
+
+int hvst_reap_interrupted(hv_store *st)
+{
+	if (!st->owner)
+		return HV_OK;
+	sqlite3_stmt *q = NULL;
+	/* runs_open (a partial index) holds exactly the unended runs: no scan of the history. */
+	int src = sqlite3_prepare_v2(st->db, "SELECT id, owner FROM runs INDEXED BY runs_open"
+				     " WHERE ended_at_ns IS NULL AND owner IS NOT NULL", -1, &q, NULL);
+	if (src != SQLITE_OK)
+		return hvst_db_error(st, src, "cannot read the history");
+	int64_t *gone = NULL;
+	size_t n = 0, cap = 0;
+	int rc = HV_OK;
+	while ((src = sqlite3_step(q)) == SQLITE_ROW) {
+		if (!hvst_owner_gone(st->owner, (const char *)sqlite3_column_text(q, 1)))
+			continue;
+		if (n == cap) {
+			cap = cap ? 2 * cap : 8;
+			int64_t *p = realloc(gone, cap * sizeof(*gone));
+			if (!p) {
+				rc = hv_error_set(HV_ENOMEM, "out of memory");
+				break;
+			}
+			gone = p;
+		}
+		gone[n++] = sqlite3_column_int64(q, 0);
+	}
+	if (rc == HV_OK && src != SQLITE_DONE)
+		rc = hvst_db_error(st, src, "cannot read the history");
+	sqlite3_finalize(q);
+	q = NULL;
+	if (rc == HV_OK && n) {
+		src = sqlite3_prepare_v2(st->db, "UPDATE runs SET ended_at_ns = ?2, end_reason = '"
+					 HV_END_INTERRUPTED "' WHERE id = ?1 AND ended_at_ns IS NULL",
+					 -1, &q, NULL);
+		if (src != SQLITE_OK)
+			rc = hvst_db_error(st, src, "cannot end an interrupted run");
+		else
+			rc = hvst_tx_begin(st);
+		int64_t now = hv_store_now_ns();
+		for (size_t i = 0; rc == HV_OK && i < n; i++) {
+			sqlite3_bind_int64(q, 1, gone[i]);
+			sqlite3_bind_int64(q, 2, now);
+			src = hvst_step_done(q);
+			if (src != SQLITE_DONE) {
+				rc = hvst_db_error(st, src, "cannot end an interrupted run");
+				hvst_tx_rollback(st);
+			}
+		}
+		if (rc == HV_OK)
+			rc = hvst_tx_commit(st);
+		sqlite3_finalize(q);
+	}
+	free(gone);
+	return rc;
+}
 
 /* ---- Runs ------------------------------------------------------------------------------- */
 
@@ -20,8 +205,8 @@ hv_status hv_store_run_begin(hv_store *st, const hv_run_start *r, int64_t *run_i
 		return rc;
 	sqlite3_stmt *q = NULL;
 	int src = sqlite3_prepare_v2(st->db,
-				     "INSERT INTO runs(label, command, dir, started_at_ns)"
-				     " VALUES (?1, ?2, ?3, ?4)", -1, &q, NULL);
+				     "INSERT INTO runs(label, command, dir, started_at_ns, owner)"
+				     " VALUES (?1, ?2, ?3, ?4, ?5)", -1, &q, NULL);
 	if (src != SQLITE_OK)
 		return hvst_db_error(st, src, "cannot record the run");
 	if (r->label)
@@ -30,6 +215,8 @@ hv_status hv_store_run_begin(hv_store *st, const hv_run_start *r, int64_t *run_i
 		sqlite3_bind_text(q, 2, r->command_json, -1, SQLITE_STATIC);
 	hvst_bind_bytes(q, 3, r->dir, strlen(r->dir));
 	sqlite3_bind_int64(q, 4, r->started_at_ns ? r->started_at_ns : hv_store_now_ns());
+	if (st->owner)
+		sqlite3_bind_text(q, 5, st->owner, -1, SQLITE_STATIC);
 	if ((rc = hvst_tx_begin(st)) == HV_OK) {
 		src = hvst_step_done(q);
 		if (src == SQLITE_DONE) {
@@ -44,6 +231,32 @@ hv_status hv_store_run_begin(hv_store *st, const hv_run_start *r, int64_t *run_i
 	return rc;
 }
 
+/* The SHA-256 of p[0..n) as 64 lower-case hex digits. */
+static bool sha256_hex(const void *p, size_t n, char hex[65])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int md_len = 0;
+	if (!EVP_Digest(n ? p : "", n, md, &md_len, EVP_sha256(), NULL) || md_len != 32)
+		return false;
+	for (unsigned i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	return true;
+}
+
+/* Stored bytes are served only when they still hash to the digest they are stored under: the
+ * database is a file that anyone who can write it (the command that ran, too) can edit. what
+ * names the bytes in the message ("artifact 3"). */
+static int verify_content(const void *p, size_t n, const char *sha, const char *what)
+{
+	char hex[65];
+	if (!sha256_hex(p, n, hex))
+		return hv_error_set(HV_EIO, "%s: SHA-256 failed", what);
+	if (!sha || strncmp(hex, sha, 64) != 0)
+		return hv_error_set(HV_EDB, "%s: stored content does not match its SHA-256 (the "
+				    "database was modified)", what);
+	return HV_OK;
+}
+
 /* Checks an artifact before the transaction (hashing is slow: not under the write lock). */
 static int check_artifact(const hv_artifact_in *a, char sha[65])
 {
@@ -56,13 +269,9 @@ static int check_artifact(const hv_artifact_in *a, char sha[65])
 		return hv_error_set(HV_EUSAGE, "%.*s: content of %zu bytes for a file of %llu",
 				    (int)a->path_len, a->path, a->content_len,
 				    (unsigned long long)a->size);
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int md_len = 0;
-	if (!EVP_Digest(a->content, a->content_len, md, &md_len, EVP_sha256(), NULL))
-		return hv_error_set(HV_EIO, "%.*s: SHA-256 failed", (int)a->path_len, a->path);
 	char hex[65];
-	for (unsigned i = 0; i < 32; i++)
-		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	if (!sha256_hex(a->content, a->content_len, hex))
+		return hv_error_set(HV_EIO, "%.*s: SHA-256 failed", (int)a->path_len, a->path);
 	if (memcmp(hex, sha, 64) != 0)
 		return hv_error_set(HV_EUSAGE, "%.*s: the content does not match its SHA-256",
 				    (int)a->path_len, a->path);
@@ -98,7 +307,7 @@ static int record_end(hv_store *st, int64_t run_id, const hv_run_end *e)
 	int src = sqlite3_prepare_v2(st->db,
 				     "UPDATE runs SET ended_at_ns = ?2, exit_code = ?3, timed_out = ?4,"
 				     " duration_ms = ?5, stdout_truncated = ?6, stderr_truncated = ?7,"
-				     " skipped = ?8 WHERE id = ?1", -1, &q, NULL);
+				     " skipped = ?8, end_reason = ?9 WHERE id = ?1", -1, &q, NULL);
 	if (src == SQLITE_OK) {
 		sqlite3_bind_int64(q, 1, run_id);
 		sqlite3_bind_int64(q, 2, e->ended_at_ns ? e->ended_at_ns : hv_store_now_ns());
@@ -110,6 +319,8 @@ static int record_end(hv_store *st, int64_t run_id, const hv_run_end *e)
 		sqlite3_bind_int(q, 6, e->stdout_truncated);
 		sqlite3_bind_int(q, 7, e->stderr_truncated);
 		sqlite3_bind_text(q, 8, e->skipped_json ? e->skipped_json : "[]", -1, SQLITE_STATIC);
+		if (e->end_reason)
+			sqlite3_bind_text(q, 9, e->end_reason, -1, SQLITE_STATIC);
 		src = hvst_step_done(q);
 		sqlite3_finalize(q);
 		q = NULL;
@@ -160,6 +371,26 @@ static int record_artifact(hv_store *st, int64_t run_id, const hv_artifact_in *a
 	return src == SQLITE_DONE ? HV_OK : hvst_db_error(st, src, "cannot record an artifact");
 }
 
+/* After a recording that failed midway (disk full, lock busy past the timeout): the run is
+ * ended with none of its artifacts and says so, rather than left open as if still running.
+ * Best effort, in a transaction of its own (the rollback may have freed the room it needs);
+ * the caller's error stays the one reported. */
+static void end_not_recorded(hv_store *st, int64_t run_id, const hv_run_end *end)
+{
+	char msg[1024];
+	snprintf(msg, sizeof(msg), "%s", hv_error_last());
+	int status = hv_error_last_status();
+	hv_run_end e = *end;
+	e.end_reason = HV_END_NOT_RECORDED;
+	if (hvst_tx_begin(st) == HV_OK) {
+		if (check_run_open(st, run_id) == HV_OK && record_end(st, run_id, &e) == HV_OK)
+			hvst_tx_commit(st);
+		else
+			hvst_tx_rollback(st);
+	}
+	hv_error_set(status, "%s", msg);
+}
+
 hv_status hv_store_run_finish(hv_store *st, int64_t run_id, const hv_run_end *end,
 			      const hv_artifact_in *artifacts, size_t n_artifacts)
 {
@@ -173,9 +404,11 @@ hv_status hv_store_run_finish(hv_store *st, int64_t run_id, const hv_run_end *en
 		return hv_error_set(HV_ENOMEM, "out of memory");
 	for (size_t i = 0; rc == HV_OK && i < n_artifacts; i++)
 		rc = check_artifact(&artifacts[i], shas[i]);
+	bool was_open = false;
 	if (rc == HV_OK && (rc = hvst_tx_begin(st)) == HV_OK) {
 		int64_t now = hv_store_now_ns();
 		rc = check_run_open(st, run_id);
+		was_open = rc == HV_OK;
 		if (rc == HV_OK)
 			rc = record_end(st, run_id, end);
 		for (size_t i = 0; rc == HV_OK && i < n_artifacts; i++)
@@ -186,6 +419,8 @@ hv_status hv_store_run_finish(hv_store *st, int64_t run_id, const hv_run_end *en
 			hvst_tx_rollback(st);
 	}
 	free(shas);
+	if (rc != HV_OK && was_open && !end->end_reason)
+		end_not_recorded(st, run_id, end);
 	return rc;
 }
 
@@ -236,7 +471,7 @@ hv_status hv_store_runs(hv_store *st, const hv_run_filter *f, hv_run_iter **out)
 	int rc = hv_buf_append_str(
 		&sql, "SELECT r.id, r.label, r.command, r.dir, r.started_at_ns, r.ended_at_ns,"
 		      " r.exit_code, r.timed_out, r.duration_ms,"
-		      " (SELECT count(*) FROM artifacts a WHERE a.run_id = r.id)");
+		      " (SELECT count(*) FROM artifacts a WHERE a.run_id = r.id), r.end_reason");
 	if (f->with_output)
 		hv_buf_append_str(&sql, ", r.stdout_truncated, r.stderr_truncated, r.skipped,"
 					" o.stdout, o.stderr FROM runs r"
@@ -319,15 +554,16 @@ hv_status hv_run_iter_next(hv_run_iter *it, const hv_run_row **out)
 	r->timed_out = sqlite3_column_int(q, 7) != 0;
 	r->duration_ms = sqlite3_column_type(q, 8) == SQLITE_NULL ? -1 : sqlite3_column_int64(q, 8);
 	r->artifacts = (uint64_t)sqlite3_column_int64(q, 9);
+	r->end_reason = (const char *)sqlite3_column_text(q, 10);
 	if (it->with_output) {
-		r->stdout_truncated = sqlite3_column_int(q, 10) != 0;
-		r->stderr_truncated = sqlite3_column_int(q, 11) != 0;
-		r->skipped_json = (const char *)sqlite3_column_text(q, 12);
+		r->stdout_truncated = sqlite3_column_int(q, 11) != 0;
+		r->stderr_truncated = sqlite3_column_int(q, 12) != 0;
+		r->skipped_json = (const char *)sqlite3_column_text(q, 13);
 		if (!r->skipped_json)
 			r->skipped_json = "[]";
-		r->stdout_data = col_bytes(q, 13, &len);
+		r->stdout_data = col_bytes(q, 14, &len);
 		r->stdout_len = len;
-		r->stderr_data = col_bytes(q, 14, &len);
+		r->stderr_data = col_bytes(q, 15, &len);
 		r->stderr_len = len;
 	}
 	*out = r;
@@ -595,8 +831,15 @@ hv_status hv_artifact_iter_next(hv_artifact_iter *it, const hv_artifact_row **ou
 	a->sha256 = (const char *)sqlite3_column_text(q, 6);
 	a->recorded_at_ns = sqlite3_column_int64(q, 7);
 	a->content_stored = sqlite3_column_int(q, 8) != 0;
-	if (it->with_content)
+	if (it->with_content) {
 		a->content = col_bytes(q, 9, &a->content_len);
+		char what[48];
+		snprintf(what, sizeof(what), "artifact %lld", (long long)a->artifact_id);
+		int rc = a->content ? verify_content(a->content, a->content_len, a->sha256, what)
+				    : HV_OK;
+		if (rc != HV_OK)
+			return rc;
+	}
 	*out = a;
 	return HV_OK;
 }
@@ -613,10 +856,10 @@ void hv_artifact_iter_free(hv_artifact_iter *it)
 
 /* ---- Contents ----------------------------------------------------------------------------- */
 
-hv_status hv_store_content_get(hv_store *st, const char *sha256_hex, void **data, size_t *len)
+/* hv_store_content_get, naming the bytes what (NULL: by their digest) in a mismatch. */
+static int content_get(hv_store *st, const char *sha256_hex, const char *what, void **data,
+		       size_t *len)
 {
-	if (!st || !data || !len)
-		return hv_error_set(HV_EUSAGE, "hv_store_content_get: missing argument");
 	*data = NULL;
 	*len = 0;
 	char sha[65];
@@ -634,6 +877,8 @@ hv_status hv_store_content_get(hv_store *st, const char *sha256_hex, void **data
 		char *copy = malloc(n + 1);
 		if (!copy) {
 			rc = hv_error_set(HV_ENOMEM, "out of memory");
+		} else if ((rc = verify_content(p, n, sha, what ? what : sha)) != HV_OK) {
+			free(copy);
 		} else {
 			if (n)
 				memcpy(copy, p, n);
@@ -649,6 +894,13 @@ hv_status hv_store_content_get(hv_store *st, const char *sha256_hex, void **data
 	sqlite3_reset(q);
 	sqlite3_clear_bindings(q);
 	return rc;
+}
+
+hv_status hv_store_content_get(hv_store *st, const char *sha256_hex, void **data, size_t *len)
+{
+	if (!st || !data || !len)
+		return hv_error_set(HV_EUSAGE, "hv_store_content_get: missing argument");
+	return content_get(st, sha256_hex, NULL, data, len);
 }
 
 hv_status hv_store_artifact_content(hv_store *st, int64_t artifact_id, void **data,
@@ -676,7 +928,9 @@ hv_status hv_store_artifact_content(hv_store *st, int64_t artifact_id, void **da
 	sqlite3_finalize(q);
 	if (rc != HV_OK)
 		return rc;
-	rc = hv_store_content_get(st, sha, data, len);
+	char what[48];
+	snprintf(what, sizeof(what), "artifact %lld", (long long)artifact_id);
+	rc = content_get(st, sha, what, data, len);
 	if (rc == HV_DONE)
 		hv_error_set(HV_DONE, "artifact %lld: its content was not stored",
 			     (long long)artifact_id);
@@ -797,9 +1051,17 @@ static int prune_snapshot_ids(prune_ctx *c, int64_t **ids, size_t *n)
 	*ids = NULL;
 	*n = 0;
 	sqlite3_stmt *q = NULL;
+	/* A snapshot whose owner is alive is kept while that owner has a run in progress (the run
+	 * compares against it when its command ends) or while it is younger than an hour (it may
+	 * be about to begin that run: `run` takes its snapshot first). */
 	int src = sqlite3_prepare_v2(c->st->db,
-				     "SELECT id FROM snapshots WHERE created_at_ns < :cutoff"
-				     " OR (complete = 0 AND created_at_ns < :stale)", -1, &q, NULL);
+				     "SELECT s.id, o.owner, s.created_at_ns >= :stale OR EXISTS"
+				     " (SELECT 1 FROM runs r INDEXED BY runs_open"
+				     "  WHERE r.ended_at_ns IS NULL AND r.owner = o.owner)"
+				     " FROM snapshots s"
+				     " LEFT JOIN snapshot_owners o ON o.snapshot_id = s.id"
+				     " WHERE s.created_at_ns < :cutoff"
+				     " OR (s.complete = 0 AND s.created_at_ns < :stale)", -1, &q, NULL);
 	if (src != SQLITE_OK)
 		return hvst_db_error(c->st, src, "cannot prune");
 	bind_name(q, ":cutoff", c->cutoff);
@@ -807,6 +1069,9 @@ static int prune_snapshot_ids(prune_ctx *c, int64_t **ids, size_t *n)
 	size_t cap = 0;
 	int rc = HV_OK;
 	while (rc == HV_OK && (src = sqlite3_step(q)) == SQLITE_ROW) {
+		const char *owner = (const char *)sqlite3_column_text(q, 1);
+		if (owner && sqlite3_column_int(q, 2) && !hvst_owner_gone(c->st->owner, owner))
+			continue;
 		if (*n == cap) {
 			cap = cap ? 2 * cap : 16;
 			int64_t *p = realloc(*ids, cap * sizeof(**ids));
@@ -854,8 +1119,14 @@ hv_status hv_store_prune(hv_store *st, const hv_prune_opts *opts, hv_prune_resul
 	bool use_before = opts->has_before || opts->before_ns != 0;
 	if (opts->keep_runs < 0 && !use_before)
 		return hv_error_set(HV_EUSAGE, "prune: give --keep-runs N or --before TIME");
+	/* Both would be a union or an intersection, and either reading surprises someone. */
+	if (opts->keep_runs >= 0 && use_before)
+		return hv_error_set(HV_EUSAGE, "prune: give --keep-runs N or --before TIME, not both");
 	int rc = hvst_check_writable(st);
 	if (rc != HV_OK)
+		return rc;
+	/* Runs whose harvest was killed end now, so they can go like any other ended run. */
+	if ((rc = hvst_reap_interrupted(st)) != HV_OK)
 		return rc;
 	prune_ctx c = {
 		.st = st,
@@ -892,8 +1163,9 @@ hv_status hv_store_prune(hv_store *st, const hv_prune_opts *opts, hv_prune_resul
 			c.keep_below = c.max_id + 1;
 	}
 	hv_buf sel = {0};
+	/* Never a run in progress: its harvest would find its run (and its snapshot) gone. */
 	hv_buf_append_str(&sel, "INSERT INTO temp.prune_runs SELECT id FROM runs"
-				" WHERE id <= :max AND (0");
+				" WHERE id <= :max AND ended_at_ns IS NOT NULL AND (0");
 	if (c.use_before)
 		hv_buf_append_str(&sel, " OR started_at_ns < :before");
 	if (c.keep_below)

@@ -43,6 +43,7 @@ struct hv_store {
 	bool readonly;
 	bool ephemeral;      /* a read-only open of a missing database: an empty in-memory one */
 	bool in_tx;
+	char *owner;         /* this process as a run's owner (hvst_owner_self()); NULL: unknown */
 	sqlite3_stmt *stmt[STMT__COUNT];
 	st_mime_pending mime[ST_MIME_BATCH];
 	size_t n_mime;
@@ -75,6 +76,20 @@ int hvst_hex_norm(const char *in, bool full, char out[65]);
 int hvst_bind_bytes(sqlite3_stmt *s, int idx, const void *p, size_t len);
 /* Steps a statement that returns no rows, then resets it: SQLITE_DONE or the error code. */
 int hvst_step_done(sqlite3_stmt *s);
+
+/* This process as the owner of what it records: "PID STARTTIME PIDNS BOOT_ID HOST" (the start
+ * time in clock ticks since boot, field 22 of /proc/PID/stat; PIDNS the inode of
+ * /proc/self/ns/pid), malloc'd; NULL when /proc cannot tell (then nothing it records is ever
+ * found gone). */
+char *hvst_owner_self(void);
+/* Whether the process that owner (a string of hvst_owner_self()'s form) names is gone, judged
+ * from the process whose owner string is self: only when both are on the same host and in the
+ * same PID namespace, and that boot is over or that process (pid with that start time) no
+ * longer exists. Unknown is never gone. */
+bool hvst_owner_gone(const char *self, const char *owner);
+/* Ends the unended runs whose owner is gone (end_reason "interrupted"), in one transaction
+ * when there are any. */
+int hvst_reap_interrupted(hv_store *st);
 
 /* Walk-order keys: the path with every '/' turned into a NUL byte, so that memcmp order of
  * keys (SQLite's BLOB order) is the walker's component-wise order. */

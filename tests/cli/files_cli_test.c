@@ -12,6 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -398,6 +401,164 @@ static void test_cat_refusals(void **state)
 	free(dangling);
 }
 
+/* Starts harvest ARGS... with stdin in_fd and stdout out_fd (-1: /dev/null); returns the
+ * pid. */
+static pid_t hv_start(int in_fd, int out_fd, const char *const *args)
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDWR);
+		dup2(in_fd >= 0 ? in_fd : null, 0);
+		dup2(out_fd >= 0 ? out_fd : null, 1);
+		execv(HARVEST_BIN, (char *const *)args);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* Waits until the pipe whose write end is wfd is empty and process pid sleeps in a system
+ * call (state S), or has exited: returns -1, or its exit status when it exited. No timing:
+ * it spins (yielding) on what the kernel reports. */
+static int wait_drained_and_asleep(int wfd, pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	for (;;) {
+		int st;
+		pid_t w = waitpid(pid, &st, WNOHANG);
+		if (w == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		int queued = 0;
+		assert_int_equal(ioctl(wfd, FIONREAD, &queued), 0);
+		char buf[512] = "";
+		FILE *f = fopen(path, "r");
+		if (f) {
+			if (!fgets(buf, sizeof(buf), f))
+				buf[0] = '\0';
+			fclose(f);
+		}
+		const char *close_paren = strrchr(buf, ')');
+		if (queued == 0 && close_paren && close_paren[1] == ' ' && close_paren[2] == 'S')
+			return -1;
+		sched_yield();
+	}
+}
+
+/* A caller may hand harvest pipes in non-blocking mode (a Node.js parent shares them so):
+ * EAGAIN is waited out, not an error, on stdout for cat and on stdin for put. */
+static void test_nonblocking_pipes(void **state)
+{
+	char *d = tu_tmpdir();
+	size_t n = 4u << 20;
+	char *data = tu_xmalloc(n);
+	for (size_t i = 0; i < n; i++)
+		data[i] = (char)(i * 2654435761u >> 13);
+	tu_write(d, "src", data, n);
+	char *src = P(d, "src"), *dst = P(d, "dst");
+
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	assert_int_equal(fcntl(p[1], F_SETFL, O_NONBLOCK), 0); /* cat's stdout */
+	const char *cat_args[] = {HARVEST_BIN, "cat", src, NULL};
+	pid_t pid = hv_start(-1, p[1], cat_args);
+	close(p[1]);
+	char *got = tu_xmalloc(n + 1);
+	size_t len = 0;
+	for (;;) {
+		ssize_t r = read(p[0], got + len, n + 1 - len);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		len += (size_t)r;
+	}
+	close(p[0]);
+	assert_int_equal(tu_wait(pid), 0);
+	assert_int_equal(len, n);
+	assert_memory_equal(got, data, n);
+	free(got);
+
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	assert_int_equal(fcntl(p[0], F_SETFL, O_NONBLOCK), 0); /* put's stdin */
+	const char *put_args[] = {HARVEST_BIN, "put", dst, NULL};
+	pid = hv_start(p[0], -1, put_args);
+	close(p[0]);
+	int status = -1;
+	for (size_t off = 0; off < n && status < 0; off += 65536) {
+		size_t left = n - off < 65536 ? n - off : 65536;
+		for (size_t w = 0; w < left;) {
+			ssize_t r = write(p[1], data + off + w, left - w);
+			assert_true(r > 0);
+			w += (size_t)r;
+		}
+		/* Once, let put find its stdin empty: wait until it has read everything and
+		 * sleeps (waiting for more, as it must) or has ended (failing on EAGAIN). */
+		if (off == 0)
+			status = wait_drained_and_asleep(p[1], pid);
+	}
+	close(p[1]);
+	if (status < 0)
+		status = tu_wait(pid);
+	assert_int_equal(status, 0);
+	assert_same_file(src, dst);
+	free(data);
+	free(src);
+	free(dst);
+}
+
+/* A 5 GiB file (sparse, with a marker at the end) goes through cat in bounded memory: the
+ * bytes all arrive, and the process's peak resident size stays far below the file's. */
+static void test_cat_5gib_bounded_memory(void **state)
+{
+	char *d = tu_tmpdir();
+	char *big = P(d, "big");
+	int fd = open(big, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	const off_t size = (off_t)5 << 30;
+	assert_int_equal(pwrite(fd, "END", 3, size - 3), 3);
+	close(fd);
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	const char *args[] = {HARVEST_BIN, "cat", big, NULL};
+	pid_t pid = hv_start(-1, p[1], args);
+	close(p[1]);
+	static char buf[1 << 20], zero_block[1 << 20];
+	uint64_t total = 0;
+	char tail[3] = {0};
+	bool zeros = true;
+	for (;;) {
+		ssize_t r = read(p[0], buf, sizeof(buf));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		uint64_t body = (uint64_t)size - 3; /* the bytes before the marker */
+		size_t z = total >= body ? 0 : body - total < (uint64_t)r ? (size_t)(body - total)
+									    : (size_t)r;
+		/* every 16th MiB is compared: enough to see garbage, cheap under valgrind */
+		if ((total >> 20) % 16 == 0)
+			zeros &= memcmp(buf, zero_block, z) == 0;
+		for (size_t i = z; i < (size_t)r; i++)
+			if (total + i - body < 3)
+				tail[total + i - body] = buf[i];
+		total += (uint64_t)r;
+	}
+	close(p[0]);
+	int st;
+	struct rusage ru;
+	assert_int_equal(wait4(pid, &st, 0, &ru), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	assert_int_equal(total, (uint64_t)size);
+	assert_true(zeros);
+	assert_memory_equal(tail, "END", 3);
+	/* ru_maxrss is in KiB; sanitizer and valgrind runtimes included, 512 MiB is generous */
+	if (ru.ru_maxrss > 512 * 1024)
+		fail_msg("cat of 5 GiB peaked at %ld KiB resident", ru.ru_maxrss);
+	free(big);
+}
+
 /* ---- rm ----------------------------------------------------------------------------------- */
 
 static void test_rm_files_and_links(void **state)
@@ -456,7 +617,7 @@ static void test_rm_tree_with_links_out(void **state)
 	mklink(outside, d, "t/a/b/out");
 	mklink("../../outside/precious", d, "t/a/precious");
 	mklink("/", d, "t/root");
-	assert_int_equal(hv_io(NULL, NULL, NULL, NULL, "rm", "-r", t, NULL), 0);
+	assert_int_equal(hv_io(NULL, NULL, NULL, NULL, "rm", t, "-R", NULL), 0);
 	assert_false(exists(d, "t"));
 	assert_true(exists(d, "outside/precious"));
 	free(a);
@@ -596,8 +757,16 @@ static void test_usage_and_help(void **state)
 		tu_harvest(&r, cmds[i], "--bogus", "a", NULL);
 		assert_int_equal(r.status, 2);
 		tu_result_free(&r);
+		/* --case, as every command takes it (no JSON here), is checked all the same */
+		tu_harvest(&r, cmds[i], "--case", "kebab", "a", NULL);
+		assert_int_equal(r.status, 2);
+		tu_result_free(&r);
+		tu_harvest(&r, cmds[i], "--format", "json", "a", NULL);
+		assert_int_equal(r.status, 2); /* no --format: nothing to format */
+		tu_result_free(&r);
 		if (i != 1) { /* put would create it */
-			tu_harvest(&r, cmds[i], "--quiet", "/nonexistent/harvest-test", NULL);
+			tu_harvest(&r, cmds[i], "--quiet", "--case=camel", "/nonexistent/harvest-test",
+				   NULL);
 			assert_int_equal(r.status, 3);
 			tu_result_free(&r);
 		}
@@ -621,6 +790,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_put_failures, tu_cleanup),
 		cmocka_unit_test_teardown(test_put_symlink_replaced, tu_cleanup),
 		cmocka_unit_test_teardown(test_cat_refusals, tu_cleanup),
+		cmocka_unit_test_teardown(test_nonblocking_pipes, tu_cleanup),
+		cmocka_unit_test_teardown(test_cat_5gib_bounded_memory, tu_cleanup),
 		cmocka_unit_test_teardown(test_rm_files_and_links, tu_cleanup),
 		cmocka_unit_test_teardown(test_rm_tree_with_links_out, tu_cleanup),
 		cmocka_unit_test_teardown(test_rm_refusals, tu_cleanup),

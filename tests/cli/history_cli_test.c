@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -690,8 +691,9 @@ static void test_runs(void **state)
 	int64_t prev_started = INT64_MAX;
 	for (size_t i = 0; i < 4; i++) {
 		const tj_value *o = tj_at(list, i);
-		assert_int_equal(tj_len(o), 9);
+		assert_int_equal(tj_len(o), 10);
 		assert_int_equal(tj_int(tj_get(o, "run_id")), want[i].id);
+		assert_true(tj_is_null(tj_get(o, "end_reason")));
 		expect_json_eq(tj_get(o, "label"), want[i].label_json, "label");
 		expect_json_eq(tj_get(o, "command"), want[i].command_json, "command");
 		char *d = tu_path(f.root, want[i].dir);
@@ -1926,7 +1928,8 @@ static void test_concurrent_runs(void **state)
 enum { KILL_FILES = 2000 };
 
 /* After a kill: the database is consistent and usable; every run is either finished with all
- * its artifacts or unfinished with none (the finish is one transaction). */
+ * its artifacts or unfinished with none (the finish is one transaction); an unfinished one is
+ * ended as "interrupted" by the next writing open, still with none. */
 static void check_after_kill(const fixture *f, const char *what)
 {
 	if (path_exists(f->db))
@@ -1936,6 +1939,11 @@ static void check_after_kill(const fixture *f, const char *what)
 		const tj_value *o = tj_at(list, i);
 		int64_t n = tj_int(tj_get(o, "artifacts"));
 		bool ended = !tj_is_null(tj_get(o, "ended_at"));
+		const tj_value *why = tj_get(o, "end_reason");
+		if (ended && !tj_is_null(why)) {
+			expect_str(why, "interrupted", "end_reason after a kill");
+			ended = false;
+		}
 		if (ended ? n != KILL_FILES : n != 0)
 			fail_msg("%s: run %lld %s with %lld artifacts", what,
 				 (long long)tj_int(tj_get(o, "run_id")),
@@ -2076,6 +2084,509 @@ static void test_kill_collect(void **state)
 	fx_close(&f);
 }
 
+/* ---- hostile cases: what FILE is, runs in flight, reused ids, forged contents ------------ */
+
+/* A run writing one file with content text; the id of its only artifact (as text) in id. */
+static int64_t one_artifact_run(const fixture *f, const char *dir, const char *text, char id[32])
+{
+	char script[256];
+	snprintf(script, sizeof(script), "printf '%s' > a.txt", text);
+	tj_value *res = shell_run(f, dir, script, 0);
+	int64_t run = run_id_of(res);
+	tj_free(res);
+	char rs[32];
+	snprintf(rs, sizeof(rs), "%lld", (long long)run);
+	tj_value *list = history_json(f, "artifacts", (const char *const[]){"--run", rs, NULL});
+	assert_int_equal(tj_len(list), 1);
+	snprintf(id, 32, "%lld", (long long)tj_int(tj_get(tj_at(list, 0), "artifact_id")));
+	tj_free(list);
+	return run;
+}
+
+static void expect_file(const char *path, const char *want, const char *what)
+{
+	size_t len = 0;
+	char *got = tu_read_file(path, &len);
+	if (!got || len != strlen(want) || memcmp(got, want, len) != 0)
+		fail_msg("%s: %s holds '%s', expected '%s'", what, path, got ? got : "(nothing)",
+			 want);
+	free(got);
+}
+
+static void get_to(const fixture *f, tu_result *r, const char *id, const char *out,
+		   const char *extra)
+{
+	if (extra)
+		hv(r, NULL, "history", "get", id, "-o", out, extra, "--db", f->db, NULL);
+	else
+		hv(r, NULL, "history", "get", id, "-o", out, "--db", f->db, NULL);
+}
+
+/* -o FILE never replaces what FILE is: devices and FIFOs are written into, a symlink is refused
+ * (or followed with --follow), a regular file keeps its inode, mode, owner and hard links. */
+static void test_get_output_kinds(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	char id[32];
+	one_artifact_run(&f, "d", "payload", id);
+	tu_result r;
+
+	/* Devices: copies of /dev/null (1,3) and /dev/full (1,7), so no system file is at risk. */
+	char *null_dev = tu_path(f.root, "null");
+	char *full_dev = tu_path(f.root, "full");
+	assert_int_equal(mknod(null_dev, S_IFCHR | 0666, makedev(1, 3)), 0);
+	assert_int_equal(mknod(full_dev, S_IFCHR | 0666, makedev(1, 7)), 0);
+	get_to(&f, &r, id, null_dev, NULL);
+	expect_status(&r, 0, "get -o a null device");
+	tu_result_free(&r);
+	struct stat sb;
+	assert_int_equal(lstat(null_dev, &sb), 0);
+	assert_true(S_ISCHR(sb.st_mode));
+	assert_int_equal(sb.st_rdev, makedev(1, 3));
+	get_to(&f, &r, id, full_dev, NULL);
+	expect_status(&r, 1, "get -o a full device");
+	expect_one_line_error(&r, "No space left on device", "get -o a full device");
+	tu_result_free(&r);
+	assert_int_equal(lstat(full_dev, &sb), 0);
+	assert_true(S_ISCHR(sb.st_mode));
+
+	/* A FIFO nobody reads: refused at once, not waited on; one with a reader gets the bytes. */
+	char *fifo = tu_path(f.root, "fifo");
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	get_to(&f, &r, id, fifo, NULL);
+	expect_status(&r, 1, "get -o a FIFO without a reader");
+	expect_one_line_error(&r, "FIFO", "get -o a FIFO without a reader");
+	tu_result_free(&r);
+	int rfd = open(fifo, O_RDONLY | O_NONBLOCK);
+	assert_true(rfd >= 0);
+	get_to(&f, &r, id, fifo, NULL);
+	expect_status(&r, 0, "get -o a FIFO with a reader");
+	tu_result_free(&r);
+	char buf[64];
+	ssize_t n = read(rfd, buf, sizeof(buf));
+	close(rfd);
+	assert_int_equal(n, 7);
+	assert_memory_equal(buf, "payload", 7);
+	assert_int_equal(lstat(fifo, &sb), 0);
+	assert_true(S_ISFIFO(sb.st_mode));
+
+	/* A symlink: refused, both left alone; with --follow its target is written. */
+	tu_write(f.root, "target.txt", "old", 3);
+	char *target = tu_path(f.root, "target.txt");
+	char *link_p = tu_path(f.root, "link.txt");
+	assert_int_equal(symlink("target.txt", link_p), 0);
+	get_to(&f, &r, id, link_p, NULL);
+	expect_status(&r, 1, "get -o a symlink");
+	expect_one_line_error(&r, "symbolic link", "get -o a symlink");
+	tu_result_free(&r);
+	assert_int_equal(lstat(link_p, &sb), 0);
+	assert_true(S_ISLNK(sb.st_mode));
+	expect_file(target, "old", "after a refused symlink");
+	get_to(&f, &r, id, link_p, "--follow");
+	expect_status(&r, 0, "get -o a symlink --follow");
+	tu_result_free(&r);
+	assert_int_equal(lstat(link_p, &sb), 0);
+	assert_true(S_ISLNK(sb.st_mode));
+	expect_file(target, "payload", "get -o a symlink --follow");
+
+	/* Hard links: written in place, both names see the bytes, inode and mode kept. */
+	tu_write(f.root, "h1.txt", "old content, longer", 19);
+	char *h1 = tu_path(f.root, "h1.txt");
+	char *h2 = tu_path(f.root, "h2.txt");
+	assert_int_equal(link(h1, h2), 0);
+	assert_int_equal(chmod(h1, 0640), 0);
+	struct stat before;
+	assert_int_equal(stat(h1, &before), 0);
+	get_to(&f, &r, id, h1, NULL);
+	expect_status(&r, 0, "get -o a hard-linked file");
+	tu_result_free(&r);
+	assert_int_equal(stat(h1, &sb), 0);
+	assert_int_equal(sb.st_ino, before.st_ino);
+	assert_int_equal(sb.st_nlink, 2);
+	assert_int_equal(sb.st_mode & 07777, 0640);
+	expect_file(h1, "payload", "hard link 1");
+	expect_file(h2, "payload", "hard link 2");
+
+	/* Another owner: kept (written in place). */
+	tu_write(f.root, "theirs.txt", "old", 3);
+	char *theirs = tu_path(f.root, "theirs.txt");
+	assert_int_equal(chown(theirs, 65534, 65534), 0);
+	assert_int_equal(chmod(theirs, 0604), 0);
+	get_to(&f, &r, id, theirs, NULL);
+	expect_status(&r, 0, "get -o another user's file");
+	tu_result_free(&r);
+	assert_int_equal(stat(theirs, &sb), 0);
+	assert_int_equal(sb.st_uid, 65534);
+	assert_int_equal(sb.st_gid, 65534);
+	assert_int_equal(sb.st_mode & 07777, 0604);
+	expect_file(theirs, "payload", "another user's file");
+
+	/* Our own file with one link: replaced atomically, its mode kept. */
+	tu_write(f.root, "mine.txt", "old", 3);
+	char *mine = tu_path(f.root, "mine.txt");
+	assert_int_equal(chmod(mine, 0751), 0);
+	get_to(&f, &r, id, mine, NULL);
+	expect_status(&r, 0, "get -o our own file");
+	tu_result_free(&r);
+	assert_int_equal(stat(mine, &sb), 0);
+	assert_int_equal(sb.st_mode & 07777, 0751);
+	expect_file(mine, "payload", "our own file");
+
+	/* A new file: the mode `>` would give; a 255-byte name works. */
+	char name[256];
+	memset(name, 'n', 255);
+	name[255] = '\0';
+	char *longp = tu_path(f.root, name);
+	get_to(&f, &r, id, longp, NULL);
+	expect_status(&r, 0, "get -o a 255-byte name");
+	tu_result_free(&r);
+	expect_file(longp, "payload", "a 255-byte name");
+	mode_t mask = umask(0);
+	umask(mask);
+	assert_int_equal(stat(longp, &sb), 0);
+	assert_int_equal(sb.st_mode & 07777, 0666 & ~mask);
+	DIR *dd = opendir(f.root);
+	assert_non_null(dd);
+	for (struct dirent *e; (e = readdir(dd));)
+		if (!strncmp(e->d_name, ".hv.", 4))
+			fail_msg("get -o left %s behind", e->d_name);
+	closedir(dd);
+
+	/* -o - is stdout; a directory is refused. */
+	get_to(&f, &r, id, "-", NULL);
+	expect_status(&r, 0, "get -o -");
+	assert_int_equal(r.out_len, 7);
+	assert_memory_equal(r.out, "payload", 7);
+	tu_result_free(&r);
+	get_to(&f, &r, id, f.root, NULL);
+	expect_status(&r, 1, "get -o a directory");
+	expect_one_line_error(&r, "Is a directory", "get -o a directory");
+	tu_result_free(&r);
+
+	free(null_dev);
+	free(full_dev);
+	free(fifo);
+	free(target);
+	free(link_p);
+	free(h1);
+	free(h2);
+	free(theirs);
+	free(mine);
+	free(longp);
+	fx_close(&f);
+}
+
+/* ---- runs in flight and prune ---- */
+
+enum { N_FLIGHT = 16 };
+
+/* 16 runs at once while `prune --keep-runs 5` runs in a loop: every run succeeds and is
+ * recorded with its artifact (prune never touches a run in progress, nor its snapshot). */
+static void test_prune_during_runs(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	/* The database first, so the runs do not also race to create it. */
+	tj_free(shell_run(&f, "first", "true", 0));
+	pid_t pids[N_FLIGHT];
+	char *outs[N_FLIGHT];
+	for (int i = 0; i < N_FLIGHT; i++) {
+		char dir[16], script[128], out[32];
+		snprintf(dir, sizeof(dir), "d%d", i);
+		tu_mkdir(f.root, dir);
+		char *d = tu_path(f.root, dir);
+		snprintf(script, sizeof(script), "sleep 0.%d; echo %d > made.txt; sleep 0.2", 1 + i % 8, i);
+		snprintf(out, sizeof(out), "out%d.jsonl", i);
+		outs[i] = tu_path(f.root, out);
+		char *argv[] = {HARVEST_BIN, "run", "--db", f.db, "--dir", d, "--shell", "--", script,
+				NULL};
+		pids[i] = tu_spawn(argv, outs[i], NULL);
+		free(d);
+	}
+	int left = N_FLIGHT, status[N_FLIGHT];
+	bool done[N_FLIGHT] = {false};
+	int prunes = 0;
+	while (left > 0) {
+		tu_result r;
+		hv(&r, NULL, "history", "prune", "--keep-runs", "5", "--db", f.db, "--quiet", NULL);
+		expect_status(&r, 0, "prune during runs");
+		tu_result_free(&r);
+		prunes++;
+		for (int i = 0; i < N_FLIGHT; i++) {
+			int st;
+			if (!done[i] && waitpid(pids[i], &st, WNOHANG) == pids[i]) {
+				done[i] = true;
+				status[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+				left--;
+			}
+		}
+	}
+	assert_true(prunes > 0);
+	for (int i = 0; i < N_FLIGHT; i++) {
+		size_t len = 0;
+		char *out = tu_read_file(outs[i], &len);
+		assert_non_null(out);
+		tu_result fake = {.out = out, .out_len = len, .err = (char *)"", .status = status[i]};
+		if (status[i] != 0)
+			fail_msg("run %d during prunes: exit %d\n%.2000s", i, status[i], out);
+		tj_value *res = last_line(&fake, "run during prunes");
+		assert_int_equal(tj_type(tj_get(res, "run_id")), TJ_INT);
+		assert_int_equal(tj_len(tj_get(res, "output_files")), 1);
+		tj_free(res);
+		free(out);
+		free(outs[i]);
+	}
+	/* prune then keeps the newest 5, nothing is in flight any more. */
+	tu_result r;
+	hv(&r, NULL, "history", "prune", "--keep-runs", "5", "--db", f.db, NULL);
+	expect_status(&r, 0, "last prune");
+	tu_result_free(&r);
+	tj_value *list = history_json(&f, "runs", NULL);
+	assert_int_equal(tj_len(list), 5);
+	tj_free(list);
+	expect_integrity_ok(f.db, "after prunes during runs");
+	/* Both options together are refused, not given a meaning. */
+	expect_usage(&f, "prune", (const char *const[]){"--keep-runs", "1", "--before", "1d", NULL});
+	fx_close(&f);
+}
+
+/* Ids of pruned runs and artifacts are never given again: a stale id finds nothing. */
+static void test_ids_not_reused(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	char id1[32], id2[32];
+	int64_t r1 = one_artifact_run(&f, "a", "first", id1);
+	int64_t r2 = one_artifact_run(&f, "b", "second", id2);
+	tj_value *p = history_json(&f, "prune", (const char *const[]){"--before", "2999-01-01T00:00:00Z", NULL});
+	assert_int_equal(tj_int(tj_get(p, "runs")), 2);
+	tj_free(p);
+	char id3[32];
+	int64_t r3 = one_artifact_run(&f, "c", "third", id3);
+	assert_true(r3 > r2 && r2 > r1);
+	assert_true(strtoll(id3, NULL, 10) > strtoll(id2, NULL, 10));
+	tu_result r;
+	hv(&r, NULL, "history", "get", id1, "--db", f.db, NULL);
+	expect_status(&r, 1, "get of a pruned artifact");
+	assert_int_equal(r.out_len, 0);
+	char want[64];
+	snprintf(want, sizeof(want), "no artifact %s", id1);
+	expect_one_line_error(&r, want, "get of a pruned artifact");
+	tu_result_free(&r);
+	char rs[32];
+	snprintf(rs, sizeof(rs), "%lld", (long long)r1);
+	hv(&r, NULL, "history", "show", rs, "--db", f.db, NULL);
+	expect_status(&r, 1, "show of a pruned run");
+	snprintf(want, sizeof(want), "no run %s", rs);
+	expect_one_line_error(&r, want, "show of a pruned run");
+	tu_result_free(&r);
+	fx_close(&f);
+}
+
+/* show 0 is not the newest run: 0 is no run id. A missing artifact says so. */
+static void test_show_zero(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	char id[32];
+	one_artifact_run(&f, "d", "x", id);
+	const char *ids[] = {"0", "00", "99999"};
+	for (size_t i = 0; i < 3; i++) {
+		for (int content = 0; content < 2; content++) {
+			tu_result r;
+			if (content)
+				hv(&r, NULL, "history", "show", ids[i], "--content", "--db", f.db, NULL);
+			else
+				hv(&r, NULL, "history", "show", ids[i], "--db", f.db, NULL);
+			expect_status(&r, 1, ids[i]);
+			assert_int_equal(r.out_len, 0);
+			char want[64];
+			snprintf(want, sizeof(want), "harvest: no run %lld\n",
+				 (long long)strtoll(ids[i], NULL, 10));
+			if (strstr(r.err, want) != r.err)
+				fail_msg("show %s: '%s', expected '%s'", ids[i], r.err, want);
+			tu_result_free(&r);
+		}
+	}
+	tu_result r;
+	hv(&r, NULL, "history", "get", "0", "--db", f.db, NULL);
+	expect_status(&r, 1, "get 0");
+	expect_one_line_error(&r, "no artifact 0", "get 0");
+	tu_result_free(&r);
+	fx_close(&f);
+}
+
+/* Bytes changed in the database behind harvest's back are refused, never served. */
+static void test_forged_content(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	char id[32];
+	int64_t run = one_artifact_run(&f, "d", "genuine", id);
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(f.db, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "UPDATE contents SET bytes = CAST('forged!' AS BLOB)",
+				      NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	char sha[65];
+	tu_sha256_hex("genuine", 7, sha);
+	char rs[32];
+	snprintf(rs, sizeof(rs), "%lld", (long long)run);
+	char want[128];
+	snprintf(want, sizeof(want), "artifact %s: stored content does not match its SHA-256", id);
+	const char *const cmds[][4] = {
+		{"get", id, NULL, NULL},
+		{"get", sha, NULL, NULL},
+		{"show", rs, "--content", NULL},
+	};
+	for (size_t i = 0; i < 3; i++) {
+		const char *base[] = {"history", cmds[i][0], cmds[i][1], "--db", f.db, NULL};
+		tu_result r;
+		hv2(&r, base, cmds[i] + 2);
+		expect_status(&r, 1, cmds[i][0]);
+		assert_int_equal(r.out_len, 0);
+		expect_one_line_error(&r, i == 1 ? "stored content does not match its SHA-256" : want,
+				      cmds[i][0]);
+		tu_result_free(&r);
+	}
+	/* Without --content nothing stored is read: still shown. */
+	tj_value *v = history_json(&f, "show", (const char *const[]){rs, NULL});
+	tj_free(v);
+	fx_close(&f);
+}
+
+/* A collect whose recording fails says run_id null, and the history says why that run has no
+ * artifacts: it ended "not_recorded". */
+static void test_failed_recording(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	tj_free(shell_run(&f, "first", "true", 0)); /* the database */
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(f.db, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "CREATE TRIGGER no_room BEFORE INSERT ON artifacts BEGIN"
+				      " SELECT RAISE(ABORT, 'database or disk is full'); END",
+				      NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	tu_mkdir(f.root, "c");
+	tu_write(f.root, "c/x.txt", "x", 1);
+	char *c = tu_path(f.root, "c");
+	tu_result r;
+	hv(&r, NULL, "collect", "--db", f.db, c, NULL);
+	expect_status(&r, 1, "collect with a failing recording");
+	tj_value *v = json_doc(&r, "collect with a failing recording");
+	assert_true(tj_is_null(tj_get(v, "run_id")));
+	tj_free(v);
+	tu_result_free(&r);
+	tj_value *list = history_json(&f, "runs", (const char *const[]){"--limit", "1", NULL});
+	const tj_value *o = tj_at(list, 0);
+	expect_str(tj_get(o, "end_reason"), "not_recorded", "end_reason");
+	assert_false(tj_is_null(tj_get(o, "ended_at")));
+	assert_int_equal(tj_int(tj_get(o, "artifacts")), 0);
+	tj_free(list);
+	free(c);
+	fx_close(&f);
+}
+
+/* A harvest killed mid-run leaves its run unended only until the next writing open, which ends
+ * it as "interrupted". */
+static void test_interrupted_run(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	tu_mkdir(f.root, "d");
+	char *d = tu_path(f.root, "d");
+	char *pidf = tu_path(f.root, "cmd.pid");
+	char script[PATH_MAX + 64];
+	snprintf(script, sizeof(script), "echo $$ > %s; exec sleep 60", pidf);
+	char *argv[] = {HARVEST_BIN, "run", "--db", f.db, "--dir", d, "--shell", "--", script, NULL};
+	pid_t pid = tu_spawn(argv, NULL, NULL);
+	/* Until the command runs (its run is recorded before it starts). */
+	char *cmdpid = NULL;
+	while (!(cmdpid = tu_read_file(pidf, NULL)) || !strchr(cmdpid, '\n')) {
+		free(cmdpid);
+		cmdpid = NULL;
+		sleep_ms(20);
+	}
+	kill(pid, SIGKILL);
+	assert_int_equal(tu_wait(pid), 128 + SIGKILL);
+	kill((pid_t)strtol(cmdpid, NULL, 10), SIGKILL);
+	free(cmdpid);
+	tj_value *list = history_json(&f, "runs", NULL);
+	assert_int_equal(tj_len(list), 1);
+	assert_true(tj_is_null(tj_get(tj_at(list, 0), "ended_at"))); /* a query writes nothing */
+	tj_free(list);
+	tu_result r;
+	hv(&r, NULL, "snapshot", "--db", f.db, d, NULL); /* any writing open */
+	expect_status(&r, 0, "snapshot after the kill");
+	tu_result_free(&r);
+	list = history_json(&f, "runs", NULL);
+	assert_int_equal(tj_len(list), 1);
+	const tj_value *o = tj_at(list, 0);
+	assert_false(tj_is_null(tj_get(o, "ended_at")));
+	expect_str(tj_get(o, "end_reason"), "interrupted", "end_reason");
+	assert_true(tj_is_null(tj_get(o, "exit_code")));
+	char rs[32];
+	snprintf(rs, sizeof(rs), "%lld", (long long)tj_int(tj_get(o, "run_id")));
+	tj_free(list);
+	tj_value *show = history_json(&f, "show", (const char *const[]){rs, NULL});
+	expect_str(tj_get(show, "end_reason"), "interrupted", "show end_reason");
+	tj_free(show);
+	/* Ended, it can be pruned now. */
+	tj_value *p = history_json(&f, "prune", (const char *const[]){"--keep-runs", "0", NULL});
+	assert_int_equal(tj_int(tj_get(p, "runs")), 1);
+	tj_free(p);
+	free(pidf);
+	free(d);
+	fx_close(&f);
+}
+
+/* SQLite's special names are refused clearly; ./NAME is a file of that name. */
+static void test_db_special_names(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	tu_mkdir(f.root, "d");
+	const char *names[] = {":memory:", "file:x.db", "file:x.db?mode=memory"};
+	for (size_t i = 0; i < 3; i++) {
+		tu_result r;
+		const char *args[] = {"snapshot", "--db", names[i], "d", NULL};
+		tu_harvestv(&r, f.root, NULL, args);
+		expect_status(&r, 1, names[i]);
+		expect_one_line_error(&r, names[i], names[i]);
+		expect_one_line_error(&r, i ? "URI" : "in-memory", names[i]);
+		tu_result_free(&r);
+		const char *q[] = {"history", "runs", "--db", names[i], NULL};
+		tu_harvestv(&r, f.root, NULL, q);
+		expect_status(&r, 1, names[i]);
+		tu_result_free(&r);
+	}
+	DIR *dd = opendir(f.root);
+	assert_non_null(dd);
+	for (struct dirent *e; (e = readdir(dd));)
+		if (strchr(e->d_name, ':'))
+			fail_msg("a refused name left %s behind", e->d_name);
+	closedir(dd);
+	tu_result r;
+	const char *ok[] = {"snapshot", "--db", "./file:x.db", "d", NULL};
+	tu_harvestv(&r, f.root, NULL, ok);
+	expect_status(&r, 0, "./file:x.db");
+	tu_result_free(&r);
+	char *made = tu_path(f.root, "file:x.db");
+	assert_true(path_exists(made));
+	free(made);
+	fx_close(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2095,6 +2606,14 @@ int main(void)
 		cmocka_unit_test_teardown(test_corrupt_page, tu_cleanup),
 		cmocka_unit_test_teardown(test_concurrent_runs, tu_cleanup),
 		cmocka_unit_test_teardown(test_kill_collect, tu_cleanup),
+		cmocka_unit_test_teardown(test_get_output_kinds, tu_cleanup),
+		cmocka_unit_test_teardown(test_prune_during_runs, tu_cleanup),
+		cmocka_unit_test_teardown(test_ids_not_reused, tu_cleanup),
+		cmocka_unit_test_teardown(test_show_zero, tu_cleanup),
+		cmocka_unit_test_teardown(test_forged_content, tu_cleanup),
+		cmocka_unit_test_teardown(test_failed_recording, tu_cleanup),
+		cmocka_unit_test_teardown(test_interrupted_run, tu_cleanup),
+		cmocka_unit_test_teardown(test_db_special_names, tu_cleanup),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

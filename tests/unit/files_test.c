@@ -4,7 +4,7 @@
  * parents, modes, owners, symlinks replaced not followed, a parent swapped for a symlink
  * mid-way, the named fallback without O_TMPFILE's /proc, failures leaving nothing behind) and
  * hv_remove (files, symlinks, refusals, trees with symlinks out, a directory swapped mid-way,
- * a directory moved away while below it, permission denied as nobody).
+ * a directory moved away while below it, a 100,000-level tree, permission denied as nobody).
  * HV_TEST_FILTER=<test name> runs one case. */
 #include "testutil.h"
 
@@ -19,7 +19,9 @@
 #include <string.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 /* ---- helpers ---------------------------------------------------------------------------- */
@@ -194,6 +196,18 @@ static void test_copy_refuses_non_regular(void **state)
 	close(fd);
 	free(o);
 	assert_string_equal(hv_error_last(), "/dev/zero: not a regular file (char)");
+	/* a UNIX socket cannot even be opened: it is named as what it is all the same */
+	int cwd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_int_equal(chdir(d), 0);
+	int sk = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un a = {.sun_family = AF_UNIX, .sun_path = "sock"};
+	assert_int_equal(bind(sk, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(fchdir(cwd), 0);
+	close(cwd);
+	assert_int_equal(cat(d, "sock", &out, &len), HV_EIO);
+	free(out);
+	close(sk);
+	assert_non_null(strstr(hv_error_last(), "sock: not a regular file (socket)"));
 	alarm(0);
 	free(fifo);
 }
@@ -219,6 +233,33 @@ static void test_copy_write_error(void **state)
 	signal(SIGPIPE, SIG_DFL);
 	close(pp[1]);
 	free(p);
+}
+
+/* Copying a file into itself (cat f >> f) is refused: it would never end. In a 1 MiB tmpfs,
+ * so a broken refusal fills that, not the disk (root only: mounting). */
+static void test_copy_into_itself(void **state)
+{
+	if (geteuid() != 0)
+		skip(); /* mounting needs root */
+	char *d = tu_tmpdir();
+	mkdirs(d, "small");
+	char *small = P(d, "small");
+	if (mount("none", small, "tmpfs", 0, "size=1m") != 0)
+		fail_msg("mount tmpfs: %s", strerror(errno));
+	tu_cleanup_umount(small);
+	tu_write(small, "f", "grow", 4);
+	char *p = P(small, "f");
+	int fd = open(p, O_WRONLY | O_APPEND | O_CLOEXEC);
+	assert_true(fd >= 0);
+	hv_status st = hv_file_copy_to_fd(p, fd, "standard output");
+	close(fd);
+	assert_int_equal(st, HV_EIO);
+	char want[1024];
+	snprintf(want, sizeof(want), "%s: input file is output file", p);
+	assert_string_equal(hv_error_last(), want);
+	assert_content(small, "f", "grow", 4);
+	free(p);
+	free(small);
 }
 
 struct nobody_cat {
@@ -458,9 +499,16 @@ static void test_write_parent_swapped_for_symlink(void **state)
 	char *p = P(d, "root/a/b/c/f");
 	assert_int_equal(hv_file_write_buffer(p, "x", 1, &o), HV_EIO);
 	assert_int_equal(s.done, 1);
-	assert_non_null(strstr(hv_error_last(), "root/a/b: a symlink appeared"));
+	assert_non_null(strstr(hv_error_last(), "root/a/b: a symlink where a directory is made; not followed"));
 	assert_int_equal(count_entries(outside), 0);
 	free(p);
+	/* a dangling symlink where a parent is to be made: refused, its target not created */
+	mklink("../nowhere", d, "root/dangling");
+	char *q = P(d, "root/dangling/f");
+	assert_int_equal(hv_file_write_buffer(q, "x", 1, NULL), HV_EIO);
+	assert_non_null(strstr(hv_error_last(), "root/dangling: a symlink where a directory is made"));
+	assert_false(exists(d, "nowhere"));
+	free(q);
 	free(outside);
 }
 
@@ -777,6 +825,7 @@ static void test_remove_refuses_root(void **state)
 struct errors {
 	int n;
 	char last[512];
+	char all[4096]; /* every message, each ending in a newline */
 };
 
 static void collect_error(void *ctx, const char *message)
@@ -784,6 +833,8 @@ static void collect_error(void *ctx, const char *message)
 	struct errors *e = ctx;
 	e->n++;
 	snprintf(e->last, sizeof(e->last), "%s", message);
+	size_t len = strlen(e->all);
+	snprintf(e->all + len, sizeof(e->all) - len, "%s\n", message);
 }
 
 static void test_remove_tree_with_links_out(void **state)
@@ -840,6 +891,36 @@ static void test_remove_dir_swapped_for_symlink(void **state)
 	assert_content(d, "moved-away/f", "f", 1); /* moved out of the tree before it was reached */
 	free(t);
 	free(outside);
+}
+
+/* Swaps the tree's root for another directory (the one the lstat saw moved away). */
+static void swap_root_for_dir(void *ctx, const char *path)
+{
+	int *done = ctx;
+	if ((*done)++)
+		return;
+	char *moved = tu_path(path, "../t.moved");
+	if (rename(path, moved) != 0 || mkdir(path, 0755) != 0)
+		fail_msg("swapping %s: %s", path, strerror(errno));
+	free(moved);
+	tu_write(path, "newcomer", "n", 1);
+}
+
+static void test_remove_root_swapped_for_other_dir(void **state)
+{
+	char *d = tu_tmpdir();
+	mkdirs(d, "t");
+	tu_write(d, "t/f", "f", 1);
+	int done = 0;
+	hv_remove_opts o = {.recursive = true, .test_hook = swap_root_for_dir, .test_ctx = &done};
+	char *t = P(d, "t");
+	assert_int_equal(hv_remove(t, &o), HV_EIO);
+	free(t);
+	assert_int_equal(done, 1);
+	assert_non_null(strstr(hv_error_last(), "changed while being removed"));
+	/* neither the directory that was checked nor the one that came is touched */
+	assert_true(exists(d, "t/newcomer"));
+	assert_true(exists(d, "t.moved/f"));
 }
 
 static void test_remove_root_swapped_for_symlink(void **state)
@@ -946,6 +1027,7 @@ static void test_remove_tree_entries_made_meanwhile(void **state)
 	assert_false(exists(d, "t"));
 }
 
+/* 100,000 levels (the SPEC's depth): removal recursing on the C stack would overflow it. */
 static void test_remove_deep_tree(void **state)
 {
 	char *d = tu_tmpdir();
@@ -953,7 +1035,7 @@ static void test_remove_deep_tree(void **state)
 	char *t = P(d, "t");
 	int fd = open(t, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	assert_true(fd >= 0);
-	for (int i = 0; i < 20000; i++) {
+	for (int i = 0; i < 100000; i++) {
 		assert_int_equal(mkdirat(fd, "d", 0755), 0);
 		if (i % 1000 == 0) {
 			int f = openat(fd, "file", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
@@ -975,8 +1057,7 @@ static void test_remove_deep_tree(void **state)
 
 struct nobody_rm {
 	const char *path;
-	int errors;
-	char last[512];
+	const char *empty_root;
 };
 
 static int nobody_rm_fn(void *arg)
@@ -987,9 +1068,14 @@ static int nobody_rm_fn(void *arg)
 	hv_status st = hv_remove(c->path, &o);
 	if (st != HV_EIO)
 		return 10;
-	if (e.n != 1)
+	if (e.n != 2)
 		return 20 + e.n;
-	return strstr(e.last, "/t/locked/f: Permission denied") ? 0 : 12;
+	if (!strstr(e.all, "/t/locked/f: Permission denied\n") ||
+	    !strstr(e.all, "/t/unreadable-full: Permission denied\n"))
+		return 12;
+	/* an unreadable but empty directory is removed, also as the tree's root */
+	o.on_error = NULL;
+	return hv_remove(c->empty_root, &o) == HV_OK ? 0 : 13;
 }
 
 static void test_remove_permission_denied_as_nobody(void **state)
@@ -1003,17 +1089,32 @@ static void test_remove_permission_denied_as_nobody(void **state)
 	tu_write(d, "t/sub/mine", "m", 1);
 	mkdirs(d, "t/locked"); /* root's, 0755: nobody cannot remove what is in it */
 	tu_write(d, "t/locked/f", "f", 1);
-	const char *own[] = {"t", "t/mine", "t/sub", "t/sub/mine"};
-	for (size_t i = 0; i < 4; i++) {
+	/* nobody's, but unreadable (0300): removable only when empty */
+	mkdirs(d, "t/unreadable-empty");
+	mkdirs(d, "t/unreadable-full");
+	tu_write(d, "t/unreadable-full/f", "f", 1);
+	mkdirs(d, "w");
+	mkdirs(d, "w/u");
+	const char *own[] = {"t",	"t/mine", "t/sub", "t/sub/mine", "t/unreadable-empty",
+			     "t/unreadable-full", "t/unreadable-full/f", "w", "w/u"};
+	for (size_t i = 0; i < sizeof(own) / sizeof(*own); i++) {
 		char *p = P(d, own[i]);
 		assert_int_equal(lchown(p, 65534, 65534), 0);
+		if (strncmp(own[i], "t/unreadable-", 13) == 0 && !strchr(own[i] + 2, '/'))
+			assert_int_equal(chmod(p, 0300), 0);
+		if (strcmp(own[i], "w/u") == 0)
+			assert_int_equal(chmod(p, 0300), 0);
 		free(p);
 	}
-	char *t = P(d, "t");
-	struct nobody_rm c = {t, 0, ""};
+	char *t = P(d, "t"), *u = P(d, "w/u");
+	struct nobody_rm c = {t, u};
 	int rc = tu_as_nobody(nobody_rm_fn, &c);
 	free(t);
+	free(u);
 	assert_int_equal(rc, 0);
+	assert_false(exists(d, "w/u"));
+	assert_false(exists(d, "t/unreadable-empty"));
+	assert_true(exists(d, "t/unreadable-full/f"));
 	/* what could be removed is gone; the rest is there */
 	assert_false(exists(d, "t/mine"));
 	assert_false(exists(d, "t/sub"));
@@ -1028,6 +1129,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_copy_refuses_non_regular, tu_cleanup),
 		cmocka_unit_test_teardown(test_copy_write_error, tu_cleanup),
 		cmocka_unit_test_teardown(test_copy_permission_denied_as_nobody, tu_cleanup),
+		cmocka_unit_test_teardown(test_copy_into_itself, tu_cleanup),
 		cmocka_unit_test_teardown(test_write_parents_and_modes, tu_cleanup),
 		cmocka_unit_test_teardown(test_write_bad_arguments, tu_cleanup),
 		cmocka_unit_test_teardown(test_write_parent_not_directory, tu_cleanup),
@@ -1048,6 +1150,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_remove_tree_with_links_out, tu_cleanup),
 		cmocka_unit_test_teardown(test_remove_dir_swapped_for_symlink, tu_cleanup),
 		cmocka_unit_test_teardown(test_remove_root_swapped_for_symlink, tu_cleanup),
+		cmocka_unit_test_teardown(test_remove_root_swapped_for_other_dir, tu_cleanup),
 		cmocka_unit_test_teardown(test_remove_tree_moved_while_below, tu_cleanup),
 		cmocka_unit_test_teardown(test_remove_tree_entries_made_meanwhile, tu_cleanup),
 		cmocka_unit_test_teardown(test_remove_deep_tree, tu_cleanup),

@@ -233,6 +233,7 @@ static void test_ansi(void **state)
 		.duration_ms = 5,
 		.stdout_data = out,
 		.stdout_len = sizeof(out) - 1,
+		.end_reason = "not_recorded",
 		.stderr_data = "\x1b[33mwarn\x1b[m",
 		.stderr_len = 12,
 	};
@@ -241,6 +242,7 @@ static void test_ansi(void **state)
 				  "xyz<span class=\"c11\">&lt;hi&gt;q</span></pre>"));
 	assert_non_null(strstr(p, "<pre class=\"term\"><span class=\"c3\">warn</span></pre>"));
 	assert_non_null(strstr(p, "<span class=\"badge bad\">exit 2</span>"));
+	assert_non_null(strstr(p, "<span class=\"badge warn\">not recorded</span>"));
 	assert_no_script(p);
 	free(p);
 }
@@ -394,7 +396,11 @@ static void test_from_store(void **state)
 
 	s = (sink){0};
 	assert_int_equal(hv_page_write_run(st, id + 5, NULL, sink_write, &s), HV_DONE);
-	assert_non_null(strstr(hv_error_last(), "no run 6 in the history"));
+	assert_non_null(strstr(hv_error_last(), "no run 6"));
+	assert_null(s.p);
+	/* 0 is no run (in a filter it would mean any run) */
+	assert_int_equal(hv_page_write_run(st, 0, NULL, sink_write, &s), HV_DONE);
+	assert_non_null(strstr(hv_error_last(), "no run 0"));
 	assert_null(s.p);
 	hv_store_close(st);
 	tu_rmrf(dir);

@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1434,6 +1436,482 @@ static void test_prune(void **state)
 	assert_int_equal(raw_int(f->db, "PRAGMA freelist_count"), 0); /* pages given back */
 }
 
+/* Schema version 1 as harvest 1 wrote it (a copy: the migration must upgrade exactly this). */
+static const char old_schema_v1[] =
+	"CREATE TABLE mime_cache ("
+	"  dev INTEGER NOT NULL,"
+	"  ino INTEGER NOT NULL,"
+	"  ftype INTEGER NOT NULL,"         /* st_mode & S_IFMT */
+	"  size INTEGER NOT NULL,"
+	"  mtime_ns INTEGER NOT NULL,"
+	"  ctime_ns INTEGER NOT NULL,"
+	"  fingerprint TEXT NOT NULL,"
+	"  mime_type TEXT NOT NULL,"
+	"  sha256 TEXT,"                    /* the content's digest when it was read, else NULL */
+	"  cached_at_ns INTEGER NOT NULL,"
+	"  PRIMARY KEY (dev, ino)"
+	") WITHOUT ROWID;"
+	"CREATE TABLE snapshots ("
+	"  id INTEGER PRIMARY KEY,"
+	"  root BLOB NOT NULL,"
+	"  created_at_ns INTEGER NOT NULL,"
+	"  entries INTEGER NOT NULL DEFAULT 0,"
+	"  complete INTEGER NOT NULL DEFAULT 0"  /* 1 once finished: readers see only those */
+	");"
+	"CREATE INDEX snapshots_created ON snapshots(created_at_ns);"
+	/* path is the walk-order key: the relative path with '/' stored as a NUL byte. */
+	"CREATE TABLE snapshot_entries ("
+	"  snapshot_id INTEGER NOT NULL REFERENCES snapshots(id) ON DELETE CASCADE,"
+	"  path BLOB NOT NULL,"
+	"  dev INTEGER NOT NULL,"
+	"  ino INTEGER NOT NULL,"
+	"  size INTEGER NOT NULL,"
+	"  mode INTEGER NOT NULL,"
+	"  mtime_ns INTEGER NOT NULL,"
+	"  ctime_ns INTEGER NOT NULL,"
+	"  sha256 TEXT,"
+	"  PRIMARY KEY (snapshot_id, path)"
+	") WITHOUT ROWID;"
+	"CREATE TABLE runs ("
+	"  id INTEGER PRIMARY KEY,"
+	"  label BLOB,"
+	"  command TEXT,"                      /* JSON array; NULL for a collect */
+	"  dir BLOB NOT NULL,"
+	"  started_at_ns INTEGER NOT NULL,"
+	"  ended_at_ns INTEGER,"               /* NULL while running (or killed) */
+	"  exit_code INTEGER,"
+	"  timed_out INTEGER NOT NULL DEFAULT 0,"
+	"  duration_ms INTEGER,"
+	"  stdout_truncated INTEGER NOT NULL DEFAULT 0,"
+	"  stderr_truncated INTEGER NOT NULL DEFAULT 0,"
+	"  skipped TEXT"                       /* JSON array */
+	");"
+	"CREATE INDEX runs_started ON runs(started_at_ns);"
+	"CREATE INDEX runs_label ON runs(label);"
+	"CREATE TABLE run_outputs ("
+	"  run_id INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,"
+	"  stdout BLOB,"
+	"  stderr BLOB"
+	");"
+	"CREATE TABLE artifacts ("
+	"  id INTEGER PRIMARY KEY,"
+	"  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+	"  path BLOB NOT NULL,"
+	"  name BLOB NOT NULL,"
+	"  mime_type TEXT NOT NULL,"
+	"  size INTEGER NOT NULL,"
+	"  sha256 TEXT NOT NULL,"
+	"  recorded_at_ns INTEGER NOT NULL,"
+	"  content_stored INTEGER NOT NULL DEFAULT 0"
+	");"
+	/* DESC: a forward scan gives (run_id DESC, id ASC), the listing order, without a sort. */
+	"CREATE INDEX artifacts_run ON artifacts(run_id DESC);"
+	/* --mime for all images is the range mime_type >= 'image/' AND mime_type < 'image0'. */
+	"CREATE INDEX artifacts_mime ON artifacts(mime_type);"
+	"CREATE INDEX artifacts_name ON artifacts(name);"
+	"CREATE INDEX artifacts_sha256 ON artifacts(sha256);"
+	"CREATE INDEX artifacts_recorded ON artifacts(recorded_at_ns);"
+	"CREATE TABLE contents ("
+	"  sha256 TEXT PRIMARY KEY,"
+	"  size INTEGER NOT NULL,"
+	"  bytes BLOB NOT NULL"
+	");";
+
+
+/* A version-1 database: its runs, artifacts, outputs and contents survive the upgrade with
+ * their ids (no cascade deletes them while the tables are rebuilt), and ids are never given
+ * again afterwards, even once pruned. */
+static void test_migrate_v1(void **state)
+{
+	fixture *f = *state;
+	char sql[8192];
+	snprintf(sql, sizeof(sql),
+		 "PRAGMA application_id = %d; BEGIN; %s"
+		 "INSERT INTO runs(id, dir, started_at_ns, ended_at_ns, exit_code, skipped)"
+		 " VALUES (1, CAST('/d' AS BLOB), 1000, 2000, 0, '[]');"
+		 "INSERT INTO runs(id, dir, started_at_ns) VALUES (7, CAST('/d' AS BLOB), 3000);"
+		 "INSERT INTO run_outputs VALUES (1, CAST('out' AS BLOB), CAST('' AS BLOB));"
+		 "INSERT INTO artifacts(id, run_id, path, name, mime_type, size, sha256,"
+		 " recorded_at_ns, content_stored) VALUES (5, 1, CAST('a' AS BLOB),"
+		 " CAST('a' AS BLOB), 'text/plain', 2, '%s', 2000, 1);"
+		 "INSERT INTO contents VALUES ('%s', 2, CAST('hi' AS BLOB));"
+		 "PRAGMA user_version = 1; COMMIT;",
+		 HV_STORE_APPLICATION_ID, old_schema_v1,
+		 "8f434346648f6b96df89dda901c5176b10a6d83961dd3c1ac88b59b2dc327aa4",
+		 "8f434346648f6b96df89dda901c5176b10a6d83961dd3c1ac88b59b2dc327aa4");
+	raw_exec(f->db, sql);
+	assert_int_equal(raw_int(f->db, "PRAGMA user_version"), 1);
+
+	hv_store *st = open_ok(f->db, 0);
+	assert_int_equal(raw_int(f->db, "PRAGMA user_version"), HV_STORE_SCHEMA_VERSION);
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM runs"), 2);
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM run_outputs"), 1);
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM artifacts WHERE id = 5"), 1);
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM pragma_foreign_key_check"), 0);
+	check_ok(hv_store_integrity_check(st));
+	void *data;
+	size_t len;
+	check_ok(hv_store_artifact_content(st, 5, &data, &len));
+	assert_int_equal(len, 2);
+	assert_memory_equal(data, "hi", 2);
+	free(data);
+	hv_run_filter rf = {.run_id = 1, .with_output = true};
+	hv_run_iter *it;
+	const hv_run_row *r;
+	check_ok(hv_store_runs(st, &rf, &it));
+	check_ok(hv_run_iter_next(it, &r));
+	assert_int_equal(r->stdout_len, 3);
+	assert_int_equal(r->artifacts, 1);
+	assert_null(r->end_reason);
+	hv_run_iter_free(it);
+
+	/* New ids continue above the highest; after a prune of the newest, still above it. */
+	art a[] = {{"b", "b", "text/plain", "new", true, ""}};
+	int64_t id = record_run(st, NULL, NULL, 0, a, 1);
+	assert_int_equal(id, 8);
+	assert_int_equal(raw_int(f->db, "SELECT max(id) FROM artifacts"), 6);
+	hv_prune_opts po = {.keep_runs = 0};
+	hv_prune_result pr;
+	check_ok(hv_store_prune(st, &po, &pr));
+	/* Run 7 never ended and has no recorded owner: it may still be running, so it stays. */
+	assert_int_equal(pr.runs, 2);
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM runs WHERE id = 7"), 1);
+	id = record_run(st, NULL, NULL, 0, a, 1);
+	assert_int_equal(id, 9);
+	assert_int_equal(raw_int(f->db, "SELECT max(id) FROM artifacts"), 7);
+	assert_int_equal(hv_store_artifact_content(st, 6, &data, &len), HV_DONE);
+	assert_non_null(strstr(hv_error_last(), "no artifact 6"));
+	check_ok(hv_store_close(st));
+}
+
+/* The owner string of run id (written by hv_store_run_begin). */
+static char *owner_of(const char *db, int64_t id)
+{
+	sqlite3 *h;
+	assert_int_equal(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	sqlite3_stmt *q;
+	assert_int_equal(sqlite3_prepare_v2(h, "SELECT owner FROM runs WHERE id = ?1", -1, &q, NULL),
+			 SQLITE_OK);
+	sqlite3_bind_int64(q, 1, id);
+	assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+	const unsigned char *o = sqlite3_column_text(q, 0);
+	char *copy = o ? strdup((const char *)o) : NULL;
+	sqlite3_finalize(q);
+	sqlite3_close(h);
+	return copy;
+}
+
+static const char *end_reason_of(hv_store *st, int64_t id, bool *ended)
+{
+	static char buf[64];
+	hv_run_filter rf = {.run_id = id};
+	hv_run_iter *it;
+	const hv_run_row *r;
+	check_ok(hv_store_runs(st, &rf, &it));
+	check_ok(hv_run_iter_next(it, &r));
+	*ended = r->ended;
+	const char *why = NULL;
+	if (r->end_reason) {
+		snprintf(buf, sizeof(buf), "%s", r->end_reason);
+		why = buf;
+	}
+	hv_run_iter_free(it);
+	return why;
+}
+
+/* Who runs a run: a run whose owner process is gone (killed, another boot, a reused pid) is
+ * ended as "interrupted" by the next writing open; one whose owner is alive or cannot be
+ * checked from here (another host, another PID namespace, unknown) is left alone. */
+static void test_interrupted_runs(void **state)
+{
+	fixture *f = *state;
+	hv_store *st = open_ok(f->db, 0);
+	int64_t mine;
+	hv_run_start rs = {.dir = "/x"};
+	check_ok(hv_store_run_begin(st, &rs, &mine));
+	char *owner = owner_of(f->db, mine);
+	assert_non_null(owner);
+	long pid;
+	unsigned long long start;
+	char ns[32], boot[64];
+	int used = 0;
+	assert_true(sscanf(owner, "%ld %llu %31s %63s %n", &pid, &start, ns, boot, &used) >= 4);
+	assert_int_equal(pid, (long)getpid());
+	const char *host = owner + used;
+	pid_t dead = fork();
+	if (dead == 0)
+		_exit(0);
+	assert_int_equal(waitpid(dead, NULL, 0), dead);
+	char forged[6][512];
+	snprintf(forged[0], 512, "%ld %llu %s %s %s", (long)dead, start, ns, boot, host);
+	snprintf(forged[1], 512, "1 %llu %s %s %s", start + 123456789, ns, boot, host);
+	snprintf(forged[2], 512, "%ld %llu %s %s %s", pid, start, ns,
+		 "00000000-0000-0000-0000-000000000000", host);
+	snprintf(forged[3], 512, "%ld %llu %s %s %s.other", (long)dead, start, ns, boot, host);
+	snprintf(forged[4], 512, "%ld %llu %s1 %s %s", (long)dead, start, ns, boot, host);
+	snprintf(forged[5], 512, "garbage");
+	const bool gone[6] = {true, true, true, false, false, false};
+	int64_t ids[7];
+	for (int i = 0; i < 7; i++) {
+		check_ok(hv_store_run_begin(st, &rs, &ids[i]));
+		char sql[1024];
+		if (i < 6)
+			snprintf(sql, sizeof(sql), "UPDATE runs SET owner = '%s' WHERE id = %lld",
+				 forged[i], (long long)ids[i]);
+		else
+			snprintf(sql, sizeof(sql), "UPDATE runs SET owner = NULL WHERE id = %lld",
+				 (long long)ids[i]);
+		raw_exec(f->db, sql);
+	}
+	check_ok(hv_store_close(st));
+	/* A read-only open writes nothing: they are still open. */
+	st = open_ok(f->db, HV_STORE_READONLY);
+	bool ended;
+	for (int i = 0; i < 7; i++) {
+		assert_null(end_reason_of(st, ids[i], &ended));
+		assert_false(ended);
+	}
+	check_ok(hv_store_close(st));
+	st = open_ok(f->db, 0);
+	for (int i = 0; i < 7; i++) {
+		const char *why = end_reason_of(st, ids[i], &ended);
+		if (i < 6 && gone[i]) {
+			assert_true(ended);
+			assert_string_equal(why, HV_END_INTERRUPTED);
+		} else {
+			assert_false(ended);
+			assert_null(why);
+		}
+	}
+	assert_null(end_reason_of(st, mine, &ended));
+	assert_false(ended);
+	/* prune: the interrupted ones go; the others (maybe running) stay, counted as kept. */
+	hv_prune_opts po = {.keep_runs = 0};
+	hv_prune_result pr;
+	check_ok(hv_store_prune(st, &po, &pr));
+	assert_int_equal(pr.runs, 3);
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM runs"), 5);
+	po = (hv_prune_opts){.keep_runs = -1, .before_ns = hv_store_now_ns() + NS};
+	check_ok(hv_store_prune(st, &po, &pr));
+	assert_int_equal(pr.runs, 0);
+	/* Both options at once: refused. */
+	po = (hv_prune_opts){.keep_runs = 1, .has_before = true};
+	assert_int_equal(hv_store_prune(st, &po, &pr), HV_EUSAGE);
+	check_ok(hv_store_close(st));
+	free(owner);
+}
+
+/* A child that begins a run and a snapshot, then is killed. */
+static void killed_runner(const char *db)
+{
+	hv_store *st = NULL;
+	if (hv_store_open(&st, db, 0) != HV_OK)
+		_exit(2);
+	int64_t id, snap;
+	hv_run_start rs = {.dir = "/x"};
+	hv_snapshot_writer *w;
+	if (hv_store_snapshot_begin(st, "/x", &w) != HV_OK ||
+	    hv_snapshot_writer_finish(w, &snap) != HV_OK || hv_store_run_begin(st, &rs, &id) != HV_OK)
+		_exit(3);
+	raise(SIGKILL);
+	_exit(4);
+}
+
+/* A snapshot whose owner is alive and running a run is never pruned (the run compares against
+ * it when its command ends), however old; once its owner is gone it goes like any other. */
+static void test_prune_spares_runs_in_progress(void **state)
+{
+	fixture *f = *state;
+	pid_t child = fork();
+	if (child == 0)
+		killed_runner(f->db);
+	int status;
+	assert_int_equal(waitpid(child, &status, 0), child);
+	assert_true(WIFSIGNALED(status));
+	hv_store *st = open_ok(f->db, 0);
+	bool ended;
+	assert_string_equal(end_reason_of(st, 1, &ended), HV_END_INTERRUPTED);
+	assert_true(ended);
+
+	int64_t now = hv_store_now_ns(), day = 86400 * NS;
+	hv_snapshot_writer *w;
+	int64_t snap, run;
+	check_ok(hv_store_snapshot_begin(st, "/mine", &w));
+	check_ok(hv_snapshot_writer_finish(w, &snap));
+	hv_run_start rs = {.dir = "/mine"};
+	check_ok(hv_store_run_begin(st, &rs, &run));
+	art a[] = {{"b", "b", "text/plain", "done", true, ""}};
+	record_run(st, NULL, NULL, 0, a, 1);
+	char sql[256];
+	snprintf(sql, sizeof(sql), "UPDATE snapshots SET created_at_ns = %lld",
+		 (long long)(now - 4 * day));
+	raw_exec(f->db, sql);
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM snapshot_owners"), 2);
+
+	hv_prune_opts po = {.keep_runs = -1, .before_ns = now + NS};
+	hv_prune_result pr;
+	check_ok(hv_store_prune(st, &po, &pr));
+	assert_int_equal(pr.runs, 2);      /* the interrupted one and the finished one */
+	assert_int_equal(pr.snapshots, 1); /* the killed child's */
+	hv_snapshot *sn;
+	check_ok(hv_store_snapshot_open(st, snap, &sn));
+	hv_snapshot_close(sn);
+	assert_null(end_reason_of(st, run, &ended));
+	assert_false(ended);
+
+	/* The run ends (recording failed: it says so); its snapshot may go now. */
+	hv_run_end end = {.duration_ms = -1, .end_reason = HV_END_NOT_RECORDED};
+	check_ok(hv_store_run_finish(st, run, &end, NULL, 0));
+	assert_string_equal(end_reason_of(st, run, &ended), HV_END_NOT_RECORDED);
+	assert_true(ended);
+	check_ok(hv_store_prune(st, &po, &pr));
+	assert_int_equal(pr.runs, 1);
+	assert_int_equal(pr.snapshots, 1);
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM snapshot_owners"), 0);
+	check_ok(hv_store_integrity_check(st));
+	check_ok(hv_store_close(st));
+}
+
+/* A recording that fails midway records none of the artifacts, and the run is then ended as
+ * "not_recorded" rather than left open or shown as complete. */
+static void test_failed_recording(void **state)
+{
+	fixture *f = *state;
+	hv_store *st = open_ok(f->db, 0);
+	int64_t id;
+	hv_run_start rs = {.dir = "/x"};
+	check_ok(hv_store_run_begin(st, &rs, &id));
+	raw_exec(f->db, "CREATE TRIGGER no_room BEFORE INSERT ON artifacts"
+			" BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;");
+	char sha[65];
+	tu_sha256_hex("abc", 3, sha);
+	hv_artifact_in a = {.path = "a", .path_len = 1, .name = "a", .name_len = 1,
+			    .mime_type = "text/plain", .size = 3, .sha256 = sha, .content = "abc",
+			    .content_len = 3};
+	hv_run_end end = {.has_exit_code = true, .exit_code = 0, .duration_ms = 5,
+			  .stdout_data = "out", .stdout_len = 3};
+	assert_int_equal(hv_store_run_finish(st, id, &end, &a, 1), HV_EDB);
+	assert_non_null(strstr(hv_error_last(), "disk is full"));
+	bool ended;
+	assert_string_equal(end_reason_of(st, id, &ended), HV_END_NOT_RECORDED);
+	assert_true(ended);
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM artifacts"), 0);
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM contents"), 0);
+	assert_int_equal(raw_int(f->db, "SELECT exit_code FROM runs"), 0);
+	assert_int_equal(hv_store_run_finish(st, id, &end, NULL, 0), HV_DONE);
+	check_ok(hv_store_close(st));
+}
+
+/* Stored bytes edited behind harvest's back are refused by every read, never served. */
+static void test_forged_content(void **state)
+{
+	fixture *f = *state;
+	hv_store *st = open_ok(f->db, 0);
+	art a[] = {{"g", "g", "text/plain", "genuine", true, ""}};
+	int64_t run = record_run(st, NULL, NULL, 0, a, 1);
+	int64_t aid = raw_int(f->db, "SELECT max(id) FROM artifacts");
+	raw_exec(f->db, "UPDATE contents SET bytes = CAST('forged!' AS BLOB)");
+	void *data = NULL;
+	size_t len;
+	assert_int_equal(hv_store_content_get(st, a[0].sha, &data, &len), HV_EDB);
+	assert_null(data);
+	assert_non_null(strstr(hv_error_last(), "stored content does not match its SHA-256"));
+	assert_int_equal(hv_store_artifact_content(st, aid, &data, &len), HV_EDB);
+	char want[64];
+	snprintf(want, sizeof(want), "artifact %lld: stored content", (long long)aid);
+	assert_non_null(strstr(hv_error_last(), want));
+	hv_artifact_filter af = {.run_id = run, .with_content = true};
+	hv_artifact_iter *it;
+	const hv_artifact_row *row;
+	check_ok(hv_store_artifacts(st, &af, &it));
+	assert_int_equal(hv_artifact_iter_next(it, &row), HV_EDB);
+	hv_artifact_iter_free(it);
+	af.with_content = false; /* metadata alone is still listed */
+	check_ok(hv_store_artifacts(st, &af, &it));
+	check_ok(hv_artifact_iter_next(it, &row));
+	hv_artifact_iter_free(it);
+	check_ok(hv_store_close(st));
+}
+
+/* SQLite's special names are not paths of a history. */
+static void test_special_names(void **state)
+{
+	(void)state;
+	const char *names[] = {":memory:", "file:x.db", "file::memory:"};
+	for (size_t i = 0; i < 3; i++) {
+		for (int ro = 0; ro < 2; ro++) {
+			hv_store *st = NULL;
+			assert_int_equal(hv_store_open(&st, names[i], ro ? HV_STORE_READONLY : 0),
+					 HV_EUSAGE);
+			assert_null(st);
+			assert_non_null(strstr(hv_error_last(), names[i]));
+		}
+	}
+	assert_false(exists(":memory:"));
+	assert_false(exists("file:x.db"));
+}
+
+/* hv_write_file() refuses what it must not write. */
+static void test_write_file_refusals(void **state)
+{
+	fixture *f = *state;
+	char *sock = tu_path(f->dir, "sock");
+	int s = socket(AF_UNIX, SOCK_STREAM, 0);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+	assert_int_equal(bind(s, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(hv_write_file(sock, "x", 1, 0), HV_EUSAGE);
+	close(s);
+	char *dangling = tu_path(f->dir, "dangling");
+	assert_int_equal(symlink("nowhere", dangling), 0);
+	assert_int_equal(hv_write_file(dangling, "x", 1, 0), HV_EUSAGE);
+	assert_int_equal(hv_write_file(dangling, "x", 1, HV_WRITE_FOLLOW), HV_EIO);
+	char *missing = tu_path(f->dir, "no/such/file");
+	assert_int_equal(hv_write_file(missing, "x", 1, 0), HV_EIO);
+	assert_non_null(strstr(hv_error_last(), "No such file or directory"));
+	assert_int_equal(hv_write_file(NULL, "x", 1, 0), HV_EUSAGE);
+	char *fresh = tu_path(f->dir, "fresh");
+	check_ok(hv_write_file(fresh, "", 0, 0));
+	size_t len = 1;
+	char *got = read_file(fresh, &len);
+	assert_int_equal(len, 0);
+	free(got);
+	free(fresh);
+	free(missing);
+	free(dangling);
+	free(sock);
+}
+
+static int nobody_writes(void *arg)
+{
+	return hv_write_file(arg, "new bytes", 9, 0) == HV_OK ? 0 : 1;
+}
+
+/* A file this user may write, in a directory it may not: written in place (no temporary file
+ * can be made beside it), not refused. */
+static void test_write_file_unwritable_dir(void **state)
+{
+	fixture *f = *state;
+	char *d = tu_path(f->dir, "ro");
+	assert_int_equal(mkdir(d, 0755), 0);
+	tu_write(d, "out.txt", "old", 3);
+	char *out = tu_path(d, "out.txt");
+	assert_int_equal(chown(out, 65534, 65534), 0);
+	assert_int_equal(chmod(f->dir, 0755), 0);
+	struct stat before, after;
+	assert_int_equal(stat(out, &before), 0);
+	assert_int_equal(tu_as_nobody(nobody_writes, out), 0);
+	assert_int_equal(stat(out, &after), 0);
+	assert_int_equal(after.st_ino, before.st_ino);
+	size_t len;
+	char *got = read_file(out, &len);
+	assert_int_equal(len, 9);
+	assert_memory_equal(got, "new bytes", 9);
+	free(got);
+	free(out);
+	free(d);
+}
+
 /* ---- concurrency and crashes ---------------------------------------------------------------- */
 
 typedef struct worker {
@@ -1626,11 +2104,12 @@ static void test_killed_writer(void **state)
 		while (sqlite3_step(q) == SQLITE_ROW)
 			assert_int_equal(sqlite3_column_int64(q, 1), sqlite3_column_int64(q, 2));
 		sqlite3_finalize(q);
-		/* Every finished run has its artifact. */
+		/* Every finished run has its artifact; one the kill interrupted (ended by the open
+		 * above as "interrupted") has none. */
 		assert_int_equal(sqlite3_prepare_v2(h,
 			"SELECT count(*) FROM runs r WHERE r.ended_at_ns IS NOT NULL AND"
-			" NOT EXISTS (SELECT 1 FROM artifacts a WHERE a.run_id = r.id)", -1, &q,
-			NULL), SQLITE_OK);
+			" (r.end_reason IS NULL) = NOT EXISTS (SELECT 1 FROM artifacts a"
+			" WHERE a.run_id = r.id)", -1, &q, NULL), SQLITE_OK);
 		assert_int_equal(sqlite3_step(q), SQLITE_ROW);
 		assert_int_equal(sqlite3_column_int(q, 0), 0);
 		sqlite3_finalize(q);
@@ -1668,6 +2147,14 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_concurrent_threads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_creation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_killed_writer, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_migrate_v1, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_interrupted_runs, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_prune_spares_runs_in_progress, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_forged_content, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_failed_recording, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_special_names, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_write_file_refusals, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_write_file_unwritable_dir, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
