@@ -44,7 +44,8 @@ int hv_page_write_file(void *file, const void *data, size_t len);
 
 typedef struct hv_page_opts {
 	uint64_t embed_max;           /* 0: HV_PAGE_EMBED_MAX */
-	const char *host;             /* the host the run ran on, shown when not NULL */
+	const char *host;             /* the host the run ran on, shown when not NULL (for
+	                               * hv_page_write_run, NULL: the one the history recorded) */
 	const char *const *deleted;   /* paths the run deleted, shown when n_deleted > 0 */
 	size_t n_deleted;
 	const char *generated_by;     /* the footer's "harvest VERSION"; NULL: hv_version() */

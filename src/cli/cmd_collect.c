@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 hv_store *cli_open_store(const cli_common *c, int flags)
 {
@@ -334,7 +335,13 @@ int cmd_collect(int argc, char **argv)
 				.ended_at_ns = ended_ns,
 				.duration_ms = (ended_ns - started_ns) / 1000000,
 			};
-			if (hv_page_write_collection(&row, col, NULL, hv_page_write_file, stdout) !=
+			char host[256] = "";
+			hv_page_opts po = {0};
+			if (gethostname(host, sizeof(host)) == 0 && host[0]) {
+				host[sizeof(host) - 1] = '\0';
+				po.host = host;
+			}
+			if (hv_page_write_collection(&row, col, &po, hv_page_write_file, stdout) !=
 				    HV_OK ||
 			    fflush(stdout) != 0) {
 				cli_error("standard output: %s", strerror(errno));

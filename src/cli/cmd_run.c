@@ -234,8 +234,14 @@ static int print_page(const struct run_cli *r, const hv_execute_opts *eo, const 
 		.stderr_truncated = ex->end.stderr_truncated,
 	};
 	row.dir_len = strlen(row.dir);
+	char host[256] = "";
+	hv_page_opts po = {0};
+	if (gethostname(host, sizeof(host)) == 0 && host[0]) {
+		host[sizeof(host) - 1] = '\0';
+		po.host = host;
+	}
 	int rc = 0;
-	if (hv_page_write_collection(&row, ex->files, NULL, hv_page_write_file, stdout) != HV_OK ||
+	if (hv_page_write_collection(&row, ex->files, &po, hv_page_write_file, stdout) != HV_OK ||
 	    fflush(stdout) != 0) {
 		cli_error("standard output: %s", strerror(errno));
 		rc = -1;

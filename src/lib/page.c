@@ -1,11 +1,13 @@
 /* A run and its artifacts as one self-contained HTML page (see harvest/page.h). */
 #include "internal.h"
+#include "store_internal.h"
 
 #include "harvest/json.h"
 #include "harvest/page.h"
 #include "harvest/parse.h"
 
 #include <errno.h>
+#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1205,6 +1207,30 @@ hv_status hv_page_write_collection(const hv_run_row *run, const hv_collection *c
 	return s;
 }
 
+/* The host name the run's owner recorded (the last word of "PID START PIDNS BOOT HOST"):
+ * malloc'd, or NULL when the run has no owner (recorded by schema version 1) or it cannot be
+ * read. hv_run_row does not carry it; the page shows it when there is one. */
+static char *run_host(hv_store *st, int64_t run_id)
+{
+	sqlite3_stmt *q = NULL;
+	char *host = NULL;
+	if (sqlite3_prepare_v2(st->db, "SELECT owner FROM runs WHERE id = ?1", -1, &q, NULL) ==
+	    SQLITE_OK) {
+		sqlite3_bind_int64(q, 1, run_id);
+		if (sqlite3_step(q) == SQLITE_ROW) {
+			const char *owner = (const char *)sqlite3_column_text(q, 0);
+			for (int word = 0; owner && word < 4; word++) {
+				owner = strchr(owner, ' ');
+				owner = owner ? owner + 1 : NULL;
+			}
+			if (owner && *owner)
+				host = strdup(owner);
+		}
+	}
+	sqlite3_finalize(q);
+	return host;
+}
+
 hv_status hv_page_write_run(hv_store *st, int64_t run_id, const hv_page_opts *o,
 			    hv_page_write_fn fn, void *ctx)
 {
@@ -1234,7 +1260,12 @@ hv_status hv_page_write_run(hv_store *st, int64_t run_id, const hv_page_opts *o,
 	}
 	pw_init(w, o, fn, ctx);
 	w->recorded = true;
-	page_head(w, r, o, (size_t)r->artifacts);
+	hv_page_opts with_host = *o;
+	char *host = o->host ? NULL : run_host(st, run_id);
+	if (host)
+		with_host.host = host;
+	page_head(w, r, &with_host, (size_t)r->artifacts);
+	free(host);
 	page_outputs(w, r);
 	page_artifacts_title(w, r->artifacts);
 	/* one artifact (and its content) at a time: the iterator reads row by row */

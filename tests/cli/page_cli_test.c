@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 static const char csp[] = "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src "
 			  "'none'; img-src data:; style-src 'unsafe-inline'\">";
@@ -75,6 +76,10 @@ static void test_history_show_html(void **state)
 	check_artifacts(r.out);
 	assert_non_null(strstr(r.out, "&lt;lab&gt;"));
 	assert_non_null(strstr(r.out, "id=\"artifact-"));
+	char host[256], want[300];
+	assert_int_equal(gethostname(host, sizeof(host)), 0);
+	snprintf(want, sizeof(want), "<dt>Host</dt><dd>%s</dd>", host);
+	assert_non_null(strstr(r.out, want));
 	tu_result_free(&r);
 
 	tu_harvest(&r, "history", "show", "9", "--format", "html", "--db", f->db, NULL);
@@ -111,6 +116,10 @@ static void test_run_html(void **state)
 	assert_non_null(strstr(r.out, "oops\n"));
 	assert_non_null(strstr(r.out, "<span class=\"badge bad\">exit 3</span>"));
 	assert_non_null(strstr(r.out, "harvest \xc2\xb7 run <b>1</b>"));
+	char host[256], want[300];
+	assert_int_equal(gethostname(host, sizeof(host)), 0);
+	snprintf(want, sizeof(want), "<dt>Host</dt><dd>%s</dd>", host);
+	assert_non_null(strstr(r.out, want));
 	tu_result_free(&r);
 
 	/* not recorded: no run id */

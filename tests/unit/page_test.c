@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct sink {
 	char *p;
@@ -391,6 +392,11 @@ static void test_from_store(void **state)
 	assert_non_null(strstr(s.p, "<td class=\"mono\">x\xc3\xa9\xf0\x9f\x98\x80</td><td>error: "
 				    "x: Permission denied</td><td>\xe2\x80\x94</td>"));
 	assert_non_null(strstr(s.p, "Made by harvest test"));
+	/* the host the run's owner recorded */
+	char host[256], want[300];
+	assert_int_equal(gethostname(host, sizeof(host)), 0);
+	snprintf(want, sizeof(want), "<dt>Host</dt><dd>%s</dd>", host);
+	assert_non_null(strstr(s.p, want));
 	assert_non_null(strstr(s.p, "<span class=\"badge\">2 artifacts</span>"));
 	free(s.p);
 
