@@ -22,7 +22,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-HV_SECTIONS=(walk mime collect run history archive adapters)
+HV_SECTIONS=(walk mime collect run history archive adapters page)
 HV_ROUNDS=5
 HV_WALK_ENTRIES=200000
 HARVEST=
@@ -891,6 +891,47 @@ bench_adapters() {
 		hv_row "writeFile $((size / 1024)) KiB: shell sandbox (sh -c)" "${r%% *}" "" "${r#* }"
 	done
 	echo "  load average now: $(cut -d' ' -f1-3 /proc/loadavg)"
+}
+
+# ---- section: page ----
+
+# `history show --format html` of a run of 1,000 artifacts with their contents (the first
+# 1,000 files of the collect corpus: text, CSV, JSON, PNGs, binaries), against `history show
+# --content` (the same run as JSON with base64 contents): time, output size, peak memory. The
+# page is written as it is made, one artifact at a time; the JSON is built whole in memory.
+# shellcheck disable=SC2034
+bench_page() {
+	local db=$HV_TMP/page.db id n rc=0
+	echo
+	echo "== page: history show --format html of a run with 1,000 artifacts"
+	hv_load
+	hv_collect_corpus
+	# --max-files 1000 over the corpus: exit 1 (the rest skipped as "limit") is expected
+	"$HARVEST" collect --quiet --db "$db" --max-files 1000 --max-total-bytes 1GiB --label page \
+		"$HV_COLLECT_TREE" >"$HV_OUT" || rc=$?
+	[ $rc -le 1 ] || die "page: collect failed ($rc)"
+	read -r id n < <("$HARVEST" history runs --db "$db" --limit 1 --format jsonl | python3 -c \
+		'import json, sys; r = json.loads(sys.stdin.readline()); print(r["run_id"], r["artifacts"])')
+	[ "$n" -eq 1000 ] || die "page: the run recorded $n artifacts, not 1000"
+	HV_CMD_html=("$HARVEST" history show "$id" --format html --db "$db")
+	HV_CMD_json=("$HARVEST" history show "$id" --content --db "$db")
+	hv_time_rounds html json
+	local html_bytes json_bytes html_kib json_kib
+	"${HV_CMD_html[@]}" >"$HV_OUT"
+	grep -q '</html>' "$HV_OUT" || die "page: the page is not complete"
+	html_bytes=$(stat -c %s "$HV_OUT")
+	"${HV_CMD_json[@]}" >"$HV_OUT"
+	json_bytes=$(stat -c %s "$HV_OUT")
+	html_kib=$(hv_peak_kib "${HV_CMD_html[@]}")
+	json_kib=$(hv_peak_kib "${HV_CMD_json[@]}")
+	hv_row "harvest history show (1,000 artifacts)" "median ms" "MB out" "peak MiB"
+	hv_row "--format html (the page)" "$(hv_ms "${HV_MEDIAN[html]}")" \
+		"$(awk -v b="$html_bytes" 'BEGIN { printf "%.1f", b / 1e6 }')" "$((html_kib / 1024))"
+	hv_row "--content (JSON, base64 contents)" "$(hv_ms "${HV_MEDIAN[json]}")" \
+		"$(awk -v b="$json_bytes" 'BEGIN { printf "%.1f", b / 1e6 }')" "$((json_kib / 1024))"
+	hv_row "  page ÷ JSON (time)" "$(hv_div "${HV_MEDIAN[html]}" "${HV_MEDIAN[json]}")" ""
+	echo "  targets:"
+	hv_target "page of 1,000 artifacts (ms)" "$(hv_ms "${HV_MEDIAN[html]}")" 499
 }
 
 # ---- main ----

@@ -2,11 +2,13 @@
 # benchmarks with, when any is missing. Needs root (or sudo) the first time only.
 # clang-tidy and cppcheck: scripts/lint.sh (run by scripts/test.sh); valgrind: scripts/test.sh
 # --valgrind; lcov (with gcc's gcov): scripts/coverage.sh; python3-pytest: the Python adapter's
-# tests (scripts/test.sh's adapters step); libarchive-tools (bsdtar) and unzip: the archive tests. Node and npm (the TypeScript adapter) are installed
+# tests (scripts/test.sh's adapters step); libarchive-tools (bsdtar) and unzip: the archive
+# tests; chromium and python3-matplotlib: the page step (the HTML page in a real browser, with
+# matplotlib's plots as artifacts). Node and npm (the TypeScript adapter) are installed
 # only when neither is on PATH: a newer Node already there is kept.
 HV_PACKAGES="cmake make gcc pkg-config libmagic-dev libmagic-mgc file libsqlite3-dev sqlite3
 libcmocka-dev libssl-dev libseccomp-dev shared-mime-info bfs time python3 clang-tidy cppcheck
-valgrind lcov python3-pytest libarchive-dev libarchive-tools unzip"
+valgrind lcov python3-pytest libarchive-dev libarchive-tools unzip chromium python3-matplotlib"
 
 hv_install_deps() {
 	local missing=()

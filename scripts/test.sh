@@ -18,15 +18,25 @@
 #                    harvest (build-adapters/): npm ci in each lockfile's directory, then the
 #                    TypeScript tests (node --test) against @strands-agents/sdk 1.19.0 and 1.16.0,
 #                    and the Python tests (Debian's pytest); about a minute
+#       7. page      the HTML page (`--format html`) in a real browser: Debian's chromium, headless,
+#                    driven by playwright-core (npm ci in tests/page/; no browser is downloaded),
+#                    against the same harvest build as step 6; a run whose artifacts are plots
+#                    (Debian's matplotlib), an SVG and an HTML file with scripts, a CSV, a PDF,
+#                    hostile names...: every image decodes, no script ran, no request but data:,
+#                    the CSV's cells; screenshots (desktop and phone, light and dark) are left in
+#                    build-page/screenshots/ to look at; about 20 s
 #       About 20-30 minutes on 2 cores. Exits 0 only when every step passed.
 #
 #   scripts/test.sh --quick [CTEST ARGS...]
-#       Steps 1 and 2, and 6 when no CTEST ARGS are given (a few minutes): the loop while
+#       Steps 1 and 2, and 6 and 7 when no CTEST ARGS are given (a few minutes): the loop while
 #       working on a change. CTEST ARGS go to ctest (e.g. -R walk). HARVEST_LINT=0 skips step 2,
-#       HARVEST_ADAPTERS=0 step 6.
+#       HARVEST_ADAPTERS=0 step 6, HARVEST_PAGE=0 step 7.
 #
 #   scripts/test.sh --adapters
 #       Step 6 only.
+#
+#   scripts/test.sh --page
+#       Step 7 only.
 #
 #   scripts/test.sh --valgrind [CTEST ARGS...]
 #       Step 4 only. Builds without sanitizers (Debug, -O0) into build-vg/ and runs the suite
@@ -42,7 +52,7 @@ cd "$(dirname "$0")/.."
 hv_install_deps
 
 usage() {
-	echo "usage: scripts/test.sh [--quick [CTEST ARGS...] | --valgrind [CTEST ARGS...] | --adapters]" >&2
+	echo "usage: scripts/test.sh [--quick [CTEST ARGS...] | --valgrind [CTEST ARGS...] | --adapters | --page]" >&2
 	exit 2
 }
 mode=all
@@ -57,6 +67,11 @@ case ${1:-} in
 	;;
 --adapters)
 	mode=adapters
+	shift
+	[ $# -eq 0 ] || usage
+	;;
+--page)
+	mode=page
 	shift
 	[ $# -eq 0 ] || usage
 	;;
@@ -204,6 +219,25 @@ run_adapters() {
 	return $rc
 }
 
+# ---- step 7: the HTML page in a real browser ----
+run_page() {
+	# The harvest build of step 6 (the same configuration: built once when both run).
+	local build=${HARVEST_PAGE_BUILD:-build-adapters} out=$PWD/build-page
+	local p
+	for p in node npm /usr/bin/chromium /usr/bin/python3; do
+		command -v "$p" >/dev/null || {
+			echo "test: the page test needs $p (scripts/deps.sh installs it)" >&2
+			return 1
+		}
+	done
+	cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHARVEST_TESTS=OFF >/dev/null
+	cmake --build "$build" -j "$(nproc)"
+	(cd tests/page && npm ci --no-audit --no-fund --loglevel=error)
+	rm -rf "$out"
+	mkdir -p "$out"
+	node tests/page/page_test.mjs "$PWD/$build/harvest" "$out"
+}
+
 # ---- steps, and the summary ----
 results=()
 skip_list=${HARVEST_TEST_BUILD:-build-test}/skipped-cases
@@ -237,12 +271,16 @@ quick)
 	step suite run_suite "$@"
 	[ "${HARVEST_LINT:-1}" = 0 ] || step lint scripts/lint.sh
 	[ "${HARVEST_ADAPTERS:-1}" = 0 ] || [ $# -gt 0 ] || step adapters run_adapters
+	[ "${HARVEST_PAGE:-1}" = 0 ] || [ $# -gt 0 ] || step page run_page
 	;;
 valgrind)
 	step valgrind run_valgrind "$@"
 	;;
 adapters)
 	step adapters run_adapters
+	;;
+page)
+	step page run_page
 	;;
 all)
 	step suite run_suite
@@ -251,6 +289,7 @@ all)
 	step valgrind run_valgrind
 	step coverage env COVERAGE_MIN="${HARVEST_COVERAGE_MIN:-85}" scripts/coverage.sh
 	step adapters run_adapters
+	step page run_page
 	;;
 esac
 echo "test: ==== summary" >&2

@@ -113,6 +113,8 @@ static int common_opt(cli_common *c, int id, const char *v)
 			c->format = FMT_TEXT;
 		else if (strcmp(v, "nul") == 0)
 			c->format = FMT_NUL;
+		else if (strcmp(v, "html") == 0)
+			c->format = FMT_HTML;
 		else
 			return cli_usage_error(c, "--format: unknown format '%s'", v);
 		return 0;
@@ -293,7 +295,7 @@ void cli_check_excludes(const cli_common *c, const char *const *patterns, size_t
 
 int cli_check_format(cli_common *c, cli_format dflt, const char *allowed)
 {
-	static const char *const names[] = {"", "json", "jsonl", "text", "nul"};
+	static const char *const names[] = {"", "json", "jsonl", "text", "nul", "html"};
 	if (c->format == FMT_DEFAULT) {
 		c->format = dflt;
 		return 0;

@@ -5,6 +5,7 @@
 #include "harvest.h"
 #include "harvest/collect.h"
 #include "harvest/execute.h"
+#include "harvest/page.h"
 #include "harvest/parse.h"
 #include "harvest/store.h"
 
@@ -20,7 +21,7 @@ enum {
 	EXIT_NOTDIR = 3,
 };
 
-typedef enum cli_format { FMT_DEFAULT, FMT_JSON, FMT_JSONL, FMT_TEXT, FMT_NUL } cli_format;
+typedef enum cli_format { FMT_DEFAULT, FMT_JSON, FMT_JSONL, FMT_TEXT, FMT_NUL, FMT_HTML } cli_format;
 
 /* Options every command shares. */
 typedef struct cli_common {

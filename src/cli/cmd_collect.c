@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* The descriptors an open database holds: the file, its -wal and its -shm. */
 #define CLI_DB_FDS 3
@@ -148,7 +149,8 @@ static int parse_dir_command(cli_common *c, int argc, char **argv, const cli_opt
 	if (rc == 0 && npos != 1)
 		rc = cli_usage_error(c, npos == 0 ? "missing DIR" : "one DIR at a time");
 	if (rc == 0)
-		rc = cli_check_format(c, FMT_JSON, "json,jsonl");
+		rc = cli_check_format(c, FMT_JSON,
+				      strcmp(c->cmd, "collect") ? "json,jsonl" : "json,jsonl,html");
 	/* A missing DIR is exit 3 whatever else is wrong, as for walk: checked before the
 	 * database is opened (the library checks again, through descriptors). */
 	struct stat s;
@@ -263,7 +265,7 @@ static const char collect_usage[] =
 	"{\"run_id\", \"output_files\", \"skipped\"} and records a history run.\n"
 	"  --since SNAPSHOT_ID     only files produced since the snapshot\n" CLI_COLLECT_USAGE
 	"  --db PATH               the database\n"
-	"  --format F              json (default) or jsonl\n"
+	"  --format F              json (default), jsonl or html (a self-contained page)\n"
 	"  --case C, --quiet\n"
 	"Exit status: 0 complete; 1 something was skipped as too_large, limit or error, or a\n"
 	"directory could not be read; 2 usage; 3 DIR is missing or not a directory.\n";
@@ -316,6 +318,7 @@ int cmd_collect(int argc, char **argv)
 		return EXIT_WARN;
 	}
 	hv_collection *col = NULL;
+	int64_t started_ns = hv_store_now_ns();
 	hv_status s = hv_collect(st, pos[0], &k.cc.opts, &col);
 	cli_collect_hooks_end(&hooks);
 	if (s != HV_OK) {
@@ -334,8 +337,35 @@ int cmd_collect(int argc, char **argv)
 		for (size_t i = 0; i < col->n_skipped; i++)
 			if (col->skipped[i].error)
 				cli_warn(&c, "%s", col->skipped[i].error);
-		hv_json *j = cli_json_stdout(&c);
-		if (j) {
+		hv_json *j = c.format == FMT_HTML ? NULL : cli_json_stdout(&c);
+		if (c.format == FMT_HTML) {
+			int64_t ended_ns = hv_store_now_ns();
+			hv_run_row row = {
+				.run_id = run_id,
+				.label = k.cc.label,
+				.label_len = k.cc.label ? strlen(k.cc.label) : 0,
+				.dir = col->root,
+				.dir_len = strlen(col->root),
+				.started_at_ns = started_ns,
+				.ended = true,
+				.ended_at_ns = ended_ns,
+				.duration_ms = (ended_ns - started_ns) / 1000000,
+			};
+			char host[256] = "";
+			hv_page_opts po = {0};
+			if (gethostname(host, sizeof(host)) == 0 && host[0]) {
+				host[sizeof(host) - 1] = '\0';
+				po.host = host;
+			}
+			if (hv_page_write_collection(&row, col, &po, hv_page_write_file, stdout) !=
+				    HV_OK ||
+			    fflush(stdout) != 0) {
+				cli_error("standard output: %s", strerror(errno));
+				rc = EXIT_WARN;
+			}
+			if (col->incomplete || col->warnings)
+				rc = EXIT_WARN;
+		} else if (j) {
 			hv_json_object_begin(j);
 			hv_json_key(j, "run_id");
 			if (run_id > 0)
@@ -346,7 +376,8 @@ int cmd_collect(int argc, char **argv)
 			hv_json_object_end(j);
 			hv_json_newline(j);
 		}
-		if (cli_json_finish(j) != EXIT_DONE || col->incomplete || col->warnings)
+		if (c.format != FMT_HTML &&
+		    (cli_json_finish(j) != EXIT_DONE || col->incomplete || col->warnings))
 			rc = EXIT_WARN;
 		hv_collection_free(col);
 	}

@@ -51,13 +51,15 @@ static const char history_usage[] =
 	"  artifacts [--run ID] [--mime PATTERN] [--name GLOB] [--sha256 HEX] [--since TIME]\n"
 	"            [--limit N]                               recorded artifacts\n"
 	"  show RUN_ID [--content]                             a run's ExecutionResult again\n"
+	"  show RUN_ID --format html                           the run as a self-contained page\n"
 	"  get ARTIFACT_ID|SHA256 [-o FILE] [--follow]         an artifact's stored bytes\n"
 	"            (-o -: stdout; a device or FIFO FILE is written into; a symlink FILE is\n"
 	"            refused unless --follow)\n"
 	"  get --run RUN_ID [-o FILE.tar|.tar.gz|.zip]         a run's artifacts as an archive\n"
 	"  prune (--keep-runs N | --before TIME)               delete old ended runs and contents\n"
 	"TIME is RFC 3339 (2026-11-30T03:29:07Z) or an age: 90m, 12h, 7d. PATTERN like image/*.\n"
-	"Common options: --db PATH, --format json|jsonl, --case snake|camel, --quiet.\n";
+	"Common options: --db PATH, --format json|jsonl (show: also html), --case snake|camel,\n"
+	"--quiet.\n";
 
 struct history_cli {
 	hv_run_filter runs;
@@ -300,6 +302,24 @@ static int show_run(cli_common *c, hv_store *st, struct history_cli *h, const ch
 	return rc;
 }
 
+/* The run as an HTML page on stdout, written as it is made (one artifact at a time). */
+static int show_page(cli_common *c, hv_store *st, const char *arg)
+{
+	int64_t id;
+	if (parse_id(c, "RUN_ID", arg, &id) != 0)
+		return EXIT_USAGE;
+	hv_status s = hv_page_write_run(st, id, NULL, hv_page_write_file, stdout);
+	if (s == HV_OK && fflush(stdout) != 0) {
+		cli_error("standard output: %s", strerror(errno));
+		return EXIT_WARN;
+	}
+	if (s != HV_OK) {
+		cli_error("%s", hv_error_last());
+		return EXIT_WARN;
+	}
+	return EXIT_DONE;
+}
+
 static int write_all(int fd, const unsigned char *p, size_t n)
 {
 	while (n > 0) {
@@ -409,8 +429,9 @@ int cmd_history(int argc, char **argv)
 	if (rc == 0 && is_prune && h.prune.keep_runs >= 0 && h.prune.has_before)
 		rc = cli_usage_error(&c, "give --keep-runs N or --before TIME, not both");
 	bool is_list = !strcmp(subs[k].name, "runs") || !strcmp(subs[k].name, "artifacts");
+	bool is_show = !strcmp(subs[k].name, "show");
 	if (rc == 0 && !is_get)
-		rc = cli_check_format(&c, FMT_JSON, "json,jsonl");
+		rc = cli_check_format(&c, FMT_JSON, is_show ? "json,jsonl,html" : "json,jsonl");
 	if (rc != 0) {
 		free(pos);
 		return rc < 0 ? EXIT_DONE : rc;
@@ -424,6 +445,8 @@ int cmd_history(int argc, char **argv)
 		rc = cli_archive_run(&c, st, h.arts.run_id, h.output);
 	} else if (is_get) {
 		rc = get_artifact(&c, st, &h, pos[0]);
+	} else if (is_show && c.format == FMT_HTML) {
+		rc = show_page(&c, st, pos[0]);
 	} else {
 		/* jsonl lists stream; everything else is built in memory and printed only when
 		 * complete, so a read that fails half-way prints no partial answer. */

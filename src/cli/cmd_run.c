@@ -47,7 +47,8 @@ static const char run_usage[] =
 	"  --max-output-bytes SIZE keep at most SIZE of each stream in the result (default\n"
 	"                          16MiB; the stream itself is complete)\n" CLI_COLLECT_USAGE
 	"  --db PATH               the database\n"
-	"  --format F              jsonl (default: events, then the result) or json (the result)\n"
+	"  --format F              jsonl (default: events, then the result), json (the result)\n"
+	"                          or html (the run and its files as one self-contained page)\n"
 	"  --case C                snake (default) or camel (the TypeScript SDK's shapes)\n"
 	"Exit status: the command's; 128+N when killed by signal N; 124 timeout; 126 not\n"
 	"executable; 127 not found; 125 harvest itself failed (reason on stderr).\n";
@@ -176,6 +177,52 @@ static void on_signal(int sig)
 	errno = saved;
 }
 
+/* The run as a self-contained HTML page on stdout: 0, or -1 (message printed). */
+static int print_page(const struct run_cli *r, const hv_execute_opts *eo, const hv_execution *ex)
+{
+	char *cmd = hv_argv_json(eo->run.argv);
+	if (!cmd) {
+		cli_error("out of memory");
+		return -1;
+	}
+	hv_run_row row = {
+		.run_id = ex->run_id,
+		.label = r->cc.label,
+		.label_len = r->cc.label ? strlen(r->cc.label) : 0,
+		.command_json = cmd,
+		.dir = ex->files ? ex->files->root : (r->dir ? r->dir : "."),
+		.started_at_ns = ex->run.started_at_ns,
+		.ended = true,
+		.ended_at_ns = ex->run.ended_at_ns,
+		.end_reason = ex->end.end_reason,
+		.has_exit_code = ex->end.has_exit_code,
+		.exit_code = ex->end.exit_code,
+		.timed_out = ex->end.timed_out,
+		.duration_ms = ex->end.duration_ms,
+		.stdout_data = ex->end.stdout_data,
+		.stdout_len = ex->end.stdout_len,
+		.stdout_truncated = ex->end.stdout_truncated,
+		.stderr_data = ex->end.stderr_data,
+		.stderr_len = ex->end.stderr_len,
+		.stderr_truncated = ex->end.stderr_truncated,
+	};
+	row.dir_len = strlen(row.dir);
+	char host[256] = "";
+	hv_page_opts po = {0};
+	if (gethostname(host, sizeof(host)) == 0 && host[0]) {
+		host[sizeof(host) - 1] = '\0';
+		po.host = host;
+	}
+	int rc = 0;
+	if (hv_page_write_collection(&row, ex->files, &po, hv_page_write_file, stdout) != HV_OK ||
+	    fflush(stdout) != 0) {
+		cli_error("standard output: %s", strerror(errno));
+		rc = -1;
+	}
+	free(cmd);
+	return rc;
+}
+
 static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 {
 	if (npos == 0 && !r->language)
@@ -189,7 +236,7 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 	if (r->language && npos != 0)
 		return cli_usage_error(c, "--language reads the code from stdin; no COMMAND"),
 		       EXIT_HARVEST_FAILED;
-	if (cli_check_format(c, FMT_JSONL, "json,jsonl") != 0)
+	if (cli_check_format(c, FMT_JSONL, "json,jsonl,html") != 0)
 		return EXIT_HARVEST_FAILED;
 
 	hv_execute_opts eo = {.label = r->cc.label, .no_history = r->cc.no_history};
@@ -241,6 +288,8 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 	}
 	signal(SIGPIPE, SIG_IGN);
 
+	/* With html, the page is the whole output: no stream chunks are printed (stdout and
+	 * stderr are in the page). */
 	struct stream_ctx sc = {.j = j, .events = c->format == FMT_JSONL};
 	cli_hooks hooks;
 	cli_collect_hooks(&r->cc, c, &hooks);
@@ -262,25 +311,33 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 				  hv_error_last());
 		else if (ex.collect_status != HV_OK)
 			cli_error("collecting the produced files: %s", hv_error_last());
-		cli_result_begin(j, &ex.end);
-		if (ex.files) {
-			cli_print_collection(j, ex.files, !eo.collect.no_content);
+		if (ex.files)
 			for (size_t i = 0; i < ex.files->n_skipped; i++)
 				if (ex.files->skipped[i].error)
 					cli_warn(c, "%s", ex.files->skipped[i].error);
+		bool page_failed = false;
+		if (c->format == FMT_HTML) {
+			page_failed = print_page(r, &eo, &ex) != 0;
 		} else {
-			hv_json_key(j, "output_files");
-			hv_json_array_begin(j);
-			hv_json_array_end(j);
-			hv_json_key(j, "skipped");
-			hv_json_array_begin(j);
-			hv_json_array_end(j);
+			cli_result_begin(j, &ex.end);
+			if (ex.files) {
+				cli_print_collection(j, ex.files, !eo.collect.no_content);
+			} else {
+				hv_json_key(j, "output_files");
+				hv_json_array_begin(j);
+				hv_json_array_end(j);
+				hv_json_key(j, "skipped");
+				hv_json_array_begin(j);
+				hv_json_array_end(j);
+			}
+			cli_result_end(j, &ex.end, ex.run_id);
+			hv_json_newline(j);
 		}
-		cli_result_end(j, &ex.end, ex.run_id);
-		hv_json_newline(j);
-		/* The command ran, but harvest could not tell what it produced: harvest's own
-		 * failure (the command's status is still in the result). */
-		rc = ex.collect_status != HV_OK ? EXIT_HARVEST_FAILED : ex.run.exit_code;
+		/* The command ran, but harvest could not tell what it produced (or could not
+		 * print the page): harvest's own failure (the command's status is still in the
+		 * result). */
+		rc = ex.collect_status != HV_OK || page_failed ? EXIT_HARVEST_FAILED
+							       : ex.run.exit_code;
 	}
 	/* The events or the result could not be written (a full disk, a closed reader): the
 	 * command still ran to its end and was recorded, but the caller did not get its output,

@@ -1,0 +1,172 @@
+/* End-to-end tests of --format html: `history show RUN_ID --format html`, `run --format html`
+ * (the page instead of the stream: no StreamChunk JSON) and `collect --format html`; hostile
+ * names, a script in an HTML file and an SVG, the exit statuses, and the formats offered. */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+static const char csp[] = "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src "
+			  "'none'; img-src data:; style-src 'unsafe-inline'\">";
+
+static void assert_page(const char *out)
+{
+	assert_true(strncmp(out, "<!DOCTYPE html>\n", 16) == 0);
+	assert_non_null(strstr(out, csp));
+	assert_non_null(strstr(out, "</html>\n"));
+	for (const char *p = out; *p; p++)
+		assert_false(strncasecmp(p, "<script", 7) == 0);
+	assert_null(strchr(out, '\x1b'));
+}
+
+typedef struct fixture {
+	char *dir, *tree, *db;
+} fixture;
+
+static int setup(void **state)
+{
+	fixture *f = calloc(1, sizeof(*f));
+	f->dir = tu_mkdtemp();
+	f->tree = tu_path(f->dir, "tree");
+	f->db = tu_path(f->dir, "h.db");
+	tu_mkdir(f->dir, "tree");
+	tu_write(f->tree, "<img src=x onerror=alert(1)>.txt", "<script>alert(1)</script>\n", 26);
+	tu_write(f->tree, "page.html", "<html><body><script>top.x=1</script></body></html>", 51);
+	static const char svg[] = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"4\" height=\"4\">"
+				  "<script>top.x=1</script></svg>";
+	tu_write(f->tree, "evil.svg", svg, sizeof(svg) - 1);
+	tu_write(f->tree, "t.csv", "a,b\n\"x,y\",\"q\"\"q\"\n", 18);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	fixture *f = *state;
+	tu_rmrf(f->dir);
+	free(f->dir);
+	free(f->tree);
+	free(f->db);
+	free(f);
+	return 0;
+}
+
+static void check_artifacts(const char *out)
+{
+	assert_non_null(strstr(out, "&lt;img src=x onerror=alert(1)&gt;.txt"));
+	assert_null(strstr(out, "<img src=x"));
+	assert_non_null(strstr(out, "download=\"page.html\" href=\"data:application/octet-stream;"));
+	assert_non_null(strstr(out, "src=\"data:image/svg+xml;base64,"));
+	assert_non_null(strstr(out, "<tr><td>x,y</td><td>q&quot;q</td></tr>"));
+}
+
+static void test_history_show_html(void **state)
+{
+	fixture *f = *state;
+	tu_result r;
+	tu_harvest(&r, "collect", "--db", f->db, "--label", "<lab>", f->tree, NULL);
+	assert_int_equal(r.status, 0);
+	tu_result_free(&r);
+	tu_harvest(&r, "history", "show", "1", "--format", "html", "--db", f->db, NULL);
+	assert_int_equal(r.status, 0);
+	assert_page(r.out);
+	check_artifacts(r.out);
+	assert_non_null(strstr(r.out, "&lt;lab&gt;"));
+	assert_non_null(strstr(r.out, "id=\"artifact-"));
+	char host[256], want[300];
+	assert_int_equal(gethostname(host, sizeof(host)), 0);
+	snprintf(want, sizeof(want), "<dt>Host</dt><dd>%s</dd>", host);
+	assert_non_null(strstr(r.out, want));
+	tu_result_free(&r);
+
+	tu_harvest(&r, "history", "show", "9", "--format", "html", "--db", f->db, NULL);
+	assert_int_equal(r.status, 1);
+	assert_int_equal(r.out_len, 0);
+	assert_non_null(strstr(r.err, "no run 9"));
+	tu_result_free(&r);
+
+	/* html is offered by show only */
+	tu_harvest(&r, "history", "runs", "--format", "html", "--db", f->db, NULL);
+	assert_int_equal(r.status, 2);
+	assert_non_null(strstr(r.err, "--format html is not offered here"));
+	tu_result_free(&r);
+}
+
+static void test_run_html(void **state)
+{
+	fixture *f = *state;
+	tu_result r;
+	/* run's artifacts are the files the command makes: it copies the tree */
+	tu_mkdir(f->dir, "run");
+	char *dir = tu_path(f->dir, "run");
+	const char *cmd = ("cp -R \"$0\"/. . && printf '\\033[31mred\\033[0m <b>\\n'; echo oops >&2; exit 3");
+	tu_harvest(&r, "run", "--db", f->db, "--format", "html", "--dir", dir, "--", "sh", "-c", cmd,
+		   f->tree, NULL);
+	free(dir);
+	assert_int_equal(r.status, 3);
+	assert_page(r.out);
+	check_artifacts(r.out);
+	/* no StreamChunk or ExecutionResult JSON: the page is the whole output */
+	assert_null(strstr(r.out, "stream_chunk"));
+	assert_null(strstr(r.out, "execution_result"));
+	assert_non_null(strstr(r.out, "<span class=\"c1\">red</span> &lt;b&gt;\n"));
+	assert_non_null(strstr(r.out, "oops\n"));
+	assert_non_null(strstr(r.out, "<span class=\"badge bad\">exit 3</span>"));
+	assert_non_null(strstr(r.out, "harvest \xc2\xb7 run <b>1</b>"));
+	char host[256], want[300];
+	assert_int_equal(gethostname(host, sizeof(host)), 0);
+	snprintf(want, sizeof(want), "<dt>Host</dt><dd>%s</dd>", host);
+	assert_non_null(strstr(r.out, want));
+	tu_result_free(&r);
+
+	/* not recorded: no run id */
+	tu_harvest(&r, "run", "--db", f->db, "--format", "html", "--no-history", "--dir", f->tree,
+		   "--", "true", NULL);
+	assert_int_equal(r.status, 0);
+	assert_page(r.out);
+	assert_non_null(strstr(r.out, "<title>Run \xc2\xb7 harvest</title>"));
+	tu_result_free(&r);
+
+	tu_harvest(&r, "run", "--db", f->db, "--format", "text", "--", "true", NULL);
+	assert_int_equal(r.status, 125);
+	assert_non_null(strstr(r.err, "choose from json,jsonl,html"));
+	tu_result_free(&r);
+}
+
+static void test_collect_html(void **state)
+{
+	fixture *f = *state;
+	tu_result r;
+	tu_harvest(&r, "collect", "--db", f->db, "--format", "html", f->tree, NULL);
+	assert_int_equal(r.status, 0);
+	assert_page(r.out);
+	check_artifacts(r.out);
+	assert_non_null(strstr(r.out, "Files collected in <code>"));
+	tu_result_free(&r);
+
+	/* something skipped: the page shows it, and the exit status says so */
+	tu_harvest(&r, "collect", "--db", f->db, "--format", "html", "--max-file-bytes", "20",
+		   f->tree, NULL);
+	assert_int_equal(r.status, 1);
+	assert_page(r.out);
+	assert_non_null(strstr(r.out, "<h2 id=\"skipped\">Skipped</h2>"));
+	assert_non_null(strstr(r.out, "<td>too_large</td>"));
+	tu_result_free(&r);
+
+	tu_harvest(&r, "snapshot", "--db", f->db, "--format", "html", f->tree, NULL);
+	assert_int_equal(r.status, 2);
+	tu_result_free(&r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_history_show_html, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_run_html, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_collect_html, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

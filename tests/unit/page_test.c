@@ -1,0 +1,435 @@
+/* The HTML page of a run: the CSP tag, escaping of hostile names and output, CSV parsing, the
+ * 200-line cut, ANSI colour codes, no script whatever the artifacts hold, the embed cap, and
+ * the page of a history run read from the store. */
+#include "testutil.h"
+
+#include "harvest/page.h"
+#include "harvest/store.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct sink {
+	char *p;
+	size_t n;
+	int fail_after; /* > 0: the write after this many fails */
+} sink;
+
+static int sink_write(void *ctx, const void *data, size_t len)
+{
+	sink *s = ctx;
+	if (s->fail_after > 0 && --s->fail_after == 0) {
+		errno = ENOSPC;
+		return -1;
+	}
+	s->p = tu_xrealloc(s->p, s->n + len + 1);
+	memcpy(s->p + s->n, data, len);
+	s->n += len;
+	s->p[s->n] = '\0';
+	return 0;
+}
+
+typedef struct art {
+	const char *path;
+	const char *mime;
+	const char *content; /* NUL-terminated unless len is given */
+	size_t len;
+} art;
+
+/* The page of a run (run_id 7 unless run_id < 0: not recorded) that produced arts. */
+static char *page_of(const hv_run_row *base, const art *arts, size_t n, const hv_page_opts *o)
+{
+	hv_collection c = {.n_files = n, .root = (char *)"/tmp/out"};
+	c.files = calloc(n ? n : 1, sizeof(*c.files));
+	for (size_t i = 0; i < n; i++) {
+		hv_output_file *f = &c.files[i];
+		f->path = (char *)arts[i].path;
+		f->path_len = strlen(arts[i].path);
+		const char *slash = strrchr(arts[i].path, '/');
+		f->name = slash ? slash + 1 : arts[i].path;
+		f->name_len = strlen(f->name);
+		f->mime_type = (char *)arts[i].mime;
+		if (arts[i].content) {
+			f->content_len = arts[i].len ? arts[i].len : strlen(arts[i].content);
+			f->content = (unsigned char *)arts[i].content;
+		}
+		f->size = f->content_len;
+		tu_sha256_hex(arts[i].content ? arts[i].content : "", f->content_len, f->sha256);
+	}
+	hv_run_row r = {
+		.run_id = 7,
+		.command_json = "[\"python3\",\"plot.py\"]",
+		.dir = "/tmp/out",
+		.dir_len = 8,
+		.started_at_ns = INT64_C(1764547200000000000),
+		.ended = true,
+		.ended_at_ns = INT64_C(1764547201000000000),
+		.has_exit_code = true,
+		.duration_ms = 1000,
+	};
+	if (base)
+		r = *base;
+	sink s = {0};
+	assert_int_equal(hv_page_write_collection(&r, &c, o, sink_write, &s), HV_OK);
+	free(c.files);
+	assert_non_null(s.p);
+	return s.p;
+}
+
+static void assert_no_script(const char *page)
+{
+	for (const char *p = page; *p; p++)
+		assert_false(strncasecmp(p, "<script", 7) == 0);
+	assert_null(strchr(page, '\x1b'));
+}
+
+static void test_csp_first(void **state)
+{
+	(void)state;
+	char *p = page_of(NULL, NULL, 0, NULL);
+	const char *csp = strstr(p, "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src "
+				    "'none'; img-src data:; style-src 'unsafe-inline'\">");
+	assert_non_null(csp);
+	/* before anything else in the head, after the charset only */
+	assert_true(csp < strstr(p, "<title>"));
+	assert_true(csp < strstr(p, "<style>"));
+	assert_null(strstr(csp + 40, "Content-Security-Policy"));
+	assert_non_null(strstr(p, "No files were produced."));
+	assert_non_null(strstr(p, "</html>\n"));
+	assert_no_script(p);
+	free(p);
+}
+
+static void test_hostile_names(void **state)
+{
+	(void)state;
+	hv_run_row r = {
+		.run_id = 3,
+		.label = "<b>lab</b>",
+		.label_len = 10,
+		.command_json = "[\"sh\",\"-c\",\"echo 'hi' <x>\"]",
+		.dir = "/tmp/<d>",
+		.dir_len = 8,
+		.ended = true,
+		.duration_ms = -1,
+	};
+	art a[] = {
+		{"<img src=x onerror=alert(1)>.txt", "text/plain", "<script>alert(1)</script>\n", 0},
+		{"d\"ir/a'b&c\x1b[31m\xff.txt", "text/plain", "x", 0},
+	};
+	hv_page_opts o = {.host = "<host>", .deleted = (const char *[]){"gone/<i>.txt"}, .n_deleted = 1};
+	char *p = page_of(&r, a, 2, &o);
+	assert_null(strstr(p, "<img src=x"));
+	assert_non_null(strstr(p, "&lt;img src=x onerror=alert(1)&gt;.txt"));
+	assert_non_null(strstr(p, "&lt;script&gt;alert(1)&lt;/script&gt;"));
+	assert_non_null(strstr(p, "<span class=\"dir\">d&quot;ir/</span>a&#39;b&amp;c\\x1b[31m\\xff.txt"));
+	assert_non_null(strstr(p, "&lt;b&gt;lab&lt;/b&gt;"));
+	assert_non_null(strstr(p, "<dt>Host</dt><dd>&lt;host&gt;</dd>"));
+	assert_non_null(strstr(p, "/tmp/&lt;d&gt;"));
+	assert_non_null(strstr(p, "<li>gone/&lt;i&gt;.txt</li>"));
+	/* the command as shell words, quoted where needed */
+	assert_non_null(strstr(p, "<code>sh -c &#39;echo &#39;\\&#39;&#39;hi&#39;\\&#39;&#39; &lt;x&gt;&#39;</code>"));
+	assert_no_script(p);
+	free(p);
+}
+
+static void test_no_script_whatever_the_artifacts(void **state)
+{
+	(void)state;
+	static const char svg[] = "<svg xmlns=\"http://www.w3.org/2000/svg\" onload=\"x()\">"
+				  "<script>top.x=1</script></svg>";
+	art a[] = {
+		{"page.html", "text/html", "<html><script>top.x=1</script></html>", 0},
+		{"evil.svg", "image/svg+xml", svg, 0},
+		{"notes.md", "text/html", "# hi <SCRIPT>x</SCRIPT>", 0},
+		{"x.csv", "text/csv", "<script>,\"<script>\"\n", 0},
+		{"<script>.json", "application/json", "{\"<script>\": 1}", 0},
+	};
+	char *p = page_of(NULL, a, 5, NULL);
+	assert_no_script(p);
+	/* the HTML document is a download, the SVG only an <img> of base64 */
+	assert_non_null(strstr(p, "<a class=\"dl\" download=\"page.html\" "
+				  "href=\"data:application/octet-stream;base64,"));
+	assert_non_null(strstr(p, "src=\"data:image/svg+xml;base64,PHN2Zy"));
+	assert_null(strstr(p, "<svg"));
+	/* Markdown libmagic calls text/html: escaped text */
+	assert_non_null(strstr(p, "<pre># hi &lt;SCRIPT&gt;x&lt;/SCRIPT&gt;</pre>"));
+	free(p);
+}
+
+static void test_csv(void **state)
+{
+	(void)state;
+	art a[] = {
+		{"a.csv", "text/csv",
+		 "h1,h2,h3\r\n\"a,b\",\"say \"\"hi\"\"\",\"multi\r\nline\"\nx,,\"\"\n<&>,last", 0},
+		{"b.tsv", "text/tab-separated-values", "k\tv\n\"t\tab\"\t2\n", 0},
+		{"open.csv", "text/csv; charset=utf-8", "h\n\"never closed,\nstill", 0},
+	};
+	char *p = page_of(NULL, a, 3, NULL);
+	assert_non_null(strstr(p, "<thead><tr><th>h1</th><th>h2</th><th>h3</th></tr></thead><tbody>\n"
+				  "<tr><td>a,b</td><td>say &quot;hi&quot;</td><td>multi\nline</td></tr>\n"
+				  "<tr><td>x</td><td></td><td></td></tr>\n"
+				  "<tr><td>&lt;&amp;&gt;</td><td>last</td></tr>\n</tbody>"));
+	assert_non_null(strstr(p, "<th>k</th><th>v</th></tr></thead><tbody>\n"
+				  "<tr><td>t\tab</td><td>2</td></tr>\n</tbody>"));
+	assert_non_null(strstr(p, "<tr><td>never closed,\nstill</td></tr>"));
+	free(p);
+}
+
+static void test_csv_first_50_rows(void **state)
+{
+	(void)state;
+	char *csv = tu_xmalloc(100 * 16);
+	size_t n = 0;
+	for (int i = 0; i < 100; i++)
+		n += (size_t)sprintf(csv + n, "r%d,\"%d\n\"\n", i, i);
+	art a[] = {{"big.csv", "text/csv", csv, 0}};
+	char *p = page_of(NULL, a, 1, NULL);
+	assert_non_null(strstr(p, "<th>r0</th>"));
+	assert_non_null(strstr(p, "<td>r49</td><td>49\n</td>"));
+	assert_null(strstr(p, "r50"));
+	assert_non_null(strstr(p, "The first 50 rows are shown."));
+	free(p);
+	free(csv);
+}
+
+static void test_200_lines(void **state)
+{
+	(void)state;
+	char *txt = tu_xmalloc(300 * 16);
+	size_t n = 0;
+	for (int i = 1; i <= 300; i++)
+		n += (size_t)sprintf(txt + n, "line %d\n", i);
+	art a[] = {
+		{"log.txt", "text/plain", txt, 0},
+		{"short.txt", "text/plain", "one\r\ntwo\tcol\x07\n", 0},
+	};
+	char *p = page_of(NULL, a, 2, NULL);
+	assert_non_null(strstr(p, "line 199\nline 200\n</pre>"));
+	assert_null(strstr(p, "line 201"));
+	assert_non_null(strstr(p, "The first 200 of 300 lines are shown."));
+	/* CRLF as a newline, tabs kept, other controls visible */
+	assert_non_null(strstr(p, "<pre>one\ntwo\tcol\\x07\n</pre>"));
+	free(p);
+	free(txt);
+}
+
+static void test_ansi(void **state)
+{
+	(void)state;
+	static const char out[] = "\x1b[38;99999999999999999999;1;31mred bold\x1b[0m plain \x1b[2K\x1b[38;5;208mx\x1b[39m"
+				  "\x1b]0;title\x07y\x1b]8;;http://e\x1b\\z\x1b[93m<hi>\x1b(Bq";
+	hv_run_row r = {
+		.run_id = 1,
+		.command_json = "[\"x\"]",
+		.dir = "/",
+		.dir_len = 1,
+		.ended = true,
+		.has_exit_code = true,
+		.exit_code = 2,
+		.duration_ms = 5,
+		.stdout_data = out,
+		.stdout_len = sizeof(out) - 1,
+		.end_reason = "not_recorded",
+		.stderr_data = "\x1b[33mwarn\x1b[m",
+		.stderr_len = 12,
+	};
+	char *p = page_of(&r, NULL, 0, NULL);
+	assert_non_null(strstr(p, "<pre class=\"term\"><span class=\"c1 b\">red bold</span> plain "
+				  "xyz<span class=\"c11\">&lt;hi&gt;q</span></pre>"));
+	assert_non_null(strstr(p, "<pre class=\"term\"><span class=\"c3\">warn</span></pre>"));
+	assert_non_null(strstr(p, "<span class=\"badge bad\">exit 2</span>"));
+	assert_non_null(strstr(p, "<span class=\"badge warn\">not recorded</span>"));
+	assert_no_script(p);
+	free(p);
+}
+
+/* C1 controls and bytes that are not UTF-8, also at the very end of a name. */
+static void test_bytes(void **state)
+{
+	(void)state;
+	art a[] = {
+		{"c1\xc2\x9b[31m.txt", "text/plain", "x", 0},
+		{"bad\xc2<b>.txt", "text/plain", "\xc3\xa9t\xc3\xa9 \xe2\x82", 0},
+		{"end\xc2", "text/plain", "y", 0},
+	};
+	char *p = page_of(NULL, a, 3, NULL);
+	assert_non_null(strstr(p, "c1\\xc2\\x9b[31m.txt"));
+	assert_non_null(strstr(p, "bad\\xc2&lt;b&gt;.txt"));
+	assert_non_null(strstr(p, "end\\xc2</h3>"));
+	assert_non_null(strstr(p, "<pre>\xc3\xa9t\xc3\xa9 \\xe2\\x82</pre>"));
+	free(p);
+}
+
+/* A record of 150 columns shows 100 and an ellipsis; the next record starts a new row. */
+static void test_csv_columns(void **state)
+{
+	(void)state;
+	char *csv = tu_xmalloc(150 * 8 + 64);
+	size_t n = 0;
+	for (int i = 0; i < 150; i++)
+		n += (size_t)sprintf(csv + n, "%s\"c%d\"", i ? "," : "", i);
+	n += (size_t)sprintf(csv + n, "\nnext,row\n");
+	art a[] = {{"wide.csv", "text/csv", csv, 0}};
+	char *p = page_of(NULL, a, 1, NULL);
+	assert_non_null(strstr(p, "<th>c99</th><th>\xe2\x80\xa6</th></tr></thead>"));
+	assert_null(strstr(p, "c100"));
+	assert_non_null(strstr(p, "<tr><td>next</td><td>row</td></tr>"));
+	free(p);
+	free(csv);
+}
+
+static void test_embed_cap(void **state)
+{
+	(void)state;
+	char big[200];
+	memset(big, 'x', sizeof(big));
+	art a[] = {
+		{"dir/report one.pdf", "application/pdf", big, sizeof(big)},
+		{"small.bin", "application/octet-stream", big, 100},
+		{"pic.png", "image/png", big, 150},
+	};
+	hv_page_opts o = {.embed_max = 100};
+	char *p = page_of(NULL, a, 3, &o);
+	char sha[65];
+	tu_sha256_hex(big, sizeof(big), sha);
+	char want[160];
+	snprintf(want, sizeof(want), "harvest history get %s -o &#39;report one.pdf&#39;", sha);
+	assert_non_null(strstr(p, want));
+	assert_non_null(strstr(p, "Too large to embed (over 100 B); fetch it with:"));
+	/* at the cap: embedded */
+	assert_non_null(strstr(p, "download=\"small.bin\" href=\"data:application/octet-stream;base64,eHh4"));
+	assert_null(strstr(p, "data:image/png"));
+	free(p);
+
+	/* not recorded: no command to offer */
+	hv_run_row r = {.command_json = NULL, .dir = "/d", .dir_len = 2, .ended = true,
+			.duration_ms = -1};
+	p = page_of(&r, a, 1, &o);
+	assert_non_null(strstr(p, "Too large to embed (over 100 B).</p>"));
+	assert_null(strstr(p, "history get"));
+	assert_non_null(strstr(p, "Files collected in <code>/d</code>"));
+	free(p);
+}
+
+static void test_base64_and_no_content(void **state)
+{
+	(void)state;
+	art a[] = {
+		{"a.gif", "image/gif", "ab", 0},
+		{"b.webp", "image/webp", "abcd", 0},
+		{"c.jpg", "image/jpeg", NULL, 0},
+	};
+	char *p = page_of(NULL, a, 3, NULL);
+	assert_non_null(strstr(p, "src=\"data:image/gif;base64,YWI=\""));
+	assert_non_null(strstr(p, "src=\"data:image/webp;base64,YWJjZA==\""));
+	assert_non_null(strstr(p, "The content was not stored (collected with --no-content)."));
+	free(p);
+}
+
+static void test_write_failure(void **state)
+{
+	(void)state;
+	char big[40000];
+	memset(big, 'a', sizeof(big));
+	art a[] = {{"x.bin", "application/octet-stream", big, sizeof(big)}};
+	hv_collection c = {.n_files = 1, .root = (char *)"/"};
+	hv_output_file f = {.path = (char *)"x.bin", .path_len = 5, .name = "x.bin", .name_len = 5,
+			    .mime_type = (char *)a[0].mime, .size = sizeof(big),
+			    .content = (unsigned char *)big, .content_len = sizeof(big)};
+	c.files = &f;
+	hv_run_row r = {.dir = "/", .dir_len = 1, .duration_ms = -1};
+	sink s = {.fail_after = 2};
+	assert_int_equal(hv_page_write_collection(&r, &c, NULL, sink_write, &s), HV_EIO);
+	assert_non_null(strstr(hv_error_last(), "No space left on device"));
+	free(s.p);
+}
+
+static void test_from_store(void **state)
+{
+	(void)state;
+	char *dir = tu_mkdtemp();
+	char *db = tu_path(dir, "h.db");
+	hv_store *st;
+	assert_int_equal(hv_store_open(&st, db, 0), HV_OK);
+	hv_run_start start = {.label = "nightly", .command_json = "[\"make\"]", .dir = "/w"};
+	int64_t id;
+	assert_int_equal(hv_store_run_begin(st, &start, &id), HV_OK);
+	static const char csv[] = "a,b\n1,2\n";
+	char sha[65], sha2[65];
+	tu_sha256_hex(csv, strlen(csv), sha);
+	tu_sha256_hex("", 0, sha2);
+	hv_artifact_in arts[] = {
+		{.path = "out/t.csv", .path_len = 9, .name = "t.csv", .name_len = 5,
+		 .mime_type = "text/csv", .size = strlen(csv), .sha256 = sha, .content = csv,
+		 .content_len = strlen(csv)},
+		{.path = "empty.txt", .path_len = 9, .name = "empty.txt", .name_len = 9,
+		 .mime_type = "text/plain", .size = 0, .sha256 = sha2, .content = "",
+		 .content_len = 0},
+	};
+	hv_run_end end = {
+		.has_exit_code = true, .duration_ms = 12, .stdout_data = "hello\n", .stdout_len = 6,
+		.skipped_json = "[{\"path\":\"big/<f>.bin\",\"reason\":\"too_large\",\"size\":99999999},"
+				"{\"path\":\"x\\u00e9\\ud83d\\ude00\",\"reason\":\"error\",\"size\":null,"
+				"\"error\":\"x: Permission denied\"}]",
+	};
+	assert_int_equal(hv_store_run_finish(st, id, &end, arts, 2), HV_OK);
+	sink s = {0};
+	hv_page_opts o = {.generated_by = "harvest test"};
+	assert_int_equal(hv_page_write_run(st, id, &o, sink_write, &s), HV_OK);
+	assert_non_null(strstr(s.p, "<title>Run 1 \xe2\x80\x94 nightly \xc2\xb7 harvest</title>"));
+	assert_non_null(strstr(s.p, "<code>make</code>"));
+	assert_non_null(strstr(s.p, "<pre class=\"term\">hello\n</pre>"));
+	assert_non_null(strstr(s.p, "id=\"artifact-1\""));
+	assert_non_null(strstr(s.p, "<tr><td>1</td><td>2</td></tr>"));
+	assert_non_null(strstr(s.p, "<span class=\"dir\">out/</span>t.csv"));
+	assert_non_null(strstr(s.p, "<td class=\"mono\">big/&lt;f&gt;.bin</td><td>too_large</td>"
+				    "<td>95 MiB</td>"));
+	assert_non_null(strstr(s.p, "<td class=\"mono\">x\xc3\xa9\xf0\x9f\x98\x80</td><td>error: "
+				    "x: Permission denied</td><td>\xe2\x80\x94</td>"));
+	assert_non_null(strstr(s.p, "Made by harvest test"));
+	/* the host the run's owner recorded */
+	char host[256], want[300];
+	assert_int_equal(gethostname(host, sizeof(host)), 0);
+	snprintf(want, sizeof(want), "<dt>Host</dt><dd>%s</dd>", host);
+	assert_non_null(strstr(s.p, want));
+	assert_non_null(strstr(s.p, "<span class=\"badge\">2 artifacts</span>"));
+	free(s.p);
+
+	s = (sink){0};
+	assert_int_equal(hv_page_write_run(st, id + 5, NULL, sink_write, &s), HV_DONE);
+	assert_non_null(strstr(hv_error_last(), "no run 6"));
+	assert_null(s.p);
+	/* 0 is no run (in a filter it would mean any run) */
+	assert_int_equal(hv_page_write_run(st, 0, NULL, sink_write, &s), HV_DONE);
+	assert_non_null(strstr(hv_error_last(), "no run 0"));
+	assert_null(s.p);
+	hv_store_close(st);
+	tu_rmrf(dir);
+	free(db);
+	free(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_csp_first),
+		cmocka_unit_test(test_hostile_names),
+		cmocka_unit_test(test_no_script_whatever_the_artifacts),
+		cmocka_unit_test(test_csv),
+		cmocka_unit_test(test_csv_first_50_rows),
+		cmocka_unit_test(test_200_lines),
+		cmocka_unit_test(test_ansi),
+		cmocka_unit_test(test_bytes),
+		cmocka_unit_test(test_csv_columns),
+		cmocka_unit_test(test_embed_cap),
+		cmocka_unit_test(test_base64_and_no_content),
+		cmocka_unit_test(test_write_failure),
+		cmocka_unit_test(test_from_store),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
