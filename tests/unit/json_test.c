@@ -927,7 +927,8 @@ static void test_fd_writer_eintr(void **state)
 	pthread_join(t, NULL);
 	close(p[0]);
 	sigaction(SIGUSR1, &old, NULL);
-	assert_int_equal(interrupts, 5);
+	/* Two signals sent while the writer is not running (a loaded machine) arrive as one. */
+	assert_true(interrupts >= 1 && interrupts <= 5);
 	assert_int_equal(it.d.len, sizeof(big) + 2);
 	assert_int_equal(it.d.data[0], '"');
 	assert_memory_equal(it.d.data + 1, big, sizeof(big));
