@@ -76,7 +76,7 @@ timeout_for() {
 cflags=(-std=c11 -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined
 	-fno-sanitize-recover=all -Iinclude -Isrc/lib -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64
 	-DHARVEST_VERSION='"fuzz"' -Wall -Wno-unused-parameter)
-libs=(-lmagic -lsqlite3 -lcrypto -lpthread)
+libs=(-lmagic -lsqlite3 -lcrypto -larchive -lseccomp -lpthread)
 
 # The library once, instrumented for coverage (fuzzer-no-link) and the sanitizers.
 objs=()

@@ -1067,6 +1067,11 @@ static int open_file(hv_store *st, enum file_state state)
 	if (!st->readonly) {
 		if ((rc = check_adopted(st)) != HV_OK)
 			return rc;
+		/* An upgrade of an existing schema comes before the switch to WAL too: a file
+		 * whose upgrade fails (tables that only look like harvest's) is rolled back in
+		 * its own journal mode, and so left exactly as it was. */
+		if (version > 0 && version < HV_STORE_SCHEMA_VERSION && (rc = migrate(st)) != HV_OK)
+			return rc;
 		if ((rc = switch_to_wal(st)) != HV_OK)
 			return rc;
 		char sql[96];
@@ -1077,7 +1082,7 @@ static int open_file(hv_store *st, enum file_state state)
 	}
 	if (version < HV_STORE_SCHEMA_VERSION) {
 		if (!st->readonly)
-			return migrate(st);
+			return version > 0 ? HV_OK : migrate(st); /* upgraded above */
 		/* Created but killed before its schema was written: nothing to read. */
 		if (version == 0)
 			return open_ephemeral(st);
