@@ -36,8 +36,6 @@ typedef struct hv_collect_opts {
 	/* Called after each entry of the walk with the counts so far (for progress displays);
 	 * may be NULL. Cheap calls only: it sits in the walk's loop. */
 	void (*on_progress)(void *ctx, uint64_t entries, uint64_t files, uint64_t bytes);
-	/* Tests only: called with a file's relative path right before it is opened. */
-	void (*test_before_open)(void *ctx, const char *path);
 } hv_collect_opts;
 
 /* One artifact: an OutputFile. */

@@ -46,11 +46,6 @@ typedef struct hv_file_write_opts {
 	/* fsync the file before it is renamed into place and the directory after (default
 	 * true): after a crash, the path holds the old bytes or all of the new ones. */
 	bool sync;
-	/* Tests only (may be NULL): called with a parent directory's path right after harvest
-	 * created it and before it opens it, and with the destination path right before the
-	 * rename. */
-	void (*test_hook)(void *ctx, const char *path);
-	void *test_ctx;
 } hv_file_write_opts;
 
 /* Fills opts with the defaults: mode -1, parents, sync. */
@@ -84,10 +79,6 @@ typedef struct hv_remove_opts {
 	 * denied"); the removal goes on with the rest. May be NULL. */
 	void (*on_error)(void *ctx, const char *message);
 	void *ctx;
-	/* Tests only (may be NULL): called with a directory's path right before the tree
-	 * removal opens it. */
-	void (*test_hook)(void *ctx, const char *path);
-	void *test_ctx;
 } hv_remove_opts;
 
 /* Removes path: a file, a symlink (itself, never what it points to; with a trailing '/' it
