@@ -10,6 +10,7 @@
 #include "harvest/json.h"
 #include "harvest/mime.h"
 #include "harvest/walk.h"
+#include "harvest/sys/store.h"
 #include "internal.h"
 #include "test_hook.h"
 

@@ -2,6 +2,7 @@
 #include "harvest/collect.h"
 #include "harvest/mime.h"
 #include "harvest/store.h"
+#include "harvest/sys/store.h"
 #include "internal.h"
 
 #include <errno.h>

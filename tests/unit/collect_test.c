@@ -9,6 +9,7 @@
 #include "harvest/collect.h"
 #include "harvest/mime.h"
 #include "harvest/store.h"
+#include "harvest/sys/store.h"
 #include "test_hook.h"
 
 #include <errno.h>
