@@ -2,9 +2,18 @@
 #ifndef HARVEST_H
 #define HARVEST_H
 
+#include "harvest/common.h"
 #include "harvest/types.h"
 #include "harvest/json.h"
+#include "harvest/parse.h"
 #include "harvest/walk.h"
 #include "harvest/files.h"
+#include "harvest/mime.h"
+#include "harvest/store.h"
+#include "harvest/collect.h"
+#include "harvest/run.h"
+#include "harvest/execute.h"
+#include "harvest/archive.h"
+#include "harvest/page.h"
 
 #endif

@@ -32,11 +32,11 @@ typedef enum hv_archive_format {
 
 /* The format a file name asks for by its extension: .tar, .tar.gz or .tgz, .zip (in any case).
  * HV_EUSAGE (with a message naming the name) for any other name. */
-hv_status hv_archive_format_from_name(const char *name, hv_archive_format *out);
+HV_EXTERN hv_status hv_archive_format_from_name(const char *name, hv_archive_format *out);
 /* The format named "tar", "tar.gz" (or "tgz") or "zip": HV_EUSAGE for another. */
-hv_status hv_archive_format_parse(const char *s, hv_archive_format *out);
+HV_EXTERN hv_status hv_archive_format_parse(const char *s, hv_archive_format *out);
 /* "tar", "tar.gz" or "zip". */
-const char *hv_archive_format_name(hv_archive_format f);
+HV_EXTERN const char *hv_archive_format_name(hv_archive_format f);
 
 typedef struct hv_archive_opts {
 	hv_archive_format format;
@@ -60,7 +60,7 @@ typedef struct hv_archive_opts {
 } hv_archive_opts;
 
 /* Fills opts with the defaults: tar, no limits, default threads. */
-void hv_archive_opts_init(hv_archive_opts *opts);
+HV_EXTERN void hv_archive_opts_init(hv_archive_opts *opts);
 
 /* What an archive holds. */
 typedef struct hv_archive_stats {
@@ -78,7 +78,7 @@ typedef struct hv_archive_stats {
  * opts->warn); HV_ENOTDIR when root is missing or not a directory; HV_EIO when writing failed
  * (the message says why: "No space left on device", "Broken pipe") — out_fd then holds a
  * partial archive; HV_EUSAGE for bad options. stats may be NULL. */
-hv_status hv_archive_dir(int out_fd, const char *root, const hv_archive_opts *opts,
+HV_EXTERN hv_status hv_archive_dir(int out_fd, const char *root, const hv_archive_opts *opts,
 			 hv_archive_stats *stats);
 
 /* Writes the stored artifacts of run run_id to out_fd as an archive of opts->format (the walk
@@ -91,7 +91,7 @@ hv_status hv_archive_dir(int out_fd, const char *root, const hv_archive_opts *op
  * member path; "reserved": the path is MANIFEST.json itself. Each artifact left out is also
  * passed to opts->warn. HV_OK when every artifact was archived, HV_WARN when some were left
  * out, HV_DONE when there is no such run, else a failure as hv_archive_dir. */
-hv_status hv_archive_run(int out_fd, hv_store *st, int64_t run_id, const hv_archive_opts *opts,
+HV_EXTERN hv_status hv_archive_run(int out_fd, hv_store *st, int64_t run_id, const hv_archive_opts *opts,
 			 hv_archive_stats *stats);
 
 #ifdef __cplusplus

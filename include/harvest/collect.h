@@ -36,8 +36,6 @@ typedef struct hv_collect_opts {
 	/* Called after each entry of the walk with the counts so far (for progress displays);
 	 * may be NULL. Cheap calls only: it sits in the walk's loop. */
 	void (*on_progress)(void *ctx, uint64_t entries, uint64_t files, uint64_t bytes);
-	/* Tests only: called with a file's relative path right before it is opened. */
-	void (*test_before_open)(void *ctx, const char *path);
 } hv_collect_opts;
 
 /* One artifact: an OutputFile. */
@@ -74,45 +72,45 @@ typedef struct hv_collection {
 } hv_collection;
 
 /* Fills opts with the defaults of SPEC 2. */
-void hv_collect_opts_init(hv_collect_opts *opts);
+HV_EXTERN void hv_collect_opts_init(hv_collect_opts *opts);
 
 /* Records the lstat state of every entry below dir (with opts' excludes: a collect with the
  * same options sees the same tree) as a new snapshot; regular files whose mtime or ctime is
  * within 2 s of the snapshot's time also get their SHA-256 (the racy rule). *id and *entries
  * (may be NULL) get the snapshot's id and size. HV_ENOTDIR when dir is not a directory. */
-hv_status hv_snapshot_take(hv_store *st, const char *dir, const hv_collect_opts *opts,
+HV_EXTERN hv_status hv_snapshot_take(hv_store *st, const char *dir, const hv_collect_opts *opts,
 			   int64_t *id, uint64_t *entries);
 
 /* Collects the regular files below dir (or those produced since opts->since_snapshot) into
  * *out (free with hv_collection_free). st may be NULL only with no_cache and no
  * since_snapshot. The database's own files are never artifacts. HV_ENOTDIR when dir is not
  * a directory; HV_DONE when the snapshot does not exist. */
-hv_status hv_collect(hv_store *st, const char *dir, const hv_collect_opts *opts,
+HV_EXTERN hv_status hv_collect(hv_store *st, const char *dir, const hv_collect_opts *opts,
 		     hv_collection **out);
 
 /* Records c as the artifacts of a run (contents stored when c has them) in one transaction:
  * begins a run described by start unless *run_id > 0 already names a begun one, and finishes
  * it with end (NULL: a collect, which has no exit code). *run_id gets the id. */
-hv_status hv_collection_record(hv_store *st, const hv_collection *c, const hv_run_start *start,
+HV_EXTERN hv_status hv_collection_record(hv_store *st, const hv_collection *c, const hv_run_start *start,
 			       const hv_run_end *end, int64_t *run_id);
 
 /* The collection's skipped list as a JSON array text (malloc'd), for hv_run_end.skipped_json. */
-char *hv_collection_skipped_json(const hv_collection *c, int kase);
+HV_EXTERN char *hv_collection_skipped_json(const hv_collection *c, int kase);
 
-void hv_collection_free(hv_collection *c);
+HV_EXTERN void hv_collection_free(hv_collection *c);
 
 /* Whether the process can open the descriptors a snapshot or a collect of dir needs (the walk
  * keeps a few it cannot give up: HV_COLLECT_MIN_FDS), plus extra more (a database still to be
  * opened: 3). HV_OK, else HV_EIO with a message naming dir and the limit. hv_snapshot_take()
  * and hv_collect() check it themselves; a caller checks first to fail before anything else. */
 #define HV_COLLECT_MIN_FDS 4
-hv_status hv_collect_check_fds(const char *dir, int extra);
+HV_EXTERN hv_status hv_collect_check_fds(const char *dir, int extra);
 
 /* hv_mime_detect_paths() through the store's MIME cache: a regular file whose cached answer
  * is still valid (SPEC 5) is not opened; the others are detected on worker threads and their
  * answers cached. st NULL: no cache (the same as hv_mime_detect_paths). The cache holds
  * libmagic's answer; refinement by name (unless opts->raw) is applied after it. */
-hv_status hv_mime_detect_cached(hv_store *st, const char *const *paths, size_t n,
+HV_EXTERN hv_status hv_mime_detect_cached(hv_store *st, const char *const *paths, size_t n,
 				const hv_mime_opts *opts, hv_mime_result **results);
 
 #ifdef __cplusplus

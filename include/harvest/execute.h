@@ -35,13 +35,13 @@ typedef struct hv_execution {
  * failure to collect or record after the command ran is reported in out->collect_status; then
  * run_id is 0, and hv_execute does not record the run's end without its artifacts as a normal
  * end (the history never shows an incomplete run as complete). */
-hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
+HV_EXTERN hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 		     hv_run_chunk_fn on_chunk, void *ctx, hv_execution *out);
 
-void hv_execution_free(hv_execution *e);
+HV_EXTERN void hv_execution_free(hv_execution *e);
 
 /* The argv as a JSON array text (malloc'd), as the history records a run's command. */
-char *hv_argv_json(const char *const *argv);
+HV_EXTERN char *hv_argv_json(const char *const *argv);
 
 #ifdef __cplusplus
 }

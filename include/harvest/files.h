@@ -30,7 +30,7 @@ extern "C" {
  * device (refused without reading), permission denied, a read error (message naming path) or
  * a write error (message naming out_name). On HV_EIO after some bytes went out, out_fd has
  * received a prefix of the file. */
-hv_status hv_file_copy_to_fd(const char *path, int out_fd, const char *out_name);
+HV_EXTERN hv_status hv_file_copy_to_fd(const char *path, int out_fd, const char *out_name);
 
 /* Where hv_file_write takes its bytes from: read up to cap bytes into buf, set *got (0 at the
  * end) and return HV_OK, or fail with a status and an hv_error_set-style message. */
@@ -46,15 +46,10 @@ typedef struct hv_file_write_opts {
 	/* fsync the file before it is renamed into place and the directory after (default
 	 * true): after a crash, the path holds the old bytes or all of the new ones. */
 	bool sync;
-	/* Tests only (may be NULL): called with a parent directory's path right after harvest
-	 * created it and before it opens it, and with the destination path right before the
-	 * rename. */
-	void (*test_hook)(void *ctx, const char *path);
-	void *test_ctx;
 } hv_file_write_opts;
 
 /* Fills opts with the defaults: mode -1, parents, sync. */
-void hv_file_write_opts_init(hv_file_write_opts *opts);
+HV_EXTERN void hv_file_write_opts_init(hv_file_write_opts *opts);
 
 /* Replaces (or creates) the file path with the bytes read from read_fn until it gives 0.
  * The destination's last component is never followed: an existing symlink there is replaced
@@ -65,16 +60,16 @@ void hv_file_write_opts_init(hv_file_write_opts *opts);
  * missing and !parents; HV_EIO for the rest (a parent that is not a directory, permission
  * denied, no space...), or read_fn's status. On failure path is as it was (the temporary
  * file is gone) and any parent directories made stay. */
-hv_status hv_file_write(const char *path, hv_file_read_fn read_fn, void *ctx,
+HV_EXTERN hv_status hv_file_write(const char *path, hv_file_read_fn read_fn, void *ctx,
 			const hv_file_write_opts *opts);
 
 /* hv_file_write with the bytes read from in_fd until end of file; in_name names in_fd in
  * messages ("standard input"; NULL: "input"). */
-hv_status hv_file_write_fd(const char *path, int in_fd, const char *in_name,
+HV_EXTERN hv_status hv_file_write_fd(const char *path, int in_fd, const char *in_name,
 			   const hv_file_write_opts *opts);
 
 /* hv_file_write with the bytes data[0..len). */
-hv_status hv_file_write_buffer(const char *path, const void *data, size_t len,
+HV_EXTERN hv_status hv_file_write_buffer(const char *path, const void *data, size_t len,
 			       const hv_file_write_opts *opts);
 
 typedef struct hv_remove_opts {
@@ -84,10 +79,6 @@ typedef struct hv_remove_opts {
 	 * denied"); the removal goes on with the rest. May be NULL. */
 	void (*on_error)(void *ctx, const char *message);
 	void *ctx;
-	/* Tests only (may be NULL): called with a directory's path right before the tree
-	 * removal opens it. */
-	void (*test_hook)(void *ctx, const char *path);
-	void *test_ctx;
 } hv_remove_opts;
 
 /* Removes path: a file, a symlink (itself, never what it points to; with a trailing '/' it
@@ -99,7 +90,7 @@ typedef struct hv_remove_opts {
  * root swapped for something else after it was looked at (left alone), or a tree of which
  * some entries could not be removed (each one reported to on_error; what could be removed
  * is removed; hv_error_last() holds the last of them). */
-hv_status hv_remove(const char *path, const hv_remove_opts *opts);
+HV_EXTERN hv_status hv_remove(const char *path, const hv_remove_opts *opts);
 
 #ifdef __cplusplus
 }

@@ -18,67 +18,67 @@ typedef enum hv_case { HV_CASE_SNAKE = 0, HV_CASE_CAMEL = 1 } hv_case;
 typedef struct hv_json hv_json;
 
 /* A writer that buffers and writes to fd (which it does not own). */
-hv_status hv_json_new_fd(hv_json **out, int fd, hv_case kase);
+HV_EXTERN hv_status hv_json_new_fd(hv_json **out, int fd, hv_case kase);
 /* A writer that accumulates everything in memory; read it with hv_json_buffer(). */
-hv_status hv_json_new_buffer(hv_json **out, hv_case kase);
+HV_EXTERN hv_status hv_json_new_buffer(hv_json **out, hv_case kase);
 /* Frees the writer; an fd writer first flushes what is pending (check hv_json_flush()
  * before, to see the error). */
-void hv_json_free(hv_json *j);
+HV_EXTERN void hv_json_free(hv_json *j);
 
-hv_case hv_json_case(const hv_json *j);
+HV_EXTERN hv_case hv_json_case(const hv_json *j);
 /* The bytes written so far to a buffer writer (not NUL-terminated), and their count. */
-const char *hv_json_buffer(const hv_json *j, size_t *len);
+HV_EXTERN const char *hv_json_buffer(const hv_json *j, size_t *len);
 /* A malloc'd, NUL-terminated copy of what a buffer writer holds (NULL when out of memory). */
-char *hv_json_buffer_strdup(const hv_json *j);
+HV_EXTERN char *hv_json_buffer_strdup(const hv_json *j);
 /* Forgets the buffered bytes of a buffer writer (the structure state is kept). */
-void hv_json_buffer_reset(hv_json *j);
+HV_EXTERN void hv_json_buffer_reset(hv_json *j);
 
 /* Writes out what is buffered (fd writers). Returns HV_EIO on a write error (e.g. EPIPE);
  * the first write error is sticky and returned by every later flush. */
-hv_status hv_json_flush(hv_json *j);
+HV_EXTERN hv_status hv_json_flush(hv_json *j);
 /* The sticky status: HV_OK, HV_EIO (a write error) or HV_ENOMEM (a buffer writer could not
  * grow). After an error the writer discards further output; calls remain safe. */
-hv_status hv_json_status(const hv_json *j);
+HV_EXTERN hv_status hv_json_status(const hv_json *j);
 /* Bytes buffered and not yet written. */
-size_t hv_json_pending(const hv_json *j);
+HV_EXTERN size_t hv_json_pending(const hv_json *j);
 
 /* Structure. Commas between members and elements are inserted by the writer. */
-void hv_json_object_begin(hv_json *j);
-void hv_json_object_end(hv_json *j);
-void hv_json_array_begin(hv_json *j);
-void hv_json_array_end(hv_json *j);
+HV_EXTERN void hv_json_object_begin(hv_json *j);
+HV_EXTERN void hv_json_object_end(hv_json *j);
+HV_EXTERN void hv_json_array_begin(hv_json *j);
+HV_EXTERN void hv_json_array_end(hv_json *j);
 /* Ends a top-level value with '\n' (a jsonl record). It does not flush: call
  * hv_json_flush() where a record must reach the reader now. */
-void hv_json_newline(hv_json *j);
+HV_EXTERN void hv_json_newline(hv_json *j);
 
 /* A member key, given in snake_case ("is_dir"), written as "isDir" in camel case. */
-void hv_json_key(hv_json *j, const char *snake_key);
+HV_EXTERN void hv_json_key(hv_json *j, const char *snake_key);
 /* A member whose value is unknown: "key": null in snake case, left out in camel case. */
-void hv_json_key_null(hv_json *j, const char *snake_key);
+HV_EXTERN void hv_json_key_null(hv_json *j, const char *snake_key);
 
 /* Values. */
-void hv_json_string(hv_json *j, const char *bytes, size_t len);
-void hv_json_cstring(hv_json *j, const char *s);
+HV_EXTERN void hv_json_string(hv_json *j, const char *bytes, size_t len);
+HV_EXTERN void hv_json_cstring(hv_json *j, const char *s);
 /* A string value in snake_case ("stream_chunk") written in camelCase when the writer is camel. */
-void hv_json_enum(hv_json *j, const char *snake_value);
-void hv_json_int(hv_json *j, int64_t v);
-void hv_json_uint(hv_json *j, uint64_t v);
-void hv_json_bool(hv_json *j, bool v);
-void hv_json_null(hv_json *j);
+HV_EXTERN void hv_json_enum(hv_json *j, const char *snake_value);
+HV_EXTERN void hv_json_int(hv_json *j, int64_t v);
+HV_EXTERN void hv_json_uint(hv_json *j, uint64_t v);
+HV_EXTERN void hv_json_bool(hv_json *j, bool v);
+HV_EXTERN void hv_json_null(hv_json *j);
 /* Standard base64 (RFC 4648, with padding) of the bytes, as a JSON string. */
-void hv_json_base64(hv_json *j, const void *data, size_t len);
+HV_EXTERN void hv_json_base64(hv_json *j, const void *data, size_t len);
 /* Already-valid JSON text, inserted as one value. */
-void hv_json_raw(hv_json *j, const char *text, size_t len);
+HV_EXTERN void hv_json_raw(hv_json *j, const char *text, size_t len);
 
 /* The JSON string form of bytes (with quotes), by the writer's escaping rules, into out,
  * snprintf-style: at most cap bytes are stored, always NUL-terminated when cap > 0 (the form
  * is cut short when it does not fit). Returns the length of the whole form, without the NUL;
  * it never exceeds 6 * len + 2, so a buffer of 6 * len + 3 always suffices. */
-size_t hv_json_escape(const char *bytes, size_t len, char *out, size_t cap);
+HV_EXTERN size_t hv_json_escape(const char *bytes, size_t len, char *out, size_t cap);
 
 /* The length (1 to 4) of the valid, complete (strict) UTF-8 character that starts bytes,
  * or 0 when bytes does not start with one. For printers that escape everything else. */
-size_t hv_utf8_char_length(const char *bytes, size_t len);
+HV_EXTERN size_t hv_utf8_char_length(const char *bytes, size_t len);
 
 /* The form of bytes that is safe to show on a terminal, for text output and messages: every
  * byte of a C0 control (0x00-0x1f), DEL (0x7f), a C1 control (U+0080-U+009F, encoded as
@@ -87,7 +87,7 @@ size_t hv_utf8_char_length(const char *bytes, size_t len);
  * bytes can be recovered from the form. snprintf-style like hv_json_escape: at most cap bytes
  * stored, NUL-terminated when cap > 0; returns the length of the whole form (at most
  * 4 * len, so a buffer of 4 * len + 1 always suffices). */
-size_t hv_text_escape(const char *bytes, size_t len, char *out, size_t cap);
+HV_EXTERN size_t hv_text_escape(const char *bytes, size_t len, char *out, size_t cap);
 
 #ifdef __cplusplus
 }

@@ -38,7 +38,7 @@ typedef struct hv_magic hv_magic;
  * isolate false runs libmagic in the calling process (faster by a round trip per file; for
  * trusted input, or where fork is not wanted: the worker is a child the caller could reap
  * with waitpid(-1), and is then just replaced). */
-void hv_magic_set_isolation(bool isolate, unsigned timeout_ms);
+HV_EXTERN void hv_magic_set_isolation(bool isolate, unsigned timeout_ms);
 
 /* Opens a detector. database: libmagic's colon-separated database list as magic_load() takes
  * it; NULL means the default file(1) uses (magic_getpath(): $MAGIC, else the compiled-in
@@ -47,19 +47,19 @@ void hv_magic_set_isolation(bool isolate, unsigned timeout_ms);
  * MAGIC_MIME_TYPE|MAGIC_NO_COMPRESS_FORK; 0 gives file(1)'s answer. Flags that follow symlinks,
  * read devices, decompress, print, write or change the answer's form are refused (HV_EUSAGE).
  * HV_EIO when the database cannot be loaded. */
-hv_status hv_magic_open(hv_magic **out, const char *database, int extra_flags);
-void hv_magic_close(hv_magic *m);
+HV_EXTERN hv_status hv_magic_open(hv_magic **out, const char *database, int extra_flags);
+HV_EXTERN void hv_magic_close(hv_magic *m);
 
 /* A string naming everything an answer depends on: libmagic's version, the flags, the bytes
  * it reads, and each database file with its size and mtime, e.g.
  * "libmagic=544;flags=0x4000010;bytes=7340032;db=/etc/magic:111:1674912000000000000,...".
  * Equal for two handles opened alike; owned by the handle. */
-const char *hv_magic_fingerprint(const hv_magic *m);
+HV_EXTERN const char *hv_magic_fingerprint(const hv_magic *m);
 /* The database list that was loaded (the resolved default when opened with NULL). */
-const char *hv_magic_database(const hv_magic *m);
+HV_EXTERN const char *hv_magic_database(const hv_magic *m);
 /* How many bytes libmagic looks at (MAGIC_PARAM_BYTES_MAX, 7 MiB by default): file(1) reads
  * no more than this from the start of a file. */
-size_t hv_magic_bytes_max(const hv_magic *m);
+HV_EXTERN size_t hv_magic_bytes_max(const hv_magic *m);
 
 /* Detects the type of the file open on fd (opened by the caller, readable). A regular file is
  * read through libmagic (at most hv_magic_bytes_max() bytes from offset 0, plus the ELF and
@@ -67,7 +67,7 @@ size_t hv_magic_bytes_max(const hv_magic *m);
  * "inode/x-empty" without reading, as file(1) does. Anything else gets its inode/... type
  * without being read (a FIFO is never read). *type stays valid until the next call on m.
  * path only names the file in error messages (NULL: "fd N"). HV_EIO when reading fails. */
-hv_status hv_magic_fd(hv_magic *m, int fd, const char *path, const char **type);
+HV_EXTERN hv_status hv_magic_fd(hv_magic *m, int fd, const char *path, const char **type);
 
 /* Detects the type of a regular file from bytes the caller already read: buf holds the file
  * from offset 0, all of it or at least its first hv_magic_bytes_max() bytes (more is ignored,
@@ -78,13 +78,13 @@ hv_status hv_magic_fd(hv_magic *m, int fd, const char *path, const char **type);
  * holds the whole file); magic rules with offsets relative to the end of the file see only
  * buf. So: with the file open, prefer hv_magic_fd() when re-reading is cheap; use this to
  * avoid a second read, passing the fd if there is one. fd's offset is left where it was. */
-hv_status hv_magic_buffer(hv_magic *m, const void *buf, size_t len, int fd, const char *path,
+HV_EXTERN hv_status hv_magic_buffer(hv_magic *m, const void *buf, size_t len, int fd, const char *path,
 			  const char **type);
 
 /* file(1)'s type for a non-regular file from its st_mode: "inode/directory", "inode/symlink",
  * "inode/fifo", "inode/socket", "inode/chardevice", "inode/blockdevice"; NULL for a regular
  * file (its type needs its contents) or an unknown file type. */
-const char *hv_mime_for_mode(uint32_t mode);
+HV_EXTERN const char *hv_mime_for_mode(uint32_t mode);
 
 /* ---- Refinement by name ------------------------------------------------------------------ */
 
@@ -95,8 +95,8 @@ typedef struct hv_mime_db hv_mime_db;
 /* Parses dir/globs2, dir/subclasses and dir/aliases; dir NULL means "/usr/share/mime". Missing
  * files are not an error (refinement then uses the built-in table alone), lines that do not
  * parse are skipped; a file that exists but cannot be read is HV_EIO, naming it. */
-hv_status hv_mime_db_open(hv_mime_db **out, const char *dir);
-void hv_mime_db_close(hv_mime_db *db);
+HV_EXTERN hv_status hv_mime_db_open(hv_mime_db **out, const char *dir);
+HV_EXTERN void hv_mime_db_close(hv_mime_db *db);
 
 /* Refines raw_type (libmagic's answer) by the file name (a base name or a path; the part after
  * the last '/' is used). db NULL means the process-wide default db, parsed on first use.
@@ -114,14 +114,14 @@ void hv_mime_db_close(hv_mime_db *db);
  * is the answer, else raw_type. inode/... answers are never refined.
  * *type points to raw_type or to a string that lives as long as db (the default db lives
  * until exit). HV_ENOMEM/HV_EIO only when the default db cannot be loaded. */
-hv_status hv_mime_refine(const hv_mime_db *db, const char *name, const char *raw_type,
+HV_EXTERN hv_status hv_mime_refine(const hv_mime_db *db, const char *name, const char *raw_type,
 			 const char **type);
 
 /* Whether type is parent or a subclass of it, by shared-mime-info's relation (transitive,
  * through aliases, every text/... under text/plain, everything but inode/... under
  * application/octet-stream) plus the built-in table's. db NULL: the default db (false if it
  * cannot be loaded). */
-bool hv_mime_is_subclass(const hv_mime_db *db, const char *type, const char *parent);
+HV_EXTERN bool hv_mime_is_subclass(const hv_mime_db *db, const char *type, const char *parent);
 
 /* ---- Many paths at once ------------------------------------------------------------------ */
 
@@ -141,7 +141,7 @@ typedef struct hv_mime_result {
 } hv_mime_result;
 
 /* Fills opts with the defaults: default threads, refined, default databases. */
-void hv_mime_opts_init(hv_mime_opts *opts);
+HV_EXTERN void hv_mime_opts_init(hv_mime_opts *opts);
 
 /* Detects paths[0..n) on worker threads (each with its own hv_magic) and returns n results in
  * input order in *results (free with hv_mime_results_free). Each path is lstat'ed: a
@@ -151,9 +151,9 @@ void hv_mime_opts_init(hv_mime_opts *opts);
  * Returns HV_OK when every path was answered; HV_WARN when some were not (their results carry
  * the error; hv_error_last() says how many); a negative status on a fatal failure (no
  * results). opts NULL: the defaults. Memory grows with n: feed a long list in chunks. */
-hv_status hv_mime_detect_paths(const char *const *paths, size_t n, const hv_mime_opts *opts,
+HV_EXTERN hv_status hv_mime_detect_paths(const char *const *paths, size_t n, const hv_mime_opts *opts,
 			       hv_mime_result **results);
-void hv_mime_results_free(hv_mime_result *results, size_t n);
+HV_EXTERN void hv_mime_results_free(hv_mime_result *results, size_t n);
 
 #ifdef __cplusplus
 }

@@ -40,7 +40,7 @@ extern "C" {
 typedef int (*hv_page_write_fn)(void *ctx, const void *data, size_t len);
 
 /* An hv_page_write_fn writing to the FILE * given as ctx. */
-int hv_page_write_file(void *file, const void *data, size_t len);
+HV_EXTERN int hv_page_write_file(void *file, const void *data, size_t len);
 
 typedef struct hv_page_opts {
 	uint64_t embed_max;           /* 0: HV_PAGE_EMBED_MAX */
@@ -54,14 +54,14 @@ typedef struct hv_page_opts {
 /* Writes the page of history run run_id with its artifacts and their stored contents. HV_DONE
  * (hv_error_last() says so) when there is no such run; HV_EIO when fn failed (the page is then
  * cut short); HV_EDB when reading the store failed. */
-hv_status hv_page_write_run(hv_store *st, int64_t run_id, const hv_page_opts *o,
+HV_EXTERN hv_status hv_page_write_run(hv_store *st, int64_t run_id, const hv_page_opts *o,
 			    hv_page_write_fn fn, void *ctx);
 
 /* Writes the page of a run that is described by run (its with_output fields included; its
  * skipped_json and artifacts are not used) and produced the collection c (may be NULL: no
  * files). run->run_id 0 means the run was not recorded: contents too large to embed are then
  * only named. */
-hv_status hv_page_write_collection(const hv_run_row *run, const hv_collection *c,
+HV_EXTERN hv_status hv_page_write_collection(const hv_run_row *run, const hv_collection *c,
 				   const hv_page_opts *o, hv_page_write_fn fn, void *ctx);
 
 #ifdef __cplusplus

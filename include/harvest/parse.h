@@ -12,31 +12,31 @@ extern "C" {
 
 /* A whole number in decimal digits only: no sign, no blanks, no "0x" (leading zeros are
  * decimal: "010" is 10). HV_EUSAGE (with a message) for anything else or a value above max. */
-hv_status hv_parse_uint(const char *text, uint64_t max, uint64_t *out);
+HV_EXTERN hv_status hv_parse_uint(const char *text, uint64_t max, uint64_t *out);
 
 /* The same with an optional '-' (no '+'), from min to max. */
-hv_status hv_parse_int(const char *text, int64_t min, int64_t max, int64_t *out);
+HV_EXTERN hv_status hv_parse_int(const char *text, int64_t min, int64_t max, int64_t *out);
 
 /* A duration in seconds, as milliseconds: decimal digits with an optional fraction and
  * exponent ("10", "2.5", ".5", "1e-3"; no sign, blanks, hex, "inf" or "nan"), at most 1e9 s.
  * A positive duration is rounded up to the next whole millisecond, so it is never 0 (which
  * callers use for "none"); "0" (or "0.0") gives 0. HV_EUSAGE for anything else. */
-hv_status hv_parse_duration_ms(const char *text, uint64_t *out_ms);
+HV_EXTERN hv_status hv_parse_duration_ms(const char *text, uint64_t *out_ms);
 
 /* A size: a whole number with an optional unit, case-insensitive: B; K, KB, KiB; M, MB, MiB;
  * G, GB, GiB; T, TB, TiB — all binary (KB = KiB = 1024), as sizes of files are. HV_EUSAGE
  * (with a message) for anything else or an overflow. */
-hv_status hv_parse_size(const char *text, uint64_t *out);
+HV_EXTERN hv_status hv_parse_size(const char *text, uint64_t *out);
 
 /* A point in time as nanoseconds since the epoch: RFC 3339 ("2026-11-30T03:29:07Z",
  * "2026-11-30T03:29:07.5+02:00", a space or 't' for 'T', 'z' for 'Z'), a date alone
  * ("2026-11-30", midnight UTC), or an age before now_ns: a whole number with s, m, h, d or w
  * ("90m", "12h", "7d"). HV_EUSAGE for anything else. */
-hv_status hv_parse_time(const char *text, int64_t now_ns, int64_t *out_ns);
+HV_EXTERN hv_status hv_parse_time(const char *text, int64_t now_ns, int64_t *out_ns);
 
 /* Formats ns since the epoch as RFC 3339 UTC with nanoseconds ("2026-11-30T03:29:07.123456789Z")
  * into out (at least 40 bytes); returns the length. */
-size_t hv_format_time(int64_t ns, char *out, size_t cap);
+HV_EXTERN size_t hv_format_time(int64_t ns, char *out, size_t cap);
 
 #ifdef __cplusplus
 }

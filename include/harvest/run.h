@@ -47,7 +47,7 @@ extern "C" {
 typedef enum hv_stream { HV_STREAM_STDOUT = 1, HV_STREAM_STDERR = 2 } hv_stream;
 
 /* "stdout" or "stderr". */
-const char *hv_stream_name(hv_stream which);
+HV_EXTERN const char *hv_stream_name(hv_stream which);
 
 /* Receives each chunk as soon as it is read: len >= 1 bytes, not NUL-terminated, valid until
  * the callback returns. A chunk ends inside a UTF-8 sequence only at the end of the stream
@@ -115,21 +115,21 @@ typedef struct hv_run_result {
 
 /* Fills opts with the defaults: no argv, no timeout, 16 MiB kept per stream, stdin from
  * /dev/null, linger 2 s, no cancel descriptor, descendants out of the group left alone. */
-void hv_run_opts_init(hv_run_opts *opts);
+HV_EXTERN void hv_run_opts_init(hv_run_opts *opts);
 
 /* HV_OK when assignment is KEY=VALUE with KEY matching ^[A-Za-z_][A-Za-z0-9_]*$, else
  * HV_EUSAGE with a message naming it. */
-hv_status hv_run_check_env(const char *assignment);
+HV_EXTERN hv_status hv_run_check_env(const char *assignment);
 
 /* HV_OK when lang matches ^[A-Za-z0-9._+-]+$ (an interpreter name, run without a shell). */
-hv_status hv_run_check_language(const char *lang);
+HV_EXTERN hv_status hv_run_check_language(const char *lang);
 
 /* argv for `--shell`: {"sh", "-c", script, NULL}. Pointers into script are kept, not copied. */
-hv_status hv_run_argv_shell(const char *argv[4], const char *script);
+HV_EXTERN hv_status hv_run_argv_shell(const char *argv[4], const char *script);
 
 /* argv for `--language LANG`: {lang, NULL} after hv_run_check_language(); the source code
  * goes in opts.stdin_data or comes from opts.stdin_fd. */
-hv_status hv_run_argv_language(const char *argv[2], const char *lang);
+HV_EXTERN hv_status hv_run_argv_language(const char *argv[2], const char *lang);
 
 /* Runs opts->argv to the end, handing output to on_chunk (may be NULL) as it arrives, and
  * fills *out. HV_OK whenever the command ran or could not be executed (exit codes 126/127);
@@ -137,11 +137,11 @@ hv_status hv_run_argv_language(const char *argv[2], const char *lang);
  * when the process could not be created, HV_EIO/HV_ENOMEM on a failure mid-run (the child is
  * killed and reaped first), or on_chunk's own status; then *out is still filled with what was
  * known, so free it in every case. */
-hv_status hv_run(const hv_run_opts *opts, hv_run_chunk_fn on_chunk, void *ctx,
+HV_EXTERN hv_status hv_run(const hv_run_opts *opts, hv_run_chunk_fn on_chunk, void *ctx,
 		 hv_run_result *out);
 
 /* Frees the buffers of a result and zeroes it. */
-void hv_run_result_free(hv_run_result *r);
+HV_EXTERN void hv_run_result_free(hv_run_result *r);
 
 #ifdef __cplusplus
 }

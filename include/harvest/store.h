@@ -64,137 +64,31 @@ enum {
 /* The default path in *out (malloc'd, the caller frees): $HARVEST_DB when set and not empty,
  * else ${XDG_DATA_HOME:-$HOME/.local/share}/harvest/harvest.db (a relative XDG_DATA_HOME is
  * ignored, as the XDG spec says). Creates nothing. */
-hv_status hv_store_default_path(char **out);
+HV_EXTERN hv_status hv_store_default_path(char **out);
 
 /* Opens (creating when missing, unless HV_STORE_READONLY) the database at path; NULL means
  * hv_store_default_path(), and then the missing directories of the XDG location are created
  * with mode 0700. A new database file is created with mode 0600. Runs the missing schema
  * migrations in one transaction. HV_EDB (see the refusals above) or HV_ENOMEM on failure. */
-hv_status hv_store_open(hv_store **out, const char *path, int flags);
+HV_EXTERN hv_status hv_store_open(hv_store **out, const char *path, int flags);
 
 /* Writes pending MIME cache answers, then closes the handle and frees it (always). Returns the
  * status of that last write. NULL is allowed. */
-hv_status hv_store_close(hv_store *st);
+HV_EXTERN hv_status hv_store_close(hv_store *st);
 
 /* The database file in use, made absolute with its directory's symlinks resolved (so the
  * collector can recognise it and its -wal/-shm/-journal files). */
-const char *hv_store_path(const hv_store *st);
+HV_EXTERN const char *hv_store_path(const hv_store *st);
 
 /* Writes pending MIME cache answers now (they are otherwise written in batches and on close). */
-hv_status hv_store_flush(hv_store *st);
+HV_EXTERN hv_status hv_store_flush(hv_store *st);
 
 /* Runs `PRAGMA integrity_check`: HV_OK when it says "ok", else HV_EDB with its report on one
  * line. */
-hv_status hv_store_integrity_check(hv_store *st);
+HV_EXTERN hv_status hv_store_integrity_check(hv_store *st);
 
 /* CLOCK_REALTIME in nanoseconds since the epoch, the clock of every time in the store. */
-int64_t hv_store_now_ns(void);
-
-/* ---- MIME cache ------------------------------------------------------------------------- */
-
-/* The rule of SPEC 5, kept here: an answer is reused only when the file's type, dev, ino,
- * size, mtime_ns and ctime_ns and the libmagic fingerprint (its version, database and flags, as
- * a string of the caller's making) all match, and the file was already more than 2 s old (by
- * both mtime and ctime) when the answer was stored. The store keeps one answer per (dev, ino):
- * cache the answer that depends on the inode's content only (libmagic's), not one that also
- * depends on the name. */
-
-/* Looks up the answer for the file st describes: *mime_out is a malloc'd copy on a hit (the
- * caller frees) and NULL on a miss. */
-hv_status hv_store_mime_lookup(hv_store *st, const hv_stat *s, const char *fingerprint,
-                               char **mime_out);
-
-/* Remembers mime_type for the file s describes. Answers for files not yet 2 s old are dropped
- * (they could never be reused). Puts are kept in memory and written in one transaction per
- * batch (and by hv_store_flush()/hv_store_close()); a lookup does not see unwritten puts. */
-hv_status hv_store_mime_put(hv_store *st, const hv_stat *s, const char *fingerprint,
-                            const char *mime_type);
-
-/* The same, with the content's SHA-256 (64 hex digits) when the caller read it: a later
- * lookup hands it back, so `collect --no-content` can name an unchanged file's digest
- * without opening it. */
-hv_status hv_store_mime_put_sha(hv_store *st, const hv_stat *s, const char *fingerprint,
-				const char *mime_type, const char *sha256);
-/* hv_store_mime_lookup, also giving the digest stored with the answer in sha256_out ("" when
- * none was stored; may be NULL). */
-hv_status hv_store_mime_lookup_sha(hv_store *st, const hv_stat *s, const char *fingerprint,
-				   char **mime_out, char sha256_out[65]);
-
-/* ---- Snapshots -------------------------------------------------------------------------- */
-
-/* Entry paths are relative to the snapshot's root, '/'-separated, as hv_entry.path. A snapshot
- * becomes visible only when finished: entries are written in short transactions as they come
- * (so a large snapshot does not hold the write lock), and a snapshot left unfinished by a killed
- * process stays invisible until hv_store_prune() removes it. */
-
-/* Whether an entry stat'ed for a snapshot taken at created_at_ns is racy: its mtime or ctime is
- * no more than 2 s before that time (or after it). The collector stores the SHA-256 of racy
- * regular files, so a same-size rewrite within the clock's resolution is still caught. */
-bool hv_store_stat_is_racy(const hv_stat *s, int64_t created_at_ns);
-
-typedef struct hv_snapshot_writer hv_snapshot_writer;
-
-/* Starts a snapshot of root (an absolute directory path, NUL-terminated); its time is now. */
-hv_status hv_store_snapshot_begin(hv_store *st, const char *root, hv_snapshot_writer **out);
-
-/* The snapshot's time (created_at_ns), for hv_store_stat_is_racy(). */
-int64_t hv_snapshot_writer_created_at(const hv_snapshot_writer *w);
-
-/* Adds one entry: its lstat and, for a racy regular file, its SHA-256 (else NULL). Entries
- * may come in any order, and a directory need not be added for entries below it (it is then
- * not an entry itself); in the walk's pre-order each costs no lookup. A path added twice
- * fails with HV_EUSAGE when the batch holding it is written; an empty path or component
- * ("a//b", "/a", "a/") is refused. */
-hv_status hv_snapshot_writer_add(hv_snapshot_writer *w, const char *path, size_t path_len,
-                                 const hv_stat *s, const char *sha256_hex);
-
-/* Writes what is pending and makes the snapshot visible; *id_out (may be NULL) gets its id.
- * Frees w, whatever the status (on failure, the snapshot stays invisible). */
-hv_status hv_snapshot_writer_finish(hv_snapshot_writer *w, int64_t *id_out);
-
-/* Drops the unfinished snapshot and frees w. NULL is allowed. */
-hv_status hv_snapshot_writer_abort(hv_snapshot_writer *w);
-
-/* One recorded entry. Pointers are valid until the next call on the snapshot. */
-typedef struct hv_snapshot_entry {
-	const char *path;   /* NUL-terminated too */
-	size_t path_len;
-	hv_stat st;
-	const char *sha256; /* 64 hex digits, or NULL when the entry was not racy */
-} hv_snapshot_entry;
-
-typedef struct hv_snapshot hv_snapshot;
-
-/* Opens finished snapshot id for reading: HV_DONE (with hv_error_last() saying so) when there
- * is no such finished snapshot. */
-hv_status hv_store_snapshot_open(hv_store *st, int64_t id, hv_snapshot **out);
-
-int64_t hv_snapshot_id(const hv_snapshot *sn);
-/* The root given to hv_store_snapshot_begin(), NUL-terminated. */
-const char *hv_snapshot_root(const hv_snapshot *sn, size_t *len);
-int64_t hv_snapshot_created_at(const hv_snapshot *sn);
-uint64_t hv_snapshot_entries(const hv_snapshot *sn);
-
-/* The next entry in *out (HV_OK) or HV_DONE at the end. Entries come in the walker's
- * HV_SORT_NAME order (pre-order, siblings sorted bytewise by name), which is the order of
- * hv_store_path_cmp(), so the collector can merge a sorted walk against the snapshot in one
- * pass. Entries are read in pages, so the handle can be written between two calls. */
-hv_status hv_snapshot_next(hv_snapshot *sn, const hv_snapshot_entry **out);
-
-/* Finds path: HV_OK with *out filled, HV_DONE when the snapshot has no such entry. Does not
- * move the iteration. */
-hv_status hv_snapshot_lookup(hv_snapshot *sn, const char *path, size_t path_len,
-                             hv_snapshot_entry *out);
-
-void hv_snapshot_close(hv_snapshot *sn);
-
-/* Compares two relative paths in walk order: component by component, bytewise (memcmp order
- * with '/' below every other byte). <0, 0 or >0. */
-int hv_store_path_cmp(const char *a, size_t alen, const char *b, size_t blen);
-
-/* Deletes snapshot id (finished or not): `run` drops its own snapshot once it has collected.
- * HV_DONE when there is no such snapshot. */
-hv_status hv_store_snapshot_delete(hv_store *st, int64_t id);
+HV_EXTERN int64_t hv_store_now_ns(void);
 
 /* ---- Runs and artifacts ----------------------------------------------------------------- */
 
@@ -209,7 +103,7 @@ typedef struct hv_run_start {
 /* Records a run that has started (committed at once, so a run killed before it finished shows
  * in the history with no end), owned by this process. *run_id gets its id: ids only ever
  * grow, one of a pruned run is never given again (and artifact ids likewise). */
-hv_status hv_store_run_begin(hv_store *st, const hv_run_start *r, int64_t *run_id);
+HV_EXTERN hv_status hv_store_run_begin(hv_store *st, const hv_run_start *r, int64_t *run_id);
 
 /* One artifact to record. */
 typedef struct hv_artifact_in {
@@ -262,7 +156,7 @@ typedef struct hv_run_end {
  * returned is the first one. The caller must then report the run as not recorded
  * (`"run_id": null`), never as the id of a run that lacks the artifacts. (A later
  * hv_store_run_finish() of that run returns HV_DONE: it has ended.) */
-hv_status hv_store_run_finish(hv_store *st, int64_t run_id, const hv_run_end *end,
+HV_EXTERN hv_status hv_store_run_finish(hv_store *st, int64_t run_id, const hv_run_end *end,
                               const hv_artifact_in *artifacts, size_t n_artifacts);
 
 /* Filters of hv_store_runs(); zero (or NULL) means "any" (so run ids start at 1: a caller
@@ -305,10 +199,10 @@ typedef struct hv_run_row {
 typedef struct hv_run_iter hv_run_iter;
 
 /* Past runs matching f (NULL: all), newest first. */
-hv_status hv_store_runs(hv_store *st, const hv_run_filter *f, hv_run_iter **out);
+HV_EXTERN hv_status hv_store_runs(hv_store *st, const hv_run_filter *f, hv_run_iter **out);
 /* The next run in *out (HV_OK) or HV_DONE. Do not write through the store while iterating. */
-hv_status hv_run_iter_next(hv_run_iter *it, const hv_run_row **out);
-void hv_run_iter_free(hv_run_iter *it);
+HV_EXTERN hv_status hv_run_iter_next(hv_run_iter *it, const hv_run_row **out);
+HV_EXTERN void hv_run_iter_free(hv_run_iter *it);
 
 /* Filters of hv_store_artifacts(); zero (or NULL) means "any". */
 typedef struct hv_artifact_filter {
@@ -345,22 +239,22 @@ typedef struct hv_artifact_iter hv_artifact_iter;
 
 /* Recorded artifacts matching f (NULL: all): newest run first, and in the order recorded
  * within a run. HV_EUSAGE for a sha256 filter that is not hex. */
-hv_status hv_store_artifacts(hv_store *st, const hv_artifact_filter *f, hv_artifact_iter **out);
+HV_EXTERN hv_status hv_store_artifacts(hv_store *st, const hv_artifact_filter *f, hv_artifact_iter **out);
 /* The next artifact in *out (HV_OK) or HV_DONE. Do not write through the store while
  * iterating. */
-hv_status hv_artifact_iter_next(hv_artifact_iter *it, const hv_artifact_row **out);
-void hv_artifact_iter_free(hv_artifact_iter *it);
+HV_EXTERN hv_status hv_artifact_iter_next(hv_artifact_iter *it, const hv_artifact_row **out);
+HV_EXTERN void hv_artifact_iter_free(hv_artifact_iter *it);
 
 /* The stored bytes whose SHA-256 is sha256_hex (64 digits): *data malloc'd (the caller frees;
  * non-NULL even when empty) and *len. HV_DONE when no content with that digest is stored.
  * Every content read is hashed again: bytes that do not match their SHA-256 (the database
  * was modified behind harvest's back) are refused with HV_EDB, never handed out. */
-hv_status hv_store_content_get(hv_store *st, const char *sha256_hex, void **data, size_t *len);
+HV_EXTERN hv_status hv_store_content_get(hv_store *st, const char *sha256_hex, void **data, size_t *len);
 
 /* The stored bytes of artifact artifact_id (by its digest, so a content stored by another run
  * serves as well), checked as above. HV_DONE when there is no such artifact ("no artifact N")
  * or no stored content for it. */
-hv_status hv_store_artifact_content(hv_store *st, int64_t artifact_id, void **data,
+HV_EXTERN hv_status hv_store_artifact_content(hv_store *st, int64_t artifact_id, void **data,
                                     size_t *len);
 
 /* ---- Writing a file ------------------------------------------------------------------- */
@@ -384,7 +278,7 @@ enum {
  *   with ENXIO at once rather than waiting) and written into;
  * - a symlink: refused (HV_EUSAGE), unless HV_WRITE_FOLLOW; a directory or socket: refused.
  * Errors (HV_EIO, HV_EUSAGE) name the path and the reason ("out: No space left on device"). */
-hv_status hv_write_file(const char *path, const void *data, size_t len, int flags);
+HV_EXTERN hv_status hv_write_file(const char *path, const void *data, size_t len, int flags);
 
 /* ---- Prune ------------------------------------------------------------------------------ */
 
@@ -414,7 +308,7 @@ typedef struct hv_prune_result {
  * after each, and a prune killed midway has done part of the work. So a corrupt database is
  * refused before anything is deleted, `PRAGMA quick_check` first (HV_EDB). *res counts what
  * was deleted (also on failure). HV_EUSAGE when neither option is set. */
-hv_status hv_store_prune(hv_store *st, const hv_prune_opts *opts, hv_prune_result *res);
+HV_EXTERN hv_status hv_store_prune(hv_store *st, const hv_prune_opts *opts, hv_prune_result *res);
 
 #ifdef __cplusplus
 }

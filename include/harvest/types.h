@@ -2,6 +2,8 @@
 #ifndef HARVEST_TYPES_H
 #define HARVEST_TYPES_H
 
+#include "common.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -26,21 +28,21 @@ typedef enum hv_status {
 
 /* The message of the last failure or warning in the calling thread, e.g.
  * "out/data: Permission denied". Never NULL; valid until the thread's next libharvest call. */
-const char *hv_error_last(void);
+HV_EXTERN const char *hv_error_last(void);
 
 /* The status that came with the last error in this thread. */
-int hv_error_last_status(void);
+HV_EXTERN int hv_error_last_status(void);
 
 /* Clears the calling thread's last error. */
-void hv_error_clear(void);
+HV_EXTERN void hv_error_clear(void);
 
 /* The version string of libharvest, e.g. "0.1.0". */
-const char *hv_version(void);
+HV_EXTERN const char *hv_version(void);
 
 /* The versions of the libraries libharvest runs with: libmagic as "5.44", SQLite as
  * "3.40.1". Static strings. */
-const char *hv_libmagic_version(void);
-const char *hv_sqlite_version(void);
+HV_EXTERN const char *hv_libmagic_version(void);
+HV_EXTERN const char *hv_sqlite_version(void);
 
 #ifdef __cplusplus
 }

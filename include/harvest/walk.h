@@ -28,9 +28,9 @@ typedef enum hv_ftype {
 } hv_ftype;
 
 /* "file", "dir", "symlink", "fifo", "socket", "char", "block" or "unknown". */
-const char *hv_ftype_name(hv_ftype t);
+HV_EXTERN const char *hv_ftype_name(hv_ftype t);
 /* The hv_ftype of a st_mode. */
-hv_ftype hv_ftype_from_mode(uint32_t mode);
+HV_EXTERN hv_ftype hv_ftype_from_mode(uint32_t mode);
 
 /* What lstat said of an entry. */
 typedef struct hv_stat {
@@ -77,35 +77,35 @@ typedef struct hv_walk_opts {
 typedef struct hv_walk hv_walk;
 
 /* Fills opts with the defaults: no limits, sorted by name, default threads. */
-void hv_walk_opts_init(hv_walk_opts *opts);
+HV_EXTERN void hv_walk_opts_init(hv_walk_opts *opts);
 
 /* Opens a walk of the directory root (a symlink given as root is followed, as find -H does).
  * HV_ENOTDIR when root does not exist or is not a directory, HV_EUSAGE for bad options. */
-hv_status hv_walk_open(hv_walk **out, const char *root, const hv_walk_opts *opts);
+HV_EXTERN hv_status hv_walk_open(hv_walk **out, const char *root, const hv_walk_opts *opts);
 
 /* The next record in *out: HV_OK with a record; HV_DONE at the end; HV_WARN when something
  * could not be read (a directory that cannot be opened, a symlink loop under follow, the entry
  * limit reached) — hv_error_last() names the path and the reason and the walk goes on with
  * the next call; a negative status on a fatal failure. */
-hv_status hv_walk_next(hv_walk *w, const hv_entry **out);
+HV_EXTERN hv_status hv_walk_next(hv_walk *w, const hv_entry **out);
 
 /* Opens the entry last returned by hv_walk_next() relative to its parent directory's
  * descriptor (never by path), with flags | O_NOFOLLOW | O_CLOEXEC. Returns the descriptor, or
  * -1 with errno set. */
-int hv_walk_openat(hv_walk *w, int flags);
+HV_EXTERN int hv_walk_openat(hv_walk *w, int flags);
 
 /* Counters so far: records returned and warnings raised. */
-uint64_t hv_walk_count(const hv_walk *w);
-uint64_t hv_walk_warnings(const hv_walk *w);
+HV_EXTERN uint64_t hv_walk_count(const hv_walk *w);
+HV_EXTERN uint64_t hv_walk_warnings(const hv_walk *w);
 
 /* The worker threads reading ahead right now, and in *grown (when not NULL) how many of
  * them were added during the walk because the others spent their time blocked on I/O. */
-int hv_walk_workers(hv_walk *w, uint64_t *grown);
+HV_EXTERN int hv_walk_workers(hv_walk *w, uint64_t *grown);
 
 /* The absolute path of the root the walk opened. */
-const char *hv_walk_root(const hv_walk *w);
+HV_EXTERN const char *hv_walk_root(const hv_walk *w);
 
-void hv_walk_close(hv_walk *w);
+HV_EXTERN void hv_walk_close(hv_walk *w);
 
 #ifdef __cplusplus
 }

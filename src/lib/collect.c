@@ -10,8 +10,10 @@
 #include "harvest/json.h"
 #include "harvest/mime.h"
 #include "harvest/walk.h"
+#include "harvest/sys/store.h"
 #include "internal.h"
 #include "mime_internal.h"
+#include "test_hook.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -772,8 +774,7 @@ static int open_job(struct collector *k, const hv_entry *e, struct job *j, bool 
 		j->raw = NULL;
 		j->cached_sha[0] = '\0';
 	}
-	if (o->test_before_open)
-		o->test_before_open(o->ctx, e->path);
+	hv__test_hook_call(HV__HOOK_COLLECT_BEFORE_OPEN, e->path);
 	j->fd = hv_walk_openat(k->w, O_RDONLY | O_NONBLOCK);
 	if (j->fd < 0) {
 		int err = errno;

@@ -1,6 +1,7 @@
 /* A whole run: snapshot, spawn and stream, collect what was produced, record. */
 #include "harvest/execute.h"
 #include "harvest/json.h"
+#include "harvest/sys/store.h"
 #include "internal.h"
 
 #include <errno.h>

@@ -9,6 +9,7 @@
 #include "harvest/files.h"
 #include "harvest/walk.h"
 #include "internal.h"
+#include "test_hook.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -296,12 +297,12 @@ static int open_parent(const char *path, size_t dir_len, const hv_file_write_opt
 				return -1;
 			}
 		}
-		if (made && o->test_hook) {
+		if (made && hv__test_hook_active(HV__HOOK_FILE_WRITE)) {
 			char *shown = malloc(end + 1);
 			if (shown) {
 				memcpy(shown, path, end);
 				shown[end] = '\0';
-				o->test_hook(o->test_ctx, shown);
+				hv__test_hook_call(HV__HOOK_FILE_WRITE, shown);
 				free(shown);
 			}
 		}
@@ -477,8 +478,8 @@ hv_status hv_file_write(const char *path, hv_file_read_fn read_fn, void *ctx,
 	/* Synced before the rename: a crash never leaves the new name on missing data. */
 	if (rc == HV_OK && opts->sync && fsync(p.fd) != 0)
 		rc = hv_error_errno(HV_EIO, path, errno);
-	if (rc == HV_OK && opts->test_hook)
-		opts->test_hook(opts->test_ctx, path);
+	if (rc == HV_OK)
+		hv__test_hook_call(HV__HOOK_FILE_WRITE, path);
 	if (rc == HV_OK)
 		rc = install(&p, exists);
 	if (p.fd >= 0 && close(p.fd) != 0 && rc == HV_OK)
@@ -725,10 +726,10 @@ static int rm_enter(struct rm *r, struct frame *f)
 {
 	const char *child = f->pending.data + f->next;
 	f->next += strlen(child) + 1;
-	if (r->o->test_hook) {
+	if (hv__test_hook_active(HV__HOOK_REMOVE)) {
 		char *p = frame_path(r, child);
 		if (p)
-			r->o->test_hook(r->o->test_ctx, p);
+			hv__test_hook_call(HV__HOOK_REMOVE, p);
 		free(p);
 	}
 	int cfd = openat(f->fd, child, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -753,8 +754,7 @@ static int remove_tree(int pfd, const char *name, const char *shown, const struc
 		       const hv_remove_opts *o)
 {
 	struct rm r = {.o = o};
-	if (o->test_hook)
-		o->test_hook(o->test_ctx, shown);
+	hv__test_hook_call(HV__HOOK_REMOVE, shown);
 	int fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	struct stat fst;
 	if (fd >= 0 && (fstat(fd, &fst) != 0 || fst.st_dev != st->st_dev || fst.st_ino != st->st_ino)) {

@@ -7,6 +7,7 @@
 #include "harvest/collect.h"
 #include "harvest/mime.h"
 #include "harvest/store.h"
+#include "harvest/sys/store.h"
 #include "internal.h"
 #include "mime_internal.h"
 #include "store_internal.h"

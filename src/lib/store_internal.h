@@ -3,6 +3,7 @@
 #define HARVEST_STORE_INTERNAL_H
 
 #include "harvest/store.h"
+#include "harvest/sys/store.h"
 #include "internal.h"
 
 #include <sqlite3.h>

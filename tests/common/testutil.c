@@ -320,7 +320,9 @@ void tu_rmrf_deep(const char *path)
 		}
 		closedir(d);
 		if (sub) {
-			fchmodat(fd, sub, 0700, 0);
+			/* Best effort: if it stays unreadable, the openat below says so. */
+			int chmod_rc = fchmodat(fd, sub, 0700, 0);
+			(void)chmod_rc;
 			int nfd = openat(fd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			if (nfd < 0) {
 				int gone = unlinkat(fd, sub, AT_REMOVEDIR) == 0;

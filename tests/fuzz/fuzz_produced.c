@@ -30,6 +30,7 @@
  *   simply fail: the reference is computed from what is on disk, not from the operations. */
 #include "harvest/collect.h"
 #include "harvest/store.h"
+#include "harvest/sys/store.h"
 
 #include <dirent.h>
 #include <errno.h>

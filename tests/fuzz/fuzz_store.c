@@ -24,6 +24,7 @@
 #define _GNU_SOURCE
 #endif
 #include "harvest/store.h"
+#include "harvest/sys/store.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -9,6 +9,8 @@
 #include "harvest/collect.h"
 #include "harvest/mime.h"
 #include "harvest/store.h"
+#include "harvest/sys/store.h"
+#include "test_hook.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -54,6 +56,7 @@ static int teardown(void **state)
 {
 	fx *f = *state;
 	alarm(0);
+	hv__test_hook_set(HV__HOOK_COLLECT_BEFORE_OPEN, NULL, NULL);
 	for (size_t i = 0; i < 32; i++) {
 		hv_collection_free(g_live[i]);
 		g_live[i] = NULL;
@@ -362,8 +365,7 @@ static void hook_fn(void *ctx, const char *path)
 static void opts_with_hook(hv_collect_opts *o, hook *h)
 {
 	hv_collect_opts_init(o);
-	o->test_before_open = hook_fn;
-	o->ctx = h;
+	hv__test_hook_set(HV__HOOK_COLLECT_BEFORE_OPEN, hook_fn, h);
 }
 
 static void assert_swapped(const hook *h)

@@ -6,6 +6,7 @@
 
 #include "harvest/execute.h"
 #include "harvest/store.h"
+#include "harvest/sys/store.h"
 
 #include <errno.h>
 #include <openssl/evp.h>

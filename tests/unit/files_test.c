@@ -9,6 +9,7 @@
 #include "testutil.h"
 
 #include "harvest/files.h"
+#include "test_hook.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -392,8 +393,7 @@ static void test_write_replaces_atomically(void **state)
 	struct at_rename a = {.dir = d};
 	hv_file_write_opts o;
 	hv_file_write_opts_init(&o);
-	o.test_hook = check_before_rename;
-	o.test_ctx = &a;
+	hv__test_hook_set(HV__HOOK_FILE_WRITE, check_before_rename, &a);
 	assert_int_equal(hv_file_write_buffer(p, "new", 3, &o), HV_OK);
 	assert_int_equal(a.calls, 1);
 	assert_true(a.old_intact);
@@ -494,8 +494,7 @@ static void test_write_parent_swapped_for_symlink(void **state)
 	struct swap s = {.match = "/root/a/b", .outside = outside};
 	hv_file_write_opts o;
 	hv_file_write_opts_init(&o);
-	o.test_hook = swap_for_symlink;
-	o.test_ctx = &s;
+	hv__test_hook_set(HV__HOOK_FILE_WRITE, swap_for_symlink, &s);
 	char *p = P(d, "root/a/b/c/f");
 	assert_int_equal(hv_file_write_buffer(p, "x", 1, &o), HV_EIO);
 	assert_int_equal(s.done, 1);
@@ -540,8 +539,7 @@ static void test_write_dir_swapped_before_rename(void **state)
 	struct dir_swap s = {dir, moved, outside, 0};
 	hv_file_write_opts o;
 	hv_file_write_opts_init(&o);
-	o.test_hook = swap_dir_hook;
-	o.test_ctx = &s;
+	hv__test_hook_set(HV__HOOK_FILE_WRITE, swap_dir_hook, &s);
 	char *p = P(d, "root/a/f");
 	assert_int_equal(hv_file_write_buffer(p, "new", 3, &o), HV_OK);
 	assert_int_equal(s.done, 1);
@@ -882,7 +880,8 @@ static void test_remove_dir_swapped_for_symlink(void **state)
 	tu_write(d, "t/a/sub/f", "f", 1);
 	char *outside = P(d, "outside");
 	struct swap s = {.match = "/t/a/sub", .outside = outside};
-	hv_remove_opts o = {.recursive = true, .test_hook = swap_for_symlink, .test_ctx = &s};
+	hv_remove_opts o = {.recursive = true};
+	hv__test_hook_set(HV__HOOK_REMOVE, swap_for_symlink, &s);
 	char *t = P(d, "t");
 	assert_int_equal(hv_remove(t, &o), HV_OK);
 	assert_int_equal(s.done, 1);
@@ -912,7 +911,8 @@ static void test_remove_root_swapped_for_other_dir(void **state)
 	mkdirs(d, "t");
 	tu_write(d, "t/f", "f", 1);
 	int done = 0;
-	hv_remove_opts o = {.recursive = true, .test_hook = swap_root_for_dir, .test_ctx = &done};
+	hv_remove_opts o = {.recursive = true};
+	hv__test_hook_set(HV__HOOK_REMOVE, swap_root_for_dir, &done);
 	char *t = P(d, "t");
 	assert_int_equal(hv_remove(t, &o), HV_EIO);
 	free(t);
@@ -931,7 +931,8 @@ static void test_remove_root_swapped_for_symlink(void **state)
 	mkdirs(d, "t");
 	char *outside = P(d, "outside");
 	struct swap s = {.match = "/t", .outside = outside};
-	hv_remove_opts o = {.recursive = true, .test_hook = swap_for_symlink, .test_ctx = &s};
+	hv_remove_opts o = {.recursive = true};
+	hv__test_hook_set(HV__HOOK_REMOVE, swap_for_symlink, &s);
 	char *t = P(d, "t");
 	assert_int_equal(hv_remove(t, &o), HV_EIO);
 	assert_int_equal(s.done, 1);
@@ -975,8 +976,8 @@ static void test_remove_tree_moved_while_below(void **state)
 	char *from = P(d, "t/d1/d2"), *to = P(d, "other/d1/d2");
 	struct move_ctx m = {from, to, 0};
 	struct errors e = {0};
-	hv_remove_opts o = {.recursive = true, .on_error = collect_error, .ctx = &e,
-			    .test_hook = move_hook, .test_ctx = &m};
+	hv_remove_opts o = {.recursive = true, .on_error = collect_error, .ctx = &e};
+	hv__test_hook_set(HV__HOOK_REMOVE, move_hook, &m);
 	char *t = P(d, "t");
 	assert_int_equal(hv_remove(t, &o), HV_EIO);
 	assert_int_equal(m.done, 1);
@@ -1016,8 +1017,8 @@ static void test_remove_tree_entries_made_meanwhile(void **state)
 	tu_write(d, "t/sub/f", "f", 1);
 	struct late_ctx l = {d, 0};
 	struct errors e = {0};
-	hv_remove_opts o = {.recursive = true, .on_error = collect_error, .ctx = &e,
-			    .test_hook = add_late_entries, .test_ctx = &l};
+	hv_remove_opts o = {.recursive = true, .on_error = collect_error, .ctx = &e};
+	hv__test_hook_set(HV__HOOK_REMOVE, add_late_entries, &l);
 	char *t = P(d, "t");
 	hv_status st = hv_remove(t, &o);
 	free(t);
@@ -1121,40 +1122,48 @@ static void test_remove_permission_denied_as_nobody(void **state)
 	assert_true(exists(d, "t/locked/f"));
 }
 
+/* Teardown: clears the hooks a test set (their contexts lived on its stack), then the usual. */
+static int cleanup(void **state)
+{
+	hv__test_hook_set(HV__HOOK_FILE_WRITE, NULL, NULL);
+	hv__test_hook_set(HV__HOOK_REMOVE, NULL, NULL);
+	return tu_cleanup(state);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_teardown(test_copy_bytes, tu_cleanup),
-		cmocka_unit_test_teardown(test_copy_missing, tu_cleanup),
-		cmocka_unit_test_teardown(test_copy_refuses_non_regular, tu_cleanup),
-		cmocka_unit_test_teardown(test_copy_write_error, tu_cleanup),
-		cmocka_unit_test_teardown(test_copy_permission_denied_as_nobody, tu_cleanup),
-		cmocka_unit_test_teardown(test_copy_into_itself, tu_cleanup),
-		cmocka_unit_test_teardown(test_write_parents_and_modes, tu_cleanup),
-		cmocka_unit_test_teardown(test_write_bad_arguments, tu_cleanup),
-		cmocka_unit_test_teardown(test_write_parent_not_directory, tu_cleanup),
-		cmocka_unit_test_teardown(test_write_replaces_atomically, tu_cleanup),
-		cmocka_unit_test_teardown(test_write_failure_leaves_file, tu_cleanup),
-		cmocka_unit_test_teardown(test_write_no_space, tu_cleanup),
-		cmocka_unit_test_teardown(test_write_parent_swapped_for_symlink, tu_cleanup),
-		cmocka_unit_test_teardown(test_write_dir_swapped_before_rename, tu_cleanup),
-		cmocka_unit_test_teardown(test_write_symlink_replaced_not_followed, tu_cleanup),
-		cmocka_unit_test_teardown(test_write_refuses_non_regular, tu_cleanup),
-		cmocka_unit_test_teardown(test_write_long_names, tu_cleanup),
-		cmocka_unit_test_teardown(test_write_keeps_owner_for_root, tu_cleanup),
-		cmocka_unit_test_teardown(test_write_permission_denied_as_nobody, tu_cleanup),
-		cmocka_unit_test_teardown(test_write_named_fallback, tu_cleanup),
-		cmocka_unit_test_teardown(test_remove_files_and_links, tu_cleanup),
-		cmocka_unit_test_teardown(test_remove_refusals, tu_cleanup),
-		cmocka_unit_test_teardown(test_remove_refuses_root, tu_cleanup),
-		cmocka_unit_test_teardown(test_remove_tree_with_links_out, tu_cleanup),
-		cmocka_unit_test_teardown(test_remove_dir_swapped_for_symlink, tu_cleanup),
-		cmocka_unit_test_teardown(test_remove_root_swapped_for_symlink, tu_cleanup),
-		cmocka_unit_test_teardown(test_remove_root_swapped_for_other_dir, tu_cleanup),
-		cmocka_unit_test_teardown(test_remove_tree_moved_while_below, tu_cleanup),
-		cmocka_unit_test_teardown(test_remove_tree_entries_made_meanwhile, tu_cleanup),
-		cmocka_unit_test_teardown(test_remove_deep_tree, tu_cleanup),
-		cmocka_unit_test_teardown(test_remove_permission_denied_as_nobody, tu_cleanup),
+		cmocka_unit_test_teardown(test_copy_bytes, cleanup),
+		cmocka_unit_test_teardown(test_copy_missing, cleanup),
+		cmocka_unit_test_teardown(test_copy_refuses_non_regular, cleanup),
+		cmocka_unit_test_teardown(test_copy_write_error, cleanup),
+		cmocka_unit_test_teardown(test_copy_permission_denied_as_nobody, cleanup),
+		cmocka_unit_test_teardown(test_copy_into_itself, cleanup),
+		cmocka_unit_test_teardown(test_write_parents_and_modes, cleanup),
+		cmocka_unit_test_teardown(test_write_bad_arguments, cleanup),
+		cmocka_unit_test_teardown(test_write_parent_not_directory, cleanup),
+		cmocka_unit_test_teardown(test_write_replaces_atomically, cleanup),
+		cmocka_unit_test_teardown(test_write_failure_leaves_file, cleanup),
+		cmocka_unit_test_teardown(test_write_no_space, cleanup),
+		cmocka_unit_test_teardown(test_write_parent_swapped_for_symlink, cleanup),
+		cmocka_unit_test_teardown(test_write_dir_swapped_before_rename, cleanup),
+		cmocka_unit_test_teardown(test_write_symlink_replaced_not_followed, cleanup),
+		cmocka_unit_test_teardown(test_write_refuses_non_regular, cleanup),
+		cmocka_unit_test_teardown(test_write_long_names, cleanup),
+		cmocka_unit_test_teardown(test_write_keeps_owner_for_root, cleanup),
+		cmocka_unit_test_teardown(test_write_permission_denied_as_nobody, cleanup),
+		cmocka_unit_test_teardown(test_write_named_fallback, cleanup),
+		cmocka_unit_test_teardown(test_remove_files_and_links, cleanup),
+		cmocka_unit_test_teardown(test_remove_refusals, cleanup),
+		cmocka_unit_test_teardown(test_remove_refuses_root, cleanup),
+		cmocka_unit_test_teardown(test_remove_tree_with_links_out, cleanup),
+		cmocka_unit_test_teardown(test_remove_dir_swapped_for_symlink, cleanup),
+		cmocka_unit_test_teardown(test_remove_root_swapped_for_symlink, cleanup),
+		cmocka_unit_test_teardown(test_remove_root_swapped_for_other_dir, cleanup),
+		cmocka_unit_test_teardown(test_remove_tree_moved_while_below, cleanup),
+		cmocka_unit_test_teardown(test_remove_tree_entries_made_meanwhile, cleanup),
+		cmocka_unit_test_teardown(test_remove_deep_tree, cleanup),
+		cmocka_unit_test_teardown(test_remove_permission_denied_as_nobody, cleanup),
 	};
 	const char *filter = getenv("HV_TEST_FILTER");
 	if (filter)

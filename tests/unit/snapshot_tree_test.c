@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "harvest/store.h"
+#include "harvest/sys/store.h"
 
 static int cmp_paths(const void *a, const void *b)
 {

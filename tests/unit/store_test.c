@@ -4,6 +4,7 @@
 #include "testutil.h"
 
 #include "harvest/store.h"
+#include "harvest/sys/store.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -1656,7 +1657,7 @@ static void test_interrupted_runs(void **state)
 		check_ok(hv_store_run_begin(st, &rs, &ids[i]));
 		char sql[1024];
 		if (i < 6)
-			snprintf(sql, sizeof(sql), "UPDATE runs SET owner = '%s' WHERE id = %lld",
+			snprintf(sql, sizeof(sql), "UPDATE runs SET owner = '%.511s' WHERE id = %lld",
 				 forged[i], (long long)ids[i]);
 		else
 			snprintf(sql, sizeof(sql), "UPDATE runs SET owner = NULL WHERE id = %lld",
