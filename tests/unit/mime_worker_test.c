@@ -8,6 +8,7 @@
 #include "harvest/collect.h"
 #include "harvest/mime.h"
 #include "harvest/store.h"
+#include "harvest/sys/store.h"
 #include "mime_internal.h"
 
 #include <dirent.h>
