@@ -1270,8 +1270,8 @@ hv_status hv_collect(hv_store *st, const char *dir, const hv_collect_opts *opts,
 	}
 	char *root;
 	int rc = collect_root(st, dir, opts, &root);
-	if (rc != HV_OK)
-		return rc;
+	if (rc != HV_OK || !root) /* (never one without the other: for the analyzer) */
+		return rc != HV_OK ? rc : hv_error_set(HV_EIO, "%s: no absolute path", dir);
 	hv_snapshot *sn = NULL;
 	if (opts->since_snapshot > 0) {
 		rc = hv_store_snapshot_open(st, opts->since_snapshot, &sn);
@@ -1305,8 +1305,8 @@ hv_status hv_collect_since_mem(hv_store *st, const char *dir, const hv_collect_o
 	o.since_snapshot = 0;
 	char *root;
 	int rc = collect_root(st, dir, &o, &root);
-	if (rc != HV_OK)
-		return rc;
+	if (rc != HV_OK || !root) /* (never one without the other: for the analyzer) */
+		return rc != HV_OK ? rc : hv_error_set(HV_EIO, "%s: no absolute path", dir);
 	if (strcmp(m->root, root) != 0) {
 		rc = hv_error_set(HV_EUSAGE, "the snapshot was taken of %s, not of %s", m->root,
 				  root);
