@@ -671,6 +671,64 @@ PY
 	echo "  targets:"
 	hv_target "overhead − collect of EMPTY (ms)" "$(awk -v o="$over" -v c="$coll" 'BEGIN { printf "%.2f", o - c }')" 5
 	hv_target "chunk latency, median (ms)" "$lat_med" 9.99
+	hv_target "run -- true in EMPTY / harvest --version" "$(awk -v a="${HV_MEDIAN[run]}" -v b="${HV_MEDIAN[version]}" 'BEGIN { printf "%.2f", a / b }')" 1.5
+	bench_run_workspace
+}
+
+# run -- true in a workspace of HV_RUN_ENTRIES entries (default 200000) against one walk of it
+# (the snapshot comparison: one walk before the command, one after), and the peak memory of a
+# collect of 10,000 files (~85 MB) with their contents, as json and as jsonl.
+bench_run_workspace() {
+	local n=${HV_RUN_ENTRIES:-200000} ws=$HV_TMP/run-ws big=$HV_TMP/run-big db=$HV_TMP/run-ws.db
+	local HV_ROUNDS=$((HV_ROUNDS < 5 ? HV_ROUNDS : 5))
+	echo
+	echo "== run: cost in a workspace of $n entries, against one walk of it"
+	hv_load
+	if [ ! -e "$ws/.done-$n" ]; then
+		rm -rf "$ws"
+		python3 - "$ws" "$n" <<'PY' || die "run: cannot build the workspace"
+import os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+made = 0
+i = 0
+while made < n:
+    d = os.path.join(root, "d%04d" % (i // 50), "s%02d" % (i % 50))
+    os.makedirs(d, exist_ok=True)
+    made += 1 + (1 if i % 50 == 0 else 0)
+    for j in range(min(200, n - made)):
+        open(os.path.join(d, "f%03d" % j), "w").close()
+        made += 1
+    i += 1
+open(os.path.join(root, ".done-%d" % n), "w").close()
+PY
+	fi
+	HV_CMD_ws_walk=("$HARVEST" walk --format jsonl "$ws")
+	HV_CMD_ws_run=("$HARVEST" run --no-history --db "$db" --dir "$ws" -- true)
+	hv_time_rounds ws_walk ws_run
+	hv_row "command" "median ms" "CPU ms"
+	hv_row "harvest walk WS" "$(hv_ms "${HV_MEDIAN[ws_walk]}")" "$(hv_ms "${HV_CPU[ws_walk]}")"
+	hv_row "harvest run --no-history --dir WS -- true" "$(hv_ms "${HV_MEDIAN[ws_run]}")" "$(hv_ms "${HV_CPU[ws_run]}")"
+	hv_target "run -- true in WS / walk of WS" "$(awk -v a="${HV_MEDIAN[ws_run]}" -v b="${HV_MEDIAN[ws_walk]}" 'BEGIN { printf "%.2f", a / b }')" 2.2
+
+	if [ ! -e "$big/.done" ]; then
+		rm -rf "$big"
+		python3 - "$big" <<'PY' || die "run: cannot build the 85 MB corpus"
+import os, sys
+root = sys.argv[1]
+for i in range(10000):
+    d = os.path.join(root, "d%02d" % (i // 200))
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "f%05d.bin" % i), "wb") as f:
+        f.write(os.urandom(8500))
+open(os.path.join(root, ".done"), "w").close()
+PY
+	fi
+	local fmt kib
+	for fmt in json jsonl; do
+		kib=$(hv_peak_kib "$HARVEST" collect --no-history --no-cache --format "$fmt" \
+			--max-files 20000 --max-total-bytes 1GiB "$big")
+		hv_target "collect of 10,000 files / 85 MB, $fmt: peak MiB" "$(awk -v k="$kib" 'BEGIN { printf "%.1f", k / 1024 }')" 48
+	done
 }
 
 # ---- section: history ----

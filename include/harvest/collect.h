@@ -49,7 +49,15 @@ typedef struct hv_output_file {
 	char sha256[65];         /* hex */
 	unsigned char *content;  /* the bytes, or NULL with no_content */
 	size_t content_len;
+	const char *change;      /* against a snapshot: "created" (no regular file was at path
+	                          * before) or "modified"; NULL for a collect of everything */
 } hv_output_file;
+
+/* A regular file that was in the snapshot and is no longer a regular file at its path. */
+typedef struct hv_deleted_file {
+	char *path;
+	size_t path_len;
+} hv_deleted_file;
 
 /* One file that would have been an artifact but was not. */
 typedef struct hv_skipped_file {
@@ -69,6 +77,9 @@ typedef struct hv_collection {
 	bool incomplete;         /* something was skipped as too_large, limit or error */
 	uint64_t warnings;       /* warnings of the walk (unreadable directories) */
 	char *root;              /* the absolute root */
+	bool compared;           /* collected against a snapshot: change and deleted are known */
+	hv_deleted_file *deleted; /* then: the snapshot's regular files gone, in walk order */
+	size_t n_deleted;
 } hv_collection;
 
 /* Fills opts with the defaults of SPEC 2. */
@@ -80,6 +91,21 @@ HV_EXTERN void hv_collect_opts_init(hv_collect_opts *opts);
  * (may be NULL) get the snapshot's id and size. HV_ENOTDIR when dir is not a directory. */
 HV_EXTERN hv_status hv_snapshot_take(hv_store *st, const char *dir, const hv_collect_opts *opts,
 			   int64_t *id, uint64_t *entries);
+
+/* A snapshot held in memory, not in the store (what `harvest run` compares against). */
+typedef struct hv_mem_snapshot hv_mem_snapshot;
+
+/* hv_snapshot_take() into memory: the same walk and racy rule, nothing written anywhere (st,
+ * which may be NULL, only names the database files to leave out). */
+HV_EXTERN hv_status hv_snapshot_take_mem(hv_store *st, const char *dir, const hv_collect_opts *opts,
+			       hv_mem_snapshot **out);
+HV_EXTERN uint64_t hv_mem_snapshot_entries(const hv_mem_snapshot *m);
+HV_EXTERN void hv_mem_snapshot_free(hv_mem_snapshot *m);
+
+/* hv_collect() of the files produced since the memory snapshot m (of the same dir; else
+ * HV_EUSAGE); opts->since_snapshot is ignored. st may be NULL with no_cache. */
+HV_EXTERN hv_status hv_collect_since_mem(hv_store *st, const char *dir, const hv_collect_opts *opts,
+			       const hv_mem_snapshot *m, hv_collection **out);
 
 /* Collects the regular files below dir (or those produced since opts->since_snapshot) into
  * *out (free with hv_collection_free). st may be NULL only with no_cache and no
@@ -96,6 +122,9 @@ HV_EXTERN hv_status hv_collection_record(hv_store *st, const hv_collection *c, c
 
 /* The collection's skipped list as a JSON array text (malloc'd), for hv_run_end.skipped_json. */
 HV_EXTERN char *hv_collection_skipped_json(const hv_collection *c, int kase);
+
+/* The collection's deleted list as a JSON array of paths (malloc'd). */
+HV_EXTERN char *hv_collection_deleted_json(const hv_collection *c);
 
 HV_EXTERN void hv_collection_free(hv_collection *c);
 

@@ -49,7 +49,7 @@ extern "C" {
 /* The `PRAGMA application_id` of a harvest database: "HRVS". */
 #define HV_STORE_APPLICATION_ID 0x48525653
 /* The schema version (`PRAGMA user_version`) this library writes. */
-#define HV_STORE_SCHEMA_VERSION 3
+#define HV_STORE_SCHEMA_VERSION 4
 
 typedef struct hv_store hv_store;
 
@@ -116,6 +116,7 @@ typedef struct hv_artifact_in {
 	const char *sha256;       /* 64 hex digits of the file's content */
 	const void *content;      /* the bytes to store (deduplicated by SHA-256), or NULL */
 	size_t content_len;       /* must equal size when content is given */
+	const char *change;       /* "created", "modified", or NULL (a collect of everything) */
 } hv_artifact_in;
 
 /* Why a run ended, besides the command's own end (hv_run_end.end_reason; NULL there: it ended
@@ -140,6 +141,8 @@ typedef struct hv_run_end {
 	size_t stderr_len;
 	bool stderr_truncated;
 	const char *skipped_json; /* the `skipped` array as JSON text; NULL: "[]" */
+	const char *deleted_json; /* the `deleted` array (paths) as JSON text; NULL: none known
+	                           * (a collect of everything) */
 	const char *end_reason;   /* NULL; HV_END_NOT_RECORDED when ending a run whose recording
 	                           * the caller gave up on */
 } hv_run_end;
@@ -194,6 +197,7 @@ typedef struct hv_run_row {
 	size_t stderr_len;
 	bool stderr_truncated;
 	const char *skipped_json; /* "[]" when none */
+	const char *deleted_json; /* NULL when the run recorded none (a collect of everything) */
 } hv_run_row;
 
 typedef struct hv_run_iter hv_run_iter;
@@ -233,6 +237,7 @@ typedef struct hv_artifact_row {
 	                           * was checked (a mismatch fails hv_artifact_iter_next with
 	                           * HV_EDB) */
 	size_t content_len;
+	const char *change;       /* "created", "modified", or NULL when not recorded */
 } hv_artifact_row;
 
 typedef struct hv_artifact_iter hv_artifact_iter;

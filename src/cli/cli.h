@@ -172,7 +172,8 @@ void cli_print_collection(hv_json *j, const hv_collection *col, bool with_conten
 /* Prints one OutputFile object. */
 void cli_print_output_file(hv_json *j, const char *path, size_t path_len, const char *name,
 			   size_t name_len, const char *mime, uint64_t size, const char *sha256,
-			   const void *content, size_t content_len, bool with_content);
+			   const void *content, size_t content_len, bool with_content,
+			   const char *change);
 
 /* The ExecutionResult object, from the fields the history keeps of a run (hv_run_end):
  * cli_result_begin opens it and writes type, exit_code, stdout and stderr; the caller then

@@ -67,7 +67,8 @@ void cli_collect_free(cli_collect *cc)
 
 void cli_print_output_file(hv_json *j, const char *path, size_t path_len, const char *name,
 			   size_t name_len, const char *mime, uint64_t size, const char *sha256,
-			   const void *content, size_t content_len, bool with_content)
+			   const void *content, size_t content_len, bool with_content,
+			   const char *change)
 {
 	hv_json_object_begin(j);
 	hv_json_key(j, "name");
@@ -90,6 +91,10 @@ void cli_print_output_file(hv_json *j, const char *path, size_t path_len, const 
 	} else {
 		hv_json_key_null(j, "content");
 	}
+	if (change) {
+		hv_json_key(j, "change");
+		hv_json_enum(j, change);
+	}
 	hv_json_object_end(j);
 }
 
@@ -100,7 +105,8 @@ void cli_print_collection(hv_json *j, const hv_collection *col, bool with_conten
 	for (size_t i = 0; i < col->n_files; i++) {
 		const hv_output_file *f = &col->files[i];
 		cli_print_output_file(j, f->path, f->path_len, f->name, f->name_len, f->mime_type,
-				      f->size, f->sha256, f->content, f->content_len, with_content);
+				      f->size, f->sha256, f->content, f->content_len, with_content,
+				      f->change);
 	}
 	hv_json_array_end(j);
 	hv_json_key(j, "skipped");
@@ -110,6 +116,13 @@ void cli_print_collection(hv_json *j, const hv_collection *col, bool with_conten
 	else
 		hv_json_null(j);
 	free(skipped);
+	if (col->compared) {
+		hv_json_key(j, "deleted");
+		hv_json_array_begin(j);
+		for (size_t i = 0; i < col->n_deleted; i++)
+			hv_json_string(j, col->deleted[i].path, col->deleted[i].path_len);
+		hv_json_array_end(j);
+	}
 }
 
 static void collect_warning(void *ctx, const char *message)

@@ -278,7 +278,7 @@ static int show_run(cli_common *c, hv_store *st, struct history_cli *h, const ch
 		while ((s = hv_artifact_iter_next(ai, &a)) == HV_OK)
 			cli_print_output_file(j, a->path, a->path_len, a->name, a->name_len,
 					      a->mime_type, a->size, a->sha256, a->content,
-					      a->content_len, h->content);
+					      a->content_len, h->content, a->change);
 		if (s != HV_DONE)
 			rc = EXIT_WARN;
 		hv_artifact_iter_free(ai);
@@ -291,6 +291,10 @@ static int show_run(cli_common *c, hv_store *st, struct history_cli *h, const ch
 	hv_json_key(j, "skipped");
 	hv_json_raw(j, r->skipped_json ? r->skipped_json : "[]",
 		    strlen(r->skipped_json ? r->skipped_json : "[]"));
+	if (r->deleted_json) {
+		hv_json_key(j, "deleted");
+		hv_json_raw(j, r->deleted_json, strlen(r->deleted_json));
+	}
 	/* Only when the run did not end as its command did: otherwise the result is exactly
 	 * what `run` printed. */
 	if (r->end_reason) {

@@ -329,6 +329,9 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 				hv_json_key(j, "skipped");
 				hv_json_array_begin(j);
 				hv_json_array_end(j);
+				hv_json_key(j, "deleted");
+				hv_json_array_begin(j);
+				hv_json_array_end(j);
 			}
 			cli_result_end(j, &ex.end, ex.run_id);
 			hv_json_newline(j);

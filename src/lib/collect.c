@@ -118,39 +118,17 @@ static void warn(const hv_collect_opts *o, const char *msg)
 		o->on_warning(o->ctx, msg);
 }
 
-hv_status hv_snapshot_take(hv_store *st, const char *dir, const hv_collect_opts *opts,
-			   int64_t *id, uint64_t *entries)
+/* Where a snapshot walk puts each entry: the store's writer or memory. */
+typedef int (*snap_add_fn)(void *ctx, const hv_entry *e, const char *sha);
+
+/* The walk of a snapshot taken at time at (ns): each entry, with its SHA-256 when racy. */
+static int snapshot_walk(const char *root, const hv_collect_opts *opts, int64_t at,
+			 hv_walk_sort sort, snap_add_fn add, void *ctx, uint64_t *entries)
 {
-	hv_collect_opts defaults;
-	if (!opts) {
-		hv_collect_opts_init(&defaults);
-		opts = &defaults;
-	}
-	char *root = realpath(dir, NULL);
-	if (!root) {
-		int err = errno;
-		return hv_error_errno(err == ENOENT || err == ENOTDIR ? HV_ENOTDIR : HV_EIO, dir, err);
-	}
-	int avail;
-	int rc = check_fds(dir, 0, &avail);
-	if (rc != HV_OK) {
-		free(root);
-		return rc;
-	}
 	hv_walk *w;
-	rc = open_walk(&w, root, opts, HV_SORT_NONE);
-	if (rc != HV_OK) {
-		free(root);
+	int rc = open_walk(&w, root, opts, sort);
+	if (rc != HV_OK)
 		return rc;
-	}
-	hv_snapshot_writer *sw;
-	rc = hv_store_snapshot_begin(st, root, &sw);
-	if (rc != HV_OK) {
-		hv_walk_close(w);
-		free(root);
-		return rc;
-	}
-	int64_t at = hv_snapshot_writer_created_at(sw);
 	uint64_t count = 0;
 	const hv_entry *e;
 	while ((rc = hv_walk_next(w, &e)) != HV_DONE) {
@@ -176,7 +154,7 @@ hv_status hv_snapshot_take(hv_store *st, const char *dir, const hv_collect_opts 
 			if (fd >= 0)
 				close(fd);
 		}
-		rc = hv_snapshot_writer_add(sw, e->path, e->path_len, &e->lst, sha);
+		rc = add(ctx, e, sha);
 		if (rc != HV_OK)
 			break;
 		count++;
@@ -184,8 +162,55 @@ hv_status hv_snapshot_take(hv_store *st, const char *dir, const hv_collect_opts 
 			opts->on_progress(opts->ctx, count, 0, 0);
 	}
 	hv_walk_close(w);
+	*entries = count;
+	return rc == HV_DONE ? HV_OK : rc;
+}
+
+static int writer_add(void *ctx, const hv_entry *e, const char *sha)
+{
+	return hv_snapshot_writer_add(ctx, e->path, e->path_len, &e->lst, sha);
+}
+
+static int snapshot_prepare(const char *dir, char **root)
+{
+	*root = realpath(dir, NULL);
+	if (!*root) {
+		int err = errno;
+		return hv_error_errno(err == ENOENT || err == ENOTDIR ? HV_ENOTDIR : HV_EIO, dir, err);
+	}
+	int avail;
+	int rc = check_fds(dir, 0, &avail);
+	if (rc != HV_OK) {
+		free(*root);
+		*root = NULL;
+	}
+	return rc;
+}
+
+hv_status hv_snapshot_take(hv_store *st, const char *dir, const hv_collect_opts *opts,
+			   int64_t *id, uint64_t *entries)
+{
+	hv_collect_opts defaults;
+	if (!opts) {
+		hv_collect_opts_init(&defaults);
+		opts = &defaults;
+	}
+	char *root;
+	int rc = snapshot_prepare(dir, &root);
+	if (rc != HV_OK)
+		return rc;
+	hv_snapshot_writer *sw;
+	rc = hv_store_snapshot_begin(st, root, &sw);
+	if (rc != HV_OK) {
+		free(root);
+		return rc;
+	}
+	uint64_t count = 0;
+	/* The store sorts the entries itself: the walk need not. */
+	rc = snapshot_walk(root, opts, hv_snapshot_writer_created_at(sw), HV_SORT_NONE, writer_add,
+			   sw, &count);
 	free(root);
-	if (rc != HV_DONE) {
+	if (rc != HV_OK) {
 		hv_error_saved saved;
 		hv_error_save(&saved);
 		hv_snapshot_writer_abort(sw);
@@ -260,6 +285,106 @@ static bool is_db_path(const char *root, const hv_store *st, const hv_entry *e)
 	return !*rest || !strcmp(rest, "-wal") || !strcmp(rest, "-shm") || !strcmp(rest, "-journal");
 }
 
+/* ---- snapshots in memory ----
+ * The entries in walk order (HV_SORT_NAME, the order of hv_store_path_cmp), their paths in one
+ * arena, the few racy digests apart: a run's snapshot costs one walk and no I/O beyond it. */
+struct mem_entry {
+	size_t off, len;
+	hv_stat st;
+	size_t sha; /* 1 + index in shas, 0: none */
+};
+
+struct hv_mem_snapshot {
+	char *root;
+	const hv_store *st;
+	struct db_files dbf;
+	hv_buf paths;
+	struct mem_entry *e;
+	size_t n, cap;
+	char (*shas)[65];
+	size_t n_shas, cap_shas;
+};
+
+static int mem_add(void *ctx, const hv_entry *e, const char *sha)
+{
+	hv_mem_snapshot *m = ctx;
+	/* The database's own files are never artifacts: not there to compare against either. */
+	if (is_db_file(&m->dbf, &e->lst) || is_db_path(m->root, m->st, e))
+		return HV_OK;
+	if (m->n == m->cap) {
+		size_t cap = m->cap ? m->cap * 2 : 256;
+		struct mem_entry *ne = realloc(m->e, cap * sizeof(*ne));
+		if (!ne)
+			return hv_error_set(HV_ENOMEM, "out of memory");
+		m->e = ne;
+		m->cap = cap;
+	}
+	struct mem_entry *me = &m->e[m->n];
+	me->off = m->paths.len;
+	me->len = e->path_len;
+	me->st = e->lst;
+	me->sha = 0;
+	if (hv_buf_append(&m->paths, e->path, e->path_len + 1) != HV_OK)
+		return HV_ENOMEM;
+	if (sha) {
+		if (m->n_shas == m->cap_shas) {
+			size_t cap = m->cap_shas ? m->cap_shas * 2 : 16;
+			char(*ns)[65] = realloc(m->shas, cap * sizeof(*ns));
+			if (!ns)
+				return hv_error_set(HV_ENOMEM, "out of memory");
+			m->shas = ns;
+			m->cap_shas = cap;
+		}
+		memcpy(m->shas[m->n_shas++], sha, 65);
+		me->sha = m->n_shas;
+	}
+	m->n++;
+	return HV_OK;
+}
+
+hv_status hv_snapshot_take_mem(hv_store *st, const char *dir, const hv_collect_opts *opts,
+			       hv_mem_snapshot **out)
+{
+	*out = NULL;
+	hv_collect_opts defaults;
+	if (!opts) {
+		hv_collect_opts_init(&defaults);
+		opts = &defaults;
+	}
+	hv_mem_snapshot *m = calloc(1, sizeof(*m));
+	if (!m)
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	m->st = st;
+	db_files_init(&m->dbf, st);
+	int rc = snapshot_prepare(dir, &m->root);
+	if (rc == HV_OK) {
+		uint64_t count;
+		rc = snapshot_walk(m->root, opts, hv_store_now_ns(), HV_SORT_NAME, mem_add, m, &count);
+	}
+	if (rc != HV_OK) {
+		hv_mem_snapshot_free(m);
+		return rc;
+	}
+	*out = m;
+	return HV_OK;
+}
+
+uint64_t hv_mem_snapshot_entries(const hv_mem_snapshot *m)
+{
+	return m ? m->n : 0;
+}
+
+void hv_mem_snapshot_free(hv_mem_snapshot *m)
+{
+	if (!m)
+		return;
+	free(m->root);
+	hv_buf_free(&m->paths);
+	free(m->e);
+	free(m->shas);
+	free(m);
+}
+
 struct collector {
 	hv_store *st;
 	const hv_collect_opts *o;
@@ -267,8 +392,10 @@ struct collector {
 	hv_magic *magic;
 	const char *fingerprint;
 	hv_collection *c;
-	size_t files_cap, skipped_cap;
+	size_t files_cap, skipped_cap, deleted_cap;
 	uint64_t total_bytes;
+	int magic_status; /* libmagic is loaded when a file first needs it: 1 loaded, <0 failed */
+	int magic_fd;     /* held for libmagic until then (it needs one to load), or -1 */
 };
 
 static int add_skipped(struct collector *k, const hv_entry *e, const char *reason, bool has_size,
@@ -425,6 +552,7 @@ struct job {
 	bool has_size;
 	uint64_t size;
 	char *error;
+	const char *change;   /* "created", "modified" or NULL (no snapshot) */
 	bool racy;            /* compare_sha holds the snapshot's digest */
 	char compare_sha[65];
 	bool cached_hit;      /* --no-content and the cache knew type and digest: no read */
@@ -696,7 +824,10 @@ static int job_finish(struct collector *k, struct job *j)
 	const char *type;
 	if (j->cached_hit) {
 		hv_mime_refine(NULL, e.name, j->raw, &type);
-		return add_file(k, &e, type, j->lst.size, j->cached_sha, NULL, 0);
+		int rc = add_file(k, &e, type, j->lst.size, j->cached_sha, NULL, 0);
+		if (rc == HV_OK)
+			k->c->files[k->c->n_files - 1].change = j->change;
+		return rc;
 	}
 	if (j->late_reason)
 		return add_skipped(k, &e, j->late_reason, true, j->size, j->error);
@@ -724,6 +855,8 @@ static int job_finish(struct collector *k, struct job *j)
 	hv_mime_refine(NULL, e.name, j->raw, &type);
 	unsigned char *content = o->no_content ? NULL : j->buf;
 	int rc = add_file(k, &e, type, j->len, j->sha, content, content ? j->len : 0);
+	if (rc == HV_OK)
+		k->c->files[k->c->n_files - 1].change = j->change;
 	if (rc == HV_OK && content)
 		j->buf = NULL; /* the collection owns it now */
 	return rc;
@@ -760,6 +893,19 @@ static int pipe_drain(struct collector *k, struct pipe *p, bool wait)
 static int open_job(struct collector *k, const hv_entry *e, struct job *j, bool *queued)
 {
 	const hv_collect_opts *o = k->o;
+	if (k->magic_status == 0) {
+		/* Loaded for the first file that may need it: a run that changed nothing does not
+		 * pay for libmagic. The descriptor kept for it since the start is given back. */
+		if (k->magic_fd >= 0)
+			close(k->magic_fd);
+		k->magic_fd = -1;
+		k->magic_status = hv_magic_open(&k->magic, NULL, 0) == HV_OK ? 1 : -1;
+		if (k->magic_status < 0)
+			return HV_EIO;
+		k->fingerprint = hv_magic_fingerprint(k->magic);
+	} else if (k->magic_status < 0) {
+		return HV_EIO;
+	}
 	bool cache = !o->no_cache && k->st;
 	if (o->no_content && !j->racy && cache) {
 		int rc = hv_store_mime_lookup_sha(k->st, &e->lst, k->fingerprint, &j->raw,
@@ -822,7 +968,8 @@ static int open_job(struct collector *k, const hv_entry *e, struct job *j, bool 
  * else opened and queued for reading (or decided at once when it cannot be). compare_sha: the
  * snapshot's digest of this racy file, or NULL. */
 static int collect_entry(struct collector *k, struct pipe *p, const hv_entry *e,
-			 const char *early_reason, const char *error, const char *compare_sha)
+			 const char *early_reason, const char *error, const char *compare_sha,
+			 const char *change)
 {
 	const hv_collect_opts *o = k->o;
 	uint64_t size = early_reason ? 0 : e->lst.size;
@@ -843,6 +990,7 @@ static int collect_entry(struct collector *k, struct pipe *p, const hv_entry *e,
 	j->seen = hv_walk_count(k->w);
 	j->has_size = e->have_lstat;
 	j->size = e->have_lstat ? e->lst.size : 0;
+	j->change = change;
 	bool queued = false;
 	int rc = HV_OK;
 	if (early_reason) {
@@ -893,30 +1041,229 @@ static bool produced(const hv_entry *e, const hv_snapshot_entry *s, const char *
 	return false;
 }
 
-/* Advances the snapshot cursor to e's path: the matching entry, or NULL. The walk and the
- * snapshot come in the same order (pre-order, names bytewise), so one pass suffices. */
-static int snapshot_match(hv_snapshot *sn, const hv_snapshot_entry **cur, bool *at_end,
-			  const hv_entry *e, const hv_snapshot_entry **match)
+/* What a collect compares against: a snapshot of the store or one in memory, read in walk
+ * order by a cursor. */
+struct since {
+	hv_snapshot *sn;
+	const hv_mem_snapshot *m;
+	size_t i;                   /* m's next entry */
+	hv_snapshot_entry tmp;      /* m's current entry */
+	const hv_snapshot_entry *cur;
+	bool at_end;
+	const char *root;
+	const hv_store *st;
+};
+
+static int since_next(struct since *s, const hv_snapshot_entry **out)
+{
+	if (s->sn)
+		return hv_snapshot_next(s->sn, out);
+	if (s->i >= s->m->n)
+		return HV_DONE;
+	const struct mem_entry *me = &s->m->e[s->i++];
+	s->tmp.path = s->m->paths.data + me->off;
+	s->tmp.path_len = me->len;
+	s->tmp.st = me->st;
+	s->tmp.sha256 = me->sha ? s->m->shas[me->sha - 1] : NULL;
+	*out = &s->tmp;
+	return HV_OK;
+}
+
+/* The snapshot's entry x is not a regular file any more: deleted, if it was one (the
+ * database's own files are never artifacts, so never deleted ones either; known by name here,
+ * as the inode of a file deleted since may be the database's now). */
+static int note_gone(struct collector *k, const struct since *s, const hv_snapshot_entry *x)
+{
+	if (!S_ISREG(x->st.mode))
+		return HV_OK;
+	hv_entry fake = {.path = x->path, .path_len = x->path_len};
+	if (is_db_path(s->root, s->st, &fake))
+		return HV_OK;
+	hv_collection *c = k->c;
+	if (c->n_deleted == k->deleted_cap) {
+		size_t cap = k->deleted_cap ? k->deleted_cap * 2 : 16;
+		hv_deleted_file *d = realloc(c->deleted, cap * sizeof(*d));
+		if (!d)
+			return hv_error_set(HV_ENOMEM, "out of memory");
+		c->deleted = d;
+		k->deleted_cap = cap;
+	}
+	hv_deleted_file *d = &c->deleted[c->n_deleted];
+	d->path = malloc(x->path_len + 1);
+	if (!d->path)
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	memcpy(d->path, x->path, x->path_len);
+	d->path[x->path_len] = '\0';
+	d->path_len = x->path_len;
+	c->n_deleted++;
+	return HV_OK;
+}
+
+/* Advances the cursor to e's path (NULL e: to the end): the matching entry in *match, or
+ * NULL. Every entry passed over is one the walk did not see: gone. The walk and the snapshot
+ * come in the same order (pre-order, names bytewise), so one pass suffices. */
+static int since_match(struct collector *k, struct since *s, const hv_entry *e,
+		       const hv_snapshot_entry **match)
 {
 	*match = NULL;
-	while (!*at_end) {
-		if (!*cur) {
-			int rc = hv_snapshot_next(sn, cur);
+	while (!s->at_end) {
+		if (!s->cur) {
+			int rc = since_next(s, &s->cur);
 			if (rc == HV_DONE) {
-				*at_end = true;
+				s->at_end = true;
 				break;
 			}
 			if (rc != HV_OK)
 				return rc;
 		}
-		int cmp = hv_store_path_cmp((*cur)->path, (*cur)->path_len, e->path, e->path_len);
+		int cmp = e ? hv_store_path_cmp(s->cur->path, s->cur->path_len, e->path, e->path_len)
+			    : -1;
 		if (cmp < 0) {
-			*cur = NULL;
+			int rc = note_gone(k, s, s->cur);
+			s->cur = NULL;
+			if (rc != HV_OK)
+				return rc;
 			continue;
 		}
-		if (cmp == 0)
-			*match = *cur;
+		if (cmp == 0) {
+			/* Consumed: valid until the next since_next(), after the caller is done. */
+			*match = s->cur;
+			s->cur = NULL;
+		}
 		break;
+	}
+	return HV_OK;
+}
+
+static hv_status collect_impl(hv_store *st, const char *dir, const hv_collect_opts *opts,
+			      hv_snapshot *sn, const hv_mem_snapshot *m, char *root,
+			      hv_collection **out)
+{
+	struct collector k = {.st = st, .o = opts, .magic_fd = -1};
+	k.c = calloc(1, sizeof(*k.c));
+	if (!k.c) {
+		hv_snapshot_close(sn);
+		free(root);
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	}
+	k.c->root = root;
+	int avail = 0;
+	int rc = check_fds(dir, 0, &avail);
+	/* Counted before libmagic's descriptor is put aside: it needs one for a moment when it
+	 * loads, which the walk must not have taken by then. */
+	if (rc == HV_OK && (k.magic_fd = open("/", O_PATH | O_CLOEXEC)) < 0)
+		rc = hv_error_errno(HV_EIO, "/", errno);
+	if (rc == HV_OK)
+		rc = open_walk(&k.w, root, opts, HV_SORT_NAME);
+	if (rc != HV_OK) {
+		if (k.magic_fd >= 0)
+			close(k.magic_fd);
+		hv_snapshot_close(sn);
+		hv_collection_free(k.c);
+		return rc;
+	}
+	struct db_files dbf;
+	db_files_init(&dbf, st);
+	struct since since = {.sn = sn, .m = m, .root = root, .st = st};
+	bool compare = sn || m;
+	k.c->compared = compare;
+	struct pipe pipe;
+	pipe_init(&pipe, opts, fd_budget(avail));
+	const hv_entry *e;
+	while ((rc = hv_walk_next(k.w, &e)) != HV_DONE) {
+		if (rc == HV_WARN) {
+			k.c->warnings++;
+			warn(opts, hv_error_last());
+			continue;
+		}
+		if (rc != HV_OK)
+			break;
+		if (e->type == HV_FT_DIR)
+			continue; /* directories hold artifacts; they are not artifacts */
+		const hv_snapshot_entry *match = NULL;
+		if (compare) {
+			rc = since_match(&k, &since, e, &match);
+			if (rc != HV_OK)
+				break;
+		}
+		if (!e->have_lstat) {
+			char *msg = NULL;
+			if (asprintf(&msg, "%s: cannot be examined (lstat failed)", e->path) < 0)
+				msg = NULL;
+			rc = msg ? collect_entry(&k, &pipe, e, "error", msg, NULL, NULL)
+				 : hv_error_set(HV_ENOMEM, "out of memory");
+			free(msg);
+			if (rc != HV_OK)
+				break;
+			continue;
+		}
+		if (is_db_file(&dbf, &e->lst) || is_db_path(root, st, e))
+			continue;
+		const char *compare_sha = NULL;
+		const char *change = NULL;
+		if (compare) {
+			if (match && S_ISREG(match->st.mode) && !S_ISREG(e->lst.mode)) {
+				rc = note_gone(&k, &since, match);
+				if (rc != HV_OK)
+					break;
+			}
+			if (!produced(e, match, &compare_sha))
+				continue;
+			change = match && S_ISREG(match->st.mode) ? "modified" : "created";
+		}
+		const char *early = NULL;
+		if (e->type == HV_FT_SYMLINK)
+			early = "symlink";
+		else if (e->type != HV_FT_FILE)
+			early = "not_regular";
+		else if (e->lst.size > opts->max_file_bytes)
+			early = "too_large";
+		rc = collect_entry(&k, &pipe, e, early, NULL, compare_sha, change);
+		if (rc != HV_OK)
+			break;
+	}
+	if (rc == HV_DONE && compare) {
+		const hv_snapshot_entry *none;
+		int src = since_match(&k, &since, NULL, &none);
+		if (src != HV_OK)
+			rc = src;
+	}
+	while (rc == HV_DONE && pipe.head < pipe.tail) {
+		int drc = pipe_drain(&k, &pipe, true);
+		if (drc != HV_OK)
+			rc = drc;
+	}
+	pipe_destroy(&pipe);
+	if (rc == HV_DONE)
+		rc = HV_OK;
+	hv_walk_close(k.w);
+	hv_snapshot_close(sn);
+	hv_magic_close(k.magic);
+	if (k.magic_fd >= 0)
+		close(k.magic_fd);
+	/* Only a collect that looked something up or detected something has a cache to flush. */
+	if (st && !opts->no_cache && k.magic_status > 0) {
+		int frc = hv_store_flush(st);
+		if (rc == HV_OK && frc != HV_OK)
+			rc = frc;
+	}
+	if (rc != HV_OK) {
+		hv_collection_free(k.c);
+		return rc;
+	}
+	*out = k.c;
+	return HV_OK;
+}
+
+static int collect_root(hv_store *st, const char *dir, const hv_collect_opts *opts, char **root)
+{
+	*root = NULL;
+	if (!st && (opts->since_snapshot > 0 || !opts->no_cache))
+		return hv_error_set(HV_EUSAGE, "collect: a store is needed for --since and the cache");
+	*root = realpath(dir, NULL);
+	if (!*root) {
+		int err = errno;
+		return hv_error_errno(err == ENOENT || err == ENOTDIR ? HV_ENOTDIR : HV_EIO, dir, err);
 	}
 	return HV_OK;
 }
@@ -930,26 +1277,15 @@ hv_status hv_collect(hv_store *st, const char *dir, const hv_collect_opts *opts,
 		hv_collect_opts_init(&defaults);
 		opts = &defaults;
 	}
-	if (!st && (opts->since_snapshot > 0 || !opts->no_cache))
-		return hv_error_set(HV_EUSAGE, "collect: a store is needed for --since and the cache");
-	char *root = realpath(dir, NULL);
-	if (!root) {
-		int err = errno;
-		return hv_error_errno(err == ENOENT || err == ENOTDIR ? HV_ENOTDIR : HV_EIO, dir, err);
-	}
-	struct collector k = {.st = st, .o = opts};
-	k.c = calloc(1, sizeof(*k.c));
-	if (!k.c) {
-		free(root);
-		return hv_error_set(HV_ENOMEM, "out of memory");
-	}
-	k.c->root = root;
+	char *root;
+	int rc = collect_root(st, dir, opts, &root);
+	if (rc != HV_OK || !root) /* (never one without the other: for the analyzer) */
+		return rc != HV_OK ? rc : hv_error_set(HV_EIO, "%s: no absolute path", dir);
 	hv_snapshot *sn = NULL;
-	int rc = HV_OK;
 	if (opts->since_snapshot > 0) {
 		rc = hv_store_snapshot_open(st, opts->since_snapshot, &sn);
 		if (rc != HV_OK) {
-			hv_collection_free(k.c);
+			free(root);
 			return rc;
 		}
 		/* Against a snapshot of another directory, everything would look produced. */
@@ -959,97 +1295,34 @@ hv_status hv_collect(hv_store *st, const char *dir, const hv_collect_opts *opts,
 			rc = hv_error_set(HV_EUSAGE, "snapshot %lld was taken of %.*s, not of %s",
 					  (long long)opts->since_snapshot, (int)sl, sroot, root);
 			hv_snapshot_close(sn);
-			hv_collection_free(k.c);
+			free(root);
 			return rc;
 		}
 	}
-	/* Counted before libmagic loads, which needs one of them for a moment. */
-	int avail = 0;
-	rc = check_fds(dir, 0, &avail);
-	if (rc == HV_OK)
-		rc = hv_magic_open(&k.magic, NULL, 0);
-	if (rc == HV_OK)
-		k.fingerprint = hv_magic_fingerprint(k.magic);
-	if (rc == HV_OK)
-		rc = open_walk(&k.w, root, opts, HV_SORT_NAME);
-	if (rc != HV_OK) {
-		hv_snapshot_close(sn);
-		hv_magic_close(k.magic);
-		hv_collection_free(k.c);
+	return collect_impl(st, dir, opts, sn, NULL, root, out);
+}
+
+hv_status hv_collect_since_mem(hv_store *st, const char *dir, const hv_collect_opts *opts,
+			       const hv_mem_snapshot *m, hv_collection **out)
+{
+	*out = NULL;
+	hv_collect_opts o;
+	if (opts)
+		o = *opts;
+	else
+		hv_collect_opts_init(&o);
+	o.since_snapshot = 0;
+	char *root;
+	int rc = collect_root(st, dir, &o, &root);
+	if (rc != HV_OK || !root) /* (never one without the other: for the analyzer) */
+		return rc != HV_OK ? rc : hv_error_set(HV_EIO, "%s: no absolute path", dir);
+	if (strcmp(m->root, root) != 0) {
+		rc = hv_error_set(HV_EUSAGE, "the snapshot was taken of %s, not of %s", m->root,
+				  root);
+		free(root);
 		return rc;
 	}
-	struct db_files dbf;
-	db_files_init(&dbf, st);
-	struct pipe pipe;
-	pipe_init(&pipe, opts, fd_budget(avail));
-	const hv_snapshot_entry *cur = NULL;
-	bool at_end = false;
-	const hv_entry *e;
-	while ((rc = hv_walk_next(k.w, &e)) != HV_DONE) {
-		if (rc == HV_WARN) {
-			k.c->warnings++;
-			warn(opts, hv_error_last());
-			continue;
-		}
-		if (rc != HV_OK)
-			break;
-		if (e->type == HV_FT_DIR)
-			continue; /* directories hold artifacts; they are not artifacts */
-		if (!e->have_lstat) {
-			char *msg = NULL;
-			if (asprintf(&msg, "%s: cannot be examined (lstat failed)", e->path) < 0)
-				msg = NULL;
-			rc = msg ? collect_entry(&k, &pipe, e, "error", msg, NULL)
-				 : hv_error_set(HV_ENOMEM, "out of memory");
-			free(msg);
-			if (rc != HV_OK)
-				break;
-			continue;
-		}
-		if (is_db_file(&dbf, &e->lst) || is_db_path(root, st, e))
-			continue;
-		const char *compare_sha = NULL;
-		if (sn) {
-			const hv_snapshot_entry *match;
-			rc = snapshot_match(sn, &cur, &at_end, e, &match);
-			if (rc != HV_OK)
-				break;
-			if (!produced(e, match, &compare_sha))
-				continue;
-		}
-		const char *early = NULL;
-		if (e->type == HV_FT_SYMLINK)
-			early = "symlink";
-		else if (e->type != HV_FT_FILE)
-			early = "not_regular";
-		else if (e->lst.size > opts->max_file_bytes)
-			early = "too_large";
-		rc = collect_entry(&k, &pipe, e, early, NULL, compare_sha);
-		if (rc != HV_OK)
-			break;
-	}
-	while (rc == HV_DONE && pipe.head < pipe.tail) {
-		int drc = pipe_drain(&k, &pipe, true);
-		if (drc != HV_OK)
-			rc = drc;
-	}
-	pipe_destroy(&pipe);
-	if (rc == HV_DONE)
-		rc = HV_OK;
-	hv_walk_close(k.w);
-	hv_snapshot_close(sn);
-	hv_magic_close(k.magic);
-	if (st && !opts->no_cache) {
-		int frc = hv_store_flush(st);
-		if (rc == HV_OK && frc != HV_OK)
-			rc = frc;
-	}
-	if (rc != HV_OK) {
-		hv_collection_free(k.c);
-		return rc;
-	}
-	*out = k.c;
-	return HV_OK;
+	return collect_impl(st, dir, opts ? opts : &o, NULL, m, root, out);
 }
 
 char *hv_collection_skipped_json(const hv_collection *c, int kase)
@@ -1083,6 +1356,20 @@ char *hv_collection_skipped_json(const hv_collection *c, int kase)
 	return out;
 }
 
+char *hv_collection_deleted_json(const hv_collection *c)
+{
+	hv_json *j;
+	if (hv_json_new_buffer(&j, HV_CASE_SNAKE) != HV_OK)
+		return NULL;
+	hv_json_array_begin(j);
+	for (size_t i = 0; i < c->n_deleted; i++)
+		hv_json_string(j, c->deleted[i].path, c->deleted[i].path_len);
+	hv_json_array_end(j);
+	char *out = hv_json_buffer_strdup(j);
+	hv_json_free(j);
+	return out;
+}
+
 hv_status hv_collection_record(hv_store *st, const hv_collection *c, const hv_run_start *start,
 			       const hv_run_end *end, int64_t *run_id)
 {
@@ -1099,9 +1386,11 @@ hv_status hv_collection_record(hv_store *st, const hv_collection *c, const hv_ru
 	}
 	hv_artifact_in *arts = calloc(c->n_files ? c->n_files : 1, sizeof(*arts));
 	char *skipped = hv_collection_skipped_json(c, HV_CASE_SNAKE);
-	if (!arts || !skipped) {
+	char *deleted = c->compared ? hv_collection_deleted_json(c) : NULL;
+	if (!arts || !skipped || (c->compared && !deleted)) {
 		free(arts);
 		free(skipped);
+		free(deleted);
 		return hv_error_set(HV_ENOMEM, "out of memory");
 	}
 	size_t n = 0;
@@ -1117,6 +1406,7 @@ hv_status hv_collection_record(hv_store *st, const hv_collection *c, const hv_ru
 		a->sha256 = f->sha256;
 		a->content = f->content;
 		a->content_len = f->content_len;
+		a->change = f->change;
 	}
 	hv_run_end e = {0};
 	if (end)
@@ -1125,9 +1415,12 @@ hv_status hv_collection_record(hv_store *st, const hv_collection *c, const hv_ru
 		e.duration_ms = -1;
 	if (!e.skipped_json)
 		e.skipped_json = skipped;
+	if (!e.deleted_json)
+		e.deleted_json = deleted;
 	rc = hv_store_run_finish(st, *run_id, &e, arts, n);
 	free(arts);
 	free(skipped);
+	free(deleted);
 	return rc;
 }
 
@@ -1144,6 +1437,9 @@ void hv_collection_free(hv_collection *c)
 		free(c->skipped[i].path);
 		free(c->skipped[i].error);
 	}
+	for (size_t i = 0; i < c->n_deleted; i++)
+		free(c->deleted[i].path);
+	free(c->deleted);
 	free(c->files);
 	free(c->skipped);
 	free(c->root);

@@ -44,8 +44,11 @@ hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 		}
 	}
 	hv_collect_opts co = o->collect;
-	int64_t snap = 0;
-	int rc = hv_snapshot_take(st, root, &co, &snap, NULL);
+	co.since_snapshot = 0;
+	/* The snapshot stays in memory: nothing of it is written, and the one walk after the run
+	 * compares against it. */
+	hv_mem_snapshot *snap = NULL;
+	int rc = hv_snapshot_take_mem(st, root, &co, &snap);
 	char *command = NULL;
 	if (rc == HV_OK && !o->no_history) {
 		command = hv_argv_json(o->run.argv);
@@ -54,8 +57,7 @@ hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 			     : hv_error_set(HV_ENOMEM, "out of memory");
 	}
 	if (rc != HV_OK) {
-		if (snap)
-			hv_store_snapshot_delete(st, snap);
+		hv_mem_snapshot_free(snap);
 		free(command);
 		free(root);
 		return rc;
@@ -69,12 +71,11 @@ hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 			hv_run_end end = {.duration_ms = -1};
 			hv_store_run_finish(st, out->run_id, &end, NULL, 0);
 		}
-		hv_store_snapshot_delete(st, snap);
+		hv_mem_snapshot_free(snap);
 		free(command);
 		free(root);
 		return rc;
 	}
-	co.since_snapshot = snap;
 	const hv_run_result *r = &out->run;
 	out->end = (hv_run_end){
 		.ended_at_ns = r->ended_at_ns,
@@ -89,7 +90,8 @@ hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 		.stderr_len = r->stderr_len,
 		.stderr_truncated = r->stderr_truncated,
 	};
-	out->collect_status = hv_collect(st, root, &co, &out->files);
+	out->collect_status = hv_collect_since_mem(st, root, &co, snap, &out->files);
+	hv_mem_snapshot_free(snap);
 	if (out->collect_status == HV_OK && out->run_id) {
 		int64_t id = out->run_id;
 		/* On a failure midway the store ends the run itself, as not recorded. */
@@ -108,14 +110,6 @@ hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 	if (out->collect_status != HV_OK) {
 		/* The run is not completely recorded, so it has no id to give out. */
 		out->run_id = 0;
-	}
-	{
-		/* Keep the error of the run over the snapshot's clean-up. */
-		hv_error_saved saved;
-		hv_error_save(&saved);
-		hv_store_snapshot_delete(st, snap);
-		if (out->collect_status != HV_OK)
-			hv_error_restore(&saved, out->collect_status);
 	}
 	free(command);
 	free(root);

@@ -206,11 +206,19 @@ static const char schema_v3_snapshot_entries[] =
 	"  PRIMARY KEY (snapshot_id, parent, name)"
 	") WITHOUT ROWID;";
 
+/* Version 4: what a run changed. A run's regular files that are gone (`deleted`, a JSON array
+ * of paths; NULL for a collect of everything, which compares against nothing) and how each
+ * artifact changed (`change`: 'created' or 'modified'; NULL likewise). */
+static const char schema_v4_changes[] =
+	"ALTER TABLE runs ADD COLUMN deleted TEXT;"
+	"ALTER TABLE artifacts ADD COLUMN change TEXT;";
+
 /* Step i brings the schema from version i to i + 1. Only ever append. */
 static const char *const migrations[] = {
 	schema_v1,
 	schema_v2,
 	schema_v3_snapshot_entries,
+	schema_v4_changes,
 };
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == HV_STORE_SCHEMA_VERSION,
 	       "one migration step per schema version");
@@ -253,8 +261,8 @@ static const char *const stmt_sql[STMT__COUNT] = {
 			     " VALUES (?1, ?2, ?3)",
 	[STMT_CONTENT_GET] = "SELECT bytes FROM contents WHERE sha256 = ?1",
 	[STMT_ARTIFACT_PUT] = "INSERT INTO artifacts(run_id, path, name, mime_type, size, sha256,"
-			      " recorded_at_ns, content_stored)"
-			      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+			      " recorded_at_ns, content_stored, change)"
+			      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
 };
 
 /* ---- Shared helpers --------------------------------------------------------------------- */

@@ -307,7 +307,8 @@ static int record_end(hv_store *st, int64_t run_id, const hv_run_end *e)
 	int src = sqlite3_prepare_v2(st->db,
 				     "UPDATE runs SET ended_at_ns = ?2, exit_code = ?3, timed_out = ?4,"
 				     " duration_ms = ?5, stdout_truncated = ?6, stderr_truncated = ?7,"
-				     " skipped = ?8, end_reason = ?9 WHERE id = ?1", -1, &q, NULL);
+				     " skipped = ?8, end_reason = ?9, deleted = ?10 WHERE id = ?1", -1,
+				     &q, NULL);
 	if (src == SQLITE_OK) {
 		sqlite3_bind_int64(q, 1, run_id);
 		sqlite3_bind_int64(q, 2, e->ended_at_ns ? e->ended_at_ns : hv_store_now_ns());
@@ -321,6 +322,8 @@ static int record_end(hv_store *st, int64_t run_id, const hv_run_end *e)
 		sqlite3_bind_text(q, 8, e->skipped_json ? e->skipped_json : "[]", -1, SQLITE_STATIC);
 		if (e->end_reason)
 			sqlite3_bind_text(q, 9, e->end_reason, -1, SQLITE_STATIC);
+		if (e->deleted_json)
+			sqlite3_bind_text(q, 10, e->deleted_json, -1, SQLITE_STATIC);
 		src = hvst_step_done(q);
 		sqlite3_finalize(q);
 		q = NULL;
@@ -365,6 +368,8 @@ static int record_artifact(hv_store *st, int64_t run_id, const hv_artifact_in *a
 		sqlite3_bind_text(q, 6, sha, 64, SQLITE_STATIC);
 		sqlite3_bind_int64(q, 7, now);
 		sqlite3_bind_int(q, 8, a->content != NULL);
+		if (a->change)
+			sqlite3_bind_text(q, 9, a->change, -1, SQLITE_STATIC);
 		src = hvst_step_done(q);
 		sqlite3_clear_bindings(q);
 	}
@@ -474,7 +479,7 @@ hv_status hv_store_runs(hv_store *st, const hv_run_filter *f, hv_run_iter **out)
 		      " (SELECT count(*) FROM artifacts a WHERE a.run_id = r.id), r.end_reason");
 	if (f->with_output)
 		hv_buf_append_str(&sql, ", r.stdout_truncated, r.stderr_truncated, r.skipped,"
-					" o.stdout, o.stderr FROM runs r"
+					" o.stdout, o.stderr, r.deleted FROM runs r"
 					" LEFT JOIN run_outputs o ON o.run_id = r.id");
 	else
 		hv_buf_append_str(&sql, " FROM runs r");
@@ -561,6 +566,7 @@ hv_status hv_run_iter_next(hv_run_iter *it, const hv_run_row **out)
 		r->skipped_json = (const char *)sqlite3_column_text(q, 13);
 		if (!r->skipped_json)
 			r->skipped_json = "[]";
+		r->deleted_json = (const char *)sqlite3_column_text(q, 16);
 		r->stdout_data = col_bytes(q, 14, &len);
 		r->stdout_len = len;
 		r->stderr_data = col_bytes(q, 15, &len);
@@ -782,7 +788,7 @@ hv_status hv_store_artifacts(hv_store *st, const hv_artifact_filter *f, hv_artif
 	rc = where.data ? choose_plan(st, f, it, &where, &plan)
 			: hv_error_set(HV_ENOMEM, "out of memory");
 	hv_buf_append_str(&sql, "SELECT a.id, a.run_id, a.path, a.name, a.mime_type, a.size,"
-				" a.sha256, a.recorded_at_ns, a.content_stored");
+				" a.sha256, a.recorded_at_ns, a.content_stored, a.change");
 	if (f->with_content)
 		hv_buf_append_str(&sql, ", c.bytes");
 	/* INDEXED BY and the unary + steer SQLite to the plan chosen above. */
@@ -831,8 +837,9 @@ hv_status hv_artifact_iter_next(hv_artifact_iter *it, const hv_artifact_row **ou
 	a->sha256 = (const char *)sqlite3_column_text(q, 6);
 	a->recorded_at_ns = sqlite3_column_int64(q, 7);
 	a->content_stored = sqlite3_column_int(q, 8) != 0;
+	a->change = (const char *)sqlite3_column_text(q, 9);
 	if (it->with_content) {
-		a->content = col_bytes(q, 9, &a->content_len);
+		a->content = col_bytes(q, 10, &a->content_len);
 		char what[48];
 		snprintf(what, sizeof(what), "artifact %lld", (long long)a->artifact_id);
 		int rc = a->content ? verify_content(a->content, a->content_len, a->sha256, what)

@@ -191,7 +191,14 @@ static void check_output_file(const tj_value *of, const char *root, const char *
 	size_t flen;
 	char *bytes = tu_read_file(full, &flen);
 	assert_non_null(bytes);
-	assert_int_equal(tj_len(of), 6);
+	/* Against a snapshot, a seventh member says how the file changed. */
+	const tj_value *change = tj_get(of, "change");
+	if (change) {
+		const char *cv = tj_str(change, NULL);
+		assert_non_null(cv);
+		assert_true(!strcmp(cv, "created") || !strcmp(cv, "modified"));
+	}
+	assert_int_equal(tj_len(of), change ? 7 : 6);
 	const char *base = strrchr(relz, '/');
 	base = base ? base + 1 : relz;
 	size_t len;
@@ -502,6 +509,30 @@ static void test_since(void **state)
 	check_output_file(of_find(doc, "sub/new-name.txt"), d, "sub/new-name.txt", 16,
 			  "text/plain", true);
 	assert_int_equal(tj_len(tj_get(doc, "skipped")), 0);
+	/* How each changed, and the regular files that are gone (the renamed one too). */
+	assert_string_equal(tj_str(tj_get(of_find(doc, "new.md"), "change"), NULL), "created");
+	assert_string_equal(tj_str(tj_get(of_find(doc, "newdir/made.png"), "change"), NULL),
+			    "created");
+	assert_string_equal(tj_str(tj_get(of_find(doc, "modify.txt"), "change"), NULL),
+			    "modified");
+	assert_string_equal(tj_str(tj_get(of_find(doc, "grow.csv"), "change"), NULL), "modified");
+	assert_string_equal(tj_str(tj_get(of_find(doc, "sub/new-name.txt"), "change"), NULL),
+			    "created");
+	const tj_value *gone = tj_get(doc, "deleted");
+	assert_int_equal(tj_type(gone), TJ_ARRAY);
+	if (tj_len(gone) != 2)
+		fail_msg("deleted: expected delete.txt and old-name.txt: %s", strstr(r.out, "\"deleted\""));
+	assert_string_equal(tj_str(tj_at(gone, 0), NULL), "delete.txt");
+	assert_string_equal(tj_str(tj_at(gone, 1), NULL), "old-name.txt");
+	tj_free(doc);
+	tu_result_free(&r);
+
+	/* A collect of everything has no change to tell and nothing deleted. */
+	const char *all[] = {"collect", "--no-history", "--db", db, d, NULL};
+	run_json(&r, &doc, all);
+	assert_int_equal(r.status, 0);
+	assert_null(tj_get(doc, "deleted"));
+	assert_null(tj_get(of_find(doc, "new.md"), "change"));
 	tj_free(doc);
 	tu_result_free(&r);
 

@@ -720,6 +720,70 @@ static void test_produced_files(void **state)
 	fx_close(&f);
 }
 
+/* What the run changed: how each produced file changed, and the regular files that are gone
+ * (removed, renamed away, replaced by a directory); a file renamed in counts as created. And
+ * the run's before-state is held in memory: while the command runs, the database holds no
+ * snapshot (the command's own `harvest snapshot` gets the first id). */
+static void test_changes_and_deleted(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	tu_write(f.root, "d/gone.txt", "bye\n", 4);
+	tu_write(f.root, "d/mod.txt", "before\n", 7);
+	tu_write(f.root, "d/away.txt", "moving\n", 7);
+	tu_write(f.root, "d/now-dir", "a file\n", 7);
+	tu_write(f.root, "d/keep.txt", "kept\n", 5);
+	char script[8192];
+	snprintf(script, sizeof(script),
+		 "rm gone.txt; echo more >> mod.txt; mkdir sub; mv away.txt sub/away.txt; "
+		 "rm now-dir; mkdir now-dir; echo new > new.txt; '%s' snapshot --db '%s' '%s'",
+		 HARVEST_BIN, f.db, f.root);
+	tu_result r;
+	hv_run(&r, &f, NULL, (const char *const[]){"--shell", NULL},
+	       (const char *const[]){script, NULL});
+	if (r.status != 0)
+		fail_msg("exit %d: %s", r.status, r.err);
+	events ev;
+	parse_events(&ev, &r, false);
+	const tj_value *res = ev.result;
+	tj_value *snap = tj_parse(tj_str(tj_get(res, "stdout"), NULL),
+				  strlen(tj_str(tj_get(res, "stdout"), NULL)));
+	assert_non_null(snap);
+	assert_int_equal(tj_int(tj_get(snap, "snapshot_id")), 1);
+	tj_free(snap);
+	const tj_value *ofs = tj_get(res, "output_files");
+	assert_int_equal(tj_len(ofs), 3);
+	assert_string_equal(
+		tj_str(tj_get(find_output(res, "output_files", "mod.txt"), "change"), NULL),
+		"modified");
+	assert_string_equal(
+		tj_str(tj_get(find_output(res, "output_files", "new.txt"), "change"), NULL),
+		"created");
+	assert_string_equal(
+		tj_str(tj_get(find_output(res, "output_files", "sub/away.txt"), "change"), NULL),
+		"created");
+	const tj_value *del = tj_get(res, "deleted");
+	assert_int_equal(tj_type(del), TJ_ARRAY);
+	assert_int_equal(tj_len(del), 3);
+	assert_string_equal(tj_str(tj_at(del, 0), NULL), "away.txt");
+	assert_string_equal(tj_str(tj_at(del, 1), NULL), "gone.txt");
+	assert_string_equal(tj_str(tj_at(del, 2), NULL), "now-dir");
+	events_free(&ev);
+	tu_result_free(&r);
+
+	/* A run that changes nothing: empty lists, still there. */
+	hv_run(&r, &f, NULL, NULL, (const char *const[]){"true", NULL});
+	assert_int_equal(r.status, 0);
+	parse_events(&ev, &r, false);
+	assert_int_equal(tj_len(tj_get(ev.result, "output_files")), 0);
+	assert_int_equal(tj_type(tj_get(ev.result, "deleted")), TJ_ARRAY);
+	assert_int_equal(tj_len(tj_get(ev.result, "deleted")), 0);
+	events_free(&ev);
+	tu_result_free(&r);
+	fx_close(&f);
+}
+
 /* ---- shapes ---- */
 
 /* Fails when any key of v (recursively) has an underscore. */
@@ -1573,6 +1637,7 @@ int main(void)
 		cmocka_unit_test(test_env),
 		cmocka_unit_test(test_max_output_bytes),
 		cmocka_unit_test(test_produced_files),
+		cmocka_unit_test(test_changes_and_deleted),
 		cmocka_unit_test(test_camel_case),
 		cmocka_unit_test(test_format_json),
 		cmocka_unit_test(test_harvest_failures),

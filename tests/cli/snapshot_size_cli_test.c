@@ -146,6 +146,9 @@ static void test_migration_from_v2(void **state)
 	char *err = NULL;
 	int rc = sqlite3_exec(h,
 		"BEGIN;"
+		/* version 4's columns, which version 2 did not have */
+		"ALTER TABLE runs DROP COLUMN deleted;"
+		"ALTER TABLE artifacts DROP COLUMN change;"
 		"DROP TABLE snapshot_entries;"
 		"CREATE TABLE snapshot_entries ("
 		"  snapshot_id INTEGER NOT NULL REFERENCES snapshots(id) ON DELETE CASCADE,"

@@ -771,6 +771,28 @@ static void restore_mtime_rewrite(const fx *f, const char *rel, const char *text
 	free(p);
 }
 
+/* The changes of test_produced_set: how each file changed, and which regular files are gone
+ * (a rename counts as a deletion and a creation; a file become a link, a directory or a FIFO
+ * is gone), in walk order. */
+static void check_changes(const hv_collection *c)
+{
+	static const char *const modified[] = {"mod.txt", "same.txt", "chmod.txt"};
+	for (size_t i = 0; i < c->n_files; i++) {
+		bool mod = false;
+		for (size_t k = 0; k < 3; k++)
+			mod |= !strcmp(c->files[i].path, modified[k]);
+		if (!c->files[i].change || strcmp(c->files[i].change, mod ? "modified" : "created"))
+			fail_msg("%s: change %s", c->files[i].path,
+				 c->files[i].change ? c->files[i].change : "(null)");
+	}
+	static const char *const gone[] = {"del.txt", "ren.txt", "subren/x.txt",
+					   "t_dir",   "t_fifo",  "t_link"};
+	if (c->n_deleted != 6)
+		fail_msg("%zu deleted, not 6", c->n_deleted);
+	for (size_t i = 0; i < 6; i++)
+		assert_string_equal(c->deleted[i].path, gone[i]);
+}
+
 static void test_produced_set(void **state)
 {
 	fx *f = *state;
@@ -799,12 +821,22 @@ static void test_produced_set(void **state)
 	uint64_t entries = 0;
 	int64_t id = snapshot(f, &o, &entries);
 	assert_int_equal(entries, 15);
+	/* The same before-state held in memory, as `harvest run` keeps it. */
+	hv_mem_snapshot *mem = NULL;
+	assert_int_equal(hv_snapshot_take_mem(f->st, f->root, &o, &mem), HV_OK);
+	assert_int_equal(hv_mem_snapshot_entries(mem), 15);
 
-	/* Nothing changed yet: nothing produced, nothing skipped. */
+	/* Nothing changed yet: nothing produced, nothing skipped, nothing deleted. */
 	o.since_snapshot = id;
 	hv_collection *c = collect(f, &o);
 	assert_collection(c, NULL, NULL);
 	assert_false(c->incomplete);
+	assert_true(c->compared);
+	assert_int_equal(c->n_deleted, 0);
+	cfree(c);
+	assert_int_equal(hv_collect_since_mem(f->st, f->root, &o, mem, &c), HV_OK);
+	assert_collection(c, NULL, NULL);
+	assert_int_equal(c->n_deleted, 0);
 	cfree(c);
 
 	next_tick();
@@ -862,7 +894,23 @@ static void test_produced_set(void **state)
 	assert_content(c, "chmod.txt", "only the mode changes\n");
 	assert_content(c, "t_dir/inner.txt", "inside the new dir\n");
 	assert_false(c->incomplete);
+	check_changes(c);
 	cfree(c);
+	/* Against the snapshot in memory: exactly the same. */
+	alarm(20);
+	assert_int_equal(hv_collect_since_mem(f->st, f->root, &o, mem, &c), HV_OK);
+	alarm(0);
+	assert_collection(c, files, sk);
+	assert_content(c, "same.txt", "bbbb");
+	check_changes(c);
+	cfree(c);
+	/* Of another directory: refused, as for a stored snapshot. */
+	char *sub = rp(f, "sub");
+	c = (hv_collection *)1;
+	assert_int_equal(hv_collect_since_mem(f->st, sub, &o, mem, &c), HV_EUSAGE);
+	assert_null(c);
+	free(sub);
+	hv_mem_snapshot_free(mem);
 
 	/* The same tree without --since: every regular file, every link and FIFO skipped. */
 	o.since_snapshot = 0;
@@ -877,6 +925,9 @@ static void test_produced_set(void **state)
 				   {"oldlink", "symlink"},     {"oldfifo", "not_regular"},
 				   {NULL, NULL}};
 	assert_collection(c, all, skall);
+	assert_false(c->compared);
+	assert_int_equal(c->n_deleted, 0);
+	assert_null(c->files[0].change);
 	cfree(c);
 }
 
