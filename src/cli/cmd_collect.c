@@ -319,7 +319,7 @@ int cmd_collect(int argc, char **argv)
 	cli_collect_hooks(&k.cc, &c, &hooks);
 	hv_store *st = NULL;
 	bool need_store = !k.cc.no_history || k.since || !k.cc.opts.no_cache;
-	if (hv_collect_check_fds(pos[0], need_store ? CLI_DB_FDS : 0) != HV_OK) {
+	if (hv_collect_check_fds(pos[0], (need_store ? CLI_DB_FDS : 0) + 2) != HV_OK) {
 		cli_error("%s", hv_error_last());
 		free(pos);
 		cli_collect_free(&k.cc);

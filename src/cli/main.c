@@ -50,9 +50,17 @@ int main(int argc, char **argv)
 		       hv_sqlite_version());
 		return EXIT_DONE;
 	}
-	for (const struct command *c = commands; c->name; c++)
-		if (strcmp(cmd, c->name) == 0)
-			return c->run(argc - 2, argv + 2);
+	for (const struct command *c = commands; c->name; c++) {
+		if (strcmp(cmd, c->name) != 0)
+			continue;
+		/* libmagic's worker processes are forked by a spawner, which must itself be forked
+		 * while this process has one thread: a fork taken while another thread holds a lock
+		 * (the allocator's) hands the child that lock forever. collect and run load libmagic
+		 * only at their first file, when worker threads already run: start it now. */
+		if (strcmp(cmd, "collect") == 0 || strcmp(cmd, "run") == 0)
+			hv_magic_set_isolation(true, 0);
+		return c->run(argc - 2, argv + 2);
+	}
 	cli_error("unknown command '%s' (see 'harvest --help')", cmd);
 	return EXIT_USAGE;
 }

@@ -396,6 +396,7 @@ struct collector {
 	uint64_t total_bytes;
 	int magic_status; /* libmagic is loaded when a file first needs it: 1 loaded, <0 failed */
 	int magic_fd;     /* held for libmagic until then (it needs one to load), or -1 */
+	int magic_fd2;    /* and a second: an isolated detector's socket pair takes two */
 };
 
 static int add_skipped(struct collector *k, const hv_entry *e, const char *reason, bool has_size,
@@ -526,7 +527,7 @@ static int read_all(int fd, uint64_t expect, uint64_t max, const char *path, uns
 #define PIPE_SLOTS 64
 #define PIPE_BYTES (64ull << 20)
 #define PIPE_MAX_THREADS 7 /* workers, beside the loop: threads 0 means up to 8 in all */
-#define PIPE_MIN_FDS_FOR_WORKERS 8
+#define PIPE_MIN_FDS_FOR_WORKERS 16
 
 enum job_state {
 	JOB_READY,   /* needs no work: decided by the loop */
@@ -718,8 +719,9 @@ static void pipe_init(struct pipe *p, const hv_collect_opts *o, int max_fds)
 	for (size_t i = 0; i < PIPE_SLOTS; i++)
 		p->slots[i].fd = -1;
 	p->max_fds = max_fds;
-	/* A worker's first act is to load libmagic, which needs a descriptor of its own: with
-	 * so few to spare, the loop reads every file itself. */
+	/* A worker's first act is to start its libmagic detector, which takes descriptors of its
+	 * own (a socket, two while it is made, a memfd per large file): with so few to spare,
+	 * the loop reads every file itself. */
 	if (max_fds < PIPE_MIN_FDS_FOR_WORKERS)
 		p->max_threads = 0;
 }
@@ -898,7 +900,9 @@ static int open_job(struct collector *k, const hv_entry *e, struct job *j, bool 
 		 * pay for libmagic. The descriptor kept for it since the start is given back. */
 		if (k->magic_fd >= 0)
 			close(k->magic_fd);
-		k->magic_fd = -1;
+		if (k->magic_fd2 >= 0)
+			close(k->magic_fd2);
+		k->magic_fd = k->magic_fd2 = -1;
 		k->magic_status = hv_magic_open(&k->magic, NULL, 0) == HV_OK ? 1 : -1;
 		if (k->magic_status < 0)
 			return HV_EIO;
@@ -1139,7 +1143,7 @@ static hv_status collect_impl(hv_store *st, const char *dir, const hv_collect_op
 			      hv_snapshot *sn, const hv_mem_snapshot *m, char *root,
 			      hv_collection **out)
 {
-	struct collector k = {.st = st, .o = opts, .magic_fd = -1};
+	struct collector k = {.st = st, .o = opts, .magic_fd = -1, .magic_fd2 = -1};
 	k.c = calloc(1, sizeof(*k.c));
 	if (!k.c) {
 		hv_snapshot_close(sn);
@@ -1148,16 +1152,21 @@ static hv_status collect_impl(hv_store *st, const char *dir, const hv_collect_op
 	}
 	k.c->root = root;
 	int avail = 0;
-	int rc = check_fds(dir, 0, &avail);
+	/* Two more for libmagic's detector (an isolated one takes a socket pair). */
+	int rc = check_fds(dir, 2, &avail);
 	/* Counted before libmagic's descriptor is put aside: it needs one for a moment when it
 	 * loads, which the walk must not have taken by then. */
 	if (rc == HV_OK && (k.magic_fd = open("/", O_PATH | O_CLOEXEC)) < 0)
+		rc = hv_error_errno(HV_EIO, "/", errno);
+	if (rc == HV_OK && (k.magic_fd2 = open("/", O_PATH | O_CLOEXEC)) < 0)
 		rc = hv_error_errno(HV_EIO, "/", errno);
 	if (rc == HV_OK)
 		rc = open_walk(&k.w, root, opts, HV_SORT_NAME);
 	if (rc != HV_OK) {
 		if (k.magic_fd >= 0)
 			close(k.magic_fd);
+		if (k.magic_fd2 >= 0)
+			close(k.magic_fd2);
 		hv_snapshot_close(sn);
 		hv_collection_free(k.c);
 		return rc;
@@ -1241,6 +1250,8 @@ static hv_status collect_impl(hv_store *st, const char *dir, const hv_collect_op
 	hv_magic_close(k.magic);
 	if (k.magic_fd >= 0)
 		close(k.magic_fd);
+	if (k.magic_fd2 >= 0)
+		close(k.magic_fd2);
 	/* Only a collect that looked something up or detected something has a cache to flush. */
 	if (st && !opts->no_cache && k.magic_status > 0) {
 		int frc = hv_store_flush(st);

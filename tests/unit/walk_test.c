@@ -2149,91 +2149,6 @@ static void test_close_early(void **state)
 	free(base);
 }
 
-/* ---- a pool that grows mid-walk ----------------------------------------------------------- */
-
-/* With every batch taken for blocked on I/O, workers are added while the walk runs: the
- * walk still gives every record once, in pre-order, sorted or not, with the same warnings
- * at the same places, under descriptor pressure, as nobody, and when closed early. */
-static void test_pool_grows_when_blocked(void **state)
-{
-	assert_int_equal(setenv("HARVEST_TEST_WALK_BLOCKED", "1", 1), 0);
-	char *base;
-	char *root = gen_fixture(&base, 7, 3000);
-	recs ref;
-	assert_true(ref_build(&ref, root, &REF_ALL));
-	const int threads[] = {2, 0};
-	for (size_t t = 0; t < 2; t++) {
-		hv_walk_opts o;
-		opts_threads(&o, threads[t], HV_SORT_NAME);
-		hv_walk *w;
-		assert_int_equal(hv_walk_open(&w, root, &o), HV_OK);
-		int first = hv_walk_workers(w, NULL);
-		const hv_entry *e;
-		hv_status st;
-		size_t n = 0;
-		while ((st = hv_walk_next(w, &e)) == HV_OK) {
-			/* The records come in the reference's order while workers are added. */
-			assert_true(n < ref.n);
-			assert_int_equal(e->path_len, ref.v[n].path_len);
-			assert_memory_equal(e->path, ref.v[n].path, e->path_len);
-			n++;
-		}
-		assert_int_equal(st, HV_DONE);
-		assert_int_equal(n, ref.n);
-		uint64_t grown = 0;
-		int now = hv_walk_workers(w, &grown);
-		fprintf(stderr, "threads %d: %d workers at first, %d at the end, %llu added\n",
-			threads[t], first, now, (unsigned long long)grown);
-		assert_true(grown > 0);
-		assert_int_equal(now, first + (int)grown);
-		assert_true(now <= 32);
-		hv_walk_close(w);
-	}
-	recs_free(&ref);
-	tu_rmrf(base);
-	free(root);
-	free(base);
-
-	/* The other tests of order, limits, errors and descriptors, on a growing pool. */
-	test_sorted_matches_reference(state);
-	test_sort_none_same_set_preorder(state);
-	test_follow_enters_and_warns_on_ancestor(state);
-	test_max_entries(state);
-	test_max_entries_not_exceeded(state);
-	test_fd_pressure_wide(state);
-	test_fd_pressure_deep(state);
-	test_unreadable_dirs_as_nobody(state);
-	test_close_early(state);
-	assert_int_equal(unsetenv("HARVEST_TEST_WALK_BLOCKED"), 0);
-}
-
-/* Without the test switch, a warm tree read by a count of workers asked for never grows the
- * pool. */
-static void test_pool_kept_when_asked(void **state)
-{
-	(void)state;
-	char *base;
-	char *root = gen_fixture(&base, 8, 2000);
-	hv_walk_opts o;
-	opts_threads(&o, 2, HV_SORT_NONE);
-	hv_walk *w;
-	assert_int_equal(hv_walk_open(&w, root, &o), HV_OK);
-	const hv_entry *e;
-	while (hv_walk_next(w, &e) == HV_OK)
-		;
-	uint64_t grown = 1;
-	assert_int_equal(hv_walk_workers(w, &grown), 2);
-	assert_int_equal(grown, 0);
-	hv_walk_close(w);
-	opts_threads(&o, 1, HV_SORT_NONE);
-	assert_int_equal(hv_walk_open(&w, root, &o), HV_OK);
-	assert_int_equal(hv_walk_workers(w, NULL), 0);
-	hv_walk_close(w);
-	tu_rmrf(base);
-	free(root);
-	free(base);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2257,8 +2172,6 @@ int main(void)
 		cmocka_unit_test(test_unreadable_dirs_as_nobody),
 		cmocka_unit_test(test_two_walks_two_threads),
 		cmocka_unit_test(test_close_early),
-		cmocka_unit_test(test_pool_grows_when_blocked),
-		cmocka_unit_test(test_pool_kept_when_asked),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
