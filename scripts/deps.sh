@@ -6,7 +6,7 @@
 # only when neither is on PATH: a newer Node already there is kept.
 HV_PACKAGES="cmake make gcc pkg-config libmagic-dev libmagic-mgc file libsqlite3-dev sqlite3
 libcmocka-dev libssl-dev shared-mime-info bfs time python3 clang-tidy cppcheck valgrind lcov
-python3-pytest"
+python3-pytest libpq-dev postgresql-15"
 
 hv_install_deps() {
 	local missing=()

@@ -10,7 +10,7 @@
 hv_store *cli_open_store(const cli_common *c, int flags)
 {
 	hv_store *st = NULL;
-	if (hv_store_open(&st, c->db, flags) != HV_OK) {
+	if (hv_store_open_with_cache(&st, c->db, c->cache_db, flags) != HV_OK) {
 		cli_error("%s", hv_error_last());
 		return NULL;
 	}
@@ -49,6 +49,11 @@ int cli_collect_opt(cli_collect *cc, cli_common *c, int id, const char *v)
 		return 0;
 	}
 	case OPT_LABEL: cc->label = v; return 0;
+	case OPT_HOST:
+		if (!v || !*v)
+			return cli_usage_error(c, "--host: empty name");
+		cc->host = v;
+		return 0;
 	case OPT_NO_HISTORY: cc->no_history = true; return 0;
 	case OPT_NO_CACHE: cc->opts.no_cache = true; return 0;
 	}
@@ -308,7 +313,7 @@ int cmd_collect(int argc, char **argv)
 	} else {
 		int64_t run_id = 0;
 		if (!k.cc.no_history) {
-			hv_run_start start = {.label = k.cc.label, .dir = col->root};
+			hv_run_start start = {.label = k.cc.label, .dir = col->root, .host = k.cc.host};
 			if (hv_collection_record(st, col, &start, NULL, &run_id) != HV_OK) {
 				cli_error("%s", hv_error_last());
 				rc = EXIT_WARN;

@@ -219,7 +219,8 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 	if (cli_check_format(c, FMT_JSONL, "json,jsonl") != 0)
 		return EXIT_HARVEST_FAILED;
 
-	hv_execute_opts eo = {.label = r->cc.label, .no_history = r->cc.no_history};
+	hv_execute_opts eo = {.label = r->cc.label, .host = r->cc.host,
+			      .no_history = r->cc.no_history};
 	hv_run_opts_init(&eo.run);
 	eo.collect = r->cc.opts;
 	const char *argv_shell[4], *argv_lang[2];
