@@ -61,6 +61,10 @@ enum {
 	 * as an empty one (no runs, no artifacts); writes fail with HV_EUSAGE. (A database in a
 	 * directory the caller may not write is read without locks, as SQLite's "immutable".) */
 	HV_STORE_READONLY = 1 << 0,
+	/* The history is not used (`--no-history`): a PostgreSQL one is not even connected to,
+	 * so a server that cannot be reached does not stop a command that records nothing. Only
+	 * the local file (MIME cache, snapshots) is opened. */
+	HV_STORE_NO_HISTORY = 1 << 1,
 };
 
 /* The default path in *out (malloc'd, the caller frees): $HARVEST_DB when set and not empty,

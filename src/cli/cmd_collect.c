@@ -299,7 +299,7 @@ int cmd_collect(int argc, char **argv)
 	cli_collect_hooks(&k.cc, &c, &hooks);
 	hv_store *st = NULL;
 	bool need_store = !k.cc.no_history || k.since || !k.cc.opts.no_cache;
-	if (need_store && !(st = cli_open_store(&c, 0))) {
+	if (need_store && !(st = cli_open_store(&c, k.cc.no_history ? HV_STORE_NO_HISTORY : 0))) {
 		free(pos);
 		cli_collect_free(&k.cc);
 		return EXIT_WARN;

@@ -250,7 +250,7 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 		eo.run.stdin_len = len;
 	}
 
-	hv_store *st = cli_open_store(c, 0);
+	hv_store *st = cli_open_store(c, r->cc.no_history ? HV_STORE_NO_HISTORY : 0);
 	if (!st) {
 		free(code);
 		return EXIT_HARVEST_FAILED;
@@ -303,7 +303,8 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 			hv_json_array_begin(j);
 			hv_json_array_end(j);
 		}
-		cli_result_end(j, &ex.end, ex.run_id);
+		/* A run whose recording failed is not in the history as printed: no run_id. */
+		cli_result_end(j, &ex.end, ex.collect_status == HV_OK ? ex.run_id : 0);
 		hv_json_newline(j);
 		/* The command ran, but harvest could not tell what it produced: harvest's own
 		 * failure (the command's status is still in the result). */

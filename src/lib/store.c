@@ -1174,7 +1174,7 @@ hv_status hv_store_open_with_cache(hv_store **out, const char *path, const char 
 	if (rc == HV_OK && !pg_uri && !st->readonly && !st->ephemeral &&
 	    hvst_reap_interrupted(st) != HV_OK)
 		hv_error_clear();
-	if (rc == HV_OK && pg_uri)
+	if (rc == HV_OK && pg_uri && !(flags & HV_STORE_NO_HISTORY))
 		rc = hvst_pg_open(st, pg_uri);
 	free(pg_uri);
 	if (rc != HV_OK) {

@@ -330,6 +330,12 @@ static void pg_close(hv_store *st)
 
 static int pg_reap(hv_store *st);
 
+static void ignore_notice(void *arg, const char *message)
+{
+	(void)arg;
+	(void)message;
+}
+
 int hvst_pg_open(hv_store *st, const char *uri)
 {
 	struct hvpg *pg = calloc(1, sizeof(*pg));
@@ -362,6 +368,8 @@ int hvst_pg_open(hv_store *st, const char *uri)
 	pg->c = PQconnectdbParams(keys, vals, 1);
 	if (!pg->c)
 		return hv_error_set(HV_ENOMEM, "out of memory");
+	/* The library never prints: the server's notices and warnings are dropped. */
+	PQsetNoticeProcessor(pg->c, ignore_notice, NULL);
 	if (PQstatus(pg->c) != CONNECTION_OK)
 		return pg_error(st, "cannot connect to the history database", NULL);
 	int64_t v = 0;
