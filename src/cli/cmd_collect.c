@@ -168,7 +168,7 @@ static int parse_dir_command(cli_common *c, int argc, char **argv, const cli_opt
 static const cli_opt snapshot_opts[] = {
 	{"help", 'h', 0, OPT_HELP}, {"format", 0, 1, OPT_FORMAT}, {"case", 0, 1, OPT_CASE},
 	{"quiet", 'q', 0, OPT_QUIET}, {"db", 0, 1, OPT_DB}, {"include-hidden", 0, 0, OPT_INCLUDE_HIDDEN},
-	{"exclude", 0, 1, OPT_COLLECT_EXCLUDE}, {NULL, 0, 0, 0},
+	{"exclude", 0, 1, OPT_COLLECT_EXCLUDE}, {"cache-db", 0, 1, OPT_CACHE_DB}, {NULL, 0, 0, 0},
 };
 
 static const char snapshot_usage[] =
@@ -204,7 +204,8 @@ int cmd_snapshot(int argc, char **argv)
 	}
 	cli_hooks hooks;
 	cli_collect_hooks(&cc, &c, &hooks);
-	hv_store *st = cli_open_store(&c, 0);
+	/* A snapshot is local: a PostgreSQL history is not connected to. */
+	hv_store *st = cli_open_store(&c, HV_STORE_NO_HISTORY);
 	if (!st) {
 		free(pos);
 		cli_collect_free(&cc);

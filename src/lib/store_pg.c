@@ -127,7 +127,9 @@ void hvst_mask_secret(const char *msg, char *out, size_t cap)
 			}
 		}
 		char ch = *p++;
-		out[o++] = (ch == '\n' || ch == '\t' || ch == '\r') ? ' ' : ch;
+		if (ch == '\n' || ch == '\t' || ch == '\r')
+			ch = ' ';
+		out[o++] = ch;
 	}
 	while (o && out[o - 1] == ' ')
 		o--;
@@ -277,7 +279,8 @@ static int schema_version(hv_store *st, int64_t *version)
 		rc = hv_error_set(HV_EDB, "%s: the harvest schema is version %lld, newer than this "
 				  "harvest knows (%d); refusing to use it", st->pg->where, v,
 				  HV_STORE_PG_SCHEMA_VERSION);
-	*version = v;
+	if (rc == HV_OK)
+		*version = v;
 	PQclear(r);
 	return rc;
 }
@@ -286,7 +289,7 @@ static int schema_version(hv_store *st, int64_t *version)
  * (or two hosts upgrading at once) do not race: the second finds it done. */
 static int migrate(hv_store *st)
 {
-	int64_t v;
+	int64_t v = 0;
 	int rc = pg_exec(st, "BEGIN", NULL, "cannot create the schema");
 	if (rc != HV_OK)
 		return rc;
@@ -299,7 +302,7 @@ static int migrate(hv_store *st)
 		rc = schema_version(st, &v);
 	if (rc == HV_OK && v == 0)
 		rc = pg_exec(st, "CREATE SCHEMA harvest", NULL, "cannot create the schema");
-	for (int64_t i = v; rc == HV_OK && i < HV_STORE_PG_SCHEMA_VERSION; i++) {
+	for (int64_t i = v > 0 ? v : 0; rc == HV_OK && i < HV_STORE_PG_SCHEMA_VERSION; i++) {
 		PGresult *r = PQexec(st->pg->c, pg_migrations[i]);
 		if (PQresultStatus(r) != PGRES_COMMAND_OK)
 			rc = pg_error(st, "cannot create the schema", r);

@@ -476,6 +476,67 @@ static void test_push_twice(void **state)
 	fx_close(&f);
 }
 
+/* Globs become LIKE patterns (with % and _ taken literally); bracket expressions are matched
+ * by harvest, with the limit applied after them. */
+static void test_patterns(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	tu_result r;
+	hv(&r, &f, (const char *const[]){"run", "--dir", f.root, "--no-content", "--shell", "--",
+					 "touch a%b.txt a_b.txt axb.txt 'c[1].txt'", NULL});
+	expect_status(&r, 0, "run");
+	tu_result_free(&r);
+	static const struct {
+		const char *glob;
+		const char *limit;
+		size_t want;
+	} cases[] = {
+		{"a%b.txt", NULL, 1}, {"a_b*", NULL, 1},  {"a?b.txt", NULL, 3},
+		{"*", NULL, 4},       {"[ac]*", NULL, 4}, {"[ac]*", "2", 2},
+		{"c\\[1].txt", NULL, 1}, {"*.TXT", NULL, 0},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *args[] = {"history", "artifacts", "--name", cases[i].glob,
+				      cases[i].limit ? "--limit" : NULL, cases[i].limit, NULL};
+		tj_value *v = hv_json(&f, args);
+		if (tj_len(v) != cases[i].want)
+			fail_msg("--name '%s': %zu artifacts, expected %zu", cases[i].glob, tj_len(v),
+				 cases[i].want);
+		tj_free(v);
+	}
+	tj_value *v = hv_json(&f, (const char *const[]){"history", "artifacts", "--mime",
+							 "inode/*", NULL});
+	assert_int_equal(tj_len(v), 4);
+	tj_free(v);
+	fx_close(&f);
+}
+
+/* HARVEST_DB naming a PostgreSQL database: the history goes there, the cache to the XDG
+ * location (not to a file named after the URI). */
+static void test_harvest_db_env(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	assert_int_equal(setenv("HARVEST_DB", f.db, 1), 0);
+	assert_int_equal(setenv("XDG_DATA_HOME", f.root, 1), 0);
+	tu_result r;
+	tu_harvestv(&r, NULL, NULL, (const char *const[]){"run", "--dir", f.root, "--no-content",
+							  "--", "true", NULL});
+	unsetenv("HARVEST_DB");
+	unsetenv("XDG_DATA_HOME");
+	expect_status(&r, 0, "run with HARVEST_DB");
+	tu_result_free(&r);
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.runs"), 1);
+	char *xdg = tu_path(f.root, "harvest/harvest.db");
+	struct stat sb;
+	assert_int_equal(stat(xdg, &sb), 0);
+	free(xdg);
+	fx_close(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -487,6 +548,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_newer_schema, tu_cleanup),
 		cmocka_unit_test_teardown(test_first_writers_race, tu_cleanup),
 		cmocka_unit_test_teardown(test_push_twice, tu_cleanup),
+		cmocka_unit_test_teardown(test_patterns, tu_cleanup),
+		cmocka_unit_test_teardown(test_harvest_db_env, tu_cleanup),
 		cmocka_unit_test_teardown(test_server_lost_mid_run, tu_cleanup),
 	};
 	return cmocka_run_group_tests(tests, NULL, tu_pg_stop);
