@@ -719,7 +719,7 @@ INSERT INTO harvest.artifacts(run_id, path, name, mime_type, size, sha256, recor
 SELECT r.ids[1 + b.i / 1000],
 	convert_to('out/d' || (b.i % 37) || '/file' || b.i, 'UTF8'), convert_to('file' || b.i, 'UTF8'),
 	(ARRAY['image/png', 'image/webp', 'text/plain', 'text/csv', 'application/json',
-		'application/octet-stream'])[b.k + 1], (b.i * 7919) % 100000,
+		'application/octet-stream'])[b.k + 1], (b.i::bigint * 7919) % 100000,
 	md5(b.i::text) || md5((b.i + 1)::text), 0
 FROM b, r;
 ANALYZE;
