@@ -303,8 +303,7 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 			hv_json_array_begin(j);
 			hv_json_array_end(j);
 		}
-		/* A run whose recording failed is not in the history as printed: no run_id. */
-		cli_result_end(j, &ex.end, ex.collect_status == HV_OK ? ex.run_id : 0);
+		cli_result_end(j, &ex.end, ex.run_id);
 		hv_json_newline(j);
 		/* The command ran, but harvest could not tell what it produced: harvest's own
 		 * failure (the command's status is still in the result). */

@@ -97,7 +97,11 @@ hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 		/* Keep the error: the history still says how the command ended. */
 		hv_error_saved saved;
 		hv_error_save(&saved);
-		hv_store_run_finish(st, out->run_id, &out->end, NULL, 0);
+		/* Ended with no artifacts, as the result says: the run_id stands. Otherwise (the
+		 * recording failed, so the store ended it as not recorded; or the database is gone)
+		 * the result must not name a run that lacks what it printed. */
+		if (hv_store_run_finish(st, out->run_id, &out->end, NULL, 0) != HV_OK)
+			out->run_id = 0;
 		hv_error_restore(&saved, out->collect_status);
 	}
 	hv_store_snapshot_delete(st, snap);

@@ -1034,8 +1034,11 @@ static int pg_prune_history(hv_store *st, const hv_prune_opts *opts, hv_prune_re
 		rc = pg_exec(st, "BEGIN", NULL, "cannot prune");
 	if (rc != HV_OK)
 		return rc;
-	rc = pg_exec(st, "LOCK TABLE harvest.contents IN SHARE ROW EXCLUSIVE MODE", NULL,
-		     "cannot prune");
+	/* A large prune is one long transaction: its statements get 10 minutes, not 60 s. */
+	rc = pg_exec(st, "SET LOCAL statement_timeout = '600s'", NULL, "cannot prune");
+	if (rc == HV_OK)
+		rc = pg_exec(st, "LOCK TABLE harvest.contents IN SHARE ROW EXCLUSIVE MODE", NULL,
+			     "cannot prune");
 	pgp p = {0};
 	hv_buf sql = {0};
 	hv_buf_append_str(&sql, "CREATE TEMP TABLE prune_runs ON COMMIT DROP AS SELECT id,"

@@ -2408,6 +2408,43 @@ static void test_ids_not_reused(void **state)
 	fx_close(&f);
 }
 
+/* --host NAME records the run under that host; `runs` and `artifacts` filter by it. */
+static void test_host_filter(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	const char *hosts[] = {"sandbox-a", "sandbox-b", "sandbox-a"};
+	for (int i = 0; i < 3; i++) {
+		char dir[8];
+		snprintf(dir, sizeof(dir), "h%d", i);
+		tu_mkdir(f.root, dir);
+		tu_write(f.root, i == 1 ? "h1/b.txt" : i ? "h2/a2.txt" : "h0/a.txt", "x", 1);
+		char *d = tu_path(f.root, dir);
+		tu_result r;
+		hv(&r, NULL, "collect", "--db", f.db, "--host", hosts[i], d, NULL);
+		expect_status(&r, 0, "collect --host");
+		tu_result_free(&r);
+		free(d);
+	}
+	tj_value *v = history_json(&f, "runs", (const char *const[]){"--host", "sandbox-a", NULL});
+	assert_int_equal(tj_len(v), 2);
+	expect_str(tj_get(tj_at(v, 0), "host"), "sandbox-a", "host");
+	tj_free(v);
+	v = history_json(&f, "artifacts", (const char *const[]){"--host", "sandbox-b", NULL});
+	assert_int_equal(tj_len(v), 1);
+	expect_str(tj_get(tj_at(v, 0), "name"), "b.txt", "name");
+	tj_free(v);
+	v = history_json(&f, "artifacts", (const char *const[]){"--host", "sandbox", NULL});
+	assert_int_equal(tj_len(v), 0); /* exact, not a prefix */
+	tj_free(v);
+	tu_result r;
+	hv(&r, NULL, "collect", "--db", f.db, "--host", "", f.root, NULL);
+	expect_status(&r, 2, "collect --host ''");
+	tu_result_free(&r);
+	fx_close(&f);
+}
+
 /* show 0 is not the newest run: 0 is no run id. A missing artifact says so. */
 static void test_show_zero(void **state)
 {
@@ -2635,6 +2672,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_failed_recording, tu_cleanup),
 		cmocka_unit_test_teardown(test_interrupted_run, tu_cleanup),
 		cmocka_unit_test_teardown(test_db_special_names, tu_cleanup),
+		cmocka_unit_test_teardown(test_host_filter, tu_cleanup),
 	};
 	/* The same scenarios against PostgreSQL: every case that checks the history rather than
 	 * the SQLite file (its corruption, locking, location and file permissions). */
@@ -2651,6 +2689,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_prune_during_runs, tu_cleanup),
 		cmocka_unit_test_teardown(test_ids_not_reused, tu_cleanup),
 		cmocka_unit_test_teardown(test_show_zero, tu_cleanup),
+		cmocka_unit_test_teardown(test_host_filter, tu_cleanup),
 	};
 	if (pg_backend())
 		return cmocka_run_group_tests_name("history_cli_test (postgresql)", pg_tests, NULL,

@@ -403,13 +403,27 @@ static void test_first_writers_race(void **state)
 	fx_open(&f);
 	enum { N = 8 };
 	pid_t pids[N];
+	char *errs[N];
 	for (int i = 0; i < N; i++) {
-		char *argv[] = {HARVEST_BIN, "run", "--db", f.db, "--cache-db", f.cache, "--dir",
-				f.root, "--no-content", "--", "true", NULL};
-		pids[i] = tu_spawn(argv, NULL, NULL);
+		char dir[16], err[16];
+		snprintf(dir, sizeof(dir), "w%d", i);
+		snprintf(err, sizeof(err), "w%d.err", i);
+		tu_mkdir(f.root, dir);
+		char *d = tu_path(f.root, dir);
+		errs[i] = tu_path(f.root, err);
+		char *argv[] = {HARVEST_BIN, "run", "--db", f.db, "--cache-db", f.cache, "--dir", d,
+				"--no-content", "--", "true", NULL};
+		pids[i] = tu_spawn(argv, NULL, errs[i]);
+		free(d);
 	}
-	for (int i = 0; i < N; i++)
-		assert_int_equal(tu_wait(pids[i]), 0);
+	for (int i = 0; i < N; i++) {
+		int st = tu_wait(pids[i]);
+		char *err = tu_read_file(errs[i], NULL);
+		if (st != 0)
+			fail_msg("first-time writer %d: exit %d: %s", i, st, err ? err : "");
+		free(err);
+		free(errs[i]);
+	}
 	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.runs"), N);
 	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.meta"), 2);
 	fx_close(&f);
