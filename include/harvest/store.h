@@ -51,7 +51,7 @@ extern "C" {
 /* The schema version (`PRAGMA user_version`) this library writes. */
 #define HV_STORE_SCHEMA_VERSION 5
 /* The version of harvest's PostgreSQL schema (the row harvest.meta 'schema_version'). */
-#define HV_STORE_PG_SCHEMA_VERSION 1
+#define HV_STORE_PG_SCHEMA_VERSION 2
 
 typedef struct hv_store hv_store;
 

@@ -83,9 +83,17 @@ static const char pg_schema_v1[] =
 	"CREATE INDEX artifacts_sha256 ON harvest.artifacts(sha256);"
 	"CREATE INDEX artifacts_recorded ON harvest.artifacts(recorded_at_ns);";
 
+/* Version 2: what a run changed, as in the SQLite file's version 4: runs.deleted (a JSON
+ * array of the paths that are gone; NULL for a collect of everything) and artifacts.change
+ * ('created' or 'modified'; NULL likewise). */
+static const char pg_schema_v2[] =
+	"ALTER TABLE harvest.runs ADD COLUMN deleted text;"
+	"ALTER TABLE harvest.artifacts ADD COLUMN change text;";
+
 /* Step i brings the schema from version i to i + 1. Only ever append. */
 static const char *const pg_migrations[] = {
 	pg_schema_v1,
+	pg_schema_v2,
 };
 _Static_assert(sizeof(pg_migrations) / sizeof(pg_migrations[0]) == HV_STORE_PG_SCHEMA_VERSION,
 	       "one migration step per PostgreSQL schema version");
@@ -469,10 +477,11 @@ static int pg_record_end(hv_store *st, int64_t run_id, const hv_run_end *e)
 	p_text(&p, e->end_reason);
 	p_bytes(&p, e->stdout_data ? e->stdout_data : "", e->stdout_data ? e->stdout_len : 0);
 	p_bytes(&p, e->stderr_data ? e->stderr_data : "", e->stderr_data ? e->stderr_len : 0);
+	p_text(&p, e->deleted_json);
 	return pg_exec(st, "UPDATE harvest.runs SET ended_at_ns = $2, exit_code = $3,"
 			   " timed_out = $4, duration_ms = $5, stdout_truncated = $6,"
 			   " stderr_truncated = $7, skipped = $8, end_reason = $9, stdout = $10,"
-			   " stderr = $11 WHERE id = $1", &p, "cannot finish the run");
+			   " stderr = $11, deleted = $12 WHERE id = $1", &p, "cannot finish the run");
 }
 
 /* A multi-row INSERT of many parameters (not a round trip per row). */
@@ -573,9 +582,9 @@ static int pg_record_artifacts(hv_store *st, int64_t run_id, const hv_artifact_i
 {
 	static const char *const ccast[] = {"text", "bigint", "bytea"};
 	static const char *const acast[] = {"bigint", "bytea", "bytea", "text", "bigint",
-					    "text", "bigint", "boolean"};
+					    "text", "bigint", "boolean", "text"};
 	pg_batch b;
-	int rc = batch_init(&b, PG_BATCH_ROWS * 8);
+	int rc = batch_init(&b, PG_BATCH_ROWS * 9);
 	/* Contents first, deduplicated (a digest already stored, by this run or any other, is
 	 * left as it is). */
 	for (size_t i = 0; rc == HV_OK && i < n; i++) {
@@ -594,7 +603,7 @@ static int pg_record_artifacts(hv_store *st, int64_t run_id, const hv_artifact_i
 	int64_t now = hv_store_now_ns();
 	for (size_t i = 0; rc == HV_OK && i < n; i++) {
 		b_row(&b, "INSERT INTO harvest.artifacts(run_id, path, name, mime_type, size, sha256,"
-			  " recorded_at_ns, content_stored) VALUES ", acast, 8);
+			  " recorded_at_ns, content_stored, change) VALUES ", acast, 9);
 		b_int(&b, run_id);
 		b_bytes(&b, a[i].path, a[i].path_len);
 		b_bytes(&b, a[i].name, a[i].name_len);
@@ -605,6 +614,7 @@ static int pg_record_artifacts(hv_store *st, int64_t run_id, const hv_artifact_i
 		b.v[b.n] = a[i].content ? "\1" : "\0";
 		b.len[b.n] = 1;
 		b.fmt[b.n++] = 1;
+		b_text(&b, a[i].change, a[i].change ? strlen(a[i].change) : 0);
 		if (b.rows >= PG_BATCH_ROWS)
 			rc = batch_flush(st, &b, NULL, "cannot record an artifact");
 	}
@@ -688,7 +698,7 @@ static int pg_runs(hv_store *st, const hv_run_filter *f, hv_run_iter **out)
 				" r.end_reason, r.host");
 	if (f->with_output)
 		hv_buf_append_str(&sql, ", r.stdout_truncated, r.stderr_truncated, r.skipped,"
-					" r.stdout, r.stderr");
+					" r.stdout, r.stderr, r.deleted");
 	hv_buf_append_str(&sql, " FROM harvest.runs r WHERE true");
 	if (f->run_id) {
 		p_int(&p, f->run_id);
@@ -755,6 +765,7 @@ static int pg_run_next(hv_run_iter *base, const hv_run_row **out)
 			r->skipped_json = "[]";
 		r->stdout_data = g_bytes(q, i, 15, &r->stdout_len);
 		r->stderr_data = g_bytes(q, i, 16, &r->stderr_len);
+		r->deleted_json = g_text(q, i, 17);
 	}
 	*out = r;
 	return HV_OK;
@@ -824,7 +835,7 @@ static int pg_artifacts(hv_store *st, const hv_artifact_filter *f, hv_artifact_i
 	hv_buf sql = {0}, mlike = {0}, nlike = {0};
 	pgp p = {0};
 	hv_buf_append_str(&sql, "SELECT a.id, a.run_id, a.path, a.name, a.mime_type, a.size,"
-				" a.sha256, a.recorded_at_ns, a.content_stored");
+				" a.sha256, a.recorded_at_ns, a.content_stored, a.change");
 	if (f->with_content)
 		hv_buf_append_str(&sql, ", c.bytes");
 	hv_buf_append_str(&sql, " FROM harvest.artifacts a");
@@ -940,8 +951,9 @@ static int pg_artifact_next(hv_artifact_iter *base, const hv_artifact_row **out)
 		a->sha256 = g_text(q, i, 6);
 		a->recorded_at_ns = g_i64(q, i, 7);
 		a->content_stored = g_i64(q, i, 8) != 0;
+		a->change = g_text(q, i, 9);
 		if (it->with_content) {
-			a->content = g_bytes(q, i, 9, &a->content_len);
+			a->content = g_bytes(q, i, 10, &a->content_len);
 			char what[48];
 			snprintf(what, sizeof(what), "artifact %lld", (long long)a->artifact_id);
 			int rc = a->content ? hvst_verify_content(a->content, a->content_len,
@@ -1168,7 +1180,8 @@ static int push_run_add(push_run *pr, const hv_artifact_row *r)
 	}
 	size_t ml = strlen(r->mime_type) + 1;
 	size_t cl = r->content ? r->content_len : 0;
-	char *buf = malloc(r->path_len + 1 + r->name_len + 1 + ml + cl + 1);
+	size_t chl = r->change ? strlen(r->change) + 1 : 0;
+	char *buf = malloc(r->path_len + 1 + r->name_len + 1 + ml + chl + cl + 1);
 	if (!buf)
 		return hv_error_set(HV_ENOMEM, "out of memory");
 	char *p = buf;
@@ -1187,6 +1200,11 @@ static int push_run_add(push_run *pr, const hv_artifact_row *r)
 	memcpy(p, r->mime_type, ml);
 	a->mime_type = p;
 	p += ml;
+	if (r->change) {
+		memcpy(p, r->change, chl);
+		a->change = p;
+		p += chl;
+	}
 	if (r->content) {
 		if (cl)
 			memcpy(p, r->content, cl);
@@ -1263,6 +1281,7 @@ static int push_one(hv_store *st, hv_store *dst, const char *identity, const hv_
 			.stderr_len = r->stderr_len,
 			.stderr_truncated = r->stderr_truncated,
 			.skipped_json = r->skipped_json,
+			.deleted_json = r->deleted_json,
 			.end_reason = r->end_reason,
 		};
 		rc = pg_record_end(dst, id, &e);

@@ -103,6 +103,22 @@ static void fx_open(fixture *f)
 	}
 }
 
+/* Runs sql on the case's history database: sqlite_sql on the SQLite file, pg_sql on the
+ * PostgreSQL database (the same change in each one's terms). */
+static void db_exec(const fixture *f, const char *sqlite_sql, const char *pg_sql)
+{
+	if (pg_backend()) {
+		tu_pg_exec(f->db, pg_sql);
+		return;
+	}
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
+	char *err = NULL;
+	if (sqlite3_exec(db, sqlite_sql, NULL, NULL, &err) != SQLITE_OK)
+		fail_msg("%s: %s", sqlite_sql, err ? err : "?");
+	sqlite3_close(db);
+}
+
 static void fx_close(fixture *f)
 {
 	free(f->db);
@@ -2487,11 +2503,8 @@ static void test_forged_content(void **state)
 	fx_open(&f);
 	char id[32];
 	int64_t run = one_artifact_run(&f, "d", "genuine", id);
-	sqlite3 *db;
-	assert_int_equal(sqlite3_open(f.db, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_exec(db, "UPDATE contents SET bytes = CAST('forged!' AS BLOB)",
-				      NULL, NULL, NULL), SQLITE_OK);
-	sqlite3_close(db);
+	db_exec(&f, "UPDATE contents SET bytes = CAST('forged!' AS BLOB)",
+		"UPDATE harvest.contents SET bytes = 'forged!'::bytea");
 	char sha[65];
 	tu_sha256_hex("genuine", 7, sha);
 	char rs[32];
@@ -2527,12 +2540,13 @@ static void test_failed_recording(void **state)
 	fixture f;
 	fx_open(&f);
 	tj_free(shell_run(&f, "first", "true", 0)); /* the database */
-	sqlite3 *db;
-	assert_int_equal(sqlite3_open(f.db, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_exec(db, "CREATE TRIGGER no_room BEFORE INSERT ON artifacts BEGIN"
-				      " SELECT RAISE(ABORT, 'database or disk is full'); END",
-				      NULL, NULL, NULL), SQLITE_OK);
-	sqlite3_close(db);
+	db_exec(&f,
+		"CREATE TRIGGER no_room BEFORE INSERT ON artifacts BEGIN"
+		" SELECT RAISE(ABORT, 'database or disk is full'); END",
+		"CREATE FUNCTION harvest.no_room() RETURNS trigger LANGUAGE plpgsql AS"
+		" $$BEGIN RAISE EXCEPTION 'could not extend file: No space left on device'; END$$;"
+		"CREATE TRIGGER no_room BEFORE INSERT ON harvest.artifacts"
+		" FOR EACH STATEMENT EXECUTE FUNCTION harvest.no_room()");
 	tu_mkdir(f.root, "c");
 	tu_write(f.root, "c/x.txt", "x", 1);
 	char *c = tu_path(f.root, "c");
@@ -2583,8 +2597,13 @@ static void test_interrupted_run(void **state)
 	assert_true(tj_is_null(tj_get(tj_at(list, 0), "ended_at"))); /* a query writes nothing */
 	tj_free(list);
 	tu_result r;
-	hv(&r, NULL, "snapshot", "--db", f.db, d, NULL); /* any writing open */
-	expect_status(&r, 0, "snapshot after the kill");
+	/* Any writing open of the history (snapshot does not connect to a PostgreSQL one; a prune
+	 * that keeps everything does). */
+	if (pg_backend())
+		hv(&r, NULL, "history", "prune", "--db", f.db, "--keep-runs", "10", NULL);
+	else
+		hv(&r, NULL, "snapshot", "--db", f.db, d, NULL);
+	expect_status(&r, 0, "a writing open after the kill");
 	tu_result_free(&r);
 	list = history_json(&f, "runs", NULL);
 	assert_int_equal(tj_len(list), 1);
@@ -2690,6 +2709,10 @@ int main(void)
 		cmocka_unit_test_teardown(test_ids_not_reused, tu_cleanup),
 		cmocka_unit_test_teardown(test_show_zero, tu_cleanup),
 		cmocka_unit_test_teardown(test_host_filter, tu_cleanup),
+		cmocka_unit_test_teardown(test_kill_collect, tu_cleanup),
+		cmocka_unit_test_teardown(test_forged_content, tu_cleanup),
+		cmocka_unit_test_teardown(test_failed_recording, tu_cleanup),
+		cmocka_unit_test_teardown(test_interrupted_run, tu_cleanup),
 	};
 	if (pg_backend())
 		return cmocka_run_group_tests_name("history_cli_test (postgresql)", pg_tests, NULL,

@@ -312,8 +312,9 @@ static void test_unreachable(void **state)
 static void test_server_lost_mid_run(void **state)
 {
 	(void)state;
-	fixture f;
-	fx_open(&f);
+	/* On a server of its own: the one the other cases (and test programs) share stays up. */
+	fixture f = {.root = tu_tmpdir(), .db = tu_pg_newdb_private()};
+	f.cache = tu_path(f.root, "cache.db");
 	char *go = tu_path(f.root, "go");
 	char script[4200];
 	snprintf(script, sizeof(script),
@@ -443,9 +444,10 @@ static void test_push_twice(void **state)
 	fixture f;
 	fx_open(&f);
 	char *local = tu_path(f.root, "local.db");
+	tu_write(f.root, "old.txt", "old", 3);
 	for (int i = 0; i < 3; i++) {
 		char script[64];
-		snprintf(script, sizeof(script), "echo pushed %d > p.txt", i);
+		snprintf(script, sizeof(script), "echo pushed %d > p.txt; rm -f old.txt", i);
 		tu_result r;
 		tu_harvestv(&r, NULL, NULL,
 			    (const char *const[]){"run", "--db", local, "--dir", f.root, "--label",
@@ -468,6 +470,13 @@ static void test_push_twice(void **state)
 	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.runs WHERE host = 'sandbox-1'"), 3);
 	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.artifacts"), 3);
 	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.contents"), 3);
+	/* What each run changed goes along: the first created p.txt and deleted old.txt. */
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.artifacts WHERE change = 'created'"), 1);
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.artifacts WHERE change = 'modified'"),
+			 2);
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.runs WHERE deleted = '[\"old.txt\"]'"),
+			 1);
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.runs WHERE deleted = '[]'"), 2);
 	/* Served from the fleet database, byte-exact. */
 	tj_value *arts = hv_json(&f, (const char *const[]){"history", "artifacts", "--host",
 							    "sandbox-1", NULL});
