@@ -892,7 +892,11 @@ bench_history_pg() {
 	# (the same mix as hv_bulk_artifacts), then ANALYZE.
 	"$HARVEST" collect --quiet --db "$uri" --cache-db "$cache" --no-content --label first \
 		"$HV_TMP/history-first" >/dev/null || die "history: collect into PostgreSQL failed"
-	psql -q -v ON_ERROR_STOP=1 "$uri" >/dev/null <<'SQL' || die "history: bulk insert into PostgreSQL failed"
+	# As many as make 1,000,000 with what the recording rounds above left.
+	local have bulk
+	have=$(psql -Atq "$uri" -c 'SELECT count(*) FROM harvest.artifacts')
+	bulk=$((1000000 - have))
+	psql -q -v ON_ERROR_STOP=1 -v bulk="$bulk" "$uri" >/dev/null <<'SQL' || die "history: bulk insert into PostgreSQL failed"
 SET synchronous_commit = off;
 INSERT INTO harvest.runs(host, label, command, dir, started_at_ns, ended_at_ns, exit_code,
 	duration_ms, skipped)
@@ -903,7 +907,7 @@ FROM generate_series(1, 1000) i;
 WITH r AS (SELECT array_agg(id ORDER BY id) AS ids FROM harvest.runs WHERE host = 'bench'),
 	b AS (SELECT i, CASE WHEN i % 100 < 10 THEN 0 WHEN i % 2000 = 11 THEN 1 WHEN i % 100 < 40 THEN 2
 		WHEN i % 100 < 60 THEN 3 WHEN i % 100 < 80 THEN 4 ELSE 5 END AS k
-		FROM generate_series(0, 999998) i)
+		FROM generate_series(0, :bulk - 1) i)
 INSERT INTO harvest.artifacts(run_id, path, name, mime_type, size, sha256, recorded_at_ns)
 SELECT r.ids[1 + b.i / 1000],
 	convert_to('out/d' || (b.i % 37) || '/file' || b.i, 'UTF8'), convert_to('file' || b.i, 'UTF8'),

@@ -254,11 +254,29 @@ static void pg_rollback(hv_store *st)
 
 /* ---- Opening ---------------------------------------------------------------------------- */
 
-/* The schema's state: *version (0: no "harvest" schema), or HV_EDB when it is not harvest's. */
-static int schema_version(hv_store *st, int64_t *version)
+static int schema_check_meta(hv_store *st, PGresult *r, int64_t *version);
+
+/* The schema's state: *version (0: no "harvest" schema), or HV_EDB when it is not harvest's.
+ * in_tx: inside a transaction, where a failed statement would abort it. */
+static int schema_version(hv_store *st, int64_t *version, bool in_tx)
 {
 	*version = 0;
-	PGresult *r = pg_run(st, "SELECT to_regclass('harvest.meta') IS NOT NULL,"
+	PGresult *r = NULL;
+	/* The usual case in one round trip: harvest's meta table is there. Only when it is not
+	 * (an error, so not inside a transaction) do the catalogs say whether the schema is
+	 * missing or someone else's. */
+	if (!in_tx) {
+		r = PQexecParams(st->pg->c,
+				 "SELECT (SELECT value FROM harvest.meta WHERE key = 'application'),"
+				 " (SELECT value FROM harvest.meta WHERE key = 'schema_version')",
+				 0, NULL, NULL, NULL, NULL, 0);
+		if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
+			return schema_check_meta(st, r, version);
+		PQclear(r);
+		if (PQstatus(st->pg->c) != CONNECTION_OK)
+			return pg_error(st, "cannot read the schema", NULL);
+	}
+	r = pg_run(st, "SELECT to_regclass('harvest.meta') IS NOT NULL,"
 				 " EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'harvest')",
 			     NULL, "cannot read the schema");
 	if (!r)
@@ -276,6 +294,12 @@ static int schema_version(hv_store *st, int64_t *version)
 	if (!r)
 		return hv_error_set(HV_EDB, "%s: the schema \"harvest\" is not harvest's (%s)",
 				    st->pg->where, hv_error_last());
+	return schema_check_meta(st, r, version);
+}
+
+/* The answer of the meta query in r (cleared here): harvest's, and a version it knows? */
+static int schema_check_meta(hv_store *st, PGresult *r, int64_t *version)
+{
 	const char *app = g_text(r, 0, 0), *ver = g_text(r, 0, 1);
 	char *end = NULL;
 	long long v = ver ? strtoll(ver, &end, 10) : -1;
@@ -307,7 +331,7 @@ static int migrate(hv_store *st)
 	rc = pg_exec(st, "SELECT pg_advisory_xact_lock($1::int, $2::int)", &p,
 		     "cannot lock the schema");
 	if (rc == HV_OK)
-		rc = schema_version(st, &v);
+		rc = schema_version(st, &v, true);
 	if (rc == HV_OK && v == 0)
 		rc = pg_exec(st, "CREATE SCHEMA harvest", NULL, "cannot create the schema");
 	for (int64_t i = v > 0 ? v : 0; rc == HV_OK && i < HV_STORE_PG_SCHEMA_VERSION; i++) {
@@ -384,7 +408,7 @@ int hvst_pg_open(hv_store *st, const char *uri)
 	if (PQstatus(pg->c) != CONNECTION_OK)
 		return pg_error(st, "cannot connect to the history database", NULL);
 	int64_t v = 0;
-	int rc = schema_version(st, &v);
+	int rc = schema_version(st, &v, false);
 	if (rc == HV_OK && !st->readonly && v < HV_STORE_PG_SCHEMA_VERSION)
 		rc = migrate(st);
 	if (rc == HV_OK)
@@ -478,10 +502,21 @@ static int pg_record_end(hv_store *st, int64_t run_id, const hv_run_end *e)
 	p_bytes(&p, e->stdout_data ? e->stdout_data : "", e->stdout_data ? e->stdout_len : 0);
 	p_bytes(&p, e->stderr_data ? e->stderr_data : "", e->stderr_data ? e->stderr_len : 0);
 	p_text(&p, e->deleted_json);
-	return pg_exec(st, "UPDATE harvest.runs SET ended_at_ns = $2, exit_code = $3,"
-			   " timed_out = $4, duration_ms = $5, stdout_truncated = $6,"
-			   " stderr_truncated = $7, skipped = $8, end_reason = $9, stdout = $10,"
-			   " stderr = $11, deleted = $12 WHERE id = $1", &p, "cannot finish the run");
+	/* Only a run that has not ended (the row is then locked until the commit); otherwise
+	 * pg_check_open says why (HV_DONE). One round trip where a check first would take two. */
+	PGresult *r = pg_run(st, "UPDATE harvest.runs SET ended_at_ns = $2, exit_code = $3,"
+				 " timed_out = $4, duration_ms = $5, stdout_truncated = $6,"
+				 " stderr_truncated = $7, skipped = $8, end_reason = $9, stdout = $10,"
+				 " stderr = $11, deleted = $12 WHERE id = $1 AND ended_at_ns IS NULL",
+			     &p, "cannot finish the run");
+	if (!r)
+		return hv_error_last_status();
+	bool updated = strcmp(PQcmdTuples(r), "1") == 0;
+	PQclear(r);
+	if (updated)
+		return HV_OK;
+	int rc = pg_check_open(st, run_id);
+	return rc != HV_OK ? rc : hv_error_set(HV_EDB, "cannot finish run %lld", (long long)run_id);
 }
 
 /* A multi-row INSERT of many parameters (not a round trip per row). */
@@ -634,17 +669,19 @@ static int pg_run_finish(hv_store *st, int64_t run_id, const hv_run_end *end,
 	for (size_t i = 0; rc == HV_OK && i < n_artifacts; i++)
 		rc = hvst_check_artifact(&artifacts[i], shas[i]);
 	bool was_open = false;
-	if (rc == HV_OK)
-		rc = pg_exec(st, "BEGIN", NULL, "cannot finish the run");
 	if (rc == HV_OK) {
-		/* See the top of the file: prune waits for this transaction. */
-		rc = pg_exec(st, "LOCK TABLE harvest.contents IN ROW EXCLUSIVE MODE", NULL,
-			     "cannot finish the run");
-		if (rc == HV_OK)
-			rc = pg_check_open(st, run_id);
-		was_open = rc == HV_OK;
-		if (rc == HV_OK)
+		/* See the top of the file: prune waits for this transaction. Both in one round
+		 * trip (the simple protocol takes several statements). */
+		PGresult *r = PQexec(st->pg->c,
+				     "BEGIN; LOCK TABLE harvest.contents IN ROW EXCLUSIVE MODE");
+		if (PQresultStatus(r) != PGRES_COMMAND_OK)
+			rc = pg_error(st, "cannot finish the run", r);
+		PQclear(r);
+		if (rc == HV_OK) {
 			rc = pg_record_end(st, run_id, end);
+			/* HV_DONE: no such run, or it has ended; anything else: it is still open. */
+			was_open = rc != HV_DONE;
+		}
 		if (rc == HV_OK)
 			rc = pg_record_artifacts(st, run_id, artifacts, n_artifacts, shas, NULL);
 		if (rc == HV_OK)
@@ -661,7 +698,7 @@ static int pg_run_finish(hv_store *st, int64_t run_id, const hv_run_end *end,
 		hv_run_end e = *end;
 		e.end_reason = HV_END_NOT_RECORDED;
 		if (pg_exec(st, "BEGIN", NULL, "") == HV_OK) {
-			if (pg_check_open(st, run_id) == HV_OK && pg_record_end(st, run_id, &e) == HV_OK)
+			if (pg_record_end(st, run_id, &e) == HV_OK)
 				pg_exec(st, "COMMIT", NULL, "");
 			else
 				pg_rollback(st);
