@@ -40,7 +40,16 @@
 #define AHEAD_MAX_ENTRIES 131072
 /* The getdents64 buffer. Large enough that a typical directory is read in one call. */
 #define DENTS_BUF (64 * 1024)
+/* Workers by default: one per CPU, at most MAX_WORKERS; while they block on the disk the
+ * pool grows, up to MAX_GROWN_WORKERS (see worker_main). */
 #define MAX_WORKERS 8
+#define MAX_GROWN_WORKERS 32
+/* Jobs a worker takes from the queue at once, and hands back at once. */
+#define BATCH_MAX 16
+/* A batch slower than this per entry makes the worker measure whether it is blocked. */
+#define SLOW_NS_PER_ENTRY 10000
+/* ... and counts it blocked when it slept at least once per this many entries. */
+#define BLOCKED_ENTRIES_PER_WAIT 16
 
 struct linux_dirent64 {
 	uint64_t d_ino;
@@ -77,7 +86,9 @@ struct listing {
 	bool partial;     /* err came from a read failure after some entries were read */
 };
 
-enum job_state { JOB_NEW, JOB_QUEUED, JOB_RUNNING, JOB_DONE };
+/* JOB_CLAIMED: in a worker's batch, not started; the worker and the consumer race to move it
+ * to JOB_RUNNING with a compare-and-swap, so the consumer never waits behind a batch. */
+enum job_state { JOB_NEW, JOB_QUEUED, JOB_CLAIMED, JOB_RUNNING, JOB_DONE };
 
 /* A directory: to be read, being read, or on the consumer's stack. */
 struct dnode {
@@ -88,7 +99,7 @@ struct dnode {
 	int refs;                /* frames, children, queue entries holding this node */
 	uint64_t dev, ino;       /* what the parent's listing said (0/0: not yet known) */
 	bool via_link;           /* reached through a symlink under follow */
-	enum job_state state;
+	_Atomic int state;       /* an enum job_state; written under lock except CLAIMED -> RUNNING */
 	struct listing listing;
 	bool counted;            /* in the read-ahead budget */
 	bool abandoned;          /* the consumer will never come: workers skip it */
@@ -120,8 +131,14 @@ struct hv_walk {
 	size_t queue_len, queue_cap;
 	size_t ahead_nodes, ahead_entries;  /* the read-ahead budget in use */
 	bool shutdown;
-	pthread_t workers[MAX_WORKERS];
+	pthread_t workers[MAX_GROWN_WORKERS];
 	int n_workers;
+	int max_workers;            /* the pool may grow up to this many (n_workers: fixed) */
+	int idle_workers;           /* waiting on work_cond */
+	atomic_bool consumer_waiting;  /* the consumer waits on done_cond for a listing */
+	atomic_uint_fast64_t grown;    /* workers added because the others were blocked */
+	bool assume_blocked;        /* test-only: treat every batch as blocked */
+	bool slow_claims;           /* test-only: widen the window of a claimed job (see below) */
 
 	/* The descriptor cache (guarded by lock). */
 	struct dnode *lru_head, *lru_tail;   /* head: most recently used */
@@ -494,10 +511,7 @@ static void make_children(hv_walk *w, struct dnode *n)
 			break;
 		n->children[n->n_children++] = c;
 	}
-	/* One lock for all the references the children take on their parent. */
-	pthread_mutex_lock(&w->lock);
-	n->refs += (int)n->n_children;
-	pthread_mutex_unlock(&w->lock);
+	/* The references the children take on n are added when the read is published. */
 }
 
 static bool excluded(const hv_walk *w, const char *name)
@@ -585,37 +599,22 @@ static void stat_entries(hv_walk *w, int dfd, struct listing *l)
 	}
 }
 
-/* Opens, reads, stats and sorts one directory into n->listing. Runs on any thread.
- * Returns false when a worker (not patient) ran short of descriptors: the job is then
- * untouched, for the consumer to run itself. */
-static bool run_job(hv_walk *w, struct dnode *n, char *dbuf, bool patient)
+/* Opens n below the descriptor pfd (AT_FDCWD for the root), reads, stats and sorts it into
+ * n->listing and makes its children, taking no lock: the caller publishes the result (the
+ * descriptor into the cache, the children's references on n) under one lock. Returns the
+ * open descriptor of n, or -1 with errno set when n could not be opened (then l->err is set
+ * unless a worker, not patient, ran short of descriptors: the job is then untouched). */
+static int read_dir(hv_walk *w, struct dnode *n, int pfd, char *dbuf, bool patient)
 {
 	struct listing *l = &n->listing;
-	int fd;
-	if (n->parent) {
-		int pfd = node_fd(w, n->parent, patient);
-		if (pfd >= 0) {
-			fd = open_evicting(w, pfd, n->name, dir_open_flags(n), patient);
-			int err = errno;
-			cache_unpin(w, n->parent);
-			errno = err;
-		} else {
-			fd = -1;
-		}
-	} else {
-		fd = open_evicting(w, AT_FDCWD, n->name, O_RDONLY | O_DIRECTORY | O_CLOEXEC,
-				   patient);
-	}
+	int flags = n->parent ? dir_open_flags(n) : O_RDONLY | O_DIRECTORY | O_CLOEXEC;
+	int fd = open_evicting(w, pfd, n->name, flags, patient);
 	if (fd < 0) {
 		if (!patient && (errno == EMFILE || errno == ENFILE))
-			return false;
+			return -1;
 		l->err = errno;
-		return true;
+		return -1;
 	}
-	pthread_mutex_lock(&w->lock);
-	cache_insert(w, n, fd);
-	pthread_mutex_unlock(&w->lock);
-
 	for (;;) {
 		long got = syscall(SYS_getdents64, fd, dbuf, DENTS_BUF);
 		if (got < 0) {
@@ -646,9 +645,39 @@ read_done:
 	stat_entries(w, fd, l);
 	if (w->opts.sort == HV_SORT_NAME && l->n > 1)
 		qsort_r(l->recs, l->n, sizeof(*l->recs), rec_cmp, l->names.data);
-	cache_unpin(w, n);
 	make_children(w, n);
-	return true;
+	return fd;
+}
+
+/* Publishes what read_dir did (w->lock held): n's descriptor into the cache, unpinned, and
+ * the references n's children hold on it. */
+static void publish_read_locked(hv_walk *w, struct dnode *n, int fd)
+{
+	if (fd >= 0) {
+		cache_insert(w, n, fd);
+		n->pins--;
+	}
+	n->refs += (int)n->n_children;
+}
+
+/* Reads n on the consumer's thread: opens its parent as needed, waiting out a shortage of
+ * descriptors (patient). */
+static void run_job(hv_walk *w, struct dnode *n, char *dbuf)
+{
+	int pfd = AT_FDCWD;
+	if (n->parent) {
+		pfd = node_fd(w, n->parent, true);
+		if (pfd < 0) {
+			n->listing.err = errno;
+			return;
+		}
+	}
+	int fd = read_dir(w, n, pfd, dbuf, true);
+	pthread_mutex_lock(&w->lock);
+	if (n->parent)
+		n->parent->pins--;
+	publish_read_locked(w, n, fd);
+	pthread_mutex_unlock(&w->lock);
 }
 
 /* ---- the job queue and workers ---- */
@@ -718,7 +747,8 @@ static struct dnode *heap_pop(hv_walk *w)
 }
 
 /* Queues n for a worker if the read-ahead budget allows (w->lock held). Without workers
- * nothing is queued: the consumer reads each directory when it gets there. */
+ * nothing is queued: the consumer reads each directory when it gets there. The caller wakes
+ * the workers (wake_workers_locked) once for all it queued. */
 static void enqueue_locked(hv_walk *w, struct dnode *n)
 {
 	if (w->n_workers == 0 || n->state != JOB_NEW || w->ahead_nodes >= AHEAD_MAX_NODES ||
@@ -740,7 +770,15 @@ static void enqueue_locked(hv_walk *w, struct dnode *n)
 	}
 	n->refs++;
 	heap_push(w, n);
-	pthread_cond_signal(&w->work_cond);
+}
+
+/* Wakes one idle worker when there is work (w->lock held). A worker that takes a batch and
+ * leaves work behind wakes the next, so a burst of jobs costs one wake-up per worker, not
+ * one per job. */
+static void wake_workers_locked(hv_walk *w)
+{
+	if (w->queue_len > 0 && w->idle_workers > 0)
+		pthread_cond_signal(&w->work_cond);
 }
 
 static void enqueue_children_locked(hv_walk *w, struct dnode *n)
@@ -749,62 +787,269 @@ static void enqueue_children_locked(hv_walk *w, struct dnode *n)
 		enqueue_locked(w, n->children[i]);
 }
 
-static void *worker_main(void *arg)
+/* One job of a worker's batch. */
+struct batch_job {
+	struct dnode *n;
+	struct dnode *pinned;  /* the parent whose descriptor this job pinned, or NULL */
+	int fd;                /* n's descriptor read_dir left open, or -1 */
+	bool ran;              /* this worker read it (it was not taken by the consumer) */
+	bool handed_back;      /* out of descriptors: the consumer reads it */
+};
+
+/* How many jobs a worker takes at once (w->lock held): its share of the queue, at most
+ * BATCH_MAX, and few enough that the descriptors batches hold before they are handed back
+ * stay well inside the cache's share. */
+static size_t batch_size_locked(const hv_walk *w)
 {
-	hv_walk *w = arg;
-	char *dbuf = malloc(DENTS_BUF);
-	pthread_mutex_lock(&w->lock);
-	for (;;) {
-		while (!w->shutdown && w->queue_len == 0)
-			pthread_cond_wait(&w->work_cond, &w->lock);
-		if (w->shutdown)
-			break;
+	size_t k = w->queue_len / (size_t)w->n_workers;
+	size_t fd_room = (size_t)w->fd_cap / (4 * (size_t)w->n_workers);
+	if (k > fd_room)
+		k = fd_room;
+	if (k > BATCH_MAX)
+		k = BATCH_MAX;
+	return k ? k : 1;
+}
+
+/* Takes up to max jobs off the queue (w->lock held), pinning each one's parent descriptor
+ * when it is open, so running them needs no lock. */
+static size_t take_batch_locked(hv_walk *w, struct batch_job *jobs, size_t max)
+{
+	size_t k = 0;
+	while (k < max && w->queue_len > 0) {
 		struct dnode *n = heap_pop(w);
-		if (n->state != JOB_QUEUED || n->abandoned || !dbuf) {
+		if (n->state != JOB_QUEUED || n->abandoned) {
 			/* The consumer took it itself, or gave it up; drop the queue's ref. */
 			node_unref_locked(w, n);
 			continue;
 		}
-		n->state = JOB_RUNNING;
-		pthread_mutex_unlock(&w->lock);
-		bool done = run_job(w, n, dbuf, false);
-		pthread_mutex_lock(&w->lock);
-		if (!done) {
+		n->state = JOB_CLAIMED;
+		struct batch_job *j = &jobs[k++];
+		memset(j, 0, sizeof(*j));
+		j->n = n;
+		j->fd = -1;
+		struct dnode *p = n->parent;
+		if (p && p->fd >= 0) {
+			p->pins++;
+			lru_unlink(w, p);
+			lru_push_front(w, p);
+			j->pinned = p;
+		}
+	}
+	return k;
+}
+
+/* Hands a finished job back (w->lock held): its listing and descriptor become the
+ * consumer's, and its children are queued. */
+static void finish_job_locked(hv_walk *w, struct batch_job *j)
+{
+	struct dnode *n = j->n;
+	if (j->pinned)
+		j->pinned->pins--;
+	if (j->ran) {
+		if (j->handed_back) {
 			/* Out of descriptors: give the job back; the consumer will read it. */
 			n->state = JOB_NEW;
-			node_unref_locked(w, n);
-			pthread_cond_broadcast(&w->done_cond);
+		} else {
+			publish_read_locked(w, n, j->fd);
+			n->state = JOB_DONE;
+			if (n->counted)
+				w->ahead_entries += n->listing.n;
+			if (n->abandoned)
+				abandon_children_locked(w, n);
+			else
+				enqueue_children_locked(w, n);
+		}
+	}
+	node_unref_locked(w, n);
+	j->n = NULL;
+}
+
+static void finish_jobs_locked(hv_walk *w, struct batch_job *jobs, size_t from, size_t to)
+{
+	for (size_t i = from; i < to; i++)
+		finish_job_locked(w, &jobs[i]);
+	if (atomic_load(&w->consumer_waiting))
+		pthread_cond_signal(&w->done_cond);
+	wake_workers_locked(w);
+}
+
+static int64_t now_ns(clockid_t clock)
+{
+	struct timespec ts;
+	clock_gettime(clock, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* CPU time and voluntary context switches of the calling thread so far. */
+static void thread_usage(int64_t *cpu_ns, long *vcsw)
+{
+	struct rusage ru;
+	if (getrusage(RUSAGE_THREAD, &ru) != 0) {
+		*cpu_ns = 0;
+		*vcsw = 0;
+		return;
+	}
+	*cpu_ns = ((int64_t)ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000 +
+		  ((int64_t)ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000;
+	*vcsw = ru.ru_nvcsw;
+}
+
+static void *worker_main(void *arg);
+
+static void pause_us(long us)
+{
+	struct timespec ts = {0, us * 1000};
+	nanosleep(&ts, NULL);
+}
+
+/* Adds a worker when the pool may grow (w->lock held). */
+static void grow_locked(hv_walk *w)
+{
+	if (w->shutdown || w->n_workers >= w->max_workers)
+		return;
+	if (pthread_create(&w->workers[w->n_workers], NULL, worker_main, w) != 0) {
+		w->max_workers = w->n_workers; /* no more threads to be had: stop trying */
+		return;
+	}
+	w->n_workers++;
+	atomic_fetch_add(&w->grown, 1);
+}
+
+/* A worker: takes a batch of jobs, reads them without the lock, hands them back together
+ * (at once when the consumer is waiting), and takes the next batch under the same lock.
+ *
+ * The pool grows while workers block on the disk: a batch that took longer than
+ * SLOW_NS_PER_ENTRY per entry makes the worker measure its next batch with getrusage
+ * (its CPU time and its voluntary context switches, which inside a batch come from waiting
+ * on I/O, since a batch takes no lock); a measured batch that spent more than half its time
+ * off the CPU and slept at least once per BLOCKED_ENTRIES_PER_WAIT entries, with work still
+ * queued for every worker, adds a worker. A warm walk's batches are
+ * fast, so it pays no extra system call and never grows. */
+static void *worker_main(void *arg)
+{
+	hv_walk *w = arg;
+	char *dbuf = malloc(DENTS_BUF);
+	struct batch_job jobs[BATCH_MAX];
+	bool measure = false;
+	pthread_mutex_lock(&w->lock);
+	for (;;) {
+		while (!w->shutdown && w->queue_len == 0) {
+			w->idle_workers++;
+			pthread_cond_wait(&w->work_cond, &w->lock);
+			w->idle_workers--;
+		}
+		if (w->shutdown)
+			break;
+		size_t k = take_batch_locked(w, jobs, dbuf ? batch_size_locked(w) : 0);
+		if (!dbuf) {
+			/* No buffer: this worker reads nothing, and empties the queue for the
+			 * consumer to read each job itself. */
+			while (w->queue_len > 0) {
+				struct dnode *n = heap_pop(w);
+				if (n->state == JOB_QUEUED)
+					n->state = JOB_NEW;
+				node_unref_locked(w, n);
+			}
 			continue;
 		}
-		n->state = JOB_DONE;
-		if (n->counted)
-			w->ahead_entries += n->listing.n;
-		if (n->abandoned)
-			abandon_children_locked(w, n);
-		else
-			enqueue_children_locked(w, n);
-		node_unref_locked(w, n);
-		pthread_cond_broadcast(&w->done_cond);
+		wake_workers_locked(w);
+		pthread_mutex_unlock(&w->lock);
+		if (w->slow_claims)
+			pause_us(200);
+
+		int64_t t0 = now_ns(CLOCK_MONOTONIC), cpu0 = 0;
+		long vcsw0 = 0;
+		if (measure)
+			thread_usage(&cpu0, &vcsw0);
+		size_t entries = 0, done = 0;
+		for (size_t i = 0; i < k; i++) {
+			struct batch_job *j = &jobs[i];
+			int expect = JOB_CLAIMED;
+			if (atomic_compare_exchange_strong(&j->n->state, &expect, JOB_RUNNING)) {
+				j->ran = true;
+				int pfd = j->pinned ? j->pinned->fd : -1;
+				if (!j->pinned) {
+					pfd = node_fd(w, j->n->parent, false);
+					if (pfd >= 0)
+						j->pinned = j->n->parent;
+				}
+				if (pfd < 0 && (errno == EMFILE || errno == ENFILE)) {
+					j->handed_back = true;
+				} else if (pfd < 0) {
+					j->n->listing.err = errno;
+				} else {
+					j->fd = read_dir(w, j->n, pfd, dbuf, false);
+					if (j->fd < 0 && !j->n->listing.err)
+						j->handed_back = true;
+				}
+				entries += j->n->listing.n + 1;
+			}
+			if (i + 1 < k && atomic_load(&w->consumer_waiting)) {
+				/* The consumer may be waiting for one of these: hand them back now. */
+				pthread_mutex_lock(&w->lock);
+				finish_jobs_locked(w, jobs, done, i + 1);
+				pthread_mutex_unlock(&w->lock);
+				done = i + 1;
+			}
+		}
+		int64_t wall = now_ns(CLOCK_MONOTONIC) - t0;
+		bool blocked = false;
+		if (measure) {
+			int64_t cpu1;
+			long vcsw1;
+			thread_usage(&cpu1, &vcsw1);
+			/* Blocked: more than half the time off the CPU, and sleeping often enough
+			 * (one wait per BLOCKED_ENTRIES_PER_WAIT entries) that it is the disk,
+			 * not the odd wait for memory or a busy machine's scheduler (that is
+			 * preemption, not counted as a voluntary switch). */
+			long waits = vcsw1 - vcsw0;
+			blocked = waits >= 2 &&
+				  (size_t)waits * BLOCKED_ENTRIES_PER_WAIT >= entries &&
+				  (cpu1 - cpu0) * 2 < wall;
+		}
+		bool slow = wall > (int64_t)(entries ? entries : 1) * SLOW_NS_PER_ENTRY;
+		if (w->assume_blocked)
+			slow = blocked = true;
+
+		pthread_mutex_lock(&w->lock);
+		finish_jobs_locked(w, jobs, done, k);
+		if (blocked && w->queue_len > (size_t)w->n_workers)
+			grow_locked(w);
+		measure = slow && w->n_workers < w->max_workers;
 	}
 	pthread_mutex_unlock(&w->lock);
 	free(dbuf);
 	return NULL;
 }
 
-/* Makes sure n's listing is there: waits for a worker, or reads it here. Then takes n out
- * of the read-ahead budget and queues its children. */
+/* Makes sure n's listing is there: waits for a worker, or reads it here (also when it sits
+ * in a worker's batch not yet started). Then takes n out of the read-ahead budget and queues
+ * its children. */
 static void await_listing(hv_walk *w, struct dnode *n)
 {
 	pthread_mutex_lock(&w->lock);
-	while (n->state != JOB_DONE) {
-		if (n->state == JOB_RUNNING) {
+	for (;;) {
+		/* One load of the state, and one compare-and-swap from what it said: a worker may
+		 * move a job of its batch from CLAIMED to RUNNING at any moment, and a second look
+		 * that saw RUNNING no longer and CLAIMED no longer would read the directory on
+		 * both threads at once (each realloc'ing the records the other sorts). */
+		int seen = atomic_load(&n->state);
+		if (seen == JOB_DONE)
+			break;
+		if (seen == JOB_CLAIMED && w->slow_claims)
+			pause_us(1000);
+		if (seen == JOB_RUNNING ||
+		    (seen == JOB_CLAIMED &&
+		     !atomic_compare_exchange_strong(&n->state, &seen, JOB_RUNNING))) {
 			/* A worker has it; it finishes it or hands it back (JOB_NEW). */
+			atomic_store(&w->consumer_waiting, true);
 			pthread_cond_wait(&w->done_cond, &w->lock);
+			atomic_store(&w->consumer_waiting, false);
 			continue;
 		}
 		n->state = JOB_RUNNING;
 		pthread_mutex_unlock(&w->lock);
-		run_job(w, n, w->dents_buf, true);
+		run_job(w, n, w->dents_buf);
 		pthread_mutex_lock(&w->lock);
 		n->state = JOB_DONE;
 		if (n->counted)
@@ -816,6 +1061,7 @@ static void await_listing(hv_walk *w, struct dnode *n)
 		w->ahead_entries -= n->listing.n;
 	}
 	enqueue_children_locked(w, n);
+	wake_workers_locked(w);
 	pthread_mutex_unlock(&w->lock);
 }
 
@@ -1098,13 +1344,29 @@ hv_status hv_walk_open(hv_walk **out, const char *root, const hv_walk_opts *opts
 	unsigned n = o.threads ? (unsigned)o.threads : online_cpus();
 	if (n > MAX_WORKERS)
 		n = MAX_WORKERS;
-	/* One thread means no workers: the consumer reads every directory itself. */
+	/* Only the default grows; a count asked for is kept. Test-only: with
+	 * HARVEST_TEST_WALK_BLOCKED=1 every batch counts as slow and blocked and any pool may
+	 * grow, so tests see workers added mid-walk on any tree. */
+	const char *assume = getenv("HARVEST_TEST_WALK_BLOCKED");
+	w->assume_blocked = assume && assume[0] == '1' && assume[1] == '\0';
+	/* Test-only: with HARVEST_TEST_WALK_SLOW_CLAIMS=1 a worker sleeps 200 us between taking a
+	 * batch and starting it, and the consumer 1 ms between seeing a job claimed and trying to
+	 * take it, so that a worker starts the job in that gap (a preemption there, made likely). */
+	const char *slow = getenv("HARVEST_TEST_WALK_SLOW_CLAIMS");
+	w->slow_claims = slow && slow[0] == '1' && slow[1] == '\0';
+	w->max_workers = o.threads && !w->assume_blocked ? (int)n : MAX_GROWN_WORKERS;
+	/* One thread means no workers: the consumer reads every directory itself. Under the
+	 * lock, since a started worker may already add others. */
 	if (n > 1) {
+		pthread_mutex_lock(&w->lock);
 		for (unsigned i = 0; i < n; i++) {
 			if (pthread_create(&w->workers[w->n_workers], NULL, worker_main, w) != 0)
 				break;
 			w->n_workers++;
 		}
+		if (w->max_workers < w->n_workers || w->n_workers == 0)
+			w->max_workers = w->n_workers;
+		pthread_mutex_unlock(&w->lock);
 	}
 	*out = w;
 	return HV_OK;
@@ -1137,6 +1399,16 @@ uint64_t hv_walk_warnings(const hv_walk *w)
 	return w->warnings;
 }
 
+int hv_walk_workers(hv_walk *w, uint64_t *grown)
+{
+	if (grown)
+		*grown = atomic_load(&w->grown);
+	pthread_mutex_lock(&w->lock);
+	int n = w->n_workers;
+	pthread_mutex_unlock(&w->lock);
+	return n;
+}
+
 const char *hv_walk_root(const hv_walk *w)
 {
 	return w->root_arg;
@@ -1149,8 +1421,9 @@ void hv_walk_close(hv_walk *w)
 	pthread_mutex_lock(&w->lock);
 	w->shutdown = true;
 	pthread_cond_broadcast(&w->work_cond);
+	int n_workers = w->n_workers; /* no worker is added once shutdown is set */
 	pthread_mutex_unlock(&w->lock);
-	for (int i = 0; i < w->n_workers; i++)
+	for (int i = 0; i < n_workers; i++)
 		pthread_join(w->workers[i], NULL);
 	while (w->n_frames > 0)
 		pop_frame(w);
