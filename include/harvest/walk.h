@@ -98,6 +98,10 @@ HV_EXTERN int hv_walk_openat(hv_walk *w, int flags);
 HV_EXTERN uint64_t hv_walk_count(const hv_walk *w);
 HV_EXTERN uint64_t hv_walk_warnings(const hv_walk *w);
 
+/* The worker threads reading ahead right now, and in *grown (when not NULL) how many of
+ * them were added during the walk because the others spent their time blocked on I/O. */
+HV_EXTERN int hv_walk_workers(hv_walk *w, uint64_t *grown);
+
 /* The absolute path of the root the walk opened. */
 HV_EXTERN const char *hv_walk_root(const hv_walk *w);
 

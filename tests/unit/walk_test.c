@@ -1485,6 +1485,114 @@ static void run_pressure(const char *root, const recs *ref)
 		}
 }
 
+/* Many small directories three levels deep, walked by pools of 2, 4 and 8 workers under
+ * RLIMIT_NOFILE 32, sorted and not: workers hand jobs back for want of descriptors all the
+ * time, batches are small, and the records still come once each, in order. */
+typedef struct batch_walk {
+	const char *root;
+	const recs *ref;
+	int limit;        /* RLIMIT_NOFILE for the walks, 0: unchanged */
+} batch_walk;
+
+static int batch_walk_child(void *arg)
+{
+	const batch_walk *p = arg;
+	if (p->limit) {
+		struct rlimit rl;
+		if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+			return 90;
+		rl.rlim_cur = (rlim_t)p->limit;
+		if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+			return 91;
+	}
+	const int threads[] = {2, 4, 8};
+	for (int round = 0; round < 6; round++) {
+		hv_walk_opts o;
+		opts_threads(&o, threads[round % 3], round < 3 ? HV_SORT_NAME : HV_SORT_NONE);
+		walk_how how = {round == 0, NULL};
+		char what[96];
+		snprintf(what, sizeof(what), "RLIMIT_NOFILE %d, %d threads, %s", p->limit,
+			 threads[round % 3], round < 3 ? "sorted" : "unsorted");
+		if (!walk_matches(p->root, &o, p->ref, &how, what))
+			return 1;
+	}
+	return 0;
+}
+
+static void test_fd_pressure_batches(void **state)
+{
+	(void)state;
+	char *base = tu_mkdtemp();
+	char *root = tu_path(base, "root");
+	mkdir_abs(root);
+	for (int i = 0; i < 24; i++)
+		for (int j = 0; j < 24; j++) {
+			char rel[64];
+			snprintf(rel, sizeof(rel), "a%02d", i);
+			if (j == 0)
+				tu_mkdir(root, rel);
+			snprintf(rel, sizeof(rel), "a%02d/b%02d", i, j);
+			tu_mkdir(root, rel);
+			snprintf(rel, sizeof(rel), "a%02d/b%02d/c", i, j);
+			tu_mkdir(root, rel);
+			snprintf(rel, sizeof(rel), "a%02d/b%02d/c/f", i, j);
+			write_self(root, rel);
+			snprintf(rel, sizeof(rel), "a%02d/b%02d/g", i, j);
+			write_self(root, rel);
+		}
+	recs ref;
+	assert_true(ref_build(&ref, root, &REF_ALL));
+	assert_int_equal(ref.n, 24 + 24 * 24 * 4);
+	batch_walk p = {root, &ref, 32};
+	assert_int_equal(run_child(batch_walk_child, &p), 0);
+	recs_free(&ref);
+	tu_rmrf(base);
+	free(root);
+	free(base);
+}
+
+/* Chains of directories, each level holding only the next: the consumer reaches every level
+ * just as a worker claims it, and with HARVEST_TEST_WALK_SLOW_CLAIMS=1 a worker starts the
+ * job while the consumer is between seeing it claimed and trying to take it (what a
+ * preemption there does). Exactly one of them may read it: read by both at once, the records
+ * are realloc'ed under the other's sort (an ASan report) or come out twice. With plenty of
+ * descriptors and under RLIMIT_NOFILE 32. */
+static void test_consumer_and_worker_race_for_claimed(void **state)
+{
+	(void)state;
+	assert_int_equal(setenv("HARVEST_TEST_WALK_SLOW_CLAIMS", "1", 1), 0);
+	char *base = tu_mkdtemp();
+	char *root = tu_path(base, "root");
+	mkdir_abs(root);
+	for (int i = 0; i < 4; i++) {
+		char rel[1024];
+		int n = snprintf(rel, sizeof(rel), "c%d", i);
+		tu_mkdir(root, rel);
+		for (int l = 0; l < 150; l++) {
+			n += snprintf(rel + n, sizeof(rel) - (size_t)n, "/%d", l % 10);
+			tu_mkdir(root, rel);
+			if (l % 10 == 9) {
+				snprintf(rel + n, sizeof(rel) - (size_t)n, "/f");
+				write_self(root, rel);
+				rel[n] = '\0';
+			}
+		}
+	}
+	recs ref;
+	assert_true(ref_build(&ref, root, &REF_ALL));
+	assert_int_equal(ref.n, 4 + 4 * 150 + 4 * 15);
+	const int limits[] = {0, 32};
+	for (size_t i = 0; i < 2; i++) {
+		batch_walk p = {root, &ref, limits[i]};
+		assert_int_equal(run_child(batch_walk_child, &p), 0);
+	}
+	assert_int_equal(unsetenv("HARVEST_TEST_WALK_SLOW_CLAIMS"), 0);
+	recs_free(&ref);
+	tu_rmrf(base);
+	free(root);
+	free(base);
+}
+
 /* 2,000 levels: each holds a file "a" (its path as content) and the next level "d"; every
  * 100th level also "e/x", reached after the whole deep subtree of "d" has evicted every
  * descriptor, so its parent is reopened component by component from an ancestor. */
@@ -2149,6 +2257,91 @@ static void test_close_early(void **state)
 	free(base);
 }
 
+/* ---- a pool that grows mid-walk ----------------------------------------------------------- */
+
+/* With every batch taken for blocked on I/O, workers are added while the walk runs: the
+ * walk still gives every record once, in pre-order, sorted or not, with the same warnings
+ * at the same places, under descriptor pressure, as nobody, and when closed early. */
+static void test_pool_grows_when_blocked(void **state)
+{
+	assert_int_equal(setenv("HARVEST_TEST_WALK_BLOCKED", "1", 1), 0);
+	char *base;
+	char *root = gen_fixture(&base, 7, 3000);
+	recs ref;
+	assert_true(ref_build(&ref, root, &REF_ALL));
+	const int threads[] = {2, 0};
+	for (size_t t = 0; t < 2; t++) {
+		hv_walk_opts o;
+		opts_threads(&o, threads[t], HV_SORT_NAME);
+		hv_walk *w;
+		assert_int_equal(hv_walk_open(&w, root, &o), HV_OK);
+		int first = hv_walk_workers(w, NULL);
+		const hv_entry *e;
+		hv_status st;
+		size_t n = 0;
+		while ((st = hv_walk_next(w, &e)) == HV_OK) {
+			/* The records come in the reference's order while workers are added. */
+			assert_true(n < ref.n);
+			assert_int_equal(e->path_len, ref.v[n].path_len);
+			assert_memory_equal(e->path, ref.v[n].path, e->path_len);
+			n++;
+		}
+		assert_int_equal(st, HV_DONE);
+		assert_int_equal(n, ref.n);
+		uint64_t grown = 0;
+		int now = hv_walk_workers(w, &grown);
+		fprintf(stderr, "threads %d: %d workers at first, %d at the end, %llu added\n",
+			threads[t], first, now, (unsigned long long)grown);
+		assert_true(grown > 0);
+		assert_int_equal(now, first + (int)grown);
+		assert_true(now <= 32);
+		hv_walk_close(w);
+	}
+	recs_free(&ref);
+	tu_rmrf(base);
+	free(root);
+	free(base);
+
+	/* The other tests of order, limits, errors and descriptors, on a growing pool. */
+	test_sorted_matches_reference(state);
+	test_sort_none_same_set_preorder(state);
+	test_follow_enters_and_warns_on_ancestor(state);
+	test_max_entries(state);
+	test_max_entries_not_exceeded(state);
+	test_fd_pressure_wide(state);
+	test_fd_pressure_deep(state);
+	test_unreadable_dirs_as_nobody(state);
+	test_close_early(state);
+	assert_int_equal(unsetenv("HARVEST_TEST_WALK_BLOCKED"), 0);
+}
+
+/* Without the test switch, a warm tree read by a count of workers asked for never grows the
+ * pool. */
+static void test_pool_kept_when_asked(void **state)
+{
+	(void)state;
+	char *base;
+	char *root = gen_fixture(&base, 8, 2000);
+	hv_walk_opts o;
+	opts_threads(&o, 2, HV_SORT_NONE);
+	hv_walk *w;
+	assert_int_equal(hv_walk_open(&w, root, &o), HV_OK);
+	const hv_entry *e;
+	while (hv_walk_next(w, &e) == HV_OK)
+		;
+	uint64_t grown = 1;
+	assert_int_equal(hv_walk_workers(w, &grown), 2);
+	assert_int_equal(grown, 0);
+	hv_walk_close(w);
+	opts_threads(&o, 1, HV_SORT_NONE);
+	assert_int_equal(hv_walk_open(&w, root, &o), HV_OK);
+	assert_int_equal(hv_walk_workers(w, NULL), 0);
+	hv_walk_close(w);
+	tu_rmrf(base);
+	free(root);
+	free(base);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2165,6 +2358,8 @@ int main(void)
 		cmocka_unit_test(test_readlink_target),
 		cmocka_unit_test(test_fd_pressure_deep),
 		cmocka_unit_test(test_fd_pressure_wide),
+		cmocka_unit_test(test_fd_pressure_batches),
+		cmocka_unit_test(test_consumer_and_worker_race_for_claimed),
 		cmocka_unit_test(test_deep_chain_20000),
 		cmocka_unit_test(test_openat),
 		cmocka_unit_test(test_swap_dir_for_symlink),
@@ -2172,6 +2367,8 @@ int main(void)
 		cmocka_unit_test(test_unreadable_dirs_as_nobody),
 		cmocka_unit_test(test_two_walks_two_threads),
 		cmocka_unit_test(test_close_early),
+		cmocka_unit_test(test_pool_grows_when_blocked),
+		cmocka_unit_test(test_pool_kept_when_asked),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
