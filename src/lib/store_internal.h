@@ -1,4 +1,5 @@
-/* Private to the store modules (store.c, store_snapshot.c, store_history.c). */
+/* Private to the store modules (store.c, store_open.c, store_schema.c, store_mime.c,
+ * store_snapshot.c, store_history.c, store_pg.c). */
 #ifndef HARVEST_STORE_INTERNAL_H
 #define HARVEST_STORE_INTERNAL_H
 
@@ -8,6 +9,9 @@
 #include "store_backend.h"
 
 #include <sqlite3.h>
+
+/* How long a statement waits for another connection's lock. */
+#define ST_BUSY_TIMEOUT_MS 10000
 
 /* The cached statements: prepared on first use with SQLITE_PREPARE_PERSISTENT, reset after
  * every use, finalized on close. */
@@ -94,5 +98,12 @@ bool hvst_owner_gone(const char *self, const char *owner);
 /* Ends the unended runs whose owner is gone (end_reason "interrupted"), in one transaction
  * when there are any. */
 int hvst_reap_interrupted(hv_store *st);
+
+/* store_schema.c: HV_EDB "<path>: made by a newer harvest (schema version N ...)". */
+int hvst_refuse_newer(hv_store *st, int64_t version);
+/* store_schema.c: runs the missing schema migrations in one write transaction. */
+int hvst_migrate(hv_store *st);
+/* store_mime.c: drops the MIME answers waiting for the next batch. */
+void hvst_mime_pending_free(hv_store *st);
 
 #endif

@@ -1,0 +1,152 @@
+/* The store's MIME cache: answers kept per (dev, ino) under the 2 s rule of SPEC 5, looked up
+ * one by one and written in batches. */
+#include "store_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define ST_RACY_NS INT64_C(2000000000)
+
+void hvst_mime_pending_free(hv_store *st)
+{
+	for (size_t i = 0; i < st->n_mime; i++) {
+		free(st->mime[i].fingerprint);
+		free(st->mime[i].mime);
+	}
+	st->n_mime = 0;
+}
+
+/* ---- MIME cache ------------------------------------------------------------------------- */
+
+/* The 2 s rule: an answer stored before both mtime and ctime were more than 2 s old might
+ * describe a version of the file that a same-tick rewrite has since replaced. */
+static bool old_enough(const hv_stat *s, int64_t at_ns)
+{
+	/* In 128 bits: file times are set by untrusted code and may sit at either end of int64. */
+	return (__int128)at_ns - s->mtime_ns > ST_RACY_NS && (__int128)at_ns - s->ctime_ns > ST_RACY_NS;
+}
+
+bool hv_store_stat_is_racy(const hv_stat *s, int64_t created_at_ns)
+{
+	return !old_enough(s, created_at_ns);
+}
+
+hv_status hv_store_mime_lookup(hv_store *st, const hv_stat *s, const char *fingerprint,
+			       char **mime_out)
+{
+	return hv_store_mime_lookup_sha(st, s, fingerprint, mime_out, NULL);
+}
+
+hv_status hv_store_mime_lookup_sha(hv_store *st, const hv_stat *s, const char *fingerprint,
+				   char **mime_out, char sha256_out[65])
+{
+	if (!st || !s || !fingerprint || !mime_out)
+		return hv_error_set(HV_EUSAGE, "hv_store_mime_lookup: missing argument");
+	*mime_out = NULL;
+	if (sha256_out)
+		sha256_out[0] = '\0';
+	sqlite3_stmt *q = hvst_stmt(st, STMT_MIME_GET);
+	if (!q)
+		return hv_error_last_status();
+	sqlite3_bind_int64(q, 1, (int64_t)s->dev);
+	sqlite3_bind_int64(q, 2, (int64_t)s->ino);
+	int rc = sqlite3_step(q);
+	int status = HV_OK;
+	if (rc == SQLITE_ROW) {
+		hv_stat cached = {
+			.dev = s->dev,
+			.ino = s->ino,
+			.size = (uint64_t)sqlite3_column_int64(q, 1),
+			.mode = (uint32_t)sqlite3_column_int64(q, 0),
+			.mtime_ns = sqlite3_column_int64(q, 2),
+			.ctime_ns = sqlite3_column_int64(q, 3),
+		};
+		const char *fp = (const char *)sqlite3_column_text(q, 4);
+		const char *mime = (const char *)sqlite3_column_text(q, 5);
+		int64_t cached_at = sqlite3_column_int64(q, 6);
+		bool hit = cached.mode == (s->mode & S_IFMT) && cached.size == s->size &&
+			   cached.mtime_ns == s->mtime_ns && cached.ctime_ns == s->ctime_ns &&
+			   fp && strcmp(fp, fingerprint) == 0 && mime && old_enough(&cached, cached_at);
+		if (hit && !(*mime_out = strdup(mime)))
+			status = hv_error_set(HV_ENOMEM, "out of memory");
+		const char *sha = (const char *)sqlite3_column_text(q, 7);
+		if (hit && sha256_out && sha && strlen(sha) == 64)
+			memcpy(sha256_out, sha, 65);
+	} else if (rc != SQLITE_DONE) {
+		status = hvst_db_error(st, rc, "cannot read the MIME cache");
+	}
+	sqlite3_reset(q);
+	return status;
+}
+
+hv_status hv_store_mime_put(hv_store *st, const hv_stat *s, const char *fingerprint,
+			    const char *mime_type)
+{
+	return hv_store_mime_put_sha(st, s, fingerprint, mime_type, NULL);
+}
+
+hv_status hv_store_mime_put_sha(hv_store *st, const hv_stat *s, const char *fingerprint,
+				const char *mime_type, const char *sha256)
+{
+	if (!st || !s || !fingerprint || !mime_type)
+		return hv_error_set(HV_EUSAGE, "hv_store_mime_put: missing argument");
+	int rc = hvst_check_writable(st);
+	if (rc != HV_OK)
+		return rc;
+	int64_t now = hv_store_now_ns();
+	if (!old_enough(s, now))
+		return HV_OK; /* could never be reused: not worth a write */
+	st_mime_pending *p = &st->mime[st->n_mime];
+	p->st = *s;
+	p->cached_at_ns = now;
+	p->fingerprint = strdup(fingerprint);
+	p->mime = strdup(mime_type);
+	p->sha256[0] = '\0';
+	if (sha256 && strlen(sha256) == 64)
+		memcpy(p->sha256, sha256, 65);
+	if (!p->fingerprint || !p->mime) {
+		free(p->fingerprint);
+		free(p->mime);
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	}
+	if (++st->n_mime == ST_MIME_BATCH)
+		return hv_store_flush(st);
+	return HV_OK;
+}
+
+hv_status hv_store_flush(hv_store *st)
+{
+	if (!st || st->n_mime == 0)
+		return HV_OK;
+	sqlite3_stmt *q = hvst_stmt(st, STMT_MIME_PUT);
+	int rc = q ? hvst_tx_begin(st) : hv_error_last_status();
+	for (size_t i = 0; rc == HV_OK && i < st->n_mime; i++) {
+		const st_mime_pending *p = &st->mime[i];
+		sqlite3_bind_int64(q, 1, (int64_t)p->st.dev);
+		sqlite3_bind_int64(q, 2, (int64_t)p->st.ino);
+		sqlite3_bind_int64(q, 3, (int64_t)(p->st.mode & S_IFMT));
+		sqlite3_bind_int64(q, 4, (int64_t)p->st.size);
+		sqlite3_bind_int64(q, 5, p->st.mtime_ns);
+		sqlite3_bind_int64(q, 6, p->st.ctime_ns);
+		sqlite3_bind_text(q, 7, p->fingerprint, -1, SQLITE_STATIC);
+		sqlite3_bind_text(q, 8, p->mime, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(q, 9, p->cached_at_ns);
+		if (p->sha256[0])
+			sqlite3_bind_text(q, 10, p->sha256, 64, SQLITE_STATIC);
+		else
+			sqlite3_bind_null(q, 10);
+		int src = hvst_step_done(q);
+		if (src != SQLITE_DONE) {
+			rc = hvst_db_error(st, src, "cannot write the MIME cache");
+			hvst_tx_rollback(st);
+		}
+	}
+	if (q)
+		sqlite3_clear_bindings(q);
+	if (rc == HV_OK)
+		rc = hvst_tx_commit(st);
+	/* Written or not, the batch is done with: a lost cache answer only costs a recompute. */
+	hvst_mime_pending_free(st);
+	return rc;
+}
