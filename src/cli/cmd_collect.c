@@ -65,66 +65,6 @@ void cli_collect_free(cli_collect *cc)
 	free(cc->excludes);
 }
 
-void cli_print_output_file(hv_json *j, const char *path, size_t path_len, const char *name,
-			   size_t name_len, const char *mime, uint64_t size, const char *sha256,
-			   const void *content, size_t content_len, bool with_content,
-			   const char *change)
-{
-	hv_json_object_begin(j);
-	hv_json_key(j, "name");
-	hv_json_string(j, name, name_len);
-	hv_json_key(j, "path");
-	hv_json_string(j, path, path_len);
-	hv_json_key(j, "mime_type");
-	hv_json_cstring(j, mime);
-	hv_json_key(j, "size");
-	hv_json_uint(j, size);
-	if (sha256 && *sha256) {
-		hv_json_key(j, "sha256");
-		hv_json_cstring(j, sha256);
-	} else {
-		hv_json_key_null(j, "sha256");
-	}
-	if (with_content && content) {
-		hv_json_key(j, "content");
-		hv_json_base64(j, content, content_len);
-	} else {
-		hv_json_key_null(j, "content");
-	}
-	if (change) {
-		hv_json_key(j, "change");
-		hv_json_enum(j, change);
-	}
-	hv_json_object_end(j);
-}
-
-void cli_print_collection(hv_json *j, const hv_collection *col, bool with_content)
-{
-	hv_json_key(j, "output_files");
-	hv_json_array_begin(j);
-	for (size_t i = 0; i < col->n_files; i++) {
-		const hv_output_file *f = &col->files[i];
-		cli_print_output_file(j, f->path, f->path_len, f->name, f->name_len, f->mime_type,
-				      f->size, f->sha256, f->content, f->content_len, with_content,
-				      f->change);
-	}
-	hv_json_array_end(j);
-	hv_json_key(j, "skipped");
-	char *skipped = hv_collection_skipped_json(col, hv_json_case(j));
-	if (skipped)
-		hv_json_raw(j, skipped, strlen(skipped));
-	else
-		hv_json_null(j);
-	free(skipped);
-	if (col->compared) {
-		hv_json_key(j, "deleted");
-		hv_json_array_begin(j);
-		for (size_t i = 0; i < col->n_deleted; i++)
-			hv_json_string(j, col->deleted[i].path, col->deleted[i].path_len);
-		hv_json_array_end(j);
-	}
-}
-
 static void collect_warning(void *ctx, const char *message)
 {
 	cli_hooks *x = ctx;
@@ -241,14 +181,7 @@ int cmd_snapshot(int argc, char **argv)
 		char *root = realpath(pos[0], NULL);
 		hv_json *j = cli_json_stdout(&c);
 		if (j) {
-			hv_json_object_begin(j);
-			hv_json_key(j, "snapshot_id");
-			hv_json_int(j, id);
-			hv_json_key(j, "root");
-			hv_json_string(j, root ? root : pos[0], strlen(root ? root : pos[0]));
-			hv_json_key(j, "entries");
-			hv_json_uint(j, entries);
-			hv_json_object_end(j);
+			hv_record_snapshot(j, id, root ? root : pos[0], entries);
 			hv_json_newline(j);
 		}
 		rc = cli_json_finish(j);
@@ -379,14 +312,7 @@ int cmd_collect(int argc, char **argv)
 			if (col->incomplete || col->warnings)
 				rc = EXIT_WARN;
 		} else if (j) {
-			hv_json_object_begin(j);
-			hv_json_key(j, "run_id");
-			if (run_id > 0)
-				hv_json_int(j, run_id);
-			else
-				hv_json_null(j);
-			cli_print_collection(j, col, !k.cc.opts.no_content);
-			hv_json_object_end(j);
+			hv_record_collection(j, run_id, col, !k.cc.opts.no_content);
 			hv_json_newline(j);
 		}
 		if (c.format != FMT_HTML &&

@@ -266,10 +266,11 @@ static int show_run(cli_common *c, hv_store *st, struct history_cli *h, const ch
 		.stderr_data = r->stderr_data,
 		.stderr_len = r->stderr_len,
 		.stderr_truncated = r->stderr_truncated,
+		.skipped_json = r->skipped_json,
+		.deleted_json = r->deleted_json,
+		.end_reason = r->end_reason,
 	};
-	cli_result_begin(j, &res);
-	hv_json_key(j, "output_files");
-	hv_json_array_begin(j);
+	hv_record_result_begin(j, &res);
 	hv_artifact_filter af = {.run_id = id, .with_content = h->content};
 	hv_artifact_iter *ai;
 	int rc = EXIT_DONE;
@@ -287,21 +288,7 @@ static int show_run(cli_common *c, hv_store *st, struct history_cli *h, const ch
 	}
 	if (rc != EXIT_DONE)
 		cli_error("%s", hv_error_last());
-	hv_json_array_end(j);
-	hv_json_key(j, "skipped");
-	hv_json_raw(j, r->skipped_json ? r->skipped_json : "[]",
-		    strlen(r->skipped_json ? r->skipped_json : "[]"));
-	if (r->deleted_json) {
-		hv_json_key(j, "deleted");
-		hv_json_raw(j, r->deleted_json, strlen(r->deleted_json));
-	}
-	/* Only when the run did not end as its command did: otherwise the result is exactly
-	 * what `run` printed. */
-	if (r->end_reason) {
-		hv_json_key(j, "end_reason");
-		hv_json_cstring(j, r->end_reason);
-	}
-	cli_result_end(j, &res, r->run_id);
+	hv_record_result_end(j, &res, NULL, r->run_id);
 	hv_run_iter_free(it);
 	return rc;
 }

@@ -194,12 +194,7 @@ int cmd_mime(int argc, char **argv)
 				rc = EXIT_WARN;
 			}
 			if (j) {
-				hv_json_object_begin(j);
-				hv_json_key(j, "path");
-				hv_json_string(j, path, strlen(path));
-				hv_json_key(j, "mime_type");
-				hv_json_cstring(j, res[i].mime_type);
-				hv_json_object_end(j);
+				hv_record_mime(j, path, strlen(path), res[i].mime_type);
 				cli_output_record(j, &c);
 			} else if (c.format == FMT_TEXT) {
 				cli_put_escaped(stdout, path, strlen(path));

@@ -1336,51 +1336,6 @@ hv_status hv_collect_since_mem(hv_store *st, const char *dir, const hv_collect_o
 	return collect_impl(st, dir, opts ? opts : &o, NULL, m, root, out);
 }
 
-char *hv_collection_skipped_json(const hv_collection *c, int kase)
-{
-	hv_json *j;
-	if (hv_json_new_buffer(&j, (hv_case)kase) != HV_OK)
-		return NULL;
-	hv_json_array_begin(j);
-	for (size_t i = 0; i < c->n_skipped; i++) {
-		const hv_skipped_file *s = &c->skipped[i];
-		hv_json_object_begin(j);
-		hv_json_key(j, "path");
-		hv_json_string(j, s->path, s->path_len);
-		hv_json_key(j, "reason");
-		hv_json_cstring(j, s->reason);
-		if (s->has_size) {
-			hv_json_key(j, "size");
-			hv_json_uint(j, s->size);
-		} else {
-			hv_json_key_null(j, "size");
-		}
-		if (s->error) {
-			hv_json_key(j, "error");
-			hv_json_string(j, s->error, strlen(s->error));
-		}
-		hv_json_object_end(j);
-	}
-	hv_json_array_end(j);
-	char *out = hv_json_buffer_strdup(j);
-	hv_json_free(j);
-	return out;
-}
-
-char *hv_collection_deleted_json(const hv_collection *c)
-{
-	hv_json *j;
-	if (hv_json_new_buffer(&j, HV_CASE_SNAKE) != HV_OK)
-		return NULL;
-	hv_json_array_begin(j);
-	for (size_t i = 0; i < c->n_deleted; i++)
-		hv_json_string(j, c->deleted[i].path, c->deleted[i].path_len);
-	hv_json_array_end(j);
-	char *out = hv_json_buffer_strdup(j);
-	hv_json_free(j);
-	return out;
-}
-
 hv_status hv_collection_record(hv_store *st, const hv_collection *c, const hv_run_start *start,
 			       const hv_run_end *end, int64_t *run_id)
 {
