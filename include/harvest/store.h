@@ -285,6 +285,19 @@ enum {
  * Errors (HV_EIO, HV_EUSAGE) name the path and the reason ("out: No space left on device"). */
 HV_EXTERN hv_status hv_write_file(const char *path, const void *data, size_t len, int flags);
 
+/* hv_write_file for bytes that are not all in memory (an archive as it is made): the same
+ * choice of how path is written, made when it is opened. Write through hv_file_out_fd(), then
+ * hv_file_out_commit() (syncs, and renames the temporary file ".hv.XXXXXX" into place: a
+ * name of NAME_MAX bytes works) or hv_file_out_abort() (the temporary file is removed; a file
+ * written in place keeps what was written). Both free the handle. Unlike hv_write_file, a file
+ * that appears at a missing path while it is written is not replaced: commit fails (HV_EIO). */
+typedef struct hv_file_out hv_file_out;
+HV_EXTERN hv_status hv_file_out_open(hv_file_out **out, const char *path, int flags);
+/* The descriptor to write to (owned by the handle). */
+HV_EXTERN int hv_file_out_fd(const hv_file_out *o);
+HV_EXTERN hv_status hv_file_out_commit(hv_file_out *o);
+HV_EXTERN void hv_file_out_abort(hv_file_out *o);
+
 /* ---- Prune ------------------------------------------------------------------------------ */
 
 typedef struct hv_prune_opts {
