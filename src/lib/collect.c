@@ -11,6 +11,7 @@
 #include "harvest/mime.h"
 #include "harvest/walk.h"
 #include "harvest/sys/store.h"
+#include "collect_internal.h"
 #include "internal.h"
 #include "mime_internal.h"
 #include "test_hook.h"
@@ -39,7 +40,8 @@ void hv_collect_opts_init(hv_collect_opts *opts)
 }
 
 /* The walk of a collect or a snapshot: default excludes unless include_hidden. */
-static int open_walk(hv_walk **w, const char *dir, const hv_collect_opts *o, hv_walk_sort sort)
+int hv_collect_walk_open(hv_walk **w, const char *dir, const hv_collect_opts *o,
+			 hv_walk_sort sort)
 {
 	size_t n = o->n_excludes + 1;
 	const char **excl = calloc(n, sizeof(*excl));
@@ -126,7 +128,7 @@ static int snapshot_walk(const char *root, const hv_collect_opts *opts, int64_t 
 			 hv_walk_sort sort, snap_add_fn add, void *ctx, uint64_t *entries)
 {
 	hv_walk *w;
-	int rc = open_walk(&w, root, opts, sort);
+	int rc = hv_collect_walk_open(&w, root, opts, sort);
 	if (rc != HV_OK)
 		return rc;
 	uint64_t count = 0;
@@ -712,7 +714,7 @@ static void pipe_init(struct pipe *p, const hv_collect_opts *o, int max_fds)
 	pthread_cond_init(&p->done_cv, NULL);
 	p->o = o;
 	p->memo = hvm_memo_new();
-	long cpus = o->threads > 0 ? o->threads : sysconf(_SC_NPROCESSORS_ONLN);
+	long cpus = o->threads > 0 ? o->threads : hv_default_threads();
 	p->max_threads = cpus > 1 ? (int)(cpus - 1) : 0; /* the loop is one more */
 	if (p->max_threads > PIPE_MAX_THREADS)
 		p->max_threads = PIPE_MAX_THREADS;
@@ -1161,7 +1163,7 @@ static hv_status collect_impl(hv_store *st, const char *dir, const hv_collect_op
 	if (rc == HV_OK && (k.magic_fd2 = open("/", O_PATH | O_CLOEXEC)) < 0)
 		rc = hv_error_errno(HV_EIO, "/", errno);
 	if (rc == HV_OK)
-		rc = open_walk(&k.w, root, opts, HV_SORT_NAME);
+		rc = hv_collect_walk_open(&k.w, root, opts, HV_SORT_NAME);
 	if (rc != HV_OK) {
 		if (k.magic_fd >= 0)
 			close(k.magic_fd);

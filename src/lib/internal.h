@@ -46,6 +46,11 @@ int hv_buf_printf(hv_buf *b, const char *fmt, ...) HV_ATTR_PRINTF(2, 3);
 void hv_buf_truncate(hv_buf *b, size_t n);
 void hv_buf_free(hv_buf *b);
 
+/* The thread count that options' "0: the default" means: the online CPUs, at least 1 and at
+ * most HV_DEFAULT_THREADS_MAX (more threads than that only contend for the disk). */
+#define HV_DEFAULT_THREADS_MAX 8
+int hv_default_threads(void);
+
 /* Seconds and nanoseconds as nanoseconds since the epoch, saturated outside 1677–2262:
  * a file's times are set by untrusted code (`touch -d 2300-01-01`). */
 static inline int64_t hv_ns_from_timespec(int64_t sec, long nsec)
