@@ -87,10 +87,12 @@ HV_EXTERN void hv_collect_opts_init(hv_collect_opts *opts);
 
 /* Records the lstat state of every entry below dir (with opts' excludes: a collect with the
  * same options sees the same tree) as a new snapshot; regular files whose mtime or ctime is
- * within 2 s of the snapshot's time also get their SHA-256 (the racy rule). *id and *entries
- * (may be NULL) get the snapshot's id and size. HV_ENOTDIR when dir is not a directory. */
+ * within 2 s of the snapshot's time also get their SHA-256 (the racy rule). *id, *entries and
+ * *root (each may be NULL) get the snapshot's id, its size and its root: the absolute path,
+ * symlinks resolved, that the snapshot recorded and a collect --since must name (malloc'd,
+ * the caller frees). HV_ENOTDIR when dir is not a directory. */
 HV_EXTERN hv_status hv_snapshot_take(hv_store *st, const char *dir, const hv_collect_opts *opts,
-			   int64_t *id, uint64_t *entries);
+			   int64_t *id, uint64_t *entries, char **root);
 
 /* A snapshot held in memory, not in the store (what `harvest run` compares against). */
 typedef struct hv_mem_snapshot hv_mem_snapshot;

@@ -172,16 +172,16 @@ int cmd_snapshot(int argc, char **argv)
 	}
 	int64_t id = 0;
 	uint64_t entries = 0;
-	hv_status s = hv_snapshot_take(st, pos[0], &cc.opts, &id, &entries);
+	char *root = NULL;
+	hv_status s = hv_snapshot_take(st, pos[0], &cc.opts, &id, &entries, &root);
 	cli_collect_hooks_end(&hooks);
 	if (s != HV_OK) {
 		cli_error("%s", hv_error_last());
-		rc = s == HV_ENOTDIR ? EXIT_NOTDIR : EXIT_WARN;
+		rc = cli_exit_status(s);
 	} else {
-		char *root = realpath(pos[0], NULL);
 		hv_json *j = cli_json_stdout(&c);
 		if (j) {
-			hv_record_snapshot(j, id, root ? root : pos[0], entries);
+			hv_record_snapshot(j, id, root, entries);
 			hv_json_newline(j);
 		}
 		rc = cli_json_finish(j);
@@ -198,10 +198,12 @@ int cmd_snapshot(int argc, char **argv)
 
 /* ---- collect ---- */
 
+enum { OPT_COLLECT_THREADS = OPT_OWN };
+
 static const cli_opt collect_opts[] = {
 	{"help", 'h', 0, OPT_HELP}, {"format", 0, 1, OPT_FORMAT}, {"case", 0, 1, OPT_CASE},
 	{"quiet", 'q', 0, OPT_QUIET}, {"db", 0, 1, OPT_DB}, {"since", 0, 1, OPT_SINCE},
-	CLI_COLLECT_OPTS, {NULL, 0, 0, 0},
+	{"threads", 0, 1, OPT_COLLECT_THREADS}, CLI_COLLECT_OPTS, {NULL, 0, 0, 0},
 };
 
 static const char collect_usage[] =
@@ -209,7 +211,9 @@ static const char collect_usage[] =
 	"OutputFile records {name, path, mime_type, size, sha256, content} for the regular files\n"
 	"below DIR, or with --since only those created or changed since that snapshot. Prints\n"
 	"{\"run_id\", \"output_files\", \"skipped\"} and records a history run.\n"
-	"  --since SNAPSHOT_ID     only files produced since the snapshot\n" CLI_COLLECT_USAGE
+	"  --since SNAPSHOT_ID     only files produced since the snapshot\n"
+	"  --threads N             walker and detection threads (default: online CPUs, at\n"
+	"                          most 8)\n" CLI_COLLECT_USAGE
 	"  --db PATH               the database\n"
 	"  --format F              json (default), jsonl or html (a self-contained page)\n"
 	"  --case C, --quiet\n"
@@ -224,6 +228,8 @@ struct collect_cli {
 static int collect_opt(void *ctx, cli_common *c, int id, const char *v)
 {
 	struct collect_cli *k = ctx;
+	if (id == OPT_COLLECT_THREADS)
+		return cli_parse_int(c, "--threads", v, 1, 1024, &k->cc.opts.threads);
 	if (id == OPT_SINCE) {
 		int rc = cli_parse_uint(c, "--since", v, INT64_MAX, &k->since);
 		if (rc == 0 && k->since == 0)
@@ -269,7 +275,8 @@ int cmd_collect(int argc, char **argv)
 	cli_collect_hooks_end(&hooks);
 	if (s != HV_OK) {
 		cli_error("%s", hv_error_last());
-		rc = s == HV_ENOTDIR ? EXIT_NOTDIR : s == HV_DONE || s == HV_EUSAGE ? EXIT_USAGE : EXIT_WARN;
+		/* An unknown --since snapshot is a bad option value. */
+		rc = s == HV_DONE ? EXIT_USAGE : cli_exit_status(s);
 	} else {
 		int64_t run_id = 0;
 		if (!k.cc.no_history) {

@@ -190,8 +190,10 @@ static int snapshot_prepare(const char *dir, char **root)
 }
 
 hv_status hv_snapshot_take(hv_store *st, const char *dir, const hv_collect_opts *opts,
-			   int64_t *id, uint64_t *entries)
+			   int64_t *id, uint64_t *entries, char **root_out)
 {
+	if (root_out)
+		*root_out = NULL;
 	hv_collect_opts defaults;
 	if (!opts) {
 		hv_collect_opts_init(&defaults);
@@ -211,8 +213,8 @@ hv_status hv_snapshot_take(hv_store *st, const char *dir, const hv_collect_opts 
 	/* The store sorts the entries itself: the walk need not. */
 	rc = snapshot_walk(root, opts, hv_snapshot_writer_created_at(sw), HV_SORT_NONE, writer_add,
 			   sw, &count);
-	free(root);
 	if (rc != HV_OK) {
+		free(root);
 		hv_error_saved saved;
 		hv_error_save(&saved);
 		hv_snapshot_writer_abort(sw);
@@ -220,12 +222,18 @@ hv_status hv_snapshot_take(hv_store *st, const char *dir, const hv_collect_opts 
 	}
 	int64_t sid = 0;
 	rc = hv_snapshot_writer_finish(sw, &sid);
-	if (rc != HV_OK)
+	if (rc != HV_OK) {
+		free(root);
 		return rc;
+	}
 	if (id)
 		*id = sid;
 	if (entries)
 		*entries = count;
+	if (root_out)
+		*root_out = root;
+	else
+		free(root);
 	return HV_OK;
 }
 
