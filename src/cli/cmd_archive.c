@@ -151,20 +151,14 @@ static void warn_cb(void *ctx, const char *message)
 /* The exit status of a library status, after printing its error. */
 static int archive_status(const struct out *o, hv_status s)
 {
-	switch (s) {
-	case HV_OK: return EXIT_DONE;
-	case HV_WARN: return EXIT_WARN;
-	case HV_ENOTDIR: cli_error("%s", hv_error_last()); return EXIT_NOTDIR;
-	case HV_EUSAGE: cli_error("%s", hv_error_last()); return EXIT_USAGE;
-	case HV_EIO:
-		/* a write failure names the destination; a read failure names its own path */
-		if (strncmp(hv_error_last(), "writing the archive", 19) == 0)
-			cli_error("%s: %s", out_name(o), hv_error_last());
-		else
-			cli_error("%s", hv_error_last());
-		return EXIT_WARN;
-	default: cli_error("%s", hv_error_last()); return EXIT_WARN;
-	}
+	if (s == HV_OK || s == HV_WARN)
+		return cli_exit_status(s);
+	/* a write failure names the destination; a read failure names its own path */
+	if (s == HV_EIO && strncmp(hv_error_last(), "writing the archive", 19) == 0)
+		cli_error("%s: %s", out_name(o), hv_error_last());
+	else
+		cli_error("%s", hv_error_last());
+	return cli_exit_status(s);
 }
 
 int cmd_archive(int argc, char **argv)

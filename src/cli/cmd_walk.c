@@ -149,7 +149,7 @@ static int run_walk(cli_common *c, struct walk_cli *w, const char *root)
 	hv_status st = hv_walk_open(&walk, root, &w->opts);
 	if (st != HV_OK) {
 		cli_error("%s", hv_error_last());
-		return st == HV_ENOTDIR ? EXIT_NOTDIR : st == HV_EUSAGE ? EXIT_USAGE : EXIT_WARN;
+		return cli_exit_status(st);
 	}
 	hv_json *j = NULL;
 	if (c->format == FMT_JSON || c->format == FMT_JSONL) {
