@@ -72,6 +72,7 @@ int hv_error_set(int status, const char *fmt, ...)
 void hv_error_save(hv_error_saved *saved)
 {
 	memcpy(saved->message, last_message, sizeof(saved->message));
+	saved->status = last_status;
 }
 
 int hv_error_restore(const hv_error_saved *saved, int status)

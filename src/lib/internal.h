@@ -20,10 +20,13 @@ int hv_error_errno(int status, const char *path, int errnum);
 /* The size of the last error's message, NUL included: a longer one keeps its start and its
  * end (the reason), with "..." between. */
 #define HV_ERROR_MAX 4096
-/* The last error, kept whole across a cleanup (a rollback, a close) that may set another:
- * hv_error_save before it, then `return hv_error_restore(&saved, status);`. */
+/* The last error, kept whole across a cleanup (a rollback, a close, a best-effort write) that
+ * may set another: hv_error_save before it, then `return hv_error_restore(&saved, rc);` (the
+ * status the caller returns), or hv_error_restore(&saved, saved.status) to put back the saved
+ * status too. The one way to do it: no module keeps a copy of the message itself. */
 typedef struct hv_error_saved {
 	char message[HV_ERROR_MAX];
+	int status;  /* hv_error_last_status() when saved */
 } hv_error_saved;
 void hv_error_save(hv_error_saved *saved);
 int hv_error_restore(const hv_error_saved *saved, int status);
