@@ -774,15 +774,24 @@ hv_status hv_mime_detect_dir(hv_store *st, const char *dir, const hv_collect_opt
 	b->threads = (size_t)(o.threads ? o.threads : hv_default_threads());
 	if (b->threads > HV_DEFAULT_THREADS_MAX)
 		b->threads = HV_DEFAULT_THREADS_MAX;
-	b->magic = calloc(b->threads, sizeof(*b->magic));
+	if (b->threads < 1)
+		b->threads = 1;
+	b->magic = calloc(b->threads, sizeof(hv_magic *));
+	if (!b->magic) {
+		free(b);
+		hv_error_set(HV_ENOMEM, "out of memory");
+		return HV_ENOMEM;
+	}
 	hv_walk *w = NULL;
-	rc = b->magic ? HV_OK : hv_error_set(HV_ENOMEM, "out of memory");
+	rc = HV_OK;
 	/* Loaded lazily: a tree answered from the cache never loads libmagic's database. */
 	for (size_t t = 0; rc == HV_OK && t < b->threads; t++)
 		rc = hvm_magic_open_lazy(&b->magic[t], o.database, o.extra_flags);
 	if (rc == HV_OK)
 		rc = hv_collect_walk_open(&w, dir, &walk_opts, HV_SORT_NAME);
-	const char *fp = rc == HV_OK ? hv_magic_fingerprint(b->magic[0]) : NULL;
+	const char *fp = NULL;
+	if (rc == HV_OK && b->magic[0])
+		fp = hv_magic_fingerprint(b->magic[0]);
 	size_t failed = 0, files = 0;
 	bool warned = false;
 	const hv_entry *e;

@@ -136,7 +136,8 @@ static int out_open(hv_file_out **out, const char *path, int flags)
 	hv_file_out *o = calloc(1, sizeof(*o));
 	if (!o || !(o->path = strdup(path))) {
 		free(o);
-		return hv_error_set(HV_ENOMEM, "out of memory");
+		hv_error_set(HV_ENOMEM, "out of memory");
+		return HV_ENOMEM;
 	}
 	o->fd = o->dirfd = -1;
 	char *resolved = NULL;
@@ -277,7 +278,7 @@ hv_status hv_write_file(const char *path, const void *data, size_t len, int flag
 	for (int attempt = 0; rc == HV_DONE && attempt < 8; attempt++) {
 		hv_file_out *o;
 		rc = out_open(&o, path, flags);
-		if (rc != HV_OK)
+		if (rc != HV_OK || !o)
 			break;
 		if (write_all(o->fd, data, len) != 0) {
 			rc = fail(path, errno);
