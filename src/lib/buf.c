@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int hv_buf_reserve(hv_buf *b, size_t n)
+hv_status hv_buf_reserve(hv_buf *b, size_t n)
 {
 	if (b->cap - b->len > n)
 		return HV_OK;
@@ -29,9 +29,9 @@ int hv_buf_reserve(hv_buf *b, size_t n)
 	return HV_OK;
 }
 
-int hv_buf_append(hv_buf *b, const void *data, size_t n)
+hv_status hv_buf_append(hv_buf *b, const void *data, size_t n)
 {
-	int rc = hv_buf_reserve(b, n);
+	hv_status rc = hv_buf_reserve(b, n);
 	if (rc != HV_OK)
 		return rc;
 	if (n)
@@ -41,17 +41,17 @@ int hv_buf_append(hv_buf *b, const void *data, size_t n)
 	return HV_OK;
 }
 
-int hv_buf_append_str(hv_buf *b, const char *s)
+hv_status hv_buf_append_str(hv_buf *b, const char *s)
 {
 	return hv_buf_append(b, s, strlen(s));
 }
 
-int hv_buf_append_char(hv_buf *b, char c)
+hv_status hv_buf_append_char(hv_buf *b, char c)
 {
 	return hv_buf_append(b, &c, 1);
 }
 
-int hv_buf_printf(hv_buf *b, const char *fmt, ...)
+hv_status hv_buf_printf(hv_buf *b, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -59,7 +59,7 @@ int hv_buf_printf(hv_buf *b, const char *fmt, ...)
 	va_copy(ap2, ap);
 	int n = vsnprintf(NULL, 0, fmt, ap);
 	va_end(ap);
-	int rc = n < 0 ? hv_error_set(HV_EIO, "bad format") : hv_buf_reserve(b, (size_t)n);
+	hv_status rc = n < 0 ? hv_error_set(HV_EIO, "bad format") : hv_buf_reserve(b, (size_t)n);
 	if (rc == HV_OK) {
 		vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap2);
 		b->len += (size_t)n;

@@ -9,7 +9,7 @@
 #include <string.h>
 
 static _Thread_local char last_message[HV_ERROR_MAX];
-static _Thread_local int last_status;
+static _Thread_local hv_status last_status;
 
 const char *hv_error_last(void)
 {
@@ -44,7 +44,7 @@ static void elide_middle(const char *full, size_t len)
 	last_message[head + 3 + len - tail] = '\0';
 }
 
-int hv_error_set(int status, const char *fmt, ...)
+hv_status hv_error_set(hv_status status, const char *fmt, ...)
 {
 	/* Formatted aside first: an argument may be hv_error_last() itself. */
 	char local[HV_ERROR_MAX];
@@ -75,14 +75,14 @@ void hv_error_save(hv_error_saved *saved)
 	saved->status = last_status;
 }
 
-int hv_error_restore(const hv_error_saved *saved, int status)
+hv_status hv_error_restore(const hv_error_saved *saved, hv_status status)
 {
 	memcpy(last_message, saved->message, sizeof(last_message));
 	last_status = status;
 	return status;
 }
 
-int hv_error_errno(int status, const char *path, int errnum)
+hv_status hv_error_errno(hv_status status, const char *path, int errnum)
 {
 	return hv_error_set(status, "%s: %s", path, strerror(errnum));
 }

@@ -31,7 +31,7 @@ static int write_all(int fd, const unsigned char *p, size_t n)
 	return 0;
 }
 
-static int fail(const char *path, int err)
+static hv_status fail(const char *path, int err)
 {
 	return hv_error_set(HV_EIO, "%s: %s", path, strerror(err));
 }
@@ -102,7 +102,7 @@ static void out_free(hv_file_out *o)
 
 /* Opens what path already is, for writing in place, checking that what was opened is what
  * was looked at. */
-static int open_in_place(hv_file_out *o, const char *p, const struct stat *seen)
+static hv_status open_in_place(hv_file_out *o, const char *p, const struct stat *seen)
 {
 	/* O_NONBLOCK: a FIFO without a reader fails at once (ENXIO) instead of waiting forever;
 	 * O_NOCTTY: a terminal does not become harvest's. Never O_TRUNC before the checks. */
@@ -128,7 +128,7 @@ static int open_in_place(hv_file_out *o, const char *p, const struct stat *seen)
 
 /* Decides how path is written (see hv_write_file) and opens it: HV_OK with *out, or a
  * failure (nothing left behind). */
-static int out_open(hv_file_out **out, const char *path, int flags)
+static hv_status out_open(hv_file_out **out, const char *path, int flags)
 {
 	*out = NULL;
 	if (!path || !*path)
@@ -143,7 +143,7 @@ static int out_open(hv_file_out **out, const char *path, int flags)
 	char *resolved = NULL;
 	const char *p = path;
 	struct stat sb;
-	int rc = HV_OK;
+	hv_status rc = HV_OK;
 	bool exists = lstat(p, &sb) == 0;
 	if (!exists && errno != ENOENT) {
 		rc = fail(path, errno);
@@ -203,9 +203,9 @@ static int out_open(hv_file_out **out, const char *path, int flags)
 
 /* Completes o and frees it: HV_OK, HV_DONE when something appeared at the destination of a
  * new file meanwhile (nothing is replaced then), or a failure. */
-static int out_commit(hv_file_out *o)
+static hv_status out_commit(hv_file_out *o)
 {
-	int rc = HV_OK;
+	hv_status rc = HV_OK;
 	if (o->regular) {
 		/* In place, a longer old content must not outlive the new one. */
 		off_t len = lseek(o->fd, 0, SEEK_CUR);
@@ -255,7 +255,7 @@ hv_status hv_file_out_commit(hv_file_out *o)
 	if (!o)
 		return hv_error_set(HV_EUSAGE, "hv_file_out_commit: no output");
 	char *path = strdup(o->path);
-	int rc = out_commit(o);
+	hv_status rc = out_commit(o);
 	if (rc == HV_DONE)
 		rc = hv_error_set(HV_EIO, "%s: created by someone else while being written",
 				  path ? path : "output");
@@ -273,7 +273,7 @@ hv_status hv_write_file(const char *path, const void *data, size_t len, int flag
 {
 	if (!path || !*path || (len && !data))
 		return hv_error_set(HV_EUSAGE, "hv_write_file: missing argument");
-	int rc = HV_DONE;
+	hv_status rc = HV_DONE;
 	/* A file made or swapped meanwhile by someone else: look again (a few times). */
 	for (int attempt = 0; rc == HV_DONE && attempt < 8; attempt++) {
 		hv_file_out *o;
