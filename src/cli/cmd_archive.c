@@ -216,11 +216,6 @@ int cli_archive_run(const cli_common *c, hv_store *st, int64_t run_id, const cha
 	if (rc != EXIT_DONE)
 		return out_close(&o, rc, false);
 	hv_status s = hv_archive_run(o.fd, st, run_id, &opts, NULL);
-	if (s == HV_DONE) {
-		cli_error("%s", hv_error_last());
-		rc = EXIT_WARN;
-	} else {
-		rc = archive_status(&o, s);
-	}
+	rc = archive_status(&o, s);
 	return out_close(&o, rc, s == HV_OK || s == HV_WARN);
 }
