@@ -90,6 +90,34 @@ HV_EXTERN void hv_record_result_end(hv_json *j, const hv_run_end *r, const hv_co
 HV_EXTERN void hv_record_result(hv_json *j, const hv_run_end *r, const hv_collection *c,
 			       int64_t run_id, bool with_content);
 
+/* ---- History ------------------------------------------------------------------------------ */
+
+/* A past run, as `history runs` lists it: {"run_id", "label", "command" (the argv array, null
+ * for a collect), "dir", "started_at", "ended_at" (null while running), "end_reason",
+ * "exit_code" (null for a collect), "timed_out", "artifacts" (a count)}. */
+HV_EXTERN void hv_record_run_row(hv_json *j, const hv_run_row *r);
+
+/* A recorded artifact, as `history artifacts` lists it: {"artifact_id", "run_id", "path",
+ * "name", "mime_type", "size", "sha256", "recorded_at"}. */
+HV_EXTERN void hv_record_artifact_row(hv_json *j, const hv_artifact_row *a);
+
+/* What `history prune` removed: {"runs", "artifacts", "contents", "content_bytes",
+ * "snapshots"}. */
+HV_EXTERN void hv_record_prune(hv_json *j, const hv_prune_result *r);
+
+/* The ExecutionResult fields the history kept of run r (read with with_output), as the
+ * hv_run_end hv_record_result_begin/_end write: the one place a history run becomes an
+ * ExecutionResult again. The pointers point into r. */
+HV_EXTERN void hv_run_row_end(const hv_run_row *r, hv_run_end *out);
+
+/* The ExecutionResult of history run run_id, exactly as `harvest run` printed it, its output
+ * files streamed from the store one at a time (their content only with with_content).
+ * HV_ENOTFOUND when there is no such run (run ids start at 1); HV_EDB (or another failure)
+ * when reading the store failed, after which what j holds is incomplete: write into a buffer
+ * writer and print it only on HV_OK. */
+HV_EXTERN hv_status hv_record_history_result(hv_json *j, hv_store *st, int64_t run_id,
+					    bool with_content);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,7 @@
 /* The records of the SPEC as JSON: every key harvest prints is written in this file. */
 #include "harvest/records.h"
 #include "harvest/parse.h"
+#include "internal.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -179,6 +180,34 @@ void hv_record_stream_chunk(hv_json *j, hv_stream which, const char *data, size_
 	hv_json_object_end(j);
 }
 
+/* A skipped list the history kept as the JSON text hv_record_skipped wrote in snake case.
+ * Its keys are single words, the same in both cases; but camel case leaves an unknown size
+ * out rather than writing null, so `,"size":null` members are dropped. That text can only be
+ * a member: inside a JSON string a quote is always escaped, and this quote follows a comma. */
+static void raw_skipped(hv_json *j, const char *text)
+{
+	static const char null_size[] = ",\"size\":null";
+	size_t len = strlen(text);
+	if (hv_json_case(j) != HV_CASE_CAMEL || !strstr(text, null_size)) {
+		hv_json_raw(j, text, len);
+		return;
+	}
+	hv_buf b = {0};
+	for (const char *p = text; *p;) {
+		const char *hit = strstr(p, null_size);
+		size_t n = hit ? (size_t)(hit - p) : strlen(p);
+		hv_buf_append(&b, p, n);
+		p += n;
+		if (hit)
+			p += sizeof(null_size) - 1;
+	}
+	if (b.failed || !b.data)
+		hv_json_raw(j, text, len); /* out of memory: as recorded, still valid JSON */
+	else
+		hv_json_raw(j, b.data, b.len);
+	hv_buf_free(&b);
+}
+
 void hv_record_result_begin(hv_json *j, const hv_run_end *r)
 {
 	hv_json_object_begin(j);
@@ -205,9 +234,7 @@ void hv_record_result_end(hv_json *j, const hv_run_end *r, const hv_collection *
 	if (c) {
 		hv_record_skipped(j, c->skipped, c->n_skipped);
 	} else {
-		/* The history keeps the list as the JSON text it was written as. */
-		const char *skipped = r->skipped_json ? r->skipped_json : "[]";
-		hv_json_raw(j, skipped, strlen(skipped));
+		raw_skipped(j, r->skipped_json ? r->skipped_json : "[]");
 	}
 	if (c && c->compared) {
 		hv_json_key(j, "deleted");
@@ -275,4 +302,174 @@ char *hv_collection_deleted_json(const hv_collection *c)
 	char *out = hv_json_buffer_strdup(j);
 	hv_json_free(j);
 	return out;
+}
+
+static void time_member(hv_json *j, const char *key, bool has, int64_t ns)
+{
+	if (!has) {
+		hv_json_key_null(j, key);
+		return;
+	}
+	char buf[64];
+	hv_json_key(j, key);
+	hv_json_string(j, buf, hv_format_time(ns, buf, sizeof(buf)));
+}
+
+void hv_record_run_row(hv_json *j, const hv_run_row *r)
+{
+	hv_json_object_begin(j);
+	hv_json_key(j, "run_id");
+	hv_json_int(j, r->run_id);
+	if (r->label) {
+		hv_json_key(j, "label");
+		hv_json_string(j, r->label, r->label_len);
+	} else {
+		hv_json_key_null(j, "label");
+	}
+	if (r->command_json) {
+		hv_json_key(j, "command");
+		hv_json_raw(j, r->command_json, strlen(r->command_json));
+	} else {
+		hv_json_key_null(j, "command");
+	}
+	hv_json_key(j, "dir");
+	hv_json_string(j, r->dir, r->dir_len);
+	time_member(j, "started_at", true, r->started_at_ns);
+	time_member(j, "ended_at", r->ended, r->ended_at_ns);
+	if (r->end_reason) {
+		hv_json_key(j, "end_reason");
+		hv_json_cstring(j, r->end_reason);
+	} else {
+		hv_json_key_null(j, "end_reason");
+	}
+	if (r->has_exit_code) {
+		hv_json_key(j, "exit_code");
+		hv_json_int(j, r->exit_code);
+	} else {
+		hv_json_key_null(j, "exit_code");
+	}
+	hv_json_key(j, "timed_out");
+	hv_json_bool(j, r->timed_out);
+	hv_json_key(j, "artifacts");
+	hv_json_uint(j, r->artifacts);
+	hv_json_object_end(j);
+}
+
+void hv_record_artifact_row(hv_json *j, const hv_artifact_row *a)
+{
+	hv_json_object_begin(j);
+	hv_json_key(j, "artifact_id");
+	hv_json_int(j, a->artifact_id);
+	hv_json_key(j, "run_id");
+	hv_json_int(j, a->run_id);
+	hv_json_key(j, "path");
+	hv_json_string(j, a->path, a->path_len);
+	hv_json_key(j, "name");
+	hv_json_string(j, a->name, a->name_len);
+	hv_json_key(j, "mime_type");
+	hv_json_cstring(j, a->mime_type);
+	hv_json_key(j, "size");
+	hv_json_uint(j, a->size);
+	hv_json_key(j, "sha256");
+	hv_json_cstring(j, a->sha256);
+	time_member(j, "recorded_at", true, a->recorded_at_ns);
+	hv_json_object_end(j);
+}
+
+void hv_record_prune(hv_json *j, const hv_prune_result *r)
+{
+	hv_json_object_begin(j);
+	hv_json_key(j, "runs");
+	hv_json_uint(j, r->runs);
+	hv_json_key(j, "artifacts");
+	hv_json_uint(j, r->artifacts);
+	hv_json_key(j, "contents");
+	hv_json_uint(j, r->contents);
+	hv_json_key(j, "content_bytes");
+	hv_json_uint(j, r->content_bytes);
+	hv_json_key(j, "snapshots");
+	hv_json_uint(j, r->snapshots);
+	hv_json_object_end(j);
+}
+
+void hv_run_row_end(const hv_run_row *r, hv_run_end *out)
+{
+	*out = (hv_run_end){
+		.ended_at_ns = r->ended_at_ns,
+		.has_exit_code = r->has_exit_code,
+		.exit_code = r->exit_code,
+		.timed_out = r->timed_out,
+		.duration_ms = r->duration_ms,
+		.stdout_data = r->stdout_data,
+		.stdout_len = r->stdout_len,
+		.stdout_truncated = r->stdout_truncated,
+		.stderr_data = r->stderr_data,
+		.stderr_len = r->stderr_len,
+		.stderr_truncated = r->stderr_truncated,
+		.skipped_json = r->skipped_json,
+		.deleted_json = r->deleted_json,
+		/* Only when the run did not end as its command did: otherwise the result is
+		 * exactly what `run` printed. */
+		.end_reason = r->end_reason,
+	};
+}
+
+/* An artifact row as the OutputFile it was: a view, nothing copied but the digest. */
+static void output_file_of_row(const hv_artifact_row *a, hv_output_file *f)
+{
+	*f = (hv_output_file){
+		/* The writer only reads them: hv_output_file's members are not const because a
+		 * collection owns its strings. */
+		.path = (char *)a->path,
+		.path_len = a->path_len,
+		.name = a->name,
+		.name_len = a->name_len,
+		.mime_type = (char *)a->mime_type,
+		.size = a->size,
+		.content = (unsigned char *)a->content,
+		.content_len = a->content_len,
+		.change = a->change,
+	};
+	if (a->sha256)
+		snprintf(f->sha256, sizeof(f->sha256), "%s", a->sha256);
+}
+
+hv_status hv_record_history_result(hv_json *j, hv_store *st, int64_t run_id, bool with_content)
+{
+	/* Run ids start at 1, and a run_id of 0 in a filter means "any run". */
+	if (run_id < 1)
+		return hv_error_set(HV_ENOTFOUND, "no run %lld", (long long)run_id);
+	hv_run_filter f = {.run_id = run_id, .with_output = true};
+	hv_run_iter *it;
+	hv_status rc = hv_store_runs(st, &f, &it);
+	if (rc != HV_OK)
+		return rc;
+	const hv_run_row *r;
+	rc = hv_run_iter_next(it, &r);
+	if (rc != HV_OK) {
+		hv_run_iter_free(it);
+		if (rc == HV_DONE)
+			return hv_error_set(HV_ENOTFOUND, "no run %lld", (long long)run_id);
+		return rc;
+	}
+	hv_run_end end;
+	hv_run_row_end(r, &end);
+	hv_record_result_begin(j, &end);
+	hv_artifact_filter af = {.run_id = run_id, .with_content = with_content};
+	hv_artifact_iter *ai;
+	rc = hv_store_artifacts(st, &af, &ai);
+	if (rc == HV_OK) {
+		const hv_artifact_row *a;
+		while ((rc = hv_artifact_iter_next(ai, &a)) == HV_OK) {
+			hv_output_file of;
+			output_file_of_row(a, &of);
+			hv_record_output_file(j, &of, with_content);
+		}
+		if (rc == HV_DONE)
+			rc = HV_OK;
+		hv_artifact_iter_free(ai);
+	}
+	hv_record_result_end(j, &end, NULL, r->run_id);
+	hv_run_iter_free(it);
+	return rc;
 }

@@ -337,6 +337,114 @@ static void test_result_streamed(void **state)
 		       "\"stderrTruncated\":true}");
 }
 
+static void test_history_rows(void **state)
+{
+	(void)state;
+	hv_run_row r = {
+		.run_id = 4, .label = "nightly", .label_len = 7, .command_json = "[\"sh\",\"-c\",\"x\"]",
+		.dir = "/w", .dir_len = 2, .started_at_ns = MTIME_NS, .ended = true,
+		.ended_at_ns = MTIME_NS + 1000000000, .has_exit_code = true, .exit_code = 0,
+		.artifacts = 2,
+	};
+	hv_json *j = new_buffer(HV_CASE_SNAKE);
+	hv_record_run_row(j, &r);
+	assert_json(j, "{\"run_id\":4,\"label\":\"nightly\",\"command\":[\"sh\",\"-c\",\"x\"],"
+		       "\"dir\":\"/w\",\"started_at\":\"2026-11-30T03:29:07.123456789Z\","
+		       "\"ended_at\":\"2026-11-30T03:29:08.123456789Z\",\"end_reason\":null,"
+		       "\"exit_code\":0,\"timed_out\":false,\"artifacts\":2}");
+	/* A collect that is still running (or was killed): no label, command, end or exit code. */
+	hv_run_row c = {.run_id = 5, .dir = "/w", .dir_len = 2, .started_at_ns = MTIME_NS,
+			.end_reason = HV_END_INTERRUPTED};
+	j = new_buffer(HV_CASE_SNAKE);
+	hv_record_run_row(j, &c);
+	assert_json(j, "{\"run_id\":5,\"label\":null,\"command\":null,\"dir\":\"/w\","
+		       "\"started_at\":\"2026-11-30T03:29:07.123456789Z\",\"ended_at\":null,"
+		       "\"end_reason\":\"interrupted\",\"exit_code\":null,\"timed_out\":false,"
+		       "\"artifacts\":0}");
+	j = new_buffer(HV_CASE_CAMEL);
+	hv_record_run_row(j, &c);
+	assert_json(j, "{\"runId\":5,\"dir\":\"/w\",\"startedAt\":\"2026-11-30T03:29:07.123456789Z\","
+		       "\"endReason\":\"interrupted\",\"timedOut\":false,\"artifacts\":0}");
+
+	hv_artifact_row a = {
+		.artifact_id = 9, .run_id = 4, .path = "figs/p.png", .path_len = 10, .name = "p.png",
+		.name_len = 5, .mime_type = "image/png", .size = 3, .sha256 = SHA_A,
+		.recorded_at_ns = MTIME_NS,
+	};
+	j = new_buffer(HV_CASE_SNAKE);
+	hv_record_artifact_row(j, &a);
+	assert_json(j, "{\"artifact_id\":9,\"run_id\":4,\"path\":\"figs/p.png\",\"name\":\"p.png\","
+		       "\"mime_type\":\"image/png\",\"size\":3,\"sha256\":\"" SHA_A "\","
+		       "\"recorded_at\":\"2026-11-30T03:29:07.123456789Z\"}");
+	j = new_buffer(HV_CASE_CAMEL);
+	hv_record_artifact_row(j, &a);
+	assert_json(j, "{\"artifactId\":9,\"runId\":4,\"path\":\"figs/p.png\",\"name\":\"p.png\","
+		       "\"mimeType\":\"image/png\",\"size\":3,\"sha256\":\"" SHA_A "\","
+		       "\"recordedAt\":\"2026-11-30T03:29:07.123456789Z\"}");
+
+	hv_prune_result pr = {.runs = 1, .artifacts = 2, .contents = 3, .content_bytes = 4,
+			      .snapshots = 5};
+	j = new_buffer(HV_CASE_SNAKE);
+	hv_record_prune(j, &pr);
+	assert_json(j, "{\"runs\":1,\"artifacts\":2,\"contents\":3,\"content_bytes\":4,"
+		       "\"snapshots\":5}");
+	j = new_buffer(HV_CASE_CAMEL);
+	hv_record_prune(j, &pr);
+	assert_json(j, "{\"runs\":1,\"artifacts\":2,\"contents\":3,\"contentBytes\":4,"
+		       "\"snapshots\":5}");
+}
+
+/* A recorded run prints as the ExecutionResult `run` printed: the same writer over the
+ * hv_run_end the history kept, the output files read back one at a time. */
+static void test_history_result(void **state)
+{
+	(void)state;
+	char *dir = tu_tmpdir();
+	char *db = tu_path(dir, "h.db");
+	hv_store *st = NULL;
+	assert_int_equal(hv_store_open(&st, db, 0), HV_OK);
+	hv_run_start start = {.command_json = "[\"true\"]", .dir = "/w"};
+	int64_t id = 0;
+	assert_int_equal(hv_store_run_begin(st, &start, &id), HV_OK);
+	char sha[65];
+	memset(sha, 'a', 64);
+	sha[64] = '\0';
+	hv_artifact_in art = {.path = "figs/plot.png", .path_len = 13, .name = "plot.png",
+			      .name_len = 8, .mime_type = "image/png", .size = 3, .sha256 = sha,
+			      .change = "created"};
+	hv_run_end end = run_end();
+	end.skipped_json = "[{\"path\":\"l\",\"reason\":\"symlink\",\"size\":null}]";
+	end.deleted_json = "[\"old\"]";
+	assert_int_equal(hv_store_run_finish(st, id, &end, &art, 1), HV_OK);
+
+	/* What run would have printed from the same end and files. */
+	hv_output_file f = output_file();
+	f.change = "created";
+	f.content = NULL;
+	char p1[] = "l", d1[] = "old";
+	hv_skipped_file sk[] = {{.path = p1, .path_len = 1, .reason = "symlink"}};
+	hv_deleted_file del[] = {{.path = d1, .path_len = 3}};
+	hv_collection c = {.files = &f, .n_files = 1, .skipped = sk, .n_skipped = 1,
+			   .deleted = del, .n_deleted = 1, .compared = true};
+	for (int kase = 0; kase < 2; kase++) {
+		hv_json *want = new_buffer((hv_case)kase);
+		hv_record_result(want, &end, &c, id, false);
+		char *text = hv_json_buffer_strdup(want);
+		hv_json_free(want);
+		hv_json *j = new_buffer((hv_case)kase);
+		assert_int_equal(hv_record_history_result(j, st, id, false), HV_OK);
+		assert_json(j, text);
+		free(text);
+	}
+	hv_json *j = new_buffer(HV_CASE_SNAKE);
+	assert_int_equal(hv_record_history_result(j, st, id + 1, false), HV_ENOTFOUND);
+	assert_string_equal(hv_error_last(), "no run 2");
+	assert_int_equal(hv_record_history_result(j, st, 0, false), HV_ENOTFOUND);
+	hv_json_free(j);
+	assert_int_equal(hv_store_close(st), HV_OK);
+	free(db);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -350,6 +458,8 @@ int main(void)
 		cmocka_unit_test(test_stream_chunk),
 		cmocka_unit_test(test_result),
 		cmocka_unit_test(test_result_streamed),
+		cmocka_unit_test(test_history_rows),
+		cmocka_unit_test_teardown(test_history_result, tu_cleanup),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
