@@ -112,7 +112,8 @@ HV_EXTERN hv_status hv_collect_since_mem(hv_store *st, const char *dir, const hv
 /* Collects the regular files below dir (or those produced since opts->since_snapshot) into
  * *out (free with hv_collection_free). st may be NULL only with no_cache and no
  * since_snapshot. The database's own files are never artifacts. HV_ENOTDIR when dir is not
- * a directory; HV_DONE when the snapshot does not exist. */
+ * a directory; HV_ENOTFOUND when the snapshot does not exist. On every failure (rc < 0) *out
+ * is NULL. */
 HV_EXTERN hv_status hv_collect(hv_store *st, const char *dir, const hv_collect_opts *opts,
 		     hv_collection **out);
 

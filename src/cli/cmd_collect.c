@@ -276,7 +276,7 @@ int cmd_collect(int argc, char **argv)
 	if (s != HV_OK) {
 		cli_error("%s", hv_error_last());
 		/* An unknown --since snapshot is a bad option value. */
-		rc = s == HV_DONE ? EXIT_USAGE : cli_exit_status(s);
+		rc = s == HV_ENOTFOUND ? EXIT_USAGE : cli_exit_status(s);
 	} else {
 		int64_t run_id = 0;
 		if (!k.cc.no_history) {

@@ -441,9 +441,20 @@ static void test_collect_errors(void **state)
 	char *file = rp(f, "a.txt");
 	assert_int_equal(hv_collect(f->st, file, &o, &c), HV_ENOTDIR);
 	assert_int_equal(hv_snapshot_take(f->st, file, &o, &id, NULL, NULL), HV_ENOTDIR);
-	/* A snapshot that does not exist. */
+	/* A snapshot that does not exist: a failure like the others (negative, so a caller
+	 * testing rc < 0 never dereferences the NULL collection), and not the end of an
+	 * iteration. */
 	o.since_snapshot = 4242;
-	assert_int_equal(hv_collect(f->st, f->root, &o, &c), HV_DONE);
+	c = (hv_collection *)1;
+	hv_status rc = hv_collect(f->st, f->root, &o, &c);
+	assert_int_equal(rc, HV_ENOTFOUND);
+	assert_true(rc < 0);
+	assert_null(c);
+	assert_non_null(strstr(hv_error_last(), "no snapshot 4242"));
+	/* A missing directory likewise. */
+	c = (hv_collection *)1;
+	rc = hv_collect(f->st, missing, &o, &c);
+	assert_true(rc < 0);
 	assert_null(c);
 	free(missing);
 	free(file);

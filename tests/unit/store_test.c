@@ -821,11 +821,11 @@ static void test_snapshot_roundtrip(void **state)
 	assert_memory_equal(le.path, "new\nline", 8);
 	assert_null(le.sha256);
 	check_ok(hv_snapshot_lookup(sn, "dir/sub/deep/er", 15, &le));
-	assert_int_equal(hv_snapshot_lookup(sn, "dir/sub/deep/e", 14, &le), HV_DONE);
-	assert_int_equal(hv_snapshot_lookup(sn, "a\0b", 3, &le), HV_DONE); /* not "a/b" */
+	assert_int_equal(hv_snapshot_lookup(sn, "dir/sub/deep/e", 14, &le), HV_ENOTFOUND);
+	assert_int_equal(hv_snapshot_lookup(sn, "a\0b", 3, &le), HV_ENOTFOUND); /* not "a/b" */
 	hv_snapshot_close(sn);
 
-	assert_int_equal(hv_store_snapshot_open(st, id + 100, &sn), HV_DONE);
+	assert_int_equal(hv_store_snapshot_open(st, id + 100, &sn), HV_ENOTFOUND);
 	assert_non_null(strstr(hv_error_last(), "no snapshot"));
 
 	/* Racy: mtime or ctime within 2 s before the snapshot time, or after it. */
@@ -886,7 +886,7 @@ static void test_snapshot_large_and_interleaved(void **state)
 	check_ok(hv_snapshot_writer_add(w, "x", 1, &s, NULL));
 	int64_t unfinished = raw_int(f->db, "SELECT max(id) FROM snapshots");
 	assert_int_equal(raw_int(f->db, "SELECT complete FROM snapshots ORDER BY id DESC"), 0);
-	assert_int_equal(hv_store_snapshot_open(st, unfinished, &sn), HV_DONE);
+	assert_int_equal(hv_store_snapshot_open(st, unfinished, &sn), HV_ENOTFOUND);
 	check_ok(hv_snapshot_writer_abort(w));
 	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM snapshots"), 1);
 
@@ -906,7 +906,7 @@ static void test_snapshot_large_and_interleaved(void **state)
 	/* Deleting the big one removes its entries. */
 	int64_t big = raw_int(f->db, "SELECT min(id) FROM snapshots");
 	check_ok(hv_store_snapshot_delete(st, big));
-	assert_int_equal(hv_store_snapshot_delete(st, big), HV_DONE);
+	assert_int_equal(hv_store_snapshot_delete(st, big), HV_ENOTFOUND);
 	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM snapshot_entries"), 0);
 	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM snapshots"), 0);
 	check_ok(hv_store_integrity_check(st));
@@ -1393,7 +1393,7 @@ static void test_prune(void **state)
 	assert_int_equal(pr.content_bytes, strlen(r1[0].content));
 	assert_int_equal(pr.snapshots, 2); /* the old one and the abandoned one */
 	hv_snapshot *sn;
-	assert_int_equal(hv_store_snapshot_open(st, old_snap, &sn), HV_DONE);
+	assert_int_equal(hv_store_snapshot_open(st, old_snap, &sn), HV_ENOTFOUND);
 	check_ok(hv_store_snapshot_open(st, new_snap, &sn));
 	hv_snapshot_close(sn);
 	void *data;
