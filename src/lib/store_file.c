@@ -201,11 +201,12 @@ static hv_status out_open(hv_file_out **out, const char *path, int flags)
 	return HV_OK;
 }
 
-/* Completes o and frees it: HV_OK, HV_DONE when something appeared at the destination of a
- * new file meanwhile (nothing is replaced then), or a failure. */
-static hv_status out_commit(hv_file_out *o)
+/* Completes o and frees it: HV_OK or a failure. *raced says the failure is that something
+ * appeared at the destination of a new file meanwhile (nothing is replaced then). */
+static hv_status out_commit(hv_file_out *o, bool *raced)
 {
 	hv_status rc = HV_OK;
+	*raced = false;
 	if (o->regular) {
 		/* In place, a longer old content must not outlive the new one. */
 		off_t len = lseek(o->fd, 0, SEEK_CUR);
@@ -231,10 +232,15 @@ static hv_status out_commit(hv_file_out *o)
 			if (r == 0)
 				unlinkat(o->dirfd, o->tmp, 0);
 		}
-		if (r == 0)
+		if (r == 0) {
 			o->tmp[0] = '\0';
-		else
-			rc = errno == EEXIST ? HV_DONE : fail(o->path, errno);
+		} else if (errno == EEXIST) {
+			*raced = true;
+			rc = hv_error_set(HV_EIO, "%s: created by someone else while being written",
+					  o->path);
+		} else {
+			rc = fail(o->path, errno);
+		}
 	}
 	out_free(o);
 	return rc;
@@ -254,13 +260,8 @@ hv_status hv_file_out_commit(hv_file_out *o)
 {
 	if (!o)
 		return hv_error_set(HV_EUSAGE, "hv_file_out_commit: no output");
-	char *path = strdup(o->path);
-	hv_status rc = out_commit(o);
-	if (rc == HV_DONE)
-		rc = hv_error_set(HV_EIO, "%s: created by someone else while being written",
-				  path ? path : "output");
-	free(path);
-	return rc;
+	bool raced;
+	return out_commit(o, &raced);
 }
 
 void hv_file_out_abort(hv_file_out *o)
@@ -273,9 +274,11 @@ hv_status hv_write_file(const char *path, const void *data, size_t len, int flag
 {
 	if (!path || !*path || (len && !data))
 		return hv_error_set(HV_EUSAGE, "hv_write_file: missing argument");
-	hv_status rc = HV_DONE;
+	hv_status rc = HV_OK;
+	bool raced = true;
 	/* A file made or swapped meanwhile by someone else: look again (a few times). */
-	for (int attempt = 0; rc == HV_DONE && attempt < 8; attempt++) {
+	for (int attempt = 0; raced && attempt < 8; attempt++) {
+		raced = false;
 		hv_file_out *o;
 		rc = out_open(&o, path, flags);
 		if (rc != HV_OK || !o)
@@ -285,9 +288,9 @@ hv_status hv_write_file(const char *path, const void *data, size_t len, int flag
 			out_free(o);
 			break;
 		}
-		rc = out_commit(o);
+		rc = out_commit(o, &raced);
 	}
-	if (rc == HV_DONE)
+	if (raced)
 		rc = hv_error_set(HV_EIO, "%s: keeps changing while being written", path);
 	return rc;
 }
