@@ -5,12 +5,14 @@
 # tests (scripts/test.sh's adapters step); libarchive-tools (bsdtar) and unzip: the archive
 # tests; chromium and python3-matplotlib: the page step (the HTML page in a real browser, with
 # matplotlib's plots as artifacts); libacl1-dev, libzstd-dev and liblz4-dev: what a static link
-# of libarchive needs (install_test builds the example against libharvest.a). Node and npm (the TypeScript adapter) are installed
+# of libarchive needs (install_test builds the example against libharvest.a); libpq-dev and
+# postgresql-15: the PostgreSQL history backend and the real server its tests start
+# (scripts/pg_fixture.sh). Node and npm (the TypeScript adapter) are installed
 # only when neither is on PATH: a newer Node already there is kept.
 HV_PACKAGES="cmake make gcc pkg-config libmagic-dev libmagic-mgc file libsqlite3-dev sqlite3
 libcmocka-dev libssl-dev libseccomp-dev shared-mime-info bfs time python3 clang-tidy cppcheck
 valgrind lcov python3-pytest libarchive-dev libarchive-tools unzip chromium python3-matplotlib
-libacl1-dev libzstd-dev liblz4-dev"
+libacl1-dev libzstd-dev liblz4-dev libpq-dev postgresql-15"
 
 hv_install_deps() {
 	local missing=()

@@ -238,6 +238,29 @@ run_page() {
 	node tests/page/page_test.mjs "$PWD/$build/harvest" "$out"
 }
 
+# ---- the PostgreSQL server of the history tests ----
+# One real PostgreSQL 15 for every step that runs the suite (suite, valgrind, coverage):
+# scripts/pg_fixture.sh initdb's it into a temporary directory as the user nobody, listening
+# only on a unix socket there; it is stopped (and its directory removed) when this script
+# exits, or by the fixture's watchdog if this script is killed. The tests find it through
+# HARVEST_TEST_PG_DIR (tests/common/tu_pg.c; each database they make is dropped when their
+# program ends); the case that stops a server mid-run starts a private one of its own. When
+# it cannot start, the history tests fail (they try to start one themselves, and say why).
+pg_start() {
+	local out
+	if out=$(scripts/pg_fixture.sh start $$); then
+		HARVEST_TEST_PG_DIR=${out%%$'\n'*}
+		export HARVEST_TEST_PG_DIR
+		trap 'scripts/pg_fixture.sh stop "$HARVEST_TEST_PG_DIR"' EXIT
+		echo "test: PostgreSQL 15 for the history tests in $HARVEST_TEST_PG_DIR" >&2
+	else
+		echo "test: PostgreSQL did not start: the history tests will fail" >&2
+	fi
+}
+case $mode in
+quick | valgrind | all) pg_start ;;
+esac
+
 # ---- steps, and the summary ----
 results=()
 skip_list=${HARVEST_TEST_BUILD:-build-test}/skipped-cases

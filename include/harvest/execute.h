@@ -15,6 +15,7 @@ typedef struct hv_execute_opts {
 	hv_run_opts run;          /* argv, env, timeout, ...; run.cwd is set from dir */
 	hv_collect_opts collect;  /* what counts as an artifact (since_snapshot is ignored) */
 	const char *label;        /* the history run's label, or NULL */
+	const char *host;         /* the history run's host; NULL: the hostname */
 	bool no_history;          /* record nothing (the snapshot is still taken, then dropped) */
 } hv_execute_opts;
 

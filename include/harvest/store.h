@@ -49,7 +49,9 @@ extern "C" {
 /* The `PRAGMA application_id` of a harvest database: "HRVS". */
 #define HV_STORE_APPLICATION_ID 0x48525653
 /* The schema version (`PRAGMA user_version`) this library writes. */
-#define HV_STORE_SCHEMA_VERSION 4
+#define HV_STORE_SCHEMA_VERSION 5
+/* The version of harvest's PostgreSQL schema (the row harvest.meta 'schema_version'). */
+#define HV_STORE_PG_SCHEMA_VERSION 2
 
 typedef struct hv_store hv_store;
 
@@ -59,6 +61,10 @@ enum {
 	 * as an empty one (no runs, no artifacts); writes fail with HV_EUSAGE. (A database in a
 	 * directory the caller may not write is read without locks, as SQLite's "immutable".) */
 	HV_STORE_READONLY = 1 << 0,
+	/* The history is not used (`--no-history`): a PostgreSQL one is not even connected to,
+	 * so a server that cannot be reached does not stop a command that records nothing. Only
+	 * the local file (MIME cache, snapshots) is opened. */
+	HV_STORE_NO_HISTORY = 1 << 1,
 };
 
 /* The default path in *out (malloc'd, the caller frees): $HARVEST_DB when set and not empty,
@@ -71,6 +77,24 @@ HV_EXTERN hv_status hv_store_default_path(char **out);
  * with mode 0700. A new database file is created with mode 0600. Runs the missing schema
  * migrations in one transaction. HV_EDB (see the refusals above) or HV_ENOMEM on failure. */
 HV_EXTERN hv_status hv_store_open(hv_store **out, const char *path, int flags);
+
+/* A history in PostgreSQL: when path (or the default path, from $HARVEST_DB) is a
+ * postgresql:// or postgres:// URI (any libpq connection URI: TLS, ~/.pgpass, unix sockets),
+ * runs, artifacts and contents go to harvest's schema ("harvest") in that database, shared by
+ * every writer on every host, while the MIME cache and snapshots (about local inodes) stay in
+ * the local SQLite file cache_path (NULL: the XDG location, whatever $HARVEST_DB says).
+ * cache_path is not used for a SQLite history (everything is in that one file). The
+ * connection waits at most 10 s unless the URI (or PGCONNECT_TIMEOUT) sets connect_timeout,
+ * and every statement at most 60 s. Refused with HV_EDB (one line, passwords masked): an
+ * unreachable server, a "harvest" schema that is not harvest's or is newer than this harvest
+ * knows (never modified). A writing open creates or upgrades the schema under an advisory
+ * lock (concurrent first writers do not race); a read-only open of a database without it
+ * reads an empty history. */
+HV_EXTERN hv_status hv_store_open_with_cache(hv_store **out, const char *path,
+					     const char *cache_path, int flags);
+
+/* "sqlite" or "postgresql": where st keeps its history. */
+HV_EXTERN const char *hv_store_history_backend(const hv_store *st);
 
 /* Writes pending MIME cache answers, then closes the handle and frees it (always). Returns the
  * status of that last write. NULL is allowed. */
@@ -98,6 +122,7 @@ typedef struct hv_run_start {
 	const char *command_json; /* the argv array as JSON text; NULL for a collect */
 	const char *dir;          /* the absolute directory, NUL-terminated */
 	int64_t started_at_ns;    /* 0: now */
+	const char *host;         /* the host it ran on, NUL-terminated; NULL: this hostname */
 } hv_run_start;
 
 /* Records a run that has started (committed at once, so a run killed before it finished shows
@@ -170,6 +195,7 @@ typedef struct hv_run_filter {
 	const char *label;    /* this exact label */
 	uint64_t limit;       /* at most this many */
 	bool with_output;     /* also read stdout, stderr and skipped */
+	const char *host;     /* recorded on this exact host */
 } hv_run_filter;
 
 /* One run. Pointers are valid until the next call on the iterator. */
@@ -198,6 +224,7 @@ typedef struct hv_run_row {
 	bool stderr_truncated;
 	const char *skipped_json; /* "[]" when none */
 	const char *deleted_json; /* NULL when the run recorded none (a collect of everything) */
+	const char *host;         /* NULL when unknown (recorded before hosts were) */
 } hv_run_row;
 
 typedef struct hv_run_iter hv_run_iter;
@@ -218,6 +245,7 @@ typedef struct hv_artifact_filter {
 	int64_t since_ns;     /* recorded at or after */
 	uint64_t limit;       /* at most this many */
 	bool with_content;    /* also read the stored content of the artifacts that stored one */
+	const char *host;     /* of runs recorded on this exact host */
 } hv_artifact_filter;
 
 /* One artifact. Pointers are valid until the next call on the iterator. */
@@ -327,6 +355,15 @@ typedef struct hv_prune_result {
  * refused before anything is deleted, `PRAGMA quick_check` first (HV_EDB). *res counts what
  * was deleted (also on failure). HV_EUSAGE when neither option is set. */
 HV_EXTERN hv_status hv_store_prune(hv_store *st, const hv_prune_opts *opts, hv_prune_result *res);
+
+/* ---- Push ------------------------------------------------------------------------------- */
+
+/* Copies the runs of st's (SQLite) history with an id above since_run_id (0: all) that have
+ * ended, with their artifacts and stored contents, into the PostgreSQL history at uri. Each run
+ * keeps its origin (host, this database's identity and its local id) under a unique constraint,
+ * so pushing again adds nothing: *pushed counts the runs added. HV_EUSAGE when st's history
+ * is not SQLite or uri is not a PostgreSQL URI. */
+HV_EXTERN hv_status hv_store_push(hv_store *st, const char *uri, int64_t since_run_id, uint64_t *pushed);
 
 #ifdef __cplusplus
 }

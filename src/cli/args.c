@@ -65,6 +65,11 @@ static int common_opt(cli_common *c, int id, const char *v)
 			return cli_usage_error(c, "--db: empty path");
 		c->db = v;
 		return 0;
+	case OPT_CACHE_DB:
+		if (!v || !*v)
+			return cli_usage_error(c, "--cache-db: empty path");
+		c->cache_db = v;
+		return 0;
 	}
 	return -2; /* not a common option */
 }

@@ -29,7 +29,8 @@ typedef struct cli_common {
 	cli_format format;
 	hv_case kase;
 	bool quiet;
-	const char *db;        /* --db PATH, or NULL */
+	const char *db;        /* --db PATH or URI, or NULL */
+	const char *cache_db;  /* --cache-db PATH (with a PostgreSQL --db), or NULL */
 } cli_common;
 
 /* One option of a command's table. has_arg: 0 flag, 1 takes a value. */
@@ -47,6 +48,7 @@ enum {
 	OPT_CASE,
 	OPT_QUIET,
 	OPT_DB,
+	OPT_CACHE_DB,
 	OPT_OWN = 100,
 };
 
@@ -131,13 +133,15 @@ enum {
 	OPT_NO_HISTORY,
 	OPT_NO_CACHE,
 	OPT_COLLECT_XDEV,
+	OPT_HOST,
 };
 #define CLI_COLLECT_OPTS                                                                     \
 	{"max-file-bytes", 0, 1, OPT_MAX_FILE_BYTES}, {"max-files", 0, 1, OPT_MAX_FILES},     \
 	{"max-total-bytes", 0, 1, OPT_MAX_TOTAL_BYTES}, {"no-content", 0, 0, OPT_NO_CONTENT}, \
 	{"include-hidden", 0, 0, OPT_INCLUDE_HIDDEN}, {"exclude", 0, 1, OPT_COLLECT_EXCLUDE}, \
 	{"label", 0, 1, OPT_LABEL}, {"no-history", 0, 0, OPT_NO_HISTORY},                     \
-	{"no-cache", 0, 0, OPT_NO_CACHE}, {"xdev", 0, 0, OPT_COLLECT_XDEV}
+	{"no-cache", 0, 0, OPT_NO_CACHE}, {"xdev", 0, 0, OPT_COLLECT_XDEV},                   \
+	{"host", 0, 1, OPT_HOST}, {"cache-db", 0, 1, OPT_CACHE_DB}
 #define CLI_COLLECT_USAGE                                                                    \
 	"  --max-file-bytes SIZE   skip larger files as too_large (default 32MiB)\n"            \
 	"  --max-files N           at most N artifacts (default 1000)\n"                        \
@@ -147,14 +151,17 @@ enum {
 	"  --exclude GLOB          leave out names matching GLOB (repeatable)\n"                 \
 	"  --label TEXT            label the history run\n"                                      \
 	"  --no-history            record nothing in the history\n"                              \
-	"  --no-cache              do not use the MIME cache\n"                               \
-	"  --xdev                  stay on DIR's file system (mount points are not entered)\n"
+	"  --no-cache              do not use the MIME cache\n"                                 \
+	"  --xdev                  stay on DIR's file system (mount points are not entered)\n" \
+	"  --host NAME             the host the run is recorded on (default: the hostname)\n"   \
+	"  --cache-db PATH         the local MIME cache and snapshots with a PostgreSQL --db\n"
 
 typedef struct cli_collect {
 	hv_collect_opts opts;
 	const char **excludes;
 	size_t n_excludes;
 	const char *label;
+	const char *host;
 	bool no_history;
 } cli_collect;
 

@@ -14,7 +14,7 @@
 hv_store *cli_open_store(const cli_common *c, int flags)
 {
 	hv_store *st = NULL;
-	if (hv_store_open(&st, c->db, flags) != HV_OK) {
+	if (hv_store_open_with_cache(&st, c->db, c->cache_db, flags) != HV_OK) {
 		cli_error("%s", hv_error_last());
 		return NULL;
 	}
@@ -53,6 +53,11 @@ int cli_collect_opt(cli_collect *cc, cli_common *c, int id, const char *v)
 		return 0;
 	}
 	case OPT_LABEL: cc->label = v; return 0;
+	case OPT_HOST:
+		if (!v || !*v)
+			return cli_usage_error(c, "--host: empty name");
+		cc->host = v;
+		return 0;
 	case OPT_NO_HISTORY: cc->no_history = true; return 0;
 	case OPT_NO_CACHE: cc->opts.no_cache = true; return 0;
 	case OPT_COLLECT_XDEV: cc->opts.xdev = true; return 0;
@@ -122,7 +127,8 @@ static int parse_dir_command(cli_common *c, int argc, char **argv, const cli_opt
 static const cli_opt snapshot_opts[] = {
 	{"help", 'h', 0, OPT_HELP}, {"format", 0, 1, OPT_FORMAT}, {"case", 0, 1, OPT_CASE},
 	{"quiet", 'q', 0, OPT_QUIET}, {"db", 0, 1, OPT_DB}, {"include-hidden", 0, 0, OPT_INCLUDE_HIDDEN},
-	{"exclude", 0, 1, OPT_COLLECT_EXCLUDE}, {"xdev", 0, 0, OPT_COLLECT_XDEV}, {NULL, 0, 0, 0},
+	{"exclude", 0, 1, OPT_COLLECT_EXCLUDE}, {"xdev", 0, 0, OPT_COLLECT_XDEV},
+	{"cache-db", 0, 1, OPT_CACHE_DB}, {NULL, 0, 0, 0},
 };
 
 static const char snapshot_usage[] =
@@ -163,7 +169,8 @@ int cmd_snapshot(int argc, char **argv)
 	if (hv_collect_check_fds(pos[0], CLI_DB_FDS) != HV_OK) {
 		cli_error("%s", hv_error_last());
 	} else {
-		st = cli_open_store(&c, 0);
+		/* A snapshot is local: a PostgreSQL history is not connected to. */
+		st = cli_open_store(&c, HV_STORE_NO_HISTORY);
 	}
 	if (!st) {
 		free(pos);
@@ -264,7 +271,7 @@ int cmd_collect(int argc, char **argv)
 		cli_collect_free(&k.cc);
 		return EXIT_WARN;
 	}
-	if (need_store && !(st = cli_open_store(&c, 0))) {
+	if (need_store && !(st = cli_open_store(&c, k.cc.no_history ? HV_STORE_NO_HISTORY : 0))) {
 		free(pos);
 		cli_collect_free(&k.cc);
 		return EXIT_WARN;
@@ -280,7 +287,7 @@ int cmd_collect(int argc, char **argv)
 	} else {
 		int64_t run_id = 0;
 		if (!k.cc.no_history) {
-			hv_run_start start = {.label = k.cc.label, .dir = col->root};
+			hv_run_start start = {.label = k.cc.label, .dir = col->root, .host = k.cc.host};
 			if (hv_collection_record(st, col, &start, NULL, &run_id) != HV_OK) {
 				cli_error("%s", hv_error_last());
 				rc = EXIT_WARN;

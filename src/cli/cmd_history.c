@@ -20,20 +20,23 @@ enum {
 	OPT_KEEP_RUNS,
 	OPT_BEFORE,
 	OPT_FOLLOW,
+	OPT_H_HOST,
+	OPT_TO,
+	OPT_PUSH_SINCE,
 };
 
 #define COMMON_OPTS                                                                          \
 	{"help", 'h', 0, OPT_HELP}, {"format", 0, 1, OPT_FORMAT}, {"case", 0, 1, OPT_CASE},   \
-	{"quiet", 'q', 0, OPT_QUIET}, {"db", 0, 1, OPT_DB}
+	{"quiet", 'q', 0, OPT_QUIET}, {"db", 0, 1, OPT_DB}, {"cache-db", 0, 1, OPT_CACHE_DB}
 
 static const cli_opt runs_opts[] = {
 	COMMON_OPTS, {"limit", 0, 1, OPT_LIMIT}, {"since", 0, 1, OPT_H_SINCE},
-	{"label", 0, 1, OPT_H_LABEL}, {NULL, 0, 0, 0},
+	{"label", 0, 1, OPT_H_LABEL}, {"host", 0, 1, OPT_H_HOST}, {NULL, 0, 0, 0},
 };
 static const cli_opt artifacts_opts[] = {
 	COMMON_OPTS, {"limit", 0, 1, OPT_LIMIT}, {"since", 0, 1, OPT_H_SINCE},
 	{"run", 0, 1, OPT_RUN}, {"mime", 0, 1, OPT_MIME}, {"name", 0, 1, OPT_NAME},
-	{"sha256", 0, 1, OPT_SHA256}, {NULL, 0, 0, 0},
+	{"sha256", 0, 1, OPT_SHA256}, {"host", 0, 1, OPT_H_HOST}, {NULL, 0, 0, 0},
 };
 static const cli_opt show_opts[] = {COMMON_OPTS, {"content", 0, 0, OPT_CONTENT}, {NULL, 0, 0, 0}};
 static const cli_opt get_opts[] = {
@@ -44,12 +47,16 @@ static const cli_opt prune_opts[] = {
 	COMMON_OPTS, {"keep-runs", 0, 1, OPT_KEEP_RUNS}, {"before", 0, 1, OPT_BEFORE},
 	{NULL, 0, 0, 0},
 };
+static const cli_opt push_opts[] = {
+	COMMON_OPTS, {"to", 0, 1, OPT_TO}, {"since", 0, 1, OPT_PUSH_SINCE}, {NULL, 0, 0, 0},
+};
 
 static const char history_usage[] =
 	"usage: harvest history SUBCOMMAND [options]\n"
-	"  runs [--limit N] [--since TIME] [--label TEXT]      past runs, newest first\n"
+	"  runs [--limit N] [--since TIME] [--label TEXT] [--host NAME]\n"
+	"                                                      past runs, newest first\n"
 	"  artifacts [--run ID] [--mime PATTERN] [--name GLOB] [--sha256 HEX] [--since TIME]\n"
-	"            [--limit N]                               recorded artifacts\n"
+	"            [--host NAME] [--limit N]                 recorded artifacts\n"
 	"  show RUN_ID [--content]                             a run's ExecutionResult again\n"
 	"  show RUN_ID --format html                           the run as a self-contained page\n"
 	"  get ARTIFACT_ID|SHA256 [-o FILE] [--follow]         an artifact's stored bytes\n"
@@ -57,9 +64,11 @@ static const char history_usage[] =
 	"            refused unless --follow)\n"
 	"  get --run RUN_ID [-o FILE.tar|.tar.gz|.zip]         a run's artifacts as an archive\n"
 	"  prune (--keep-runs N | --before TIME)               delete old ended runs and contents\n"
+	"  push --to URI [--since RUN_ID]                      copy the ended runs of the SQLite\n"
+	"            history (--db) into a PostgreSQL one (again: adds nothing)\n"
 	"TIME is RFC 3339 (2026-11-30T03:29:07Z) or an age: 90m, 12h, 7d. PATTERN like image/*.\n"
-	"Common options: --db PATH, --format json|jsonl (show: also html), --case snake|camel,\n"
-	"--quiet.\n";
+	"Common options: --db PATH|postgresql://URI, --cache-db PATH, --format json|jsonl\n"
+	"(show: also html), --case snake|camel, --quiet.\n";
 
 struct history_cli {
 	hv_run_filter runs;
@@ -68,6 +77,8 @@ struct history_cli {
 	const char *output;
 	bool follow;
 	hv_prune_opts prune;
+	const char *to;
+	int64_t push_since;
 };
 
 static int history_opt(void *ctx, cli_common *c, int id, const char *v)
@@ -87,6 +98,12 @@ static int history_opt(void *ctx, cli_common *c, int id, const char *v)
 		h->arts.since_ns = h->runs.since_ns;
 		return rc;
 	case OPT_H_LABEL: h->runs.label = v; return 0;
+	case OPT_H_HOST: h->runs.host = h->arts.host = v; return 0;
+	case OPT_TO: h->to = v; return 0;
+	case OPT_PUSH_SINCE:
+		rc = cli_parse_uint(c, "--since", v, INT64_MAX, &u);
+		h->push_since = (int64_t)u;
+		return rc;
 	case OPT_RUN:
 		rc = cli_parse_uint(c, "--run", v, INT64_MAX, &u);
 		h->arts.run_id = (int64_t)u;
@@ -143,6 +160,12 @@ static int list_runs(cli_common *c, hv_store *st, struct history_cli *h, hv_json
 			hv_json_string(j, r->label, r->label_len);
 		} else {
 			hv_json_key_null(j, "label");
+		}
+		if (r->host) {
+			hv_json_key(j, "host");
+			hv_json_cstring(j, r->host);
+		} else {
+			hv_json_key_null(j, "host");
 		}
 		if (r->command_json) {
 			hv_json_key(j, "command");
@@ -381,6 +404,21 @@ static int prune(cli_common *c, hv_store *st, struct history_cli *h, hv_json *j)
 	return EXIT_DONE;
 }
 
+static int push(hv_store *st, struct history_cli *h, hv_json *j)
+{
+	uint64_t n = 0;
+	if (hv_store_push(st, h->to, h->push_since, &n) != HV_OK) {
+		cli_error("%s", hv_error_last());
+		return EXIT_WARN;
+	}
+	hv_json_object_begin(j);
+	hv_json_key(j, "pushed");
+	hv_json_uint(j, n);
+	hv_json_object_end(j);
+	hv_json_newline(j);
+	return EXIT_DONE;
+}
+
 int cmd_history(int argc, char **argv)
 {
 	static const struct {
@@ -390,7 +428,7 @@ int cmd_history(int argc, char **argv)
 	} subs[] = {
 		{"runs", runs_opts, 0},         {"artifacts", artifacts_opts, 0},
 		{"show", show_opts, 1},         {"get", get_opts, 1},
-		{"prune", prune_opts, 0},
+		{"prune", prune_opts, 0},       {"push", push_opts, 0},
 	};
 	cli_common c = {.cmd = "history"};
 	if (argc < 1 || !strcmp(argv[0], "--help") || !strcmp(argv[0], "-h")) {
@@ -415,6 +453,9 @@ int cmd_history(int argc, char **argv)
 		rc = cli_usage_error(&c, subs[k].npos && !get_run ? "expected one argument"
 								 : "takes no arguments");
 	bool is_get = !strcmp(subs[k].name, "get"), is_prune = !strcmp(subs[k].name, "prune");
+	bool is_push = !strcmp(subs[k].name, "push");
+	if (rc == 0 && is_push && !h.to)
+		rc = cli_usage_error(&c, "give --to postgresql://...");
 	if (rc == 0 && is_prune && h.prune.keep_runs < 0 && !h.prune.has_before)
 		rc = cli_usage_error(&c, "give --keep-runs N or --before TIME");
 	if (rc == 0 && is_prune && h.prune.keep_runs >= 0 && h.prune.has_before)
@@ -427,7 +468,8 @@ int cmd_history(int argc, char **argv)
 		free(pos);
 		return rc < 0 ? EXIT_DONE : rc;
 	}
-	hv_store *st = cli_open_store(&c, is_prune ? 0 : HV_STORE_READONLY);
+	/* push writes nothing locally but may upgrade the schema (for its identity). */
+	hv_store *st = cli_open_store(&c, is_prune || is_push ? 0 : HV_STORE_READONLY);
 	if (!st) {
 		free(pos);
 		return EXIT_WARN;
@@ -459,11 +501,13 @@ int cmd_history(int argc, char **argv)
 				rc = list_artifacts(&c, st, &h, j);
 			else if (!strcmp(subs[k].name, "show"))
 				rc = show_run(&c, st, &h, pos[0], j);
+			else if (is_push)
+				rc = push(st, &h, j);
 			else
 				rc = prune(&c, st, &h, j);
 			if (is_list && !stream)
 				hv_json_array_end(j);
-			if (!stream && !is_prune)
+			if (!stream && !is_prune && !is_push)
 				hv_json_newline(j);
 			if (stream) {
 				if (cli_json_finish(j) != EXIT_DONE)

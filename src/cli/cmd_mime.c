@@ -193,7 +193,7 @@ int cmd_mime(int argc, char **argv)
 	hv_magic_set_isolation(true, 0);
 	struct mime_out o = {.c = &c, .rc = EXIT_DONE};
 	hv_store *st = NULL;
-	if (!m.no_cache && hv_store_open(&st, c.db, 0) != HV_OK) {
+	if (!m.no_cache && hv_store_open(&st, c.db, HV_STORE_NO_HISTORY) != HV_OK) {
 		/* The cache only saves time: without it every answer is still right. Exit 1, as for
 		 * any warning: the output is complete, but something was wrong. */
 		cli_warn(&c, "%s; answering without the MIME cache", hv_error_last());

@@ -193,7 +193,8 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 	if (cli_check_format(c, FMT_JSONL, "json,jsonl,html") != 0)
 		return EXIT_HARVEST_FAILED;
 
-	hv_execute_opts eo = {.label = r->cc.label, .no_history = r->cc.no_history};
+	hv_execute_opts eo = {.label = r->cc.label, .host = r->cc.host,
+			      .no_history = r->cc.no_history};
 	hv_run_opts_init(&eo.run);
 	eo.collect = r->cc.opts;
 	const char *argv_shell[4], *argv_lang[2];
@@ -224,7 +225,7 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 		eo.run.stdin_fd = STDIN_FILENO;
 	}
 
-	hv_store *st = cli_open_store(c, 0);
+	hv_store *st = cli_open_store(c, r->cc.no_history ? HV_STORE_NO_HISTORY : 0);
 	if (!st)
 		return EXIT_HARVEST_FAILED;
 	hv_json *j = cli_json_stdout(c);

@@ -52,7 +52,8 @@ hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 	char *command = NULL;
 	if (rc == HV_OK && !o->no_history) {
 		command = hv_argv_json(o->run.argv);
-		hv_run_start start = {.label = o->label, .command_json = command, .dir = root};
+		hv_run_start start = {.label = o->label, .command_json = command, .dir = root,
+				     .host = o->host};
 		rc = command ? hv_store_run_begin(st, &start, &out->run_id)
 			     : hv_error_set(HV_ENOMEM, "out of memory");
 	}

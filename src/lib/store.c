@@ -213,12 +213,24 @@ static const char schema_v4_changes[] =
 	"ALTER TABLE runs ADD COLUMN deleted TEXT;"
 	"ALTER TABLE artifacts ADD COLUMN change TEXT;";
 
+/* Version 5: runs.host, the host a run was recorded on (the hostname, or `--host NAME`), so a
+ * history pushed into a fleet database, or queried with --host, says where each run ran. NULL
+ * for runs recorded before. store_identity: a random id made with the database, so a run
+ * pushed into a fleet database (`history push`) names its origin (host, database, local id)
+ * and a second push recognises it. */
+static const char schema_v5_host[] =
+	"ALTER TABLE runs ADD COLUMN host TEXT;"
+	"CREATE INDEX runs_host ON runs(host);"
+	"CREATE TABLE store_identity (uuid TEXT NOT NULL);"
+	"INSERT INTO store_identity VALUES (lower(hex(randomblob(16))));";
+
 /* Step i brings the schema from version i to i + 1. Only ever append. */
 static const char *const migrations[] = {
 	schema_v1,
 	schema_v2,
 	schema_v3_snapshot_entries,
 	schema_v4_changes,
+	schema_v5_host,
 };
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == HV_STORE_SCHEMA_VERSION,
 	       "one migration step per schema version");
@@ -499,11 +511,11 @@ static void sql_glob(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 /* ---- Locating the database -------------------------------------------------------------- */
 
 /* The default path; *xdg tells whether it is the XDG location (whose directory we create). */
-static int default_path(char **out, bool *xdg)
+static int default_path(char **out, bool *xdg, bool skip_env)
 {
 	*out = NULL;
 	*xdg = false;
-	const char *env = getenv("HARVEST_DB");
+	const char *env = skip_env ? NULL : getenv("HARVEST_DB");
 	hv_buf b = {0};
 	int rc;
 	if (env && *env) {
@@ -537,7 +549,7 @@ static int default_path(char **out, bool *xdg)
 hv_status hv_store_default_path(char **out)
 {
 	bool xdg;
-	return default_path(out, &xdg);
+	return default_path(out, &xdg, false);
 }
 
 /* mkdir -p of the directory part of path, each new directory mode 0700. */
@@ -1123,6 +1135,12 @@ static int set_owner(hv_store *st)
 
 hv_status hv_store_open(hv_store **out, const char *path, int flags)
 {
+	return hv_store_open_with_cache(out, path, NULL, flags);
+}
+
+hv_status hv_store_open_with_cache(hv_store **out, const char *path, const char *cache_path,
+				   int flags)
+{
 	if (!out)
 		return hv_error_set(HV_EUSAGE, "hv_store_open: no output handle");
 	*out = NULL;
@@ -1130,13 +1148,30 @@ hv_status hv_store_open(hv_store **out, const char *path, int flags)
 	if (!st)
 		return hv_error_set(HV_ENOMEM, "out of memory");
 	st->readonly = (flags & HV_STORE_READONLY) != 0;
+	st->hist = &hvst_sqlite_history;
 	int rc;
 	bool xdg = false;
+	char *pg_uri = NULL;
 	if (path) {
 		st->path = strdup(path);
 		rc = st->path ? HV_OK : hv_error_set(HV_ENOMEM, "out of memory");
 	} else {
-		rc = default_path(&st->path, &xdg);
+		rc = default_path(&st->path, &xdg, false);
+	}
+	/* A PostgreSQL history: the local file holds the MIME cache and snapshots only. */
+	if (rc == HV_OK && hvst_is_pg_uri(st->path)) {
+		pg_uri = st->path;
+		st->path = NULL;
+		xdg = false;
+		if (cache_path) {
+			st->path = strdup(cache_path);
+			rc = st->path ? HV_OK : hv_error_set(HV_ENOMEM, "out of memory");
+		} else {
+			rc = default_path(&st->path, &xdg, true);
+		}
+		if (rc == HV_OK && hvst_is_pg_uri(st->path))
+			rc = hv_error_set(HV_EUSAGE, "the cache database must be a local file, not a "
+					  "PostgreSQL URI");
 	}
 	/* st->path is NULL only when rc is an error: the analyzer cannot see that hv_error_set
 	 * (error.c) never returns HV_OK.
@@ -1181,8 +1216,12 @@ hv_status hv_store_open(hv_store **out, const char *path, int flags)
 		rc = set_owner(st);
 	/* Best effort: a busy database must not stop a command that only caches MIME answers;
 	 * the next open (or prune) ends those runs. */
-	if (rc == HV_OK && !st->readonly && !st->ephemeral && hvst_reap_interrupted(st) != HV_OK)
+	if (rc == HV_OK && !pg_uri && !st->readonly && !st->ephemeral &&
+	    hvst_reap_interrupted(st) != HV_OK)
 		hv_error_clear();
+	if (rc == HV_OK && pg_uri && !(flags & HV_STORE_NO_HISTORY))
+		rc = hvst_pg_open(st, pg_uri);
+	free(pg_uri);
 	if (rc != HV_OK) {
 		hv_error_saved saved;
 		hv_error_save(&saved);
@@ -1213,6 +1252,8 @@ hv_status hv_store_close(hv_store *st)
 		rc = hv_store_flush(st);
 		db_close(st);
 	}
+	if (st->hist && st->hist->close)
+		st->hist->close(st);
 	mime_pending_free(st);
 	free(st->owner);
 	free(st->path);

@@ -1,6 +1,8 @@
 /* The history: runs, their artifacts, the deduplicated contents, queries and prune. */
 #include "store_internal.h"
 
+#include <limits.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
@@ -196,17 +198,23 @@ int hvst_reap_interrupted(hv_store *st)
 
 /* ---- Runs ------------------------------------------------------------------------------- */
 
-hv_status hv_store_run_begin(hv_store *st, const hv_run_start *r, int64_t *run_id)
+void hvst_hostname(char *buf, size_t cap)
 {
-	if (!st || !r || !r->dir || !run_id)
-		return hv_error_set(HV_EUSAGE, "hv_store_run_begin: missing argument");
-	int rc = hvst_check_writable(st);
-	if (rc != HV_OK)
-		return rc;
+	if (gethostname(buf, cap) != 0)
+		buf[0] = '\0';
+	buf[cap - 1] = '\0';
+}
+
+static int sq_run_begin(hv_store *st, const hv_run_start *r, int64_t *run_id)
+{
+	int rc;
+	char host[256];
+	if (!r->host)
+		hvst_hostname(host, sizeof(host));
 	sqlite3_stmt *q = NULL;
 	int src = sqlite3_prepare_v2(st->db,
-				     "INSERT INTO runs(label, command, dir, started_at_ns, owner)"
-				     " VALUES (?1, ?2, ?3, ?4, ?5)", -1, &q, NULL);
+				     "INSERT INTO runs(label, command, dir, started_at_ns, owner, host)"
+				     " VALUES (?1, ?2, ?3, ?4, ?5, ?6)", -1, &q, NULL);
 	if (src != SQLITE_OK)
 		return hvst_db_error(st, src, "cannot record the run");
 	if (r->label)
@@ -217,6 +225,7 @@ hv_status hv_store_run_begin(hv_store *st, const hv_run_start *r, int64_t *run_i
 	sqlite3_bind_int64(q, 4, r->started_at_ns ? r->started_at_ns : hv_store_now_ns());
 	if (st->owner)
 		sqlite3_bind_text(q, 5, st->owner, -1, SQLITE_STATIC);
+	sqlite3_bind_text(q, 6, r->host ? r->host : host, -1, SQLITE_TRANSIENT);
 	if ((rc = hvst_tx_begin(st)) == HV_OK) {
 		src = hvst_step_done(q);
 		if (src == SQLITE_DONE) {
@@ -232,7 +241,7 @@ hv_status hv_store_run_begin(hv_store *st, const hv_run_start *r, int64_t *run_i
 }
 
 /* The SHA-256 of p[0..n) as 64 lower-case hex digits. */
-static bool sha256_hex(const void *p, size_t n, char hex[65])
+bool hvst_sha256_hex(const void *p, size_t n, char hex[65])
 {
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int md_len = 0;
@@ -246,10 +255,10 @@ static bool sha256_hex(const void *p, size_t n, char hex[65])
 /* Stored bytes are served only when they still hash to the digest they are stored under: the
  * database is a file that anyone who can write it (the command that ran, too) can edit. what
  * names the bytes in the message ("artifact 3"). */
-static int verify_content(const void *p, size_t n, const char *sha, const char *what)
+int hvst_verify_content(const void *p, size_t n, const char *sha, const char *what)
 {
 	char hex[65];
-	if (!sha256_hex(p, n, hex))
+	if (!hvst_sha256_hex(p, n, hex))
 		return hv_error_set(HV_EIO, "%s: SHA-256 failed", what);
 	if (!sha || strncmp(hex, sha, 64) != 0)
 		return hv_error_set(HV_EDB, "%s: stored content does not match its SHA-256 (the "
@@ -258,7 +267,7 @@ static int verify_content(const void *p, size_t n, const char *sha, const char *
 }
 
 /* Checks an artifact before the transaction (hashing is slow: not under the write lock). */
-static int check_artifact(const hv_artifact_in *a, char sha[65])
+int hvst_check_artifact(const hv_artifact_in *a, char sha[65])
 {
 	if (!a->path || !a->name || !a->mime_type || !a->sha256)
 		return hv_error_set(HV_EUSAGE, "artifact: missing path, name, MIME type or SHA-256");
@@ -270,7 +279,7 @@ static int check_artifact(const hv_artifact_in *a, char sha[65])
 				    (int)a->path_len, a->path, a->content_len,
 				    (unsigned long long)a->size);
 	char hex[65];
-	if (!sha256_hex(a->content, a->content_len, hex))
+	if (!hvst_sha256_hex(a->content, a->content_len, hex))
 		return hv_error_set(HV_EIO, "%.*s: SHA-256 failed", (int)a->path_len, a->path);
 	if (memcmp(hex, sha, 64) != 0)
 		return hv_error_set(HV_EUSAGE, "%.*s: the content does not match its SHA-256",
@@ -396,19 +405,15 @@ static void end_not_recorded(hv_store *st, int64_t run_id, const hv_run_end *end
 	hv_error_set(status, "%s", msg);
 }
 
-hv_status hv_store_run_finish(hv_store *st, int64_t run_id, const hv_run_end *end,
-			      const hv_artifact_in *artifacts, size_t n_artifacts)
+static int sq_run_finish(hv_store *st, int64_t run_id, const hv_run_end *end,
+			 const hv_artifact_in *artifacts, size_t n_artifacts)
 {
-	if (!st || !end || (n_artifacts && !artifacts))
-		return hv_error_set(HV_EUSAGE, "hv_store_run_finish: missing argument");
-	int rc = hvst_check_writable(st);
-	if (rc != HV_OK)
-		return rc;
+	int rc = HV_OK;
 	char (*shas)[65] = NULL;
 	if (n_artifacts && !(shas = malloc(n_artifacts * sizeof(*shas))))
 		return hv_error_set(HV_ENOMEM, "out of memory");
 	for (size_t i = 0; rc == HV_OK && i < n_artifacts; i++)
-		rc = check_artifact(&artifacts[i], shas[i]);
+		rc = hvst_check_artifact(&artifacts[i], shas[i]);
 	bool was_open = false;
 	if (rc == HV_OK && (rc = hvst_tx_begin(st)) == HV_OK) {
 		int64_t now = hv_store_now_ns();
@@ -431,14 +436,16 @@ hv_status hv_store_run_finish(hv_store *st, int64_t run_id, const hv_run_end *en
 
 /* ---- Queries ------------------------------------------------------------------------------ */
 
-struct hv_run_iter {
+typedef struct sq_run_iter {
+	hv_run_iter base;
 	hv_store *st;
 	sqlite3_stmt *q;
 	bool with_output;
 	hv_run_row row;
-};
+} sq_run_iter;
 
-struct hv_artifact_iter {
+typedef struct sq_artifact_iter {
+	hv_artifact_iter base;
 	hv_store *st;
 	sqlite3_stmt *q;
 	bool with_content;
@@ -446,7 +453,7 @@ struct hv_artifact_iter {
 	/* Upper bounds of the patterns, alive as long as the statement (bound SQLITE_STATIC). */
 	hv_buf mime_hi, name_hi;
 	char sha[65], sha_hi[65];
-};
+} sq_artifact_iter;
 
 /* The query built in sql; HV_ENOMEM when any part of it could not be appended (the text
  * would be another query: one without its filters or limit). */
@@ -464,19 +471,15 @@ static int bind_name(sqlite3_stmt *q, const char *name, int64_t v)
 	return idx ? sqlite3_bind_int64(q, idx, v) : SQLITE_OK;
 }
 
-hv_status hv_store_runs(hv_store *st, const hv_run_filter *f, hv_run_iter **out)
+static void sq_run_free(hv_run_iter *base);
+
+static int sq_runs(hv_store *st, const hv_run_filter *f, hv_run_iter **out)
 {
-	if (!st || !out)
-		return hv_error_set(HV_EUSAGE, "hv_store_runs: missing argument");
-	*out = NULL;
-	hv_run_filter none = {0};
-	if (!f)
-		f = &none;
 	hv_buf sql = {0};
 	int rc = hv_buf_append_str(
 		&sql, "SELECT r.id, r.label, r.command, r.dir, r.started_at_ns, r.ended_at_ns,"
 		      " r.exit_code, r.timed_out, r.duration_ms,"
-		      " (SELECT count(*) FROM artifacts a WHERE a.run_id = r.id), r.end_reason");
+		      " (SELECT count(*) FROM artifacts a WHERE a.run_id = r.id), r.end_reason, r.host");
 	if (f->with_output)
 		hv_buf_append_str(&sql, ", r.stdout_truncated, r.stderr_truncated, r.skipped,"
 					" o.stdout, o.stderr, r.deleted FROM runs r"
@@ -490,17 +493,19 @@ hv_status hv_store_runs(hv_store *st, const hv_run_filter *f, hv_run_iter **out)
 		hv_buf_append_str(&sql, " AND r.started_at_ns >= :since");
 	if (f->label)
 		hv_buf_append_str(&sql, " AND r.label = :label");
+	if (f->host)
+		hv_buf_append_str(&sql, " AND r.host = :host");
 	hv_buf_append_str(&sql, " ORDER BY r.id DESC");
 	if (f->limit)
 		hv_buf_append_str(&sql, " LIMIT :limit");
-	hv_run_iter *it = NULL;
+	sq_run_iter *it = NULL;
 	if (rc == HV_OK && !(it = calloc(1, sizeof(*it))))
 		rc = hv_error_set(HV_ENOMEM, "out of memory");
 	if (rc == HV_OK)
 		rc = prepare_query(st, &sql, &it->q);
 	hv_buf_free(&sql);
 	if (rc != HV_OK) {
-		hv_run_iter_free(it);
+		sq_run_free(it ? &it->base : NULL);
 		return rc;
 	}
 	/* it is NULL only when rc is an error: the analyzer cannot see that hv_error_set
@@ -518,7 +523,10 @@ hv_status hv_store_runs(hv_store *st, const hv_run_filter *f, hv_run_iter **out)
 		sqlite3_bind_blob64(it->q, idx, *f->label ? f->label : "", strlen(f->label),
 				    SQLITE_TRANSIENT);
 	}
-	*out = it;
+	if (f->host)
+		sqlite3_bind_text(it->q, sqlite3_bind_parameter_index(it->q, ":host"), f->host, -1,
+				  SQLITE_TRANSIENT);
+	*out = &it->base;
 	return HV_OK;
 }
 
@@ -534,10 +542,9 @@ static const char *col_bytes(sqlite3_stmt *q, int col, size_t *len)
 	return p ? p : "";
 }
 
-hv_status hv_run_iter_next(hv_run_iter *it, const hv_run_row **out)
+static int sq_run_next(hv_run_iter *base, const hv_run_row **out)
 {
-	if (!it || !out)
-		return hv_error_set(HV_EUSAGE, "hv_run_iter_next: missing argument");
+	sq_run_iter *it = (sq_run_iter *)base;
 	int src = sqlite3_step(it->q);
 	if (src == SQLITE_DONE)
 		return HV_DONE;
@@ -560,24 +567,26 @@ hv_status hv_run_iter_next(hv_run_iter *it, const hv_run_row **out)
 	r->duration_ms = sqlite3_column_type(q, 8) == SQLITE_NULL ? -1 : sqlite3_column_int64(q, 8);
 	r->artifacts = (uint64_t)sqlite3_column_int64(q, 9);
 	r->end_reason = (const char *)sqlite3_column_text(q, 10);
+	r->host = (const char *)sqlite3_column_text(q, 11);
 	if (it->with_output) {
-		r->stdout_truncated = sqlite3_column_int(q, 11) != 0;
-		r->stderr_truncated = sqlite3_column_int(q, 12) != 0;
-		r->skipped_json = (const char *)sqlite3_column_text(q, 13);
+		r->stdout_truncated = sqlite3_column_int(q, 12) != 0;
+		r->stderr_truncated = sqlite3_column_int(q, 13) != 0;
+		r->skipped_json = (const char *)sqlite3_column_text(q, 14);
 		if (!r->skipped_json)
 			r->skipped_json = "[]";
-		r->deleted_json = (const char *)sqlite3_column_text(q, 16);
-		r->stdout_data = col_bytes(q, 14, &len);
+		r->deleted_json = (const char *)sqlite3_column_text(q, 17);
+		r->stdout_data = col_bytes(q, 15, &len);
 		r->stdout_len = len;
-		r->stderr_data = col_bytes(q, 15, &len);
+		r->stderr_data = col_bytes(q, 16, &len);
 		r->stderr_len = len;
 	}
 	*out = r;
 	return HV_OK;
 }
 
-void hv_run_iter_free(hv_run_iter *it)
+static void sq_run_free(hv_run_iter *base)
 {
+	sq_run_iter *it = (sq_run_iter *)base;
 	if (!it)
 		return;
 	sqlite3_finalize(it->q);
@@ -677,10 +686,15 @@ static void filter_sql(hv_buf *sql, const hv_artifact_filter *f, const char *sha
 	}
 	if (f->since_ns)
 		hv_buf_append_str(sql, " AND a.recorded_at_ns >= :since");
+	if (f->host)
+		hv_buf_append_str(sql, " AND a.run_id IN (SELECT id FROM runs WHERE host = :host)");
 }
 
-static void bind_filter(sqlite3_stmt *q, const hv_artifact_filter *f, hv_artifact_iter *it)
+static void bind_filter(sqlite3_stmt *q, const hv_artifact_filter *f, sq_artifact_iter *it)
 {
+	if (f->host)
+		sqlite3_bind_text(q, sqlite3_bind_parameter_index(q, ":host"), f->host, -1,
+				  SQLITE_TRANSIENT);
 	bind_name(q, ":aid", f->artifact_id);
 	bind_name(q, ":run", f->run_id);
 	bind_name(q, ":since", f->since_ns);
@@ -705,7 +719,7 @@ static void bind_filter(sqlite3_stmt *q, const hv_artifact_filter *f, hv_artifac
 #define DENSE_MATCHES 20000
 
 static int query_int(hv_store *st, hv_buf *sql, const hv_artifact_filter *f,
-		     hv_artifact_iter *it, int64_t *out)
+		     sq_artifact_iter *it, int64_t *out)
 {
 	sqlite3_stmt *q = NULL;
 	int rc = prepare_query(st, sql, &q);
@@ -734,14 +748,14 @@ static int query_int(hv_store *st, hv_buf *sql, const hv_artifact_filter *f,
  * index scan with a table lookup per row against a sort; measured at a million artifacts). */
 enum plan { PLAN_NATURAL, PLAN_SCAN, PLAN_SORT };
 
-static int choose_plan(hv_store *st, const hv_artifact_filter *f, hv_artifact_iter *it,
+static int choose_plan(hv_store *st, const hv_artifact_filter *f, sq_artifact_iter *it,
 		       const hv_buf *where, enum plan *plan)
 {
 	*plan = PLAN_NATURAL;
 	/* An equality on an index that also gives the order, or no filter: SQLite gets it right. */
 	if (f->artifact_id || f->run_id)
 		return HV_OK;
-	if (!f->mime && !f->name && !f->sha256 && !f->since_ns)
+	if (!f->mime && !f->name && !f->sha256 && !f->since_ns && !f->host)
 		return HV_OK;
 	int64_t threshold = DENSE_MATCHES, n = 0;
 	hv_buf sql = {0};
@@ -764,15 +778,11 @@ static int choose_plan(hv_store *st, const hv_artifact_filter *f, hv_artifact_it
 	return HV_OK;
 }
 
-hv_status hv_store_artifacts(hv_store *st, const hv_artifact_filter *f, hv_artifact_iter **out)
+static void sq_artifact_free(hv_artifact_iter *base);
+
+static int sq_artifacts(hv_store *st, const hv_artifact_filter *f, hv_artifact_iter **out)
 {
-	if (!st || !out)
-		return hv_error_set(HV_EUSAGE, "hv_store_artifacts: missing argument");
-	*out = NULL;
-	hv_artifact_filter none = {0};
-	if (!f)
-		f = &none;
-	hv_artifact_iter *it = calloc(1, sizeof(*it));
+	sq_artifact_iter *it = calloc(1, sizeof(*it));
 	if (!it)
 		return hv_error_set(HV_ENOMEM, "out of memory");
 	it->st = st;
@@ -808,18 +818,17 @@ hv_status hv_store_artifacts(hv_store *st, const hv_artifact_filter *f, hv_artif
 	hv_buf_free(&sql);
 	hv_buf_free(&where);
 	if (rc != HV_OK) {
-		hv_artifact_iter_free(it);
+		sq_artifact_free(&it->base);
 		return rc;
 	}
 	bind_filter(it->q, f, it);
-	*out = it;
+	*out = &it->base;
 	return HV_OK;
 }
 
-hv_status hv_artifact_iter_next(hv_artifact_iter *it, const hv_artifact_row **out)
+static int sq_artifact_next(hv_artifact_iter *base, const hv_artifact_row **out)
 {
-	if (!it || !out)
-		return hv_error_set(HV_EUSAGE, "hv_artifact_iter_next: missing argument");
+	sq_artifact_iter *it = (sq_artifact_iter *)base;
 	int src = sqlite3_step(it->q);
 	if (src == SQLITE_DONE)
 		return HV_DONE;
@@ -842,7 +851,7 @@ hv_status hv_artifact_iter_next(hv_artifact_iter *it, const hv_artifact_row **ou
 		a->content = col_bytes(q, 10, &a->content_len);
 		char what[48];
 		snprintf(what, sizeof(what), "artifact %lld", (long long)a->artifact_id);
-		int rc = a->content ? verify_content(a->content, a->content_len, a->sha256, what)
+		int rc = a->content ? hvst_verify_content(a->content, a->content_len, a->sha256, what)
 				    : HV_OK;
 		if (rc != HV_OK)
 			return rc;
@@ -851,8 +860,9 @@ hv_status hv_artifact_iter_next(hv_artifact_iter *it, const hv_artifact_row **ou
 	return HV_OK;
 }
 
-void hv_artifact_iter_free(hv_artifact_iter *it)
+static void sq_artifact_free(hv_artifact_iter *base)
 {
+	sq_artifact_iter *it = (sq_artifact_iter *)base;
 	if (!it)
 		return;
 	sqlite3_finalize(it->q);
@@ -884,7 +894,7 @@ static int content_get(hv_store *st, const char *sha256_hex, const char *what, v
 		char *copy = malloc(n + 1);
 		if (!copy) {
 			rc = hv_error_set(HV_ENOMEM, "out of memory");
-		} else if ((rc = verify_content(p, n, sha, what ? what : sha)) != HV_OK) {
+		} else if ((rc = hvst_verify_content(p, n, sha, what ? what : sha)) != HV_OK) {
 			free(copy);
 		} else {
 			if (n)
@@ -903,20 +913,8 @@ static int content_get(hv_store *st, const char *sha256_hex, const char *what, v
 	return rc;
 }
 
-hv_status hv_store_content_get(hv_store *st, const char *sha256_hex, void **data, size_t *len)
+static int sq_artifact_sha(hv_store *st, int64_t artifact_id, char sha[65])
 {
-	if (!st || !data || !len)
-		return hv_error_set(HV_EUSAGE, "hv_store_content_get: missing argument");
-	return content_get(st, sha256_hex, NULL, data, len);
-}
-
-hv_status hv_store_artifact_content(hv_store *st, int64_t artifact_id, void **data,
-				    size_t *len)
-{
-	if (!st || !data || !len)
-		return hv_error_set(HV_EUSAGE, "hv_store_artifact_content: missing argument");
-	*data = NULL;
-	*len = 0;
 	sqlite3_stmt *q = NULL;
 	int src = sqlite3_prepare_v2(st->db, "SELECT sha256 FROM artifacts WHERE id = ?1", -1, &q,
 				     NULL);
@@ -924,23 +922,14 @@ hv_status hv_store_artifact_content(hv_store *st, int64_t artifact_id, void **da
 		return hvst_db_error(st, src, "cannot read an artifact");
 	sqlite3_bind_int64(q, 1, artifact_id);
 	src = sqlite3_step(q);
-	char sha[65] = "";
 	int rc = HV_OK;
 	if (src == SQLITE_ROW)
-		snprintf(sha, sizeof(sha), "%s", (const char *)sqlite3_column_text(q, 0));
+		snprintf(sha, 65, "%s", (const char *)sqlite3_column_text(q, 0));
 	else if (src == SQLITE_DONE)
 		rc = hv_error_set(HV_DONE, "no artifact %lld", (long long)artifact_id);
 	else
 		rc = hvst_db_error(st, src, "cannot read an artifact");
 	sqlite3_finalize(q);
-	if (rc != HV_OK)
-		return rc;
-	char what[48];
-	snprintf(what, sizeof(what), "artifact %lld", (long long)artifact_id);
-	rc = content_get(st, sha, what, data, len);
-	if (rc == HV_DONE)
-		hv_error_set(HV_DONE, "artifact %lld: its content was not stored",
-			     (long long)artifact_id);
 	return rc;
 }
 
@@ -971,6 +960,7 @@ typedef struct prune_ctx {
 	int64_t keep_below;  /* runs with a smaller id go (0: unused) */
 	int64_t cutoff;      /* snapshots created before this go */
 	int64_t stale;       /* unfinished snapshots created before this go */
+	bool live_owner_keeps; /* a snapshot whose owner is alive is kept, however old */
 } prune_ctx;
 
 /* Runs one statement binding the named parameters that appear in it: *changes, and the first
@@ -1077,7 +1067,8 @@ static int prune_snapshot_ids(prune_ctx *c, int64_t **ids, size_t *n)
 	int rc = HV_OK;
 	while (rc == HV_OK && (src = sqlite3_step(q)) == SQLITE_ROW) {
 		const char *owner = (const char *)sqlite3_column_text(q, 1);
-		if (owner && sqlite3_column_int(q, 2) && !hvst_owner_gone(c->st->owner, owner))
+		if (owner && (sqlite3_column_int(q, 2) || c->live_owner_keeps) &&
+		    !hvst_owner_gone(c->st->owner, owner))
 			continue;
 		if (*n == cap) {
 			cap = cap ? 2 * cap : 16;
@@ -1118,20 +1109,11 @@ static void prune_vacuum(hv_store *st)
 	}
 }
 
-hv_status hv_store_prune(hv_store *st, const hv_prune_opts *opts, hv_prune_result *res)
+static int sq_prune_history(hv_store *st, const hv_prune_opts *opts, hv_prune_result *res,
+			    int64_t *newest_out)
 {
-	if (!st || !opts || !res)
-		return hv_error_set(HV_EUSAGE, "hv_store_prune: missing argument");
-	memset(res, 0, sizeof(*res));
 	bool use_before = opts->has_before || opts->before_ns != 0;
-	if (opts->keep_runs < 0 && !use_before)
-		return hv_error_set(HV_EUSAGE, "prune: give --keep-runs N or --before TIME");
-	/* Both would be a union or an intersection, and either reading surprises someone. */
-	if (opts->keep_runs >= 0 && use_before)
-		return hv_error_set(HV_EUSAGE, "prune: give --keep-runs N or --before TIME, not both");
-	int rc = hvst_check_writable(st);
-	if (rc != HV_OK)
-		return rc;
+	int rc;
 	/* Runs whose harvest was killed end now, so they can go like any other ended run. */
 	if ((rc = hvst_reap_interrupted(st)) != HV_OK)
 		return rc;
@@ -1207,15 +1189,25 @@ hv_status hv_store_prune(hv_store *st, const hv_prune_opts *opts, hv_prune_resul
 		hvst_exec(st, pragma, "cannot prune");
 	}
 
-	/* Snapshots as old as the history that went, and those abandoned by killed processes;
-	 * each deleted a chunk at a time too. */
-	c.cutoff = c.use_before ? c.before : INT64_MIN;
-	if (opts->keep_runs >= 0 && res->runs && newest_started > c.cutoff)
-		c.cutoff = newest_started;
+	*newest_out = newest_started;
+	return rc;
+}
+
+/* Deletes the snapshots as old as the history that went (cutoff), and those abandoned by
+ * killed processes; each a chunk at a time. live_owner_keeps: a snapshot whose owner is alive
+ * is always kept (the history is elsewhere, so the runs in progress cannot be checked here). */
+static int prune_snapshots(hv_store *st, int64_t cutoff, bool live_owner_keeps,
+			   hv_prune_result *res)
+{
+	prune_ctx c = {
+		.st = st,
+		.cutoff = cutoff,
+		.stale = hv_store_now_ns() - STALE_SNAPSHOT_NS,
+		.live_owner_keeps = live_owner_keeps,
+	};
 	int64_t *ids = NULL;
 	size_t n_ids = 0;
-	if (rc == HV_OK)
-		rc = prune_snapshot_ids(&c, &ids, &n_ids);
+	int rc = prune_snapshot_ids(&c, &ids, &n_ids);
 	for (size_t i = 0; rc == HV_OK && i < n_ids; i++) {
 		rc = hv_store_snapshot_delete(st, ids[i]);
 		if (rc == HV_OK)
@@ -1224,9 +1216,154 @@ hv_status hv_store_prune(hv_store *st, const hv_prune_opts *opts, hv_prune_resul
 			rc = HV_OK;
 	}
 	free(ids);
+	return rc;
+}
+
+hv_status hv_store_prune(hv_store *st, const hv_prune_opts *opts, hv_prune_result *res)
+{
+	if (!st || !opts || !res)
+		return hv_error_set(HV_EUSAGE, "hv_store_prune: missing argument");
+	memset(res, 0, sizeof(*res));
+	bool use_before = opts->has_before || opts->before_ns != 0;
+	if (opts->keep_runs < 0 && !use_before)
+		return hv_error_set(HV_EUSAGE, "prune: give --keep-runs N or --before TIME");
+	/* Both would be a union or an intersection, and either reading surprises someone. */
+	if (opts->keep_runs >= 0 && use_before)
+		return hv_error_set(HV_EUSAGE, "prune: give --keep-runs N or --before TIME, not both");
+	int rc = hvst_check_writable(st);
+	if (rc != HV_OK)
+		return rc;
+	int64_t newest_started = 0;
+	rc = st->hist->prune_history(st, opts, res, &newest_started);
+	int64_t cutoff = use_before ? opts->before_ns : INT64_MIN;
+	if (opts->keep_runs >= 0 && res->runs && newest_started > cutoff)
+		cutoff = newest_started;
+	if (rc == HV_OK)
+		rc = prune_snapshots(st, cutoff, st->hist != &hvst_sqlite_history, res);
 	if (rc != HV_OK)
 		return rc; /* res has what was done before the failure */
 	prune_vacuum(st);
 	hv_error_clear();
 	return HV_OK;
+}
+
+/* ---- The public calls: dispatch to the history backend -------------------------------- */
+
+const hvst_history_ops hvst_sqlite_history = {
+	.name = "sqlite",
+	.run_begin = sq_run_begin,
+	.run_finish = sq_run_finish,
+	.runs = sq_runs,
+	.run_next = sq_run_next,
+	.run_free = sq_run_free,
+	.artifacts = sq_artifacts,
+	.artifact_next = sq_artifact_next,
+	.artifact_free = sq_artifact_free,
+	.content_get = content_get,
+	.artifact_sha = sq_artifact_sha,
+	.prune_history = sq_prune_history,
+	.close = NULL,
+};
+
+const char *hv_store_history_backend(const hv_store *st)
+{
+	return st && st->hist ? st->hist->name : "sqlite";
+}
+
+hv_status hv_store_run_begin(hv_store *st, const hv_run_start *r, int64_t *run_id)
+{
+	if (!st || !r || !r->dir || !run_id)
+		return hv_error_set(HV_EUSAGE, "hv_store_run_begin: missing argument");
+	int rc = hvst_check_writable(st);
+	return rc != HV_OK ? rc : st->hist->run_begin(st, r, run_id);
+}
+
+hv_status hv_store_run_finish(hv_store *st, int64_t run_id, const hv_run_end *end,
+			      const hv_artifact_in *artifacts, size_t n_artifacts)
+{
+	if (!st || !end || (n_artifacts && !artifacts))
+		return hv_error_set(HV_EUSAGE, "hv_store_run_finish: missing argument");
+	int rc = hvst_check_writable(st);
+	return rc != HV_OK ? rc : st->hist->run_finish(st, run_id, end, artifacts, n_artifacts);
+}
+
+hv_status hv_store_runs(hv_store *st, const hv_run_filter *f, hv_run_iter **out)
+{
+	if (!st || !out)
+		return hv_error_set(HV_EUSAGE, "hv_store_runs: missing argument");
+	*out = NULL;
+	hv_run_filter none = {0};
+	int rc = st->hist->runs(st, f ? f : &none, out);
+	if (rc == HV_OK)
+		(*out)->ops = st->hist;
+	return rc;
+}
+
+hv_status hv_run_iter_next(hv_run_iter *it, const hv_run_row **out)
+{
+	if (!it || !out)
+		return hv_error_set(HV_EUSAGE, "hv_run_iter_next: missing argument");
+	return it->ops->run_next(it, out);
+}
+
+void hv_run_iter_free(hv_run_iter *it)
+{
+	if (it)
+		it->ops->run_free(it);
+}
+
+hv_status hv_store_artifacts(hv_store *st, const hv_artifact_filter *f, hv_artifact_iter **out)
+{
+	if (!st || !out)
+		return hv_error_set(HV_EUSAGE, "hv_store_artifacts: missing argument");
+	*out = NULL;
+	hv_artifact_filter none = {0};
+	int rc = st->hist->artifacts(st, f ? f : &none, out);
+	if (rc == HV_OK)
+		(*out)->ops = st->hist;
+	return rc;
+}
+
+hv_status hv_artifact_iter_next(hv_artifact_iter *it, const hv_artifact_row **out)
+{
+	if (!it || !out)
+		return hv_error_set(HV_EUSAGE, "hv_artifact_iter_next: missing argument");
+	return it->ops->artifact_next(it, out);
+}
+
+void hv_artifact_iter_free(hv_artifact_iter *it)
+{
+	if (it)
+		it->ops->artifact_free(it);
+}
+
+hv_status hv_store_content_get(hv_store *st, const char *sha256_hex, void **data, size_t *len)
+{
+	if (!st || !data || !len)
+		return hv_error_set(HV_EUSAGE, "hv_store_content_get: missing argument");
+	*data = NULL;
+	*len = 0;
+	char sha[65];
+	int rc = hvst_hex_norm(sha256_hex, true, sha);
+	return rc != HV_OK ? rc : st->hist->content_get(st, sha, NULL, data, len);
+}
+
+hv_status hv_store_artifact_content(hv_store *st, int64_t artifact_id, void **data,
+				    size_t *len)
+{
+	if (!st || !data || !len)
+		return hv_error_set(HV_EUSAGE, "hv_store_artifact_content: missing argument");
+	*data = NULL;
+	*len = 0;
+	char sha[65] = "";
+	int rc = st->hist->artifact_sha(st, artifact_id, sha);
+	if (rc != HV_OK)
+		return rc;
+	char what[48];
+	snprintf(what, sizeof(what), "artifact %lld", (long long)artifact_id);
+	rc = st->hist->content_get(st, sha, what, data, len);
+	if (rc == HV_DONE)
+		hv_error_set(HV_DONE, "artifact %lld: its content was not stored",
+			     (long long)artifact_id);
+	return rc;
 }

@@ -5,6 +5,7 @@
 #include "harvest/store.h"
 #include "harvest/sys/store.h"
 #include "internal.h"
+#include "store_backend.h"
 
 #include <sqlite3.h>
 
@@ -46,6 +47,8 @@ struct hv_store {
 	bool in_tx;
 	char *owner;         /* this process as a run's owner (hvst_owner_self()); NULL: unknown */
 	sqlite3_stmt *stmt[STMT__COUNT];
+	const hvst_history_ops *hist; /* where the history is: hvst_sqlite_history or pg */
+	struct hvpg *pg;              /* the PostgreSQL connection (store_pg.c), or NULL */
 	st_mime_pending mime[ST_MIME_BATCH];
 	size_t n_mime;
 };

@@ -9,6 +9,7 @@
  * fails) and always passes --db with a database inside it. */
 #include "testutil.h"
 #include "tjson.h"
+#include "tu_pg.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -82,10 +83,40 @@ typedef struct fixture {
 	char *db;
 } fixture;
 
+/* HARVEST_TEST_BACKEND=pg runs the cases that are about the history, not about the SQLite
+ * file, against a real PostgreSQL server: --db is then a fresh database's URI, and the local
+ * cache goes to the XDG location inside the case's directory. */
+static bool pg_backend(void)
+{
+	const char *b = getenv("HARVEST_TEST_BACKEND");
+	return b && !strcmp(b, "pg");
+}
+
 static void fx_open(fixture *f)
 {
 	f->root = tu_tmpdir();
-	f->db = tu_path(f->root, "h.db");
+	if (pg_backend()) {
+		f->db = tu_pg_newdb();
+		assert_int_equal(setenv("XDG_DATA_HOME", f->root, 1), 0);
+	} else {
+		f->db = tu_path(f->root, "h.db");
+	}
+}
+
+/* Runs sql on the case's history database: sqlite_sql on the SQLite file, pg_sql on the
+ * PostgreSQL database (the same change in each one's terms). */
+static void db_exec(const fixture *f, const char *sqlite_sql, const char *pg_sql)
+{
+	if (pg_backend()) {
+		tu_pg_exec(f->db, pg_sql);
+		return;
+	}
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
+	char *err = NULL;
+	if (sqlite3_exec(db, sqlite_sql, NULL, NULL, &err) != SQLITE_OK)
+		fail_msg("%s: %s", sqlite_sql, err ? err : "?");
+	sqlite3_close(db);
 }
 
 static void fx_close(fixture *f)
@@ -373,6 +404,8 @@ static char *with_suffix(const char *p, const char *suffix)
 /* `sqlite3 DB 'PRAGMA integrity_check'` prints exactly "ok". */
 static void expect_integrity_ok(const char *db, const char *what)
 {
+	if (pg_backend())
+		return; /* PostgreSQL's own consistency: the counts the caller checks */
 	tu_result r;
 	char *argv[] = {"sqlite3", (char *)db, "PRAGMA integrity_check", NULL};
 	tu_run(&r, NULL, NULL, argv);
@@ -691,8 +724,12 @@ static void test_runs(void **state)
 	int64_t prev_started = INT64_MAX;
 	for (size_t i = 0; i < 4; i++) {
 		const tj_value *o = tj_at(list, i);
-		assert_int_equal(tj_len(o), 10);
+		assert_int_equal(tj_len(o), 11);
 		assert_int_equal(tj_int(tj_get(o, "run_id")), want[i].id);
+		/* Recorded on this machine, under its hostname. */
+		char host[256] = "";
+		assert_int_equal(gethostname(host, sizeof(host)), 0);
+		expect_str(tj_get(o, "host"), host, "host");
 		assert_true(tj_is_null(tj_get(o, "end_reason")));
 		expect_json_eq(tj_get(o, "label"), want[i].label_json, "label");
 		expect_json_eq(tj_get(o, "command"), want[i].command_json, "command");
@@ -2387,6 +2424,43 @@ static void test_ids_not_reused(void **state)
 	fx_close(&f);
 }
 
+/* --host NAME records the run under that host; `runs` and `artifacts` filter by it. */
+static void test_host_filter(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	const char *hosts[] = {"sandbox-a", "sandbox-b", "sandbox-a"};
+	for (int i = 0; i < 3; i++) {
+		char dir[8];
+		snprintf(dir, sizeof(dir), "h%d", i);
+		tu_mkdir(f.root, dir);
+		tu_write(f.root, i == 1 ? "h1/b.txt" : i ? "h2/a2.txt" : "h0/a.txt", "x", 1);
+		char *d = tu_path(f.root, dir);
+		tu_result r;
+		hv(&r, NULL, "collect", "--db", f.db, "--host", hosts[i], d, NULL);
+		expect_status(&r, 0, "collect --host");
+		tu_result_free(&r);
+		free(d);
+	}
+	tj_value *v = history_json(&f, "runs", (const char *const[]){"--host", "sandbox-a", NULL});
+	assert_int_equal(tj_len(v), 2);
+	expect_str(tj_get(tj_at(v, 0), "host"), "sandbox-a", "host");
+	tj_free(v);
+	v = history_json(&f, "artifacts", (const char *const[]){"--host", "sandbox-b", NULL});
+	assert_int_equal(tj_len(v), 1);
+	expect_str(tj_get(tj_at(v, 0), "name"), "b.txt", "name");
+	tj_free(v);
+	v = history_json(&f, "artifacts", (const char *const[]){"--host", "sandbox", NULL});
+	assert_int_equal(tj_len(v), 0); /* exact, not a prefix */
+	tj_free(v);
+	tu_result r;
+	hv(&r, NULL, "collect", "--db", f.db, "--host", "", f.root, NULL);
+	expect_status(&r, 2, "collect --host ''");
+	tu_result_free(&r);
+	fx_close(&f);
+}
+
 /* show 0 is not the newest run: 0 is no run id. A missing artifact says so. */
 static void test_show_zero(void **state)
 {
@@ -2429,11 +2503,8 @@ static void test_forged_content(void **state)
 	fx_open(&f);
 	char id[32];
 	int64_t run = one_artifact_run(&f, "d", "genuine", id);
-	sqlite3 *db;
-	assert_int_equal(sqlite3_open(f.db, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_exec(db, "UPDATE contents SET bytes = CAST('forged!' AS BLOB)",
-				      NULL, NULL, NULL), SQLITE_OK);
-	sqlite3_close(db);
+	db_exec(&f, "UPDATE contents SET bytes = CAST('forged!' AS BLOB)",
+		"UPDATE harvest.contents SET bytes = 'forged!'::bytea");
 	char sha[65];
 	tu_sha256_hex("genuine", 7, sha);
 	char rs[32];
@@ -2469,12 +2540,13 @@ static void test_failed_recording(void **state)
 	fixture f;
 	fx_open(&f);
 	tj_free(shell_run(&f, "first", "true", 0)); /* the database */
-	sqlite3 *db;
-	assert_int_equal(sqlite3_open(f.db, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_exec(db, "CREATE TRIGGER no_room BEFORE INSERT ON artifacts BEGIN"
-				      " SELECT RAISE(ABORT, 'database or disk is full'); END",
-				      NULL, NULL, NULL), SQLITE_OK);
-	sqlite3_close(db);
+	db_exec(&f,
+		"CREATE TRIGGER no_room BEFORE INSERT ON artifacts BEGIN"
+		" SELECT RAISE(ABORT, 'database or disk is full'); END",
+		"CREATE FUNCTION harvest.no_room() RETURNS trigger LANGUAGE plpgsql AS"
+		" $$BEGIN RAISE EXCEPTION 'could not extend file: No space left on device'; END$$;"
+		"CREATE TRIGGER no_room BEFORE INSERT ON harvest.artifacts"
+		" FOR EACH STATEMENT EXECUTE FUNCTION harvest.no_room()");
 	tu_mkdir(f.root, "c");
 	tu_write(f.root, "c/x.txt", "x", 1);
 	char *c = tu_path(f.root, "c");
@@ -2525,8 +2597,13 @@ static void test_interrupted_run(void **state)
 	assert_true(tj_is_null(tj_get(tj_at(list, 0), "ended_at"))); /* a query writes nothing */
 	tj_free(list);
 	tu_result r;
-	hv(&r, NULL, "snapshot", "--db", f.db, d, NULL); /* any writing open */
-	expect_status(&r, 0, "snapshot after the kill");
+	/* Any writing open of the history (snapshot does not connect to a PostgreSQL one; a prune
+	 * that keeps everything does). */
+	if (pg_backend())
+		hv(&r, NULL, "history", "prune", "--db", f.db, "--keep-runs", "10", NULL);
+	else
+		hv(&r, NULL, "snapshot", "--db", f.db, d, NULL);
+	expect_status(&r, 0, "a writing open after the kill");
 	tu_result_free(&r);
 	list = history_json(&f, "runs", NULL);
 	assert_int_equal(tj_len(list), 1);
@@ -2614,6 +2691,31 @@ int main(void)
 		cmocka_unit_test_teardown(test_failed_recording, tu_cleanup),
 		cmocka_unit_test_teardown(test_interrupted_run, tu_cleanup),
 		cmocka_unit_test_teardown(test_db_special_names, tu_cleanup),
+		cmocka_unit_test_teardown(test_host_filter, tu_cleanup),
 	};
+	/* The same scenarios against PostgreSQL: every case that checks the history rather than
+	 * the SQLite file (its corruption, locking, location and file permissions). */
+	const struct CMUnitTest pg_tests[] = {
+		cmocka_unit_test_teardown(test_show_equals_run, tu_cleanup),
+		cmocka_unit_test_teardown(test_show_collect, tu_cleanup),
+		cmocka_unit_test_teardown(test_runs, tu_cleanup),
+		cmocka_unit_test_teardown(test_artifacts, tu_cleanup),
+		cmocka_unit_test_teardown(test_get, tu_cleanup),
+		cmocka_unit_test_teardown(test_prune, tu_cleanup),
+		cmocka_unit_test_teardown(test_far_times, tu_cleanup),
+		cmocka_unit_test_teardown(test_concurrent_runs, tu_cleanup),
+		cmocka_unit_test_teardown(test_get_output_kinds, tu_cleanup),
+		cmocka_unit_test_teardown(test_prune_during_runs, tu_cleanup),
+		cmocka_unit_test_teardown(test_ids_not_reused, tu_cleanup),
+		cmocka_unit_test_teardown(test_show_zero, tu_cleanup),
+		cmocka_unit_test_teardown(test_host_filter, tu_cleanup),
+		cmocka_unit_test_teardown(test_kill_collect, tu_cleanup),
+		cmocka_unit_test_teardown(test_forged_content, tu_cleanup),
+		cmocka_unit_test_teardown(test_failed_recording, tu_cleanup),
+		cmocka_unit_test_teardown(test_interrupted_run, tu_cleanup),
+	};
+	if (pg_backend())
+		return cmocka_run_group_tests_name("history_cli_test (postgresql)", pg_tests, NULL,
+						   tu_pg_stop);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -146,7 +146,11 @@ static void test_migration_from_v2(void **state)
 	char *err = NULL;
 	int rc = sqlite3_exec(h,
 		"BEGIN;"
-		/* version 4's columns, which version 2 did not have */
+		/* version 5's host and identity, and version 4's columns, which version 2 did
+		 * not have */
+		"DROP INDEX runs_host;"
+		"ALTER TABLE runs DROP COLUMN host;"
+		"DROP TABLE store_identity;"
 		"ALTER TABLE runs DROP COLUMN deleted;"
 		"ALTER TABLE artifacts DROP COLUMN change;"
 		"DROP TABLE snapshot_entries;"

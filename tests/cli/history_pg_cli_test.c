@@ -1,0 +1,585 @@
+/* End-to-end tests of the history in PostgreSQL (a real PostgreSQL 15 server, started by
+ * scripts/pg_fixture.sh for this program): 32 writers under 4 --host names at once, then
+ * exact counts and contents; writers killed with SIGKILL while recording leave no partial
+ * run; prune racing writers that share a content; an unreachable server (the command is not
+ * started, no password in the message); the server stopped mid-run (the ExecutionResult is
+ * printed with run_id null, exit 125, nothing partial); a "harvest" schema that is not
+ * harvest's, and a newer one (refused, untouched); first-time writers creating the schema at
+ * once; `history push` twice. Each case uses a fresh database. */
+#include "testutil.h"
+#include "tjson.h"
+#include "tu_pg.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	while (nanosleep(&ts, &ts) != 0)
+		;
+}
+
+typedef struct fixture {
+	char *root;
+	char *db;    /* the database's URI */
+	char *cache; /* the local cache file */
+} fixture;
+
+static void fx_open(fixture *f)
+{
+	f->root = tu_tmpdir();
+	f->db = tu_pg_newdb();
+	f->cache = tu_path(f->root, "cache.db");
+}
+
+static void fx_close(fixture *f)
+{
+	free(f->db);
+	free(f->cache);
+}
+
+static void expect_status(const tu_result *r, int want, const char *what)
+{
+	if (r->status != want)
+		fail_msg("%s: exit %d, expected %d\nstdout: %.2000s\nstderr: %.2000s", what,
+			 r->status, want, r->out, r->err);
+}
+
+/* `harvest CMD [SUB] --db URI --cache-db CACHE ARGS...` (before a run's "--"). */
+static void hv(tu_result *r, const fixture *f, const char *const *args)
+{
+	const char *all[64];
+	size_t n = 0, k = 0, head = strcmp(args[0], "history") ? 1 : 2;
+	for (; k < head; k++)
+		all[n++] = args[k];
+	all[n++] = "--db";
+	all[n++] = f->db;
+	all[n++] = "--cache-db";
+	all[n++] = f->cache;
+	for (; args[k]; k++)
+		all[n++] = args[k];
+	all[n] = NULL;
+	tu_harvestv(r, NULL, NULL, all);
+}
+
+static tj_value *hv_json(const fixture *f, const char *const *args)
+{
+	tu_result r;
+	hv(&r, f, args);
+	expect_status(&r, 0, args[1] ? args[1] : args[0]);
+	tj_value *v = tj_parse(r.out, r.out_len);
+	if (!v)
+		fail_msg("not JSON: %.2000s", r.out);
+	tu_result_free(&r);
+	return v;
+}
+
+static int64_t q(const fixture *f, const char *sql)
+{
+	return tu_pg_int(f->db, sql);
+}
+
+/* The last line of a run's output: its ExecutionResult. */
+static tj_value *result_of(const char *out)
+{
+	const char *last = out, *p = out;
+	while ((p = strchr(p, '\n')) && p[1])
+		last = ++p;
+	tj_value *v = tj_parse(last, strcspn(last, "\n"));
+	if (!v)
+		fail_msg("no ExecutionResult in %.2000s", out);
+	return v;
+}
+
+static void expect_one_line(const tu_result *r, const char *has, const char *what)
+{
+	const char *nl = strchr(r->err, '\n');
+	if (!nl || nl[1] != '\0' || !strstr(r->err, has))
+		fail_msg("%s: expected one line with '%s', got '%s'", what, has, r->err);
+}
+
+/* ---- many writers ---- */
+
+enum { N_WRITERS = 32, N_HOSTS = 4 };
+
+static void test_fleet_writers(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	pid_t pids[N_WRITERS];
+	for (int i = 0; i < N_WRITERS; i++) {
+		char dir[16], script[64], host[16];
+		snprintf(dir, sizeof(dir), "d%d", i);
+		tu_mkdir(f.root, dir);
+		char *d = tu_path(f.root, dir);
+		snprintf(script, sizeof(script), "echo writer %d > out.txt; echo same > s.txt", i);
+		snprintf(host, sizeof(host), "host%d", i % N_HOSTS);
+		char *argv[] = {HARVEST_BIN, "run", "--db", f.db, "--cache-db", f.cache, "--host",
+				host, "--dir", d, "--shell", "--", script, NULL};
+		pids[i] = tu_spawn(argv, NULL, NULL);
+		free(d);
+	}
+	for (int i = 0; i < N_WRITERS; i++)
+		assert_int_equal(tu_wait(pids[i]), 0);
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.runs"), N_WRITERS);
+	assert_int_equal(q(&f, "SELECT count(DISTINCT id) FROM harvest.runs"), N_WRITERS);
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.artifacts"), 2 * N_WRITERS);
+	/* 32 different out.txt and one shared s.txt. */
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.contents"), N_WRITERS + 1);
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.runs WHERE ended_at_ns IS NULL"
+			       " OR end_reason IS NOT NULL"), 0);
+	for (int h = 0; h < N_HOSTS; h++) {
+		char host[16];
+		snprintf(host, sizeof(host), "host%d", h);
+		tj_value *runs = hv_json(&f, (const char *const[]){"history", "runs", "--host", host,
+								    NULL});
+		assert_int_equal(tj_len(runs), N_WRITERS / N_HOSTS);
+		for (size_t i = 0; i < tj_len(runs); i++) {
+			const tj_value *o = tj_at(runs, i);
+			assert_string_equal(tj_str(tj_get(o, "host"), NULL), host);
+			assert_int_equal(tj_int(tj_get(o, "artifacts")), 2);
+		}
+		tj_free(runs);
+		tj_value *arts = hv_json(&f, (const char *const[]){"history", "artifacts", "--host",
+								    host, "--name", "out.txt", NULL});
+		assert_int_equal(tj_len(arts), N_WRITERS / N_HOSTS);
+		/* Each artifact's bytes are its own writer's. */
+		for (size_t i = 0; i < tj_len(arts); i++) {
+			char id[24];
+			snprintf(id, sizeof(id), "%lld",
+				 (long long)tj_int(tj_get(tj_at(arts, i), "artifact_id")));
+			tu_result r;
+			hv(&r, &f, (const char *const[]){"history", "get", id, NULL});
+			expect_status(&r, 0, "history get");
+			int w = -1;
+			assert_int_equal(sscanf(r.out, "writer %d", &w), 1);
+			assert_int_equal(w % N_HOSTS, h);
+			tu_result_free(&r);
+		}
+		tj_free(arts);
+	}
+	fx_close(&f);
+}
+
+/* Writers killed at random moments while recording 300 files: every run has all of its
+ * artifacts or none. */
+static void test_kill_writers(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	srand(13);
+	enum { N = 12 };
+	/* The schema first: a writer killed before it made it would leave nothing to check. */
+	tu_result r0;
+	hv(&r0, &f, (const char *const[]){"run", "--dir", f.root, "--no-content", "--", "true",
+					  NULL});
+	expect_status(&r0, 0, "the first run");
+	tu_result_free(&r0);
+	for (int i = 0; i < N; i++) {
+		char dir[16];
+		snprintf(dir, sizeof(dir), "k%d", i);
+		tu_mkdir(f.root, dir);
+		char *d = tu_path(f.root, dir);
+		const char *script = "i=0; while [ $i -lt 300 ]; do echo $i > f$i.txt; i=$((i+1)); done";
+		char *argv[] = {HARVEST_BIN, "run", "--db", f.db, "--cache-db", f.cache, "--dir", d,
+				"--shell", "--", (char *)script, NULL};
+		pid_t pid = tu_spawn(argv, NULL, NULL);
+		sleep_ms(50 + rand() % 400);
+		kill(pid, SIGKILL);
+		tu_wait(pid);
+		free(d);
+	}
+	assert_true(q(&f, "SELECT count(*) FROM harvest.runs") > 0);
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.runs r WHERE (SELECT count(*) FROM"
+			       " harvest.artifacts a WHERE a.run_id = r.id) NOT IN (0, 300)"), 0);
+	/* An ended, fully recorded run has all 300; an unended one none. */
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.runs r WHERE ended_at_ns IS NULL AND"
+			       " EXISTS (SELECT 1 FROM harvest.artifacts a WHERE a.run_id = r.id)"), 0);
+	/* The next writer on this host ends the killed ones as interrupted. */
+	tu_result r;
+	hv(&r, &f, (const char *const[]){"run", "--dir", f.root, "--no-content", "--", "true",
+					 NULL});
+	expect_status(&r, 0, "run after the kills");
+	tu_result_free(&r);
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.runs WHERE ended_at_ns IS NULL"), 0);
+	fx_close(&f);
+}
+
+/* Prune --keep-runs 0 in a loop while writers record a content they all share: no artifact
+ * that says its content is stored ever lacks it. */
+static void test_prune_racing_writers(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	enum { N = 16 };
+	pid_t pids[N];
+	for (int i = 0; i < N; i++) {
+		char dir[16], script[64];
+		snprintf(dir, sizeof(dir), "p%d", i);
+		tu_mkdir(f.root, dir);
+		char *d = tu_path(f.root, dir);
+		snprintf(script, sizeof(script), "sleep 0.%d; echo shared > s.txt", i % 8);
+		char *argv[] = {HARVEST_BIN, "run", "--db", f.db, "--cache-db", f.cache, "--dir", d,
+				"--shell", "--", script, NULL};
+		pids[i] = tu_spawn(argv, NULL, NULL);
+		free(d);
+	}
+	int left = N;
+	bool done[N] = {false};
+	while (left > 0) {
+		tu_result r;
+		hv(&r, &f, (const char *const[]){"history", "prune", "--keep-runs", "0", NULL});
+		expect_status(&r, 0, "prune racing writers");
+		tu_result_free(&r);
+		assert_int_equal(q(&f, "SELECT count(*) FROM harvest.artifacts a WHERE content_stored"
+				       " AND NOT EXISTS (SELECT 1 FROM harvest.contents c"
+				       "  WHERE c.sha256 = a.sha256)"), 0);
+		for (int i = 0; i < N; i++) {
+			int st;
+			if (!done[i] && waitpid(pids[i], &st, WNOHANG) == pids[i]) {
+				assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+				done[i] = true;
+				left--;
+			}
+		}
+	}
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.artifacts a WHERE content_stored"
+			       " AND NOT EXISTS (SELECT 1 FROM harvest.contents c"
+			       "  WHERE c.sha256 = a.sha256)"), 0);
+	fx_close(&f);
+}
+
+/* ---- faults ---- */
+
+static void test_unreachable(void **state)
+{
+	(void)state;
+	char *root = tu_tmpdir();
+	char *cache = tu_path(root, "cache.db");
+	char *marker = tu_path(root, "started");
+	char cmd[4200];
+	snprintf(cmd, sizeof(cmd), "touch %s", marker);
+	const char *uris[] = {
+		"postgresql:///db?host=/nonexistent-dir&user=u&password=s3cret-pw",
+		"postgres://u:s3cret-pw@localhost:1/db?connect_timeout=2",
+	};
+	for (size_t i = 0; i < 2; i++) {
+		tu_result r;
+		tu_harvestv(&r, NULL, NULL,
+			    (const char *const[]){"run", "--db", uris[i], "--cache-db", cache,
+						  "--dir", root, "--shell", "--", cmd, NULL});
+		expect_status(&r, 125, "run, server unreachable");
+		expect_one_line(&r, "cannot connect", "run, server unreachable");
+		if (strstr(r.err, "s3cret"))
+			fail_msg("the password is in the message: %s", r.err);
+		assert_int_equal(r.out_len, 0);
+		struct stat sb;
+		assert_int_not_equal(stat(marker, &sb), 0); /* the command never started */
+		tu_result_free(&r);
+	}
+	/* --no-history: nothing to record, so the server is not needed. */
+	tu_result r;
+	tu_harvestv(&r, NULL, NULL,
+		    (const char *const[]){"run", "--db", uris[0], "--cache-db", cache, "--dir", root,
+					  "--no-history", "--shell", "--", cmd, NULL});
+	expect_status(&r, 0, "run --no-history, server unreachable");
+	struct stat sb;
+	assert_int_equal(stat(marker, &sb), 0);
+	tu_result_free(&r);
+	/* A query: exit 1, one line. */
+	tu_harvestv(&r, NULL, NULL, (const char *const[]){"history", "runs", "--db", uris[0],
+							  "--cache-db", cache, NULL});
+	expect_status(&r, 1, "history runs, server unreachable");
+	expect_one_line(&r, "cannot connect", "history runs, server unreachable");
+	assert_null(strstr(r.err, "s3cret"));
+	tu_result_free(&r);
+	free(cache);
+	free(marker);
+}
+
+/* The server goes away while the command runs: the ExecutionResult is printed all the same
+ * (run_id null), exit 125, and the database holds no artifact of that run. */
+static void test_server_lost_mid_run(void **state)
+{
+	(void)state;
+	/* On a server of its own: the one the other cases (and test programs) share stays up. */
+	fixture f = {.root = tu_tmpdir(), .db = tu_pg_newdb_private()};
+	f.cache = tu_path(f.root, "cache.db");
+	char *go = tu_path(f.root, "go");
+	char script[4200];
+	snprintf(script, sizeof(script),
+		 "while [ ! -e %s ]; do sleep 0.05; done; echo made > made.txt", go);
+	char *out = tu_path(f.root, "out.jsonl");
+	char *d = tu_path(f.root, "d");
+	tu_mkdir(f.root, "d");
+	char *argv[] = {HARVEST_BIN, "run", "--db", f.db, "--cache-db", f.cache, "--dir", d,
+			"--shell", "--", script, NULL};
+	pid_t pid = tu_spawn(argv, out, NULL);
+	/* Until its run is recorded (the schema first: harvest creates it). */
+	while (q(&f, "SELECT count(*) FROM pg_tables WHERE schemaname = 'harvest'"
+		     " AND tablename = 'runs'") < 1)
+		sleep_ms(20);
+	while (q(&f, "SELECT count(*) FROM harvest.runs") < 1)
+		sleep_ms(20);
+	tu_pg_kill();
+	tu_write(f.root, "go", "", 0);
+	assert_int_equal(tu_wait(pid), 125);
+	size_t len = 0;
+	char *text = tu_read_file(out, &len);
+	assert_non_null(text);
+	tj_value *res = result_of(text);
+	assert_true(tj_is_null(tj_get(res, "run_id")));
+	assert_int_equal(tj_int(tj_get(res, "exit_code")), 0);
+	assert_int_equal(tj_len(tj_get(res, "output_files")), 1);
+	tj_free(res);
+	free(text);
+	tu_pg_restart();
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.artifacts"), 0);
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.runs WHERE end_reason IS NULL AND"
+			       " ended_at_ns IS NOT NULL"), 0);
+	free(go);
+	free(out);
+	free(d);
+	fx_close(&f);
+}
+
+/* ---- schema ---- */
+
+static void test_not_harvests_schema(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	tu_pg_exec(f.db, "CREATE SCHEMA harvest; CREATE TABLE harvest.runs (x int);"
+			 " INSERT INTO harvest.runs VALUES (7)");
+	tu_result r;
+	hv(&r, &f, (const char *const[]){"run", "--dir", f.root, "--", "true", NULL});
+	expect_status(&r, 125, "run into someone else's schema");
+	expect_one_line(&r, "not harvest's", "run into someone else's schema");
+	tu_result_free(&r);
+	hv(&r, &f, (const char *const[]){"history", "runs", NULL});
+	expect_status(&r, 1, "history runs in someone else's schema");
+	expect_one_line(&r, "not harvest's", "history runs in someone else's schema");
+	tu_result_free(&r);
+	/* Untouched. */
+	assert_int_equal(q(&f, "SELECT count(*) FROM pg_tables WHERE schemaname = 'harvest'"), 1);
+	assert_int_equal(q(&f, "SELECT x FROM harvest.runs"), 7);
+	fx_close(&f);
+}
+
+static void test_newer_schema(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	tu_result r;
+	hv(&r, &f, (const char *const[]){"run", "--dir", f.root, "--no-content", "--", "true",
+					 NULL});
+	expect_status(&r, 0, "first run");
+	tu_result_free(&r);
+	tu_pg_exec(f.db, "UPDATE harvest.meta SET value = '99' WHERE key = 'schema_version'");
+	hv(&r, &f, (const char *const[]){"run", "--dir", f.root, "--", "true", NULL});
+	expect_status(&r, 125, "run into a newer schema");
+	expect_one_line(&r, "newer than this harvest", "run into a newer schema");
+	tu_result_free(&r);
+	hv(&r, &f, (const char *const[]){"history", "runs", NULL});
+	expect_status(&r, 1, "history runs in a newer schema");
+	tu_result_free(&r);
+	assert_int_equal(q(&f, "SELECT value::int FROM harvest.meta WHERE key = 'schema_version'"),
+			 99);
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.runs"), 1);
+	fx_close(&f);
+}
+
+/* First-time writers at once: one creates the schema, the others wait for it (advisory
+ * lock) and use it. */
+static void test_first_writers_race(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	enum { N = 8 };
+	pid_t pids[N];
+	char *errs[N];
+	for (int i = 0; i < N; i++) {
+		char dir[16], err[16];
+		snprintf(dir, sizeof(dir), "w%d", i);
+		snprintf(err, sizeof(err), "w%d.err", i);
+		tu_mkdir(f.root, dir);
+		char *d = tu_path(f.root, dir);
+		errs[i] = tu_path(f.root, err);
+		char *argv[] = {HARVEST_BIN, "run", "--db", f.db, "--cache-db", f.cache, "--dir", d,
+				"--no-content", "--", "true", NULL};
+		pids[i] = tu_spawn(argv, NULL, errs[i]);
+		free(d);
+	}
+	for (int i = 0; i < N; i++) {
+		int st = tu_wait(pids[i]);
+		char *err = tu_read_file(errs[i], NULL);
+		if (st != 0)
+			fail_msg("first-time writer %d: exit %d: %s", i, st, err ? err : "");
+		free(err);
+		free(errs[i]);
+	}
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.runs"), N);
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.meta"), 2);
+	fx_close(&f);
+}
+
+/* ---- push ---- */
+
+static void test_push_twice(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	char *local = tu_path(f.root, "local.db");
+	tu_write(f.root, "old.txt", "old", 3);
+	for (int i = 0; i < 3; i++) {
+		char script[64];
+		snprintf(script, sizeof(script), "echo pushed %d > p.txt; rm -f old.txt", i);
+		tu_result r;
+		tu_harvestv(&r, NULL, NULL,
+			    (const char *const[]){"run", "--db", local, "--dir", f.root, "--label",
+						  "local", "--host", "sandbox-1", "--shell", "--",
+						  script, NULL});
+		expect_status(&r, 0, "local run");
+		tu_result_free(&r);
+	}
+	const char *push[] = {"history", "push", "--db", local, "--to", f.db, NULL};
+	for (int k = 0; k < 2; k++) {
+		tu_result r;
+		tu_harvestv(&r, NULL, NULL, push);
+		expect_status(&r, 0, "history push");
+		tj_value *v = tj_parse(r.out, r.out_len);
+		assert_non_null(v);
+		assert_int_equal(tj_int(tj_get(v, "pushed")), k == 0 ? 3 : 0);
+		tj_free(v);
+		tu_result_free(&r);
+	}
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.runs WHERE host = 'sandbox-1'"), 3);
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.artifacts"), 3);
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.contents"), 3);
+	/* What each run changed goes along: the first created p.txt and deleted old.txt. */
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.artifacts WHERE change = 'created'"), 1);
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.artifacts WHERE change = 'modified'"),
+			 2);
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.runs WHERE deleted = '[\"old.txt\"]'"),
+			 1);
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.runs WHERE deleted = '[]'"), 2);
+	/* Served from the fleet database, byte-exact. */
+	tj_value *arts = hv_json(&f, (const char *const[]){"history", "artifacts", "--host",
+							    "sandbox-1", NULL});
+	assert_int_equal(tj_len(arts), 3);
+	char id[24];
+	snprintf(id, sizeof(id), "%lld", (long long)tj_int(tj_get(tj_at(arts, 0), "artifact_id")));
+	tj_free(arts);
+	tu_result r;
+	hv(&r, &f, (const char *const[]){"history", "get", id, NULL});
+	expect_status(&r, 0, "history get of a pushed artifact");
+	assert_string_equal(r.out, "pushed 2\n");
+	tu_result_free(&r);
+	/* A later run, pushed with --since: only it is added. */
+	tu_harvestv(&r, NULL, NULL,
+		    (const char *const[]){"run", "--db", local, "--dir", f.root, "--", "true", NULL});
+	expect_status(&r, 0, "a fourth local run");
+	tu_result_free(&r);
+	tu_harvestv(&r, NULL, NULL,
+		    (const char *const[]){"history", "push", "--db", local, "--to", f.db, "--since",
+					  "3", NULL});
+	expect_status(&r, 0, "history push --since 3");
+	assert_non_null(strstr(r.out, "\"pushed\":1"));
+	tu_result_free(&r);
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.runs"), 4);
+	free(local);
+	fx_close(&f);
+}
+
+/* Globs become LIKE patterns (with % and _ taken literally); bracket expressions are matched
+ * by harvest, with the limit applied after them. */
+static void test_patterns(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	tu_result r;
+	hv(&r, &f, (const char *const[]){"run", "--dir", f.root, "--no-content", "--shell", "--",
+					 "touch a%b.txt a_b.txt axb.txt 'c[1].txt'", NULL});
+	expect_status(&r, 0, "run");
+	tu_result_free(&r);
+	static const struct {
+		const char *glob;
+		const char *limit;
+		size_t want;
+	} cases[] = {
+		{"a%b.txt", NULL, 1}, {"a_b*", NULL, 1},  {"a?b.txt", NULL, 3},
+		{"*", NULL, 4},       {"[ac]*", NULL, 4}, {"[ac]*", "2", 2},
+		{"c\\[1].txt", NULL, 1}, {"*.TXT", NULL, 0},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *args[] = {"history", "artifacts", "--name", cases[i].glob,
+				      cases[i].limit ? "--limit" : NULL, cases[i].limit, NULL};
+		tj_value *v = hv_json(&f, args);
+		if (tj_len(v) != cases[i].want)
+			fail_msg("--name '%s': %zu artifacts, expected %zu", cases[i].glob, tj_len(v),
+				 cases[i].want);
+		tj_free(v);
+	}
+	tj_value *v = hv_json(&f, (const char *const[]){"history", "artifacts", "--mime",
+							 "inode/*", NULL});
+	assert_int_equal(tj_len(v), 4);
+	tj_free(v);
+	fx_close(&f);
+}
+
+/* HARVEST_DB naming a PostgreSQL database: the history goes there, the cache to the XDG
+ * location (not to a file named after the URI). */
+static void test_harvest_db_env(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	assert_int_equal(setenv("HARVEST_DB", f.db, 1), 0);
+	assert_int_equal(setenv("XDG_DATA_HOME", f.root, 1), 0);
+	tu_result r;
+	tu_harvestv(&r, NULL, NULL, (const char *const[]){"run", "--dir", f.root, "--no-content",
+							  "--", "true", NULL});
+	unsetenv("HARVEST_DB");
+	unsetenv("XDG_DATA_HOME");
+	expect_status(&r, 0, "run with HARVEST_DB");
+	tu_result_free(&r);
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.runs"), 1);
+	char *xdg = tu_path(f.root, "harvest/harvest.db");
+	struct stat sb;
+	assert_int_equal(stat(xdg, &sb), 0);
+	free(xdg);
+	fx_close(&f);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_fleet_writers, tu_cleanup),
+		cmocka_unit_test_teardown(test_kill_writers, tu_cleanup),
+		cmocka_unit_test_teardown(test_prune_racing_writers, tu_cleanup),
+		cmocka_unit_test_teardown(test_unreachable, tu_cleanup),
+		cmocka_unit_test_teardown(test_not_harvests_schema, tu_cleanup),
+		cmocka_unit_test_teardown(test_newer_schema, tu_cleanup),
+		cmocka_unit_test_teardown(test_first_writers_race, tu_cleanup),
+		cmocka_unit_test_teardown(test_push_twice, tu_cleanup),
+		cmocka_unit_test_teardown(test_patterns, tu_cleanup),
+		cmocka_unit_test_teardown(test_harvest_db_env, tu_cleanup),
+		cmocka_unit_test_teardown(test_server_lost_mid_run, tu_cleanup),
+	};
+	return cmocka_run_group_tests(tests, NULL, tu_pg_stop);
+}
