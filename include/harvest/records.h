@@ -92,8 +92,8 @@ HV_EXTERN void hv_record_result(hv_json *j, const hv_run_end *r, const hv_collec
 
 /* ---- History ------------------------------------------------------------------------------ */
 
-/* A past run, as `history runs` lists it: {"run_id", "label", "command" (the argv array, null
- * for a collect), "dir", "started_at", "ended_at" (null while running), "end_reason",
+/* A past run, as `history runs` lists it: {"run_id", "label", "host" (null when recorded before
+ * hosts were), "command" (the argv array, null for a collect), "dir", "started_at", "ended_at" (null while running), "end_reason",
  * "exit_code" (null for a collect), "timed_out", "artifacts" (a count)}. */
 HV_EXTERN void hv_record_run_row(hv_json *j, const hv_run_row *r);
 
@@ -104,6 +104,9 @@ HV_EXTERN void hv_record_artifact_row(hv_json *j, const hv_artifact_row *a);
 /* What `history prune` removed: {"runs", "artifacts", "contents", "content_bytes",
  * "snapshots"}. */
 HV_EXTERN void hv_record_prune(hv_json *j, const hv_prune_result *r);
+
+/* What `history push` copied: {"pushed": N}, the runs added to the other history. */
+HV_EXTERN void hv_record_push(hv_json *j, uint64_t pushed);
 
 /* The ExecutionResult fields the history kept of run r (read with with_output), as the
  * hv_run_end hv_record_result_begin/_end write: the one place a history run becomes an

@@ -178,12 +178,6 @@ typedef struct cli_hooks {
 void cli_collect_hooks(cli_collect *cc, const cli_common *c, cli_hooks *h);
 /* Clears the progress line, if one was shown. */
 void cli_collect_hooks_end(cli_hooks *h);
-/* TEMPORARY */
-void cli_print_output_file(hv_json *j, const char *path, size_t path_len, const char *name,
-			   size_t name_len, const char *mime, uint64_t size, const char *sha256,
-			   const void *content, size_t content_len, bool with_content,
-			   const char *change);
-
 /* Commands. */
 int cmd_ls(int argc, char **argv);
 int cmd_walk(int argc, char **argv);

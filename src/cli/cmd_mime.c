@@ -1,4 +1,4 @@
-/* harvest mime: {"path", "mime_type"} for each file; a directory means every regular file
+/* harvest mime: the MIME answer record of each file; a directory means every regular file
  * below it. */
 #include "cli.h"
 

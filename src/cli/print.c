@@ -230,18 +230,3 @@ int cli_exit_status(hv_status s)
 	default: return EXIT_WARN;
 	}
 }
-
-/* TEMPORARY until history show uses the records */
-void cli_print_output_file(hv_json *j, const char *path, size_t path_len, const char *name,
-			   size_t name_len, const char *mime, uint64_t size, const char *sha256,
-			   const void *content, size_t content_len, bool with_content,
-			   const char *change)
-{
-	hv_output_file f = {.path = (char *)path, .path_len = path_len, .name = name,
-			    .name_len = name_len, .mime_type = (char *)mime, .size = size,
-			    .content = (unsigned char *)content, .content_len = content_len,
-			    .change = change};
-	if (sha256)
-		snprintf(f.sha256, sizeof(f.sha256), "%s", sha256);
-	hv_record_output_file(j, &f, with_content);
-}

@@ -326,6 +326,12 @@ void hv_record_run_row(hv_json *j, const hv_run_row *r)
 	} else {
 		hv_json_key_null(j, "label");
 	}
+	if (r->host) {
+		hv_json_key(j, "host");
+		hv_json_cstring(j, r->host);
+	} else {
+		hv_json_key_null(j, "host");
+	}
 	if (r->command_json) {
 		hv_json_key(j, "command");
 		hv_json_raw(j, r->command_json, strlen(r->command_json));
@@ -389,6 +395,14 @@ void hv_record_prune(hv_json *j, const hv_prune_result *r)
 	hv_json_uint(j, r->content_bytes);
 	hv_json_key(j, "snapshots");
 	hv_json_uint(j, r->snapshots);
+	hv_json_object_end(j);
+}
+
+void hv_record_push(hv_json *j, uint64_t pushed)
+{
+	hv_json_object_begin(j);
+	hv_json_key(j, "pushed");
+	hv_json_uint(j, pushed);
 	hv_json_object_end(j);
 }
 

@@ -775,7 +775,7 @@ hv_status hv_snapshot_lookup(hv_snapshot *sn, const char *path, size_t path_len,
 	if (!q)
 		return hv_error_last_status();
 	int64_t pid = 0;
-	int rc = HV_DONE;
+	int rc = HV_ENOTFOUND;
 	for (size_t start = 0; start <= path_len;) {
 		const char *slash = memchr(path + start, '/', path_len - start);
 		size_t end = slash ? (size_t)(slash - path) : path_len;
@@ -783,14 +783,14 @@ hv_status hv_snapshot_lookup(hv_snapshot *sn, const char *path, size_t path_len,
 		sqlite3_bind_int64(q, 2, pid);
 		hvst_bind_bytes(q, 3, path + start, end - start);
 		int src = sqlite3_step(q);
-		rc = HV_DONE;
+		rc = HV_ENOTFOUND;
 		if (src == SQLITE_ROW) {
 			pid = sqlite3_column_int64(q, 0);
 			if (end == path_len) {
 				fill_stat(q, 1, &out->st);
 				bool has_sha = fill_sha(q, 7, sn->lookup_sha);
 				out->sha256 = has_sha ? sn->lookup_sha : NULL;
-				rc = sqlite3_column_type(q, 4) != SQLITE_NULL ? HV_OK : HV_DONE;
+				rc = sqlite3_column_type(q, 4) != SQLITE_NULL ? HV_OK : HV_ENOTFOUND;
 			} else {
 				rc = HV_OK;
 			}
@@ -803,7 +803,7 @@ hv_status hv_snapshot_lookup(hv_snapshot *sn, const char *path, size_t path_len,
 			break;
 		start = end + 1;
 	}
-	if (rc == HV_DONE)
+	if (rc == HV_ENOTFOUND)
 		return not_in_snapshot(path, path_len);
 	if (rc != HV_OK)
 		return rc;

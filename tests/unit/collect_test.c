@@ -1939,7 +1939,7 @@ static void test_record(void **state)
 	assert_int_equal(n, 4);
 	data = NULL;
 	assert_int_equal(hv_store_content_get(f->st, sha_of("only metadata\n"), &data, &len),
-			 HV_DONE);
+			 HV_ENOTFOUND);
 	free(data);
 	assert_int_equal(count_rows(f->db, "SELECT count(*) FROM contents"), 2);
 	cfree(c);

@@ -341,14 +341,16 @@ static void test_history_rows(void **state)
 {
 	(void)state;
 	hv_run_row r = {
-		.run_id = 4, .label = "nightly", .label_len = 7, .command_json = "[\"sh\",\"-c\",\"x\"]",
+		.run_id = 4, .label = "nightly", .label_len = 7, .host = "box",
+		.command_json = "[\"sh\",\"-c\",\"x\"]",
 		.dir = "/w", .dir_len = 2, .started_at_ns = MTIME_NS, .ended = true,
 		.ended_at_ns = MTIME_NS + 1000000000, .has_exit_code = true, .exit_code = 0,
 		.artifacts = 2,
 	};
 	hv_json *j = new_buffer(HV_CASE_SNAKE);
 	hv_record_run_row(j, &r);
-	assert_json(j, "{\"run_id\":4,\"label\":\"nightly\",\"command\":[\"sh\",\"-c\",\"x\"],"
+	assert_json(j, "{\"run_id\":4,\"label\":\"nightly\",\"host\":\"box\","
+		       "\"command\":[\"sh\",\"-c\",\"x\"],"
 		       "\"dir\":\"/w\",\"started_at\":\"2026-11-30T03:29:07.123456789Z\","
 		       "\"ended_at\":\"2026-11-30T03:29:08.123456789Z\",\"end_reason\":null,"
 		       "\"exit_code\":0,\"timed_out\":false,\"artifacts\":2}");
@@ -357,7 +359,7 @@ static void test_history_rows(void **state)
 			.end_reason = HV_END_INTERRUPTED};
 	j = new_buffer(HV_CASE_SNAKE);
 	hv_record_run_row(j, &c);
-	assert_json(j, "{\"run_id\":5,\"label\":null,\"command\":null,\"dir\":\"/w\","
+	assert_json(j, "{\"run_id\":5,\"label\":null,\"host\":null,\"command\":null,\"dir\":\"/w\","
 		       "\"started_at\":\"2026-11-30T03:29:07.123456789Z\",\"ended_at\":null,"
 		       "\"end_reason\":\"interrupted\",\"exit_code\":null,\"timed_out\":false,"
 		       "\"artifacts\":0}");
@@ -388,6 +390,9 @@ static void test_history_rows(void **state)
 	hv_record_prune(j, &pr);
 	assert_json(j, "{\"runs\":1,\"artifacts\":2,\"contents\":3,\"content_bytes\":4,"
 		       "\"snapshots\":5}");
+	j = new_buffer(HV_CASE_SNAKE);
+	hv_record_push(j, 12);
+	assert_json(j, "{\"pushed\":12}");
 	j = new_buffer(HV_CASE_CAMEL);
 	hv_record_prune(j, &pr);
 	assert_json(j, "{\"runs\":1,\"artifacts\":2,\"contents\":3,\"contentBytes\":4,"

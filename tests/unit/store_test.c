@@ -253,7 +253,7 @@ static void test_missing_readonly(void **state)
 	size_t len;
 	assert_int_equal(hv_store_content_get(st, "00000000000000000000000000000000"
 						  "00000000000000000000000000000000", &data, &len),
-			 HV_DONE);
+			 HV_ENOTFOUND);
 	check_ok(hv_store_close(st));
 	assert_false(exists(f->db));
 	assert_no_side_files(f->db);
@@ -1039,15 +1039,15 @@ static void test_runs_and_contents(void **state)
 	assert_int_equal(len, 0);
 	assert_non_null(data);
 	free(data);
-	assert_int_equal(hv_store_artifact_content(st, first_art + 3, &data, &len), HV_DONE);
-	assert_int_equal(hv_store_artifact_content(st, first_art + 99, &data, &len), HV_DONE);
-	assert_int_equal(hv_store_content_get(st, arts[3].sha, &data, &len), HV_DONE);
+	assert_int_equal(hv_store_artifact_content(st, first_art + 3, &data, &len), HV_ENOTFOUND);
+	assert_int_equal(hv_store_artifact_content(st, first_art + 99, &data, &len), HV_ENOTFOUND);
+	assert_int_equal(hv_store_content_get(st, arts[3].sha, &data, &len), HV_ENOTFOUND);
 	assert_int_equal(hv_store_content_get(st, "abc", &data, &len), HV_EUSAGE);
 
 	/* A run finishes once; a missing run cannot finish. */
 	hv_run_end end = {.duration_ms = -1};
-	assert_int_equal(hv_store_run_finish(st, id, &end, NULL, 0), HV_DONE);
-	assert_int_equal(hv_store_run_finish(st, id + 50, &end, NULL, 0), HV_DONE);
+	assert_int_equal(hv_store_run_finish(st, id, &end, NULL, 0), HV_ENOTFOUND);
+	assert_int_equal(hv_store_run_finish(st, id + 50, &end, NULL, 0), HV_ENOTFOUND);
 
 	/* A collect: no command, no exit code, unknown duration; and a bad artifact records
 	 * nothing at all (one transaction). */
@@ -1398,7 +1398,7 @@ static void test_prune(void **state)
 	hv_snapshot_close(sn);
 	void *data;
 	size_t len;
-	assert_int_equal(hv_store_content_get(st, r1[0].sha, &data, &len), HV_DONE);
+	assert_int_equal(hv_store_content_get(st, r1[0].sha, &data, &len), HV_ENOTFOUND);
 	check_ok(hv_store_content_get(st, r1[1].sha, &data, &len));
 	free(data);
 	/* Run 2's "shared" artifact did not store it, but the bytes are there by digest. */
@@ -1580,7 +1580,7 @@ static void test_migrate_v1(void **state)
 	id = record_run(st, NULL, NULL, 0, a, 1);
 	assert_int_equal(id, 9);
 	assert_int_equal(raw_int(f->db, "SELECT max(id) FROM artifacts"), 7);
-	assert_int_equal(hv_store_artifact_content(st, 6, &data, &len), HV_DONE);
+	assert_int_equal(hv_store_artifact_content(st, 6, &data, &len), HV_ENOTFOUND);
 	assert_non_null(strstr(hv_error_last(), "no artifact 6"));
 	check_ok(hv_store_close(st));
 }
@@ -1799,7 +1799,7 @@ static void test_failed_recording(void **state)
 	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM artifacts"), 0);
 	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM contents"), 0);
 	assert_int_equal(raw_int(f->db, "SELECT exit_code FROM runs"), 0);
-	assert_int_equal(hv_store_run_finish(st, id, &end, NULL, 0), HV_DONE);
+	assert_int_equal(hv_store_run_finish(st, id, &end, NULL, 0), HV_ENOTFOUND);
 	check_ok(hv_store_close(st));
 }
 
