@@ -15,5 +15,6 @@
 #include "harvest/execute.h"
 #include "harvest/archive.h"
 #include "harvest/page.h"
+#include "harvest/records.h"
 
 #endif

@@ -90,7 +90,7 @@ HV_EXTERN hv_status hv_archive_dir(int out_fd, const char *root, const hv_archiv
  * path is empty, absolute or has an empty, "." or ".." component, and is never used as a
  * member path; "reserved": the path is MANIFEST.json itself. Each artifact left out is also
  * passed to opts->warn. HV_OK when every artifact was archived, HV_WARN when some were left
- * out, HV_DONE when there is no such run, else a failure as hv_archive_dir. */
+ * out, HV_ENOTFOUND when there is no such run, else a failure as hv_archive_dir. */
 HV_EXTERN hv_status hv_archive_run(int out_fd, hv_store *st, int64_t run_id, const hv_archive_opts *opts,
 			 hv_archive_stats *stats);
 

@@ -87,10 +87,12 @@ HV_EXTERN void hv_collect_opts_init(hv_collect_opts *opts);
 
 /* Records the lstat state of every entry below dir (with opts' excludes: a collect with the
  * same options sees the same tree) as a new snapshot; regular files whose mtime or ctime is
- * within 2 s of the snapshot's time also get their SHA-256 (the racy rule). *id and *entries
- * (may be NULL) get the snapshot's id and size. HV_ENOTDIR when dir is not a directory. */
+ * within 2 s of the snapshot's time also get their SHA-256 (the racy rule). *id, *entries and
+ * *root (each may be NULL) get the snapshot's id, its size and its root: the absolute path,
+ * symlinks resolved, that the snapshot recorded and a collect --since must name (malloc'd,
+ * the caller frees). HV_ENOTDIR when dir is not a directory. */
 HV_EXTERN hv_status hv_snapshot_take(hv_store *st, const char *dir, const hv_collect_opts *opts,
-			   int64_t *id, uint64_t *entries);
+			   int64_t *id, uint64_t *entries, char **root);
 
 /* A snapshot held in memory, not in the store (what `harvest run` compares against). */
 typedef struct hv_mem_snapshot hv_mem_snapshot;
@@ -110,7 +112,8 @@ HV_EXTERN hv_status hv_collect_since_mem(hv_store *st, const char *dir, const hv
 /* Collects the regular files below dir (or those produced since opts->since_snapshot) into
  * *out (free with hv_collection_free). st may be NULL only with no_cache and no
  * since_snapshot. The database's own files are never artifacts. HV_ENOTDIR when dir is not
- * a directory; HV_DONE when the snapshot does not exist. */
+ * a directory; HV_ENOTFOUND when the snapshot does not exist. On every failure (rc < 0) *out
+ * is NULL. */
 HV_EXTERN hv_status hv_collect(hv_store *st, const char *dir, const hv_collect_opts *opts,
 		     hv_collection **out);
 
@@ -141,6 +144,27 @@ HV_EXTERN hv_status hv_collect_check_fds(const char *dir, int extra);
  * libmagic's answer; refinement by name (unless opts->raw) is applied after it. */
 HV_EXTERN hv_status hv_mime_detect_cached(hv_store *st, const char *const *paths, size_t n,
 				const hv_mime_opts *opts, hv_mime_result **results);
+
+/* What hv_mime_detect_dir() hands out for each regular file: its path relative to dir and its
+ * answer (as hv_mime_detect_cached gives it: mime_type NULL and error set when the file could
+ * not be examined). Both are valid during the call only. A negative return stops the walk and
+ * is returned by hv_mime_detect_dir. */
+typedef hv_status (*hv_mime_dir_fn)(void *ctx, const char *path, size_t path_len,
+				    const hv_mime_result *r);
+
+/* The MIME type of every regular file below dir (`harvest mime DIR`), walked as a collect
+ * walks (co: its excludes, and by default no names starting with '.' nor __pycache__ unless
+ * include_hidden; xdev, threads; no_cache; on_warning and on_progress; the limits and
+ * since_snapshot are ignored; NULL: the defaults), in walk order, sorted by name. Each file is
+ * opened through the walk (relative to its directory's descriptor, O_NOFOLLOW|O_NONBLOCK),
+ * never again by path, so a directory swapped for a symlink mid-walk does not lead outside dir.
+ * Answers come from st's MIME cache when valid (st NULL: no cache) and are cached. Memory and
+ * descriptors stay bounded: files are answered in small batches as the walk goes. Returns
+ * HV_OK; HV_WARN when some file could not be examined or some directory read (warnings go to
+ * co->on_warning); HV_ENOTDIR when dir is not a directory; another negative status on a fatal
+ * failure (or fn's). */
+HV_EXTERN hv_status hv_mime_detect_dir(hv_store *st, const char *dir, const hv_collect_opts *co,
+				       const hv_mime_opts *mo, hv_mime_dir_fn fn, void *ctx);
 
 #ifdef __cplusplus
 }

@@ -51,8 +51,8 @@ typedef struct hv_page_opts {
 	const char *generated_by;     /* the footer's "harvest VERSION"; NULL: hv_version() */
 } hv_page_opts;
 
-/* Writes the page of history run run_id with its artifacts and their stored contents. HV_DONE
- * (hv_error_last() says so) when there is no such run; HV_EIO when fn failed (the page is then
+/* Writes the page of history run run_id with its artifacts and their stored contents.
+ * HV_ENOTFOUND (hv_error_last() says so) when there is no such run; HV_EIO when fn failed (the page is then
  * cut short); HV_EDB when reading the store failed. */
 HV_EXTERN hv_status hv_page_write_run(hv_store *st, int64_t run_id, const hv_page_opts *o,
 			    hv_page_write_fn fn, void *ctx);

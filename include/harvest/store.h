@@ -174,7 +174,7 @@ typedef struct hv_run_end {
 
 /* Records the artifacts (with their contents, when given; a content's SHA-256 is checked) and
  * the end of run run_id, all in one transaction: either all of it is recorded or none.
- * HV_EUSAGE for a bad digest or a content that does not match it; HV_DONE when the run does
+ * HV_EUSAGE for a bad digest or a content that does not match it; HV_ENOTFOUND when the run does
  * not exist (pruned meanwhile) or has already finished.
  *
  * When the recording fails midway (a database error: disk full, the lock busy past the
@@ -183,7 +183,7 @@ typedef struct hv_run_end {
  * next writing open after this process exits ends it as HV_END_INTERRUPTED); the error
  * returned is the first one. The caller must then report the run as not recorded
  * (`"run_id": null`), never as the id of a run that lacks the artifacts. (A later
- * hv_store_run_finish() of that run returns HV_DONE: it has ended.) */
+ * hv_store_run_finish() of that run returns HV_ENOTFOUND: it has ended.) */
 HV_EXTERN hv_status hv_store_run_finish(hv_store *st, int64_t run_id, const hv_run_end *end,
                               const hv_artifact_in *artifacts, size_t n_artifacts);
 
@@ -279,13 +279,13 @@ HV_EXTERN hv_status hv_artifact_iter_next(hv_artifact_iter *it, const hv_artifac
 HV_EXTERN void hv_artifact_iter_free(hv_artifact_iter *it);
 
 /* The stored bytes whose SHA-256 is sha256_hex (64 digits): *data malloc'd (the caller frees;
- * non-NULL even when empty) and *len. HV_DONE when no content with that digest is stored.
+ * non-NULL even when empty) and *len. HV_ENOTFOUND when no content with that digest is stored.
  * Every content read is hashed again: bytes that do not match their SHA-256 (the database
  * was modified behind harvest's back) are refused with HV_EDB, never handed out. */
 HV_EXTERN hv_status hv_store_content_get(hv_store *st, const char *sha256_hex, void **data, size_t *len);
 
 /* The stored bytes of artifact artifact_id (by its digest, so a content stored by another run
- * serves as well), checked as above. HV_DONE when there is no such artifact ("no artifact N")
+ * serves as well), checked as above. HV_ENOTFOUND when there is no such artifact ("no artifact N")
  * or no stored content for it. */
 HV_EXTERN hv_status hv_store_artifact_content(hv_store *st, int64_t artifact_id, void **data,
                                     size_t *len);
@@ -312,6 +312,19 @@ enum {
  * - a symlink: refused (HV_EUSAGE), unless HV_WRITE_FOLLOW; a directory or socket: refused.
  * Errors (HV_EIO, HV_EUSAGE) name the path and the reason ("out: No space left on device"). */
 HV_EXTERN hv_status hv_write_file(const char *path, const void *data, size_t len, int flags);
+
+/* hv_write_file for bytes that are not all in memory (an archive as it is made): the same
+ * choice of how path is written, made when it is opened. Write through hv_file_out_fd(), then
+ * hv_file_out_commit() (syncs, and renames the temporary file ".hv.XXXXXX" into place: a
+ * name of NAME_MAX bytes works) or hv_file_out_abort() (the temporary file is removed; a file
+ * written in place keeps what was written). Both free the handle. Unlike hv_write_file, a file
+ * that appears at a missing path while it is written is not replaced: commit fails (HV_EIO). */
+typedef struct hv_file_out hv_file_out;
+HV_EXTERN hv_status hv_file_out_open(hv_file_out **out, const char *path, int flags);
+/* The descriptor to write to (owned by the handle). */
+HV_EXTERN int hv_file_out_fd(const hv_file_out *o);
+HV_EXTERN hv_status hv_file_out_commit(hv_file_out *o);
+HV_EXTERN void hv_file_out_abort(hv_file_out *o);
 
 /* ---- Prune ------------------------------------------------------------------------------ */
 

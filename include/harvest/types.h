@@ -13,10 +13,14 @@ extern "C" {
 #endif
 
 /* Every libharvest function that can fail returns one of these. Negative values are
- * failures; on a failure, hv_error_last() describes it. */
+ * failures; on a failure, hv_error_last() describes it. So `if (rc < 0)` catches every
+ * failure, and a function that fills an out-parameter has filled it whenever rc >= 0.
+ * HV_DONE is only ever the end of an iteration (hv_walk_next, hv_run_iter_next...); a lookup
+ * that finds nothing (no such run, artifact, snapshot or content) is the failure
+ * HV_ENOTFOUND. */
 typedef enum hv_status {
 	HV_OK = 0,
-	HV_DONE = 1,      /* an iterator has nothing more to give */
+	HV_DONE = 1,      /* an iterator has nothing more to give (never "not found") */
 	HV_WARN = 2,      /* a non-fatal problem (hv_error_last() says what); iteration goes on */
 	HV_EIO = -1,      /* a system call or I/O failed at run time */
 	HV_EUSAGE = -2,   /* a bad argument or option value */
@@ -24,6 +28,8 @@ typedef enum hv_status {
 	HV_ENOMEM = -4,   /* out of memory */
 	HV_EDB = -5,      /* the database is not ours, corrupt, read-only or unusable */
 	HV_ECHILD = -6,   /* a child process could not be started */
+	HV_ENOTFOUND = -7, /* what was looked up does not exist: a run, an artifact, a snapshot,
+	                    * a stored content (hv_error_last() names it: "no run 7") */
 } hv_status;
 
 /* The message of the last failure or warning in the calling thread, e.g.

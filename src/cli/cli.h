@@ -105,6 +105,10 @@ void cli_progress_update(cli_progress *p, uint64_t entries, uint64_t files, uint
 void cli_progress_end(cli_progress *p);
 uint64_t cli_now_ns(void);
 
+/* The exit status of a library status (SPEC 3): HV_OK 0, HV_EUSAGE 2, HV_ENOTDIR 3, every
+ * other failure or warning 1. */
+int cli_exit_status(hv_status s);
+
 /* A JSON writer on stdout, flushed whenever output is due (see cli_output_record). */
 hv_json *cli_json_stdout(const cli_common *c);
 /* Ends one jsonl record or array element; flushes jsonl output that has waited ~50 ms. */
@@ -174,21 +178,6 @@ typedef struct cli_hooks {
 void cli_collect_hooks(cli_collect *cc, const cli_common *c, cli_hooks *h);
 /* Clears the progress line, if one was shown. */
 void cli_collect_hooks_end(cli_hooks *h);
-/* Prints a collection's output files and skipped list as members of the open object. */
-void cli_print_collection(hv_json *j, const hv_collection *col, bool with_content);
-/* Prints one OutputFile object. */
-void cli_print_output_file(hv_json *j, const char *path, size_t path_len, const char *name,
-			   size_t name_len, const char *mime, uint64_t size, const char *sha256,
-			   const void *content, size_t content_len, bool with_content,
-			   const char *change);
-
-/* The ExecutionResult object, from the fields the history keeps of a run (hv_run_end):
- * cli_result_begin opens it and writes type, exit_code, stdout and stderr; the caller then
- * writes output_files and skipped; cli_result_end writes run_id (0: null) and the rest and
- * closes it. */
-void cli_result_begin(hv_json *j, const hv_run_end *r);
-void cli_result_end(hv_json *j, const hv_run_end *r, int64_t run_id);
-
 /* Commands. */
 int cmd_ls(int argc, char **argv);
 int cmd_walk(int argc, char **argv);

@@ -83,13 +83,14 @@ static int archive_opt(void *ctx, cli_common *c, int id, const char *v)
 	return 0;
 }
 
-/* Where an archive goes: standard output, a device or FIFO named by -o (written in place, as
- * tar -f does), or a regular file written under a temporary name and renamed when complete, so
- * a failed archive never leaves a half file behind. */
+/* Where an archive goes: standard output, or FILE through the library's writer
+ * (hv_file_out_open): a device or FIFO is written in place, as tar -f does; a regular file is
+ * written under a short temporary name beside it and renamed when complete, so a failed
+ * archive never leaves a half file behind, whatever the length of FILE's name. */
 struct out {
 	const char *path;   /* NULL: standard output */
 	int fd;
-	char *tmp;          /* the temporary name, while there is one */
+	hv_file_out *file;  /* FILE being written */
 };
 
 static const char *out_name(const struct out *o)
@@ -102,7 +103,7 @@ static int out_open(const cli_common *c, struct out *o, const char *path)
 {
 	o->path = path && strcmp(path, "-") != 0 ? path : NULL;
 	o->fd = -1;
-	o->tmp = NULL;
+	o->file = NULL;
 	if (!o->path) {
 		/* binary data on a terminal garbles it and helps nobody, as gzip says */
 		if (isatty(STDOUT_FILENO))
@@ -111,45 +112,18 @@ static int out_open(const cli_common *c, struct out *o, const char *path)
 		o->fd = STDOUT_FILENO;
 		return EXIT_DONE;
 	}
-	struct stat st;
-	if (stat(o->path, &st) == 0 && !S_ISREG(st.st_mode)) {
-		if (S_ISDIR(st.st_mode)) {
-			cli_error("%s: Is a directory", o->path);
-			return EXIT_WARN;
-		}
-		o->fd = open(o->path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
-		if (o->fd < 0) {
-			cli_error("%s: %s", o->path, strerror(errno));
-			return EXIT_WARN;
-		}
-		if (isatty(o->fd)) {
-			close(o->fd);
-			o->fd = -1;
-			return cli_usage_error(c, "%s: refusing to write an archive to a terminal",
-					       o->path);
-		}
-		return EXIT_DONE;
-	}
-	size_t len = strlen(o->path);
-	o->tmp = malloc(len + 16);
-	if (!o->tmp) {
-		cli_error("out of memory");
+	/* A symlink FILE is written through, as the shell's > does. */
+	hv_status s = hv_file_out_open(&o->file, o->path, HV_WRITE_FOLLOW);
+	if (s != HV_OK) {
+		cli_error("%s", hv_error_last());
 		return EXIT_WARN;
 	}
-	snprintf(o->tmp, len + 16, "%s.tmp.XXXXXX", o->path);
-	o->fd = mkostemp(o->tmp, O_CLOEXEC);
-	if (o->fd < 0) {
-		cli_error("%s: %s", o->path, strerror(errno));
-		free(o->tmp);
-		o->tmp = NULL;
-		return EXIT_WARN;
-	}
-	/* mkostemp makes 0600; the archive gets the mode a new file gets */
-	mode_t mask = umask(0);
-	umask(mask);
-	if (fchmod(o->fd, 0666 & ~mask) != 0) {
-		cli_error("%s: %s", o->tmp, strerror(errno));
-		return EXIT_WARN;
+	o->fd = hv_file_out_fd(o->file);
+	if (isatty(o->fd)) {
+		hv_file_out_abort(o->file);
+		o->file = NULL;
+		o->fd = -1;
+		return cli_usage_error(c, "%s: refusing to write an archive to a terminal", o->path);
 	}
 	return EXIT_DONE;
 }
@@ -157,27 +131,15 @@ static int out_open(const cli_common *c, struct out *o, const char *path)
 /* Completes (ok) or abandons the output; returns rc, or EXIT_WARN when completing failed. */
 static int out_close(struct out *o, int rc, bool ok)
 {
-	if (o->fd < 0) {
-		free(o->tmp);
+	if (!o->file)
 		return rc;
-	}
-	if (o->tmp) {
-		if (ok && (fsync(o->fd) != 0 || close(o->fd) != 0 || rename(o->tmp, o->path) != 0)) {
-			cli_error("%s: %s", o->path, strerror(errno));
-			ok = false;
-			rc = EXIT_WARN;
-		} else if (!ok) {
-			close(o->fd);
-		}
-		if (!ok)
-			unlink(o->tmp);
-		free(o->tmp);
-		return rc;
-	}
-	if (o->fd != STDOUT_FILENO && close(o->fd) != 0 && ok) {
-		cli_error("%s: %s", o->path, strerror(errno));
+	if (!ok) {
+		hv_file_out_abort(o->file);
+	} else if (hv_file_out_commit(o->file) != HV_OK) {
+		cli_error("%s", hv_error_last());
 		rc = EXIT_WARN;
 	}
+	o->file = NULL;
 	return rc;
 }
 
@@ -189,20 +151,14 @@ static void warn_cb(void *ctx, const char *message)
 /* The exit status of a library status, after printing its error. */
 static int archive_status(const struct out *o, hv_status s)
 {
-	switch (s) {
-	case HV_OK: return EXIT_DONE;
-	case HV_WARN: return EXIT_WARN;
-	case HV_ENOTDIR: cli_error("%s", hv_error_last()); return EXIT_NOTDIR;
-	case HV_EUSAGE: cli_error("%s", hv_error_last()); return EXIT_USAGE;
-	case HV_EIO:
-		/* a write failure names the destination; a read failure names its own path */
-		if (strncmp(hv_error_last(), "writing the archive", 19) == 0)
-			cli_error("%s: %s", out_name(o), hv_error_last());
-		else
-			cli_error("%s", hv_error_last());
-		return EXIT_WARN;
-	default: cli_error("%s", hv_error_last()); return EXIT_WARN;
-	}
+	if (s == HV_OK || s == HV_WARN)
+		return cli_exit_status(s);
+	/* a write failure names the destination; a read failure names its own path */
+	if (s == HV_EIO && strncmp(hv_error_last(), "writing the archive", 19) == 0)
+		cli_error("%s: %s", out_name(o), hv_error_last());
+	else
+		cli_error("%s", hv_error_last());
+	return cli_exit_status(s);
 }
 
 int cmd_archive(int argc, char **argv)
@@ -260,11 +216,6 @@ int cli_archive_run(const cli_common *c, hv_store *st, int64_t run_id, const cha
 	if (rc != EXIT_DONE)
 		return out_close(&o, rc, false);
 	hv_status s = hv_archive_run(o.fd, st, run_id, &opts, NULL);
-	if (s == HV_DONE) {
-		cli_error("%s", hv_error_last());
-		rc = EXIT_WARN;
-	} else {
-		rc = archive_status(&o, s);
-	}
+	rc = archive_status(&o, s);
 	return out_close(&o, rc, s == HV_OK || s == HV_WARN);
 }

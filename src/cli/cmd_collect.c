@@ -70,66 +70,6 @@ void cli_collect_free(cli_collect *cc)
 	free(cc->excludes);
 }
 
-void cli_print_output_file(hv_json *j, const char *path, size_t path_len, const char *name,
-			   size_t name_len, const char *mime, uint64_t size, const char *sha256,
-			   const void *content, size_t content_len, bool with_content,
-			   const char *change)
-{
-	hv_json_object_begin(j);
-	hv_json_key(j, "name");
-	hv_json_string(j, name, name_len);
-	hv_json_key(j, "path");
-	hv_json_string(j, path, path_len);
-	hv_json_key(j, "mime_type");
-	hv_json_cstring(j, mime);
-	hv_json_key(j, "size");
-	hv_json_uint(j, size);
-	if (sha256 && *sha256) {
-		hv_json_key(j, "sha256");
-		hv_json_cstring(j, sha256);
-	} else {
-		hv_json_key_null(j, "sha256");
-	}
-	if (with_content && content) {
-		hv_json_key(j, "content");
-		hv_json_base64(j, content, content_len);
-	} else {
-		hv_json_key_null(j, "content");
-	}
-	if (change) {
-		hv_json_key(j, "change");
-		hv_json_enum(j, change);
-	}
-	hv_json_object_end(j);
-}
-
-void cli_print_collection(hv_json *j, const hv_collection *col, bool with_content)
-{
-	hv_json_key(j, "output_files");
-	hv_json_array_begin(j);
-	for (size_t i = 0; i < col->n_files; i++) {
-		const hv_output_file *f = &col->files[i];
-		cli_print_output_file(j, f->path, f->path_len, f->name, f->name_len, f->mime_type,
-				      f->size, f->sha256, f->content, f->content_len, with_content,
-				      f->change);
-	}
-	hv_json_array_end(j);
-	hv_json_key(j, "skipped");
-	char *skipped = hv_collection_skipped_json(col, hv_json_case(j));
-	if (skipped)
-		hv_json_raw(j, skipped, strlen(skipped));
-	else
-		hv_json_null(j);
-	free(skipped);
-	if (col->compared) {
-		hv_json_key(j, "deleted");
-		hv_json_array_begin(j);
-		for (size_t i = 0; i < col->n_deleted; i++)
-			hv_json_string(j, col->deleted[i].path, col->deleted[i].path_len);
-		hv_json_array_end(j);
-	}
-}
-
 static void collect_warning(void *ctx, const char *message)
 {
 	cli_hooks *x = ctx;
@@ -239,23 +179,16 @@ int cmd_snapshot(int argc, char **argv)
 	}
 	int64_t id = 0;
 	uint64_t entries = 0;
-	hv_status s = hv_snapshot_take(st, pos[0], &cc.opts, &id, &entries);
+	char *root = NULL;
+	hv_status s = hv_snapshot_take(st, pos[0], &cc.opts, &id, &entries, &root);
 	cli_collect_hooks_end(&hooks);
 	if (s != HV_OK) {
 		cli_error("%s", hv_error_last());
-		rc = s == HV_ENOTDIR ? EXIT_NOTDIR : EXIT_WARN;
+		rc = cli_exit_status(s);
 	} else {
-		char *root = realpath(pos[0], NULL);
 		hv_json *j = cli_json_stdout(&c);
 		if (j) {
-			hv_json_object_begin(j);
-			hv_json_key(j, "snapshot_id");
-			hv_json_int(j, id);
-			hv_json_key(j, "root");
-			hv_json_string(j, root ? root : pos[0], strlen(root ? root : pos[0]));
-			hv_json_key(j, "entries");
-			hv_json_uint(j, entries);
-			hv_json_object_end(j);
+			hv_record_snapshot(j, id, root, entries);
 			hv_json_newline(j);
 		}
 		rc = cli_json_finish(j);
@@ -272,10 +205,12 @@ int cmd_snapshot(int argc, char **argv)
 
 /* ---- collect ---- */
 
+enum { OPT_COLLECT_THREADS = OPT_OWN };
+
 static const cli_opt collect_opts[] = {
 	{"help", 'h', 0, OPT_HELP}, {"format", 0, 1, OPT_FORMAT}, {"case", 0, 1, OPT_CASE},
 	{"quiet", 'q', 0, OPT_QUIET}, {"db", 0, 1, OPT_DB}, {"since", 0, 1, OPT_SINCE},
-	CLI_COLLECT_OPTS, {NULL, 0, 0, 0},
+	{"threads", 0, 1, OPT_COLLECT_THREADS}, CLI_COLLECT_OPTS, {NULL, 0, 0, 0},
 };
 
 static const char collect_usage[] =
@@ -283,7 +218,9 @@ static const char collect_usage[] =
 	"OutputFile records {name, path, mime_type, size, sha256, content} for the regular files\n"
 	"below DIR, or with --since only those created or changed since that snapshot. Prints\n"
 	"{\"run_id\", \"output_files\", \"skipped\"} and records a history run.\n"
-	"  --since SNAPSHOT_ID     only files produced since the snapshot\n" CLI_COLLECT_USAGE
+	"  --since SNAPSHOT_ID     only files produced since the snapshot\n"
+	"  --threads N             walker and detection threads (default: online CPUs, at\n"
+	"                          most 8)\n" CLI_COLLECT_USAGE
 	"  --db PATH               the database\n"
 	"  --format F              json (default), jsonl or html (a self-contained page)\n"
 	"  --case C, --quiet\n"
@@ -298,6 +235,8 @@ struct collect_cli {
 static int collect_opt(void *ctx, cli_common *c, int id, const char *v)
 {
 	struct collect_cli *k = ctx;
+	if (id == OPT_COLLECT_THREADS)
+		return cli_parse_int(c, "--threads", v, 1, 1024, &k->cc.opts.threads);
 	if (id == OPT_SINCE) {
 		int rc = cli_parse_uint(c, "--since", v, INT64_MAX, &k->since);
 		if (rc == 0 && k->since == 0)
@@ -343,7 +282,8 @@ int cmd_collect(int argc, char **argv)
 	cli_collect_hooks_end(&hooks);
 	if (s != HV_OK) {
 		cli_error("%s", hv_error_last());
-		rc = s == HV_ENOTDIR ? EXIT_NOTDIR : s == HV_DONE || s == HV_EUSAGE ? EXIT_USAGE : EXIT_WARN;
+		/* An unknown --since snapshot is a bad option value. */
+		rc = s == HV_ENOTFOUND ? EXIT_USAGE : cli_exit_status(s);
 	} else {
 		int64_t run_id = 0;
 		if (!k.cc.no_history) {
@@ -386,14 +326,7 @@ int cmd_collect(int argc, char **argv)
 			if (col->incomplete || col->warnings)
 				rc = EXIT_WARN;
 		} else if (j) {
-			hv_json_object_begin(j);
-			hv_json_key(j, "run_id");
-			if (run_id > 0)
-				hv_json_int(j, run_id);
-			else
-				hv_json_null(j);
-			cli_print_collection(j, col, !k.cc.opts.no_content);
-			hv_json_object_end(j);
+			hv_record_collection(j, run_id, col, !k.cc.opts.no_content);
 			hv_json_newline(j);
 		}
 		if (c.format != FMT_HTML &&

@@ -71,17 +71,6 @@ static const char rm_usage[] =
 	"denied: each entry that could not be removed is named; the rest is removed), 2 usage,\n"
 	"3 PATH does not exist.\n";
 
-/* The exit status of a libharvest status (SPEC: 3 missing, 2 usage, 1 the rest). */
-static int exit_of(hv_status st)
-{
-	switch (st) {
-	case HV_OK: return EXIT_DONE;
-	case HV_ENOTDIR: return EXIT_NOTDIR;
-	case HV_EUSAGE: return EXIT_USAGE;
-	default: return EXIT_WARN;
-	}
-}
-
 /* Parses the command line of a command taking one PATH; returns 0 with *path set, -1 after
  * --help, or an exit status. */
 static int parse_one(cli_common *c, int argc, char **argv, const cli_opt *opts, cli_opt_fn fn,
@@ -109,7 +98,7 @@ int cmd_cat(int argc, char **argv)
 	hv_status st = hv_file_copy_to_fd(path, STDOUT_FILENO, "standard output");
 	if (st != HV_OK)
 		cli_error("%s", hv_error_last());
-	return exit_of(st);
+	return cli_exit_status(st);
 }
 
 static int put_opt(void *ctx, cli_common *c, int id, const char *v)
@@ -141,7 +130,7 @@ int cmd_put(int argc, char **argv)
 	hv_status st = hv_file_write_fd(path, STDIN_FILENO, "standard input", &o);
 	if (st != HV_OK)
 		cli_error("%s", hv_error_last());
-	return exit_of(st);
+	return cli_exit_status(st);
 }
 
 struct rm_cli {
@@ -177,5 +166,5 @@ int cmd_rm(int argc, char **argv)
 	hv_status st = hv_remove(path, &r.opts);
 	if (st != HV_OK && r.errors == 0)
 		cli_error("%s", hv_error_last());
-	return exit_of(st);
+	return cli_exit_status(st);
 }

@@ -131,17 +131,6 @@ static int history_opt(void *ctx, cli_common *c, int id, const char *v)
 	return 0;
 }
 
-static void time_member(hv_json *j, const char *key, bool has, int64_t ns)
-{
-	if (!has) {
-		hv_json_key_null(j, key);
-		return;
-	}
-	char buf[64];
-	hv_json_key(j, key);
-	hv_json_string(j, buf, hv_format_time(ns, buf, sizeof(buf)));
-}
-
 static int list_runs(cli_common *c, hv_store *st, struct history_cli *h, hv_json *j)
 {
 	hv_run_iter *it;
@@ -152,48 +141,7 @@ static int list_runs(cli_common *c, hv_store *st, struct history_cli *h, hv_json
 	const hv_run_row *r;
 	hv_status s;
 	while ((s = hv_run_iter_next(it, &r)) == HV_OK) {
-		hv_json_object_begin(j);
-		hv_json_key(j, "run_id");
-		hv_json_int(j, r->run_id);
-		if (r->label) {
-			hv_json_key(j, "label");
-			hv_json_string(j, r->label, r->label_len);
-		} else {
-			hv_json_key_null(j, "label");
-		}
-		if (r->host) {
-			hv_json_key(j, "host");
-			hv_json_cstring(j, r->host);
-		} else {
-			hv_json_key_null(j, "host");
-		}
-		if (r->command_json) {
-			hv_json_key(j, "command");
-			hv_json_raw(j, r->command_json, strlen(r->command_json));
-		} else {
-			hv_json_key_null(j, "command");
-		}
-		hv_json_key(j, "dir");
-		hv_json_string(j, r->dir, r->dir_len);
-		time_member(j, "started_at", true, r->started_at_ns);
-		time_member(j, "ended_at", r->ended, r->ended_at_ns);
-		if (r->end_reason) {
-			hv_json_key(j, "end_reason");
-			hv_json_cstring(j, r->end_reason);
-		} else {
-			hv_json_key_null(j, "end_reason");
-		}
-		if (r->has_exit_code) {
-			hv_json_key(j, "exit_code");
-			hv_json_int(j, r->exit_code);
-		} else {
-			hv_json_key_null(j, "exit_code");
-		}
-		hv_json_key(j, "timed_out");
-		hv_json_bool(j, r->timed_out);
-		hv_json_key(j, "artifacts");
-		hv_json_uint(j, r->artifacts);
-		hv_json_object_end(j);
+		hv_record_run_row(j, r);
 		cli_output_record(j, c);
 	}
 	hv_run_iter_free(it);
@@ -210,27 +158,11 @@ static int list_artifacts(cli_common *c, hv_store *st, struct history_cli *h, hv
 	hv_status s = hv_store_artifacts(st, &h->arts, &it);
 	if (s != HV_OK) {
 		cli_error("%s", hv_error_last());
-		return s == HV_EUSAGE ? EXIT_USAGE : EXIT_WARN;
+		return cli_exit_status(s);
 	}
 	const hv_artifact_row *a;
 	while ((s = hv_artifact_iter_next(it, &a)) == HV_OK) {
-		hv_json_object_begin(j);
-		hv_json_key(j, "artifact_id");
-		hv_json_int(j, a->artifact_id);
-		hv_json_key(j, "run_id");
-		hv_json_int(j, a->run_id);
-		hv_json_key(j, "path");
-		hv_json_string(j, a->path, a->path_len);
-		hv_json_key(j, "name");
-		hv_json_string(j, a->name, a->name_len);
-		hv_json_key(j, "mime_type");
-		hv_json_cstring(j, a->mime_type);
-		hv_json_key(j, "size");
-		hv_json_uint(j, a->size);
-		hv_json_key(j, "sha256");
-		hv_json_cstring(j, a->sha256);
-		time_member(j, "recorded_at", true, a->recorded_at_ns);
-		hv_json_object_end(j);
+		hv_record_artifact_row(j, a);
 		cli_output_record(j, c);
 	}
 	hv_artifact_iter_free(it);
@@ -256,77 +188,13 @@ static int show_run(cli_common *c, hv_store *st, struct history_cli *h, const ch
 	int64_t id;
 	if (parse_id(c, "RUN_ID", arg, &id) != 0)
 		return EXIT_USAGE;
-	/* Run ids start at 1, and a run_id of 0 in a filter means "any run". */
-	if (id < 1) {
-		cli_error("no run %lld", (long long)id);
-		return EXIT_WARN;
-	}
-	hv_run_filter f = {.run_id = id, .with_output = true};
-	hv_run_iter *it;
-	const hv_run_row *r;
-	if (hv_store_runs(st, &f, &it) != HV_OK) {
-		cli_error("%s", hv_error_last());
-		return EXIT_WARN;
-	}
-	hv_status s = hv_run_iter_next(it, &r);
+	hv_status s = hv_record_history_result(j, st, id, h->content);
 	if (s != HV_OK) {
-		hv_run_iter_free(it);
-		if (s == HV_DONE) {
-			cli_error("no run %lld", (long long)id);
-			return EXIT_WARN;
-		}
+		/* "no run 7", or why the history could not be read: nothing is printed */
 		cli_error("%s", hv_error_last());
-		return EXIT_WARN;
+		return cli_exit_status(s);
 	}
-	hv_run_end res = {
-		.has_exit_code = r->has_exit_code,
-		.exit_code = r->exit_code,
-		.timed_out = r->timed_out,
-		.duration_ms = r->duration_ms,
-		.stdout_data = r->stdout_data,
-		.stdout_len = r->stdout_len,
-		.stdout_truncated = r->stdout_truncated,
-		.stderr_data = r->stderr_data,
-		.stderr_len = r->stderr_len,
-		.stderr_truncated = r->stderr_truncated,
-	};
-	cli_result_begin(j, &res);
-	hv_json_key(j, "output_files");
-	hv_json_array_begin(j);
-	hv_artifact_filter af = {.run_id = id, .with_content = h->content};
-	hv_artifact_iter *ai;
-	int rc = EXIT_DONE;
-	if (hv_store_artifacts(st, &af, &ai) == HV_OK) {
-		const hv_artifact_row *a;
-		while ((s = hv_artifact_iter_next(ai, &a)) == HV_OK)
-			cli_print_output_file(j, a->path, a->path_len, a->name, a->name_len,
-					      a->mime_type, a->size, a->sha256, a->content,
-					      a->content_len, h->content, a->change);
-		if (s != HV_DONE)
-			rc = EXIT_WARN;
-		hv_artifact_iter_free(ai);
-	} else {
-		rc = EXIT_WARN;
-	}
-	if (rc != EXIT_DONE)
-		cli_error("%s", hv_error_last());
-	hv_json_array_end(j);
-	hv_json_key(j, "skipped");
-	hv_json_raw(j, r->skipped_json ? r->skipped_json : "[]",
-		    strlen(r->skipped_json ? r->skipped_json : "[]"));
-	if (r->deleted_json) {
-		hv_json_key(j, "deleted");
-		hv_json_raw(j, r->deleted_json, strlen(r->deleted_json));
-	}
-	/* Only when the run did not end as its command did: otherwise the result is exactly
-	 * what `run` printed. */
-	if (r->end_reason) {
-		hv_json_key(j, "end_reason");
-		hv_json_cstring(j, r->end_reason);
-	}
-	cli_result_end(j, &res, r->run_id);
-	hv_run_iter_free(it);
-	return rc;
+	return EXIT_DONE;
 }
 
 /* The run as an HTML page on stdout, written as it is made (one artifact at a time). */
@@ -378,7 +246,7 @@ static int get_artifact(cli_common *c, hv_store *st, struct history_cli *h, cons
 	if (s != HV_OK) {
 		/* "no artifact N", "artifact N: its content was not stored", a digest mismatch... */
 		cli_error("%s", hv_error_last());
-		return EXIT_WARN;
+		return cli_exit_status(s);
 	}
 	int rc = EXIT_DONE;
 	if (h->output && strcmp(h->output, "-") != 0) {
@@ -401,18 +269,7 @@ static int prune(cli_common *c, hv_store *st, struct history_cli *h, hv_json *j)
 		cli_error("%s", hv_error_last());
 		return EXIT_WARN;
 	}
-	hv_json_object_begin(j);
-	hv_json_key(j, "runs");
-	hv_json_uint(j, res.runs);
-	hv_json_key(j, "artifacts");
-	hv_json_uint(j, res.artifacts);
-	hv_json_key(j, "contents");
-	hv_json_uint(j, res.contents);
-	hv_json_key(j, "content_bytes");
-	hv_json_uint(j, res.content_bytes);
-	hv_json_key(j, "snapshots");
-	hv_json_uint(j, res.snapshots);
-	hv_json_object_end(j);
+	hv_record_prune(j, &res);
 	hv_json_newline(j);
 	return EXIT_DONE;
 }
@@ -424,10 +281,7 @@ static int push(hv_store *st, struct history_cli *h, hv_json *j)
 		cli_error("%s", hv_error_last());
 		return EXIT_WARN;
 	}
-	hv_json_object_begin(j);
-	hv_json_key(j, "pushed");
-	hv_json_uint(j, n);
-	hv_json_object_end(j);
+	hv_record_push(j, n);
 	hv_json_newline(j);
 	return EXIT_DONE;
 }

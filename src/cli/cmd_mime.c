@@ -1,4 +1,4 @@
-/* harvest mime: {"path", "mime_type"} for each file; a directory means every regular file
+/* harvest mime: the MIME answer record of each file; a directory means every regular file
  * below it. */
 #include "cli.h"
 
@@ -6,25 +6,37 @@
 #include <string.h>
 #include <sys/stat.h>
 
-enum { OPT_RAW = OPT_OWN, OPT_MIME_NO_CACHE, OPT_MIME_THREADS };
+enum {
+	OPT_RAW = OPT_OWN,
+	OPT_MIME_NO_CACHE,
+	OPT_MIME_THREADS,
+	OPT_MIME_INCLUDE_HIDDEN,
+	OPT_MIME_EXCLUDE,
+	OPT_MIME_XDEV,
+};
 
 static const cli_opt mime_opts[] = {
 	{"help", 'h', 0, OPT_HELP},  {"format", 0, 1, OPT_FORMAT},
 	{"case", 0, 1, OPT_CASE},    {"quiet", 'q', 0, OPT_QUIET},
 	{"db", 0, 1, OPT_DB},        {"raw", 0, 0, OPT_RAW},
 	{"no-cache", 0, 0, OPT_MIME_NO_CACHE}, {"threads", 0, 1, OPT_MIME_THREADS},
-	{NULL, 0, 0, 0},
+	{"include-hidden", 0, 0, OPT_MIME_INCLUDE_HIDDEN}, {"exclude", 0, 1, OPT_MIME_EXCLUDE},
+	{"xdev", 0, 0, OPT_MIME_XDEV}, {NULL, 0, 0, 0},
 };
 
 static const char mime_usage[] =
 	"usage: harvest mime [options] PATH...\n"
 	"The MIME type of each file, from libmagic, refined by the file name's extension;\n"
-	"a directory means every regular file below it.\n"
-	"  --raw         libmagic's answer alone (equal to `file --mime-type -b`)\n"
-	"  --no-cache    neither use nor fill the MIME cache\n"
-	"  --threads N   detection threads (default: online CPUs, at most 8)\n"
-	"  --db PATH     the database holding the cache\n"
-	"  --format F    jsonl (default), json, text (\"path: type\") or nul\n"
+	"a directory means every regular file below it, walked as collect walks it.\n"
+	"  --raw             libmagic's answer alone (equal to `file --mime-type -b`)\n"
+	"  --no-cache        neither use nor fill the MIME cache\n"
+	"  --threads N       detection threads (default: online CPUs, at most 8)\n"
+	"  --include-hidden  below a directory, also dot-files and __pycache__ (left out by\n"
+	"                    default, as collect leaves them out)\n"
+	"  --exclude GLOB    below a directory, leave out names matching GLOB (repeatable)\n"
+	"  --xdev            below a directory, stay on its file system\n"
+	"  --db PATH         the database holding the cache\n"
+	"  --format F        jsonl (default), json, text (\"path: type\") or nul\n"
 	"  --case C, --quiet\n"
 	"Exit status: 0 all answered; 1 some path could not be read, or was typed\n"
 	"application/octet-stream because libmagic's sandboxed worker crashed or hung on it\n"
@@ -33,6 +45,9 @@ static const char mime_usage[] =
 struct mime_cli {
 	hv_mime_opts opts;
 	bool no_cache;
+	hv_collect_opts walk;  /* how a directory is walked: collect's rules */
+	const char **excludes;
+	size_t n_excludes;
 };
 
 static int mime_opt(void *ctx, cli_common *c, int id, const char *v)
@@ -42,73 +57,115 @@ static int mime_opt(void *ctx, cli_common *c, int id, const char *v)
 	case OPT_RAW: m->opts.raw = true; return 0;
 	case OPT_MIME_NO_CACHE: m->no_cache = true; return 0;
 	case OPT_MIME_THREADS: return cli_parse_int(c, "--threads", v, 1, 1024, &m->opts.threads);
-	}
-	return 0;
-}
-
-/* The list of paths to examine: arguments as given, directories expanded to their regular
- * files (pre-order, sorted), joined as "ARG/rel". */
-struct path_list {
-	char **items;
-	size_t n, cap;
-};
-
-static int list_add(struct path_list *l, char *p)
-{
-	if (!p)
-		return -1;
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 64;
-		char **items = realloc(l->items, cap * sizeof(*items));
-		if (!items) {
-			free(p);
-			return -1;
-		}
-		l->items = items;
-		l->cap = cap;
-	}
-	l->items[l->n++] = p;
-	return 0;
-}
-
-static int expand_dir(const cli_common *c, struct path_list *l, const char *dir, int *rc)
-{
-	hv_walk *w;
-	hv_walk_opts wo;
-	hv_walk_opts_init(&wo);
-	if (hv_walk_open(&w, dir, &wo) != HV_OK) {
-		cli_error("%s", hv_error_last());
-		*rc = EXIT_WARN;
+	case OPT_MIME_INCLUDE_HIDDEN: m->walk.include_hidden = true; return 0;
+	case OPT_MIME_XDEV: m->walk.xdev = true; return 0;
+	case OPT_MIME_EXCLUDE: {
+		const char **e = realloc(m->excludes, (m->n_excludes + 1) * sizeof(*e));
+		if (!e)
+			return cli_usage_error(c, "out of memory");
+		m->excludes = e;
+		e[m->n_excludes++] = v;
 		return 0;
 	}
-	size_t dl = strlen(dir);
-	bool slash = dl > 0 && dir[dl - 1] == '/';
-	const hv_entry *e;
-	hv_status st;
-	while ((st = hv_walk_next(w, &e)) != HV_DONE) {
-		if (st != HV_OK) {
-			cli_warn(c, "%s", hv_error_last());
-			*rc = EXIT_WARN;
-			if (st < 0)
-				break;
-			continue;
-		}
-		if (e->type != HV_FT_FILE)
-			continue;
-		char *p = malloc(dl + 1 + e->path_len + 1);
-		if (p) {
-			memcpy(p, dir, dl);
-			size_t o = dl;
-			if (!slash)
-				p[o++] = '/';
-			memcpy(p + o, e->path, e->path_len + 1);
-		}
-		if (list_add(l, p) != 0) {
-			hv_walk_close(w);
-			return -1;
-		}
 	}
-	hv_walk_close(w);
+	return 0;
+}
+
+/* Where the answers go, and how things went. */
+struct mime_out {
+	const cli_common *c;
+	hv_json *j;
+	cli_progress progress;
+	uint64_t count;
+	int rc;
+	const char *prefix;    /* the directory argument, for answers below it */
+	size_t prefix_len;
+	char *joined;          /* "prefix/path" */
+	size_t joined_cap;
+	bool oom;
+};
+
+static void print_answer(struct mime_out *o, const char *path, size_t path_len,
+			 const hv_mime_result *r)
+{
+	o->count++;
+	cli_progress_update(&o->progress, o->count, o->count, 0);
+	if (!r->mime_type) {
+		cli_progress_end(&o->progress);
+		cli_error("%s", r->error ? r->error : path);
+		o->rc = EXIT_WARN;
+		return;
+	}
+	if (r->error) {
+		/* Answered, but not by libmagic (its worker crashed or hung): say so. */
+		cli_progress_end(&o->progress);
+		cli_warn(o->c, "%s", r->error);
+		o->rc = EXIT_WARN;
+	}
+	if (o->j) {
+		hv_record_mime(o->j, path, path_len, r->mime_type);
+		cli_output_record(o->j, o->c);
+	} else if (o->c->format == FMT_TEXT) {
+		cli_put_escaped(stdout, path, path_len);
+		fputs(": ", stdout);
+		cli_put_escaped(stdout, r->mime_type, strlen(r->mime_type));
+		fputc('\n', stdout);
+	} else {
+		fwrite(path, 1, path_len, stdout);
+		putchar('\0');
+		fputs(r->mime_type, stdout);
+		putchar('\0');
+	}
+}
+
+/* An answer below a directory argument: named "ARG/path", as the argument was given. */
+static hv_status on_dir_answer(void *ctx, const char *path, size_t path_len,
+			       const hv_mime_result *r)
+{
+	struct mime_out *o = ctx;
+	bool slash = o->prefix_len > 0 && o->prefix[o->prefix_len - 1] == '/';
+	size_t need = o->prefix_len + 1 + path_len + 1;
+	if (need > o->joined_cap) {
+		char *p = realloc(o->joined, need);
+		if (!p) {
+			o->oom = true;
+			return HV_ENOMEM;
+		}
+		o->joined = p;
+		o->joined_cap = need;
+	}
+	memcpy(o->joined, o->prefix, o->prefix_len);
+	size_t n = o->prefix_len;
+	if (!slash)
+		o->joined[n++] = '/';
+	memcpy(o->joined + n, path, path_len);
+	n += path_len;
+	o->joined[n] = '\0';
+	print_answer(o, o->joined, n, r);
+	return HV_OK;
+}
+
+static void on_walk_warning(void *ctx, const char *message)
+{
+	struct mime_out *o = ctx;
+	cli_progress_end(&o->progress);
+	cli_warn(o->c, "%s", message);
+	o->rc = EXIT_WARN;
+}
+
+/* Answers files[0..n): the arguments that are not directories. */
+static int answer_files(struct mime_out *o, hv_store *st, const hv_mime_opts *mo,
+			char *const *files, size_t n)
+{
+	hv_mime_result *res = NULL;
+	hv_status s = hv_mime_detect_cached(st, (const char *const *)files, n, mo, &res);
+	if (s < 0) {
+		cli_error("%s", hv_error_last());
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++)
+		print_answer(o, files[i], strlen(files[i]), &res[i]);
+	hv_mime_results_free(res, n);
 	return 0;
 }
 
@@ -117,6 +174,7 @@ int cmd_mime(int argc, char **argv)
 	cli_common c = {.cmd = "mime"};
 	struct mime_cli m = {0};
 	hv_mime_opts_init(&m.opts);
+	hv_collect_opts_init(&m.walk);
 	char **pos = NULL;
 	int npos = 0;
 	int rc = cli_parse(&c, argc, argv, mime_opts, mime_opt, &m, mime_usage, &pos, &npos);
@@ -126,115 +184,86 @@ int cmd_mime(int argc, char **argv)
 		rc = cli_check_format(&c, FMT_JSONL, "json,jsonl,text,nul");
 	if (rc != 0) {
 		free(pos);
+		free(m.excludes);
 		return rc < 0 ? EXIT_DONE : rc;
 	}
+	cli_check_excludes(&c, m.excludes, m.n_excludes);
 	/* libmagic's sandboxed workers are forked by a spawner started now, before the walk's
 	 * threads exist. */
 	hv_magic_set_isolation(true, 0);
-	struct path_list l = {0};
-	for (int i = 0; i < npos && rc != -1; i++) {
-		struct stat s;
-		if (stat(pos[i], &s) == 0 && S_ISDIR(s.st_mode)) {
-			if (expand_dir(&c, &l, pos[i], &rc) != 0)
-				rc = -1;
-		} else if (list_add(&l, strdup(pos[i])) != 0) {
-			rc = -1;
-		}
-	}
-	if (rc == -1) {
-		cli_error("out of memory");
-		rc = EXIT_WARN;
-		goto out;
-	}
+	struct mime_out o = {.c = &c, .rc = EXIT_DONE};
 	hv_store *st = NULL;
 	if (!m.no_cache && hv_store_open(&st, c.db, HV_STORE_NO_HISTORY) != HV_OK) {
 		/* The cache only saves time: without it every answer is still right. Exit 1, as for
 		 * any warning: the output is complete, but something was wrong. */
 		cli_warn(&c, "%s; answering without the MIME cache", hv_error_last());
 		st = NULL;
-		rc = EXIT_WARN;
+		o.rc = EXIT_WARN;
 	}
-	hv_json *j = NULL;
 	if (c.format == FMT_JSON || c.format == FMT_JSONL) {
-		if (!(j = cli_json_stdout(&c))) {
+		if (!(o.j = cli_json_stdout(&c))) {
 			hv_store_close(st);
-			rc = EXIT_WARN;
-			goto out;
+			free(pos);
+			free(m.excludes);
+			return EXIT_WARN;
 		}
 		if (c.format == FMT_JSON)
-			hv_json_array_begin(j);
+			hv_json_array_begin(o.j);
 	}
-	cli_progress progress;
-	cli_progress_init(&progress, &c);
-	/* In chunks, so output streams and memory stays flat on a large tree. */
+	m.walk.excludes = m.excludes;
+	m.walk.n_excludes = m.n_excludes;
+	m.walk.threads = m.opts.threads;
+	m.walk.on_warning = on_walk_warning;
+	m.walk.ctx = &o;
+	cli_progress_init(&o.progress, &c);
+	/* In argument order; runs of file arguments are answered together (at most CHUNK at a
+	 * time), each directory as it is walked: nothing is listed ahead. */
 	enum { CHUNK = 4096 };
-	for (size_t base = 0; base < l.n; base += CHUNK) {
-		size_t n = l.n - base < CHUNK ? l.n - base : CHUNK;
-		hv_mime_result *res = NULL;
-		hv_status s = hv_mime_detect_cached(st, (const char *const *)l.items + base, n,
-						    &m.opts, &res);
+	int first = 0; /* the first file argument not answered yet */
+	bool fatal = false;
+	for (int i = 0; i <= npos && !fatal; i++) {
+		struct stat sb;
+		bool is_dir = i < npos && stat(pos[i], &sb) == 0 && S_ISDIR(sb.st_mode);
+		if ((i == npos || is_dir || i - first == CHUNK) && i > first) {
+			fatal = answer_files(&o, st, &m.opts, pos + first, (size_t)(i - first)) != 0;
+			first = i;
+		}
+		if (!is_dir || fatal)
+			continue;
+		o.prefix = pos[i];
+		o.prefix_len = strlen(pos[i]);
+		hv_status s = hv_mime_detect_dir(st, pos[i], &m.walk, &m.opts, on_dir_answer, &o);
 		if (s < 0) {
-			cli_error("%s", hv_error_last());
-			rc = EXIT_WARN;
-			break;
+			/* This argument failed; the others are still answered. */
+			cli_progress_end(&o.progress);
+			cli_error("%s", o.oom ? "out of memory" : hv_error_last());
+			o.rc = EXIT_WARN;
+			fatal = s == HV_ENOMEM;
+		} else if (s == HV_WARN) {
+			o.rc = EXIT_WARN;
 		}
-		for (size_t i = 0; i < n; i++) {
-			const char *path = l.items[base + i];
-			cli_progress_update(&progress, base + i + 1, base + i + 1, 0);
-			if (!res[i].mime_type) {
-				cli_progress_end(&progress);
-				cli_error("%s", res[i].error ? res[i].error : path);
-				rc = EXIT_WARN;
-				continue;
-			}
-			if (res[i].error) {
-				/* Answered, but not by libmagic (its worker crashed or hung): say so. */
-				cli_progress_end(&progress);
-				cli_warn(&c, "%s", res[i].error);
-				rc = EXIT_WARN;
-			}
-			if (j) {
-				hv_json_object_begin(j);
-				hv_json_key(j, "path");
-				hv_json_string(j, path, strlen(path));
-				hv_json_key(j, "mime_type");
-				hv_json_cstring(j, res[i].mime_type);
-				hv_json_object_end(j);
-				cli_output_record(j, &c);
-			} else if (c.format == FMT_TEXT) {
-				cli_put_escaped(stdout, path, strlen(path));
-				fputs(": ", stdout);
-				cli_put_escaped(stdout, res[i].mime_type, strlen(res[i].mime_type));
-				fputc('\n', stdout);
-			} else {
-				fputs(path, stdout);
-				putchar('\0');
-				fputs(res[i].mime_type, stdout);
-				putchar('\0');
-			}
-		}
-		hv_mime_results_free(res, n);
+		first = i + 1;
 	}
-	cli_progress_end(&progress);
+	if (fatal)
+		o.rc = EXIT_WARN;
+	cli_progress_end(&o.progress);
 	if (st && hv_store_close(st) != HV_OK) {
 		cli_error("%s", hv_error_last());
-		rc = EXIT_WARN;
+		o.rc = EXIT_WARN;
 	}
-	if (j) {
+	if (o.j) {
 		if (c.format == FMT_JSON) {
-			hv_json_array_end(j);
-			hv_json_newline(j);
+			hv_json_array_end(o.j);
+			hv_json_newline(o.j);
 		}
-		if (cli_json_finish(j) != EXIT_DONE)
-			rc = EXIT_WARN;
+		if (cli_json_finish(o.j) != EXIT_DONE)
+			o.rc = EXIT_WARN;
 	} else if (fflush(stdout) != 0 || ferror(stdout)) {
 		cli_error("standard output: write error");
-		rc = EXIT_WARN;
+		o.rc = EXIT_WARN;
 	}
-out:
-	for (size_t i = 0; i < l.n; i++)
-		free(l.items[i]);
-	free(l.items);
+	free(o.joined);
 	free(pos);
-	return rc;
+	free(m.excludes);
+	return o.rc;
 }

@@ -100,45 +100,6 @@ static int run_opt(void *ctx, cli_common *c, int id, const char *v)
 	return rc == -2 ? 0 : rc;
 }
 
-void cli_result_begin(hv_json *j, const hv_run_end *r)
-{
-	hv_json_object_begin(j);
-	hv_json_key(j, "type");
-	hv_json_enum(j, "execution_result");
-	if (r->has_exit_code) {
-		hv_json_key(j, "exit_code");
-		hv_json_int(j, r->exit_code);
-	} else {
-		hv_json_key_null(j, "exit_code");
-	}
-	hv_json_key(j, "stdout");
-	hv_json_string(j, r->stdout_data ? r->stdout_data : "", r->stdout_len);
-	hv_json_key(j, "stderr");
-	hv_json_string(j, r->stderr_data ? r->stderr_data : "", r->stderr_len);
-}
-
-void cli_result_end(hv_json *j, const hv_run_end *r, int64_t run_id)
-{
-	hv_json_key(j, "run_id");
-	if (run_id > 0)
-		hv_json_int(j, run_id);
-	else
-		hv_json_null(j);
-	hv_json_key(j, "timed_out");
-	hv_json_bool(j, r->timed_out);
-	if (r->duration_ms >= 0) {
-		hv_json_key(j, "duration_ms");
-		hv_json_int(j, r->duration_ms);
-	} else {
-		hv_json_key_null(j, "duration_ms");
-	}
-	hv_json_key(j, "stdout_truncated");
-	hv_json_bool(j, r->stdout_truncated);
-	hv_json_key(j, "stderr_truncated");
-	hv_json_bool(j, r->stderr_truncated);
-	hv_json_object_end(j);
-}
-
 struct stream_ctx {
 	hv_json *j;
 	bool events;
@@ -151,14 +112,7 @@ static hv_status on_chunk(void *ctx, hv_stream which, const char *data, size_t l
 	struct stream_ctx *s = ctx;
 	if (!s->events)
 		return HV_OK;
-	hv_json_object_begin(s->j);
-	hv_json_key(s->j, "type");
-	hv_json_enum(s->j, "stream_chunk");
-	hv_json_key(s->j, "stream_type");
-	hv_json_cstring(s->j, hv_stream_name(which));
-	hv_json_key(s->j, "data");
-	hv_json_string(s->j, data, len);
-	hv_json_object_end(s->j);
+	hv_record_stream_chunk(s->j, which, data, len);
 	hv_json_newline(s->j);
 	hv_json_flush(s->j);
 	return HV_OK;
@@ -320,21 +274,7 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 		if (c->format == FMT_HTML) {
 			page_failed = print_page(r, &eo, &ex) != 0;
 		} else {
-			cli_result_begin(j, &ex.end);
-			if (ex.files) {
-				cli_print_collection(j, ex.files, !eo.collect.no_content);
-			} else {
-				hv_json_key(j, "output_files");
-				hv_json_array_begin(j);
-				hv_json_array_end(j);
-				hv_json_key(j, "skipped");
-				hv_json_array_begin(j);
-				hv_json_array_end(j);
-				hv_json_key(j, "deleted");
-				hv_json_array_begin(j);
-				hv_json_array_end(j);
-			}
-			cli_result_end(j, &ex.end, ex.run_id);
+			hv_record_result(j, &ex.end, ex.files, ex.run_id, !eo.collect.no_content);
 			hv_json_newline(j);
 		}
 		/* The command ran, but harvest could not tell what it produced (or could not

@@ -110,50 +110,6 @@ static int walk_opt(void *ctx, cli_common *c, int id, const char *v)
 	return rc;
 }
 
-static void print_json_entry(hv_json *j, const hv_entry *e, const struct walk_cli *w)
-{
-	hv_json_object_begin(j);
-	hv_json_key(j, "name");
-	hv_json_string(j, e->name, e->name_len);
-	if (w->with_path) {
-		hv_json_key(j, "path");
-		hv_json_string(j, e->path, e->path_len);
-	}
-	if (e->have_stat) {
-		hv_json_key(j, "is_dir");
-		hv_json_bool(j, e->is_dir);
-		hv_json_key(j, "size");
-		hv_json_uint(j, e->size);
-	} else {
-		hv_json_key_null(j, "is_dir");
-		hv_json_key_null(j, "size");
-	}
-	if (w->long_fmt) {
-		hv_json_key(j, "type");
-		hv_json_cstring(j, hv_ftype_name(e->type));
-		if (e->have_lstat) {
-			char buf[64];
-			int n = snprintf(buf, sizeof(buf), "%04o", (unsigned)(e->lst.mode & 07777));
-			hv_json_key(j, "mode");
-			hv_json_string(j, buf, (size_t)n);
-			hv_json_key(j, "mtime");
-			hv_json_string(j, buf, hv_format_time(e->lst.mtime_ns, buf, sizeof(buf)));
-		} else {
-			hv_json_key_null(j, "mode");
-			hv_json_key_null(j, "mtime");
-		}
-		if (e->type == HV_FT_SYMLINK) {
-			if (e->target) {
-				hv_json_key(j, "target");
-				hv_json_string(j, e->target, e->target_len);
-			} else {
-				hv_json_key_null(j, "target");
-			}
-		}
-	}
-	hv_json_object_end(j);
-}
-
 static void print_text_entry(FILE *out, const hv_entry *e, const struct walk_cli *w)
 {
 	static const char type_chars[] = {'?', '-', 'd', 'l', 'p', 's', 'c', 'b'};
@@ -193,7 +149,7 @@ static int run_walk(cli_common *c, struct walk_cli *w, const char *root)
 	hv_status st = hv_walk_open(&walk, root, &w->opts);
 	if (st != HV_OK) {
 		cli_error("%s", hv_error_last());
-		return st == HV_ENOTDIR ? EXIT_NOTDIR : st == HV_EUSAGE ? EXIT_USAGE : EXIT_WARN;
+		return cli_exit_status(st);
 	}
 	hv_json *j = NULL;
 	if (c->format == FMT_JSON || c->format == FMT_JSONL) {
@@ -234,7 +190,9 @@ static int run_walk(cli_common *c, struct walk_cli *w, const char *root)
 		switch (c->format) {
 		case FMT_JSON:
 		case FMT_JSONL:
-			print_json_entry(j, e, w);
+			hv_record_fileinfo(j, e,
+					   (w->with_path ? HV_FILEINFO_PATH : 0) |
+						   (w->long_fmt ? HV_FILEINFO_LONG : 0));
 			cli_output_record(j, c);
 			break;
 		case FMT_TEXT:

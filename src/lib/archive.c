@@ -118,7 +118,7 @@ static la_ssize_t write_cb(struct archive *a, void *ctx, const void *data, size_
 	return (la_ssize_t)len;
 }
 
-static int fail_archive(struct writer *wr, const char *what)
+static hv_status fail_archive(struct writer *wr, const char *what)
 {
 	if (wr->write_errno)
 		return hv_error_set(HV_EIO, "writing the archive: %s", strerror(wr->write_errno));
@@ -142,7 +142,7 @@ static void warnf(struct writer *wr, const char *fmt, ...)
 		free(msg);
 }
 
-static int writer_open(struct writer *wr, int fd, const hv_archive_opts *o, hv_archive_stats *st)
+static hv_status writer_open(struct writer *wr, int fd, const hv_archive_opts *o, hv_archive_stats *st)
 {
 	memset(wr, 0, sizeof(*wr));
 	wr->fd = fd;
@@ -190,7 +190,7 @@ static int writer_open(struct writer *wr, int fd, const hv_archive_opts *o, hv_a
 }
 
 /* Ends the archive (the trailer, the zip central directory) when ok, and frees everything. */
-static int writer_close(struct writer *wr, int rc)
+static hv_status writer_close(struct writer *wr, int rc)
 {
 	if (wr->a) {
 		wr->discard = rc < 0;
@@ -253,7 +253,7 @@ static void entry_begin(struct writer *wr, const char *path, size_t len)
 
 /* Writes the header of the prepared entry. 1: written; 0: libarchive refused this member
  * (warned, the archive goes on); <0: fatal. */
-static int entry_header(struct writer *wr, const char *path)
+static hv_status entry_header(struct writer *wr, const char *path)
 {
 	int r = archive_write_header(wr->a, wr->entry);
 	if (wr->write_errno)
@@ -269,7 +269,7 @@ static int entry_header(struct writer *wr, const char *path)
 	return 0;
 }
 
-static int write_data(struct writer *wr, const void *data, size_t len, const char *path)
+static hv_status write_data(struct writer *wr, const void *data, size_t len, const char *path)
 {
 	const char *p = data;
 	while (len > 0) {
@@ -283,7 +283,7 @@ static int write_data(struct writer *wr, const void *data, size_t len, const cha
 }
 
 /* Writes len zero bytes: the rest of a file that shrank while it was read. */
-static int write_zeros(struct writer *wr, uint64_t len, const char *path)
+static hv_status write_zeros(struct writer *wr, uint64_t len, const char *path)
 {
 	memset(wr->buf, 0, COPY_BUF);
 	while (len > 0) {
@@ -299,7 +299,7 @@ static int write_zeros(struct writer *wr, uint64_t len, const char *path)
 /* Copies exactly size bytes of fd into the current member; a file that holds fewer (it shrank,
  * or a read failed) is padded with zeros, one that holds more is cut, and both are warned
  * about, since the header already promised size bytes. */
-static int copy_file(struct writer *wr, int fd, uint64_t size, const char *path)
+static hv_status copy_file(struct writer *wr, int fd, uint64_t size, const char *path)
 {
 	uint64_t done = 0;
 	int read_err = 0;
@@ -355,7 +355,7 @@ static void set_times(struct archive_entry *ae, int64_t mtime_ns)
  * (as root, owner 0) into a setuid program. */
 #define MODE_KEPT 01777u
 
-static int archive_file(struct writer *wr, hv_walk *w, const hv_entry *e, const struct stat *out)
+static hv_status archive_file(struct writer *wr, hv_walk *w, const hv_entry *e, const struct stat *out)
 {
 	if (wr->o->test_before_open)
 		wr->o->test_before_open(wr->o->ctx, e->path);
@@ -396,7 +396,7 @@ static int archive_file(struct writer *wr, hv_walk *w, const hv_entry *e, const 
 	return rc < 0 ? rc : HV_OK;
 }
 
-static int archive_entry_of_walk(struct writer *wr, hv_walk *w, const hv_entry *e,
+static hv_status archive_entry_of_walk(struct writer *wr, hv_walk *w, const hv_entry *e,
 				 const struct stat *out)
 {
 	if (!member_path_safe(e->path, e->path_len)) {
@@ -512,7 +512,7 @@ static const char *leave_out_reason(const hv_artifact_row *a)
 }
 
 /* Reads the run's artifacts (without contents) into the manifest and the plan. */
-static int plan_run(hv_store *st, int64_t run_id, struct writer *wr, hv_json *j,
+static hv_status plan_run(hv_store *st, int64_t run_id, struct writer *wr, hv_json *j,
 		    struct art_plan **plan, size_t *n_plan)
 {
 	hv_artifact_filter f = {.run_id = run_id};
@@ -580,7 +580,7 @@ static int plan_run(hv_store *st, int64_t run_id, struct writer *wr, hv_json *j,
 	return rc;
 }
 
-static int write_member(struct writer *wr, const char *path, size_t path_len, const void *data,
+static hv_status write_member(struct writer *wr, const char *path, size_t path_len, const void *data,
 			size_t len, int64_t mtime_ns)
 {
 	entry_begin(wr, path, path_len);
@@ -597,7 +597,7 @@ static int write_member(struct writer *wr, const char *path, size_t path_len, co
 	return rc;
 }
 
-static int archive_contents(hv_store *st, int64_t run_id, struct writer *wr,
+static hv_status archive_contents(hv_store *st, int64_t run_id, struct writer *wr,
 			    const struct art_plan *plan, size_t n_plan)
 {
 	hv_artifact_filter f = {.run_id = run_id, .with_content = true};
@@ -650,7 +650,7 @@ hv_status hv_archive_run(int out_fd, hv_store *st, int64_t run_id, const hv_arch
 	int64_t when = rc == HV_OK ? (row->ended ? row->ended_at_ns : row->started_at_ns) : 0;
 	hv_run_iter_free(ri);
 	if (rc == HV_DONE)
-		return hv_error_set(HV_DONE, "run %lld: no such run", (long long)run_id);
+		return hv_error_set(HV_ENOTFOUND, "run %lld: no such run", (long long)run_id);
 	if (rc != HV_OK)
 		return rc;
 	hv_json *j = NULL;

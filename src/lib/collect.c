@@ -11,6 +11,7 @@
 #include "harvest/mime.h"
 #include "harvest/walk.h"
 #include "harvest/sys/store.h"
+#include "collect_internal.h"
 #include "internal.h"
 #include "mime_internal.h"
 #include "test_hook.h"
@@ -39,7 +40,8 @@ void hv_collect_opts_init(hv_collect_opts *opts)
 }
 
 /* The walk of a collect or a snapshot: default excludes unless include_hidden. */
-static int open_walk(hv_walk **w, const char *dir, const hv_collect_opts *o, hv_walk_sort sort)
+int hv_collect_walk_open(hv_walk **w, const char *dir, const hv_collect_opts *o,
+			 hv_walk_sort sort)
 {
 	size_t n = o->n_excludes + 1;
 	const char **excl = calloc(n, sizeof(*excl));
@@ -126,7 +128,7 @@ static int snapshot_walk(const char *root, const hv_collect_opts *opts, int64_t 
 			 hv_walk_sort sort, snap_add_fn add, void *ctx, uint64_t *entries)
 {
 	hv_walk *w;
-	int rc = open_walk(&w, root, opts, sort);
+	int rc = hv_collect_walk_open(&w, root, opts, sort);
 	if (rc != HV_OK)
 		return rc;
 	uint64_t count = 0;
@@ -188,8 +190,10 @@ static int snapshot_prepare(const char *dir, char **root)
 }
 
 hv_status hv_snapshot_take(hv_store *st, const char *dir, const hv_collect_opts *opts,
-			   int64_t *id, uint64_t *entries)
+			   int64_t *id, uint64_t *entries, char **root_out)
 {
+	if (root_out)
+		*root_out = NULL;
 	hv_collect_opts defaults;
 	if (!opts) {
 		hv_collect_opts_init(&defaults);
@@ -209,8 +213,8 @@ hv_status hv_snapshot_take(hv_store *st, const char *dir, const hv_collect_opts 
 	/* The store sorts the entries itself: the walk need not. */
 	rc = snapshot_walk(root, opts, hv_snapshot_writer_created_at(sw), HV_SORT_NONE, writer_add,
 			   sw, &count);
-	free(root);
 	if (rc != HV_OK) {
+		free(root);
 		hv_error_saved saved;
 		hv_error_save(&saved);
 		hv_snapshot_writer_abort(sw);
@@ -218,12 +222,18 @@ hv_status hv_snapshot_take(hv_store *st, const char *dir, const hv_collect_opts 
 	}
 	int64_t sid = 0;
 	rc = hv_snapshot_writer_finish(sw, &sid);
-	if (rc != HV_OK)
+	if (rc != HV_OK) {
+		free(root);
 		return rc;
+	}
 	if (id)
 		*id = sid;
 	if (entries)
 		*entries = count;
+	if (root_out)
+		*root_out = root;
+	else
+		free(root);
 	return HV_OK;
 }
 
@@ -712,7 +722,7 @@ static void pipe_init(struct pipe *p, const hv_collect_opts *o, int max_fds)
 	pthread_cond_init(&p->done_cv, NULL);
 	p->o = o;
 	p->memo = hvm_memo_new();
-	long cpus = o->threads > 0 ? o->threads : sysconf(_SC_NPROCESSORS_ONLN);
+	long cpus = o->threads > 0 ? o->threads : hv_default_threads();
 	p->max_threads = cpus > 1 ? (int)(cpus - 1) : 0; /* the loop is one more */
 	if (p->max_threads > PIPE_MAX_THREADS)
 		p->max_threads = PIPE_MAX_THREADS;
@@ -1161,7 +1171,7 @@ static hv_status collect_impl(hv_store *st, const char *dir, const hv_collect_op
 	if (rc == HV_OK && (k.magic_fd2 = open("/", O_PATH | O_CLOEXEC)) < 0)
 		rc = hv_error_errno(HV_EIO, "/", errno);
 	if (rc == HV_OK)
-		rc = open_walk(&k.w, root, opts, HV_SORT_NAME);
+		rc = hv_collect_walk_open(&k.w, root, opts, HV_SORT_NAME);
 	if (rc != HV_OK) {
 		if (k.magic_fd >= 0)
 			close(k.magic_fd);
@@ -1334,51 +1344,6 @@ hv_status hv_collect_since_mem(hv_store *st, const char *dir, const hv_collect_o
 		return rc;
 	}
 	return collect_impl(st, dir, opts ? opts : &o, NULL, m, root, out);
-}
-
-char *hv_collection_skipped_json(const hv_collection *c, int kase)
-{
-	hv_json *j;
-	if (hv_json_new_buffer(&j, (hv_case)kase) != HV_OK)
-		return NULL;
-	hv_json_array_begin(j);
-	for (size_t i = 0; i < c->n_skipped; i++) {
-		const hv_skipped_file *s = &c->skipped[i];
-		hv_json_object_begin(j);
-		hv_json_key(j, "path");
-		hv_json_string(j, s->path, s->path_len);
-		hv_json_key(j, "reason");
-		hv_json_cstring(j, s->reason);
-		if (s->has_size) {
-			hv_json_key(j, "size");
-			hv_json_uint(j, s->size);
-		} else {
-			hv_json_key_null(j, "size");
-		}
-		if (s->error) {
-			hv_json_key(j, "error");
-			hv_json_string(j, s->error, strlen(s->error));
-		}
-		hv_json_object_end(j);
-	}
-	hv_json_array_end(j);
-	char *out = hv_json_buffer_strdup(j);
-	hv_json_free(j);
-	return out;
-}
-
-char *hv_collection_deleted_json(const hv_collection *c)
-{
-	hv_json *j;
-	if (hv_json_new_buffer(&j, HV_CASE_SNAKE) != HV_OK)
-		return NULL;
-	hv_json_array_begin(j);
-	for (size_t i = 0; i < c->n_deleted; i++)
-		hv_json_string(j, c->deleted[i].path, c->deleted[i].path_len);
-	hv_json_array_end(j);
-	char *out = hv_json_buffer_strdup(j);
-	hv_json_free(j);
-	return out;
 }
 
 hv_status hv_collection_record(hv_store *st, const hv_collection *c, const hv_run_start *start,

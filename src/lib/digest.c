@@ -17,7 +17,7 @@ static void to_hex(const unsigned char *md, unsigned len, char hex[65])
 	hex[64] = '\0';
 }
 
-int hv_sha256_hex(const void *data, size_t len, char hex[65])
+hv_status hv_sha256_hex(const void *data, size_t len, char hex[65])
 {
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned mdlen = 0;
@@ -27,7 +27,7 @@ int hv_sha256_hex(const void *data, size_t len, char hex[65])
 	return HV_OK;
 }
 
-int hv_sha256_fd(int fd, uint64_t max, const char *path, char hex[65])
+hv_status hv_sha256_fd(int fd, uint64_t max, const char *path, char hex[65])
 {
 	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
 	if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
@@ -36,7 +36,7 @@ int hv_sha256_fd(int fd, uint64_t max, const char *path, char hex[65])
 	}
 	enum { CHUNK = 1 << 16 };
 	unsigned char *buf = malloc(CHUNK);
-	int rc = buf ? HV_OK : hv_error_set(HV_ENOMEM, "out of memory");
+	hv_status rc = buf ? HV_OK : hv_error_set(HV_ENOMEM, "out of memory");
 	uint64_t total = 0;
 	while (rc == HV_OK) {
 		ssize_t n = read(fd, buf, CHUNK);

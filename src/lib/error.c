@@ -1,4 +1,4 @@
-/* The per-thread last error and the growing buffer. Thread-local, so two handles used from
+/* The per-thread last error, and the version strings. Thread-local, so two handles used from
  * two threads never see each other's messages. */
 #include "internal.h"
 
@@ -9,7 +9,7 @@
 #include <string.h>
 
 static _Thread_local char last_message[HV_ERROR_MAX];
-static _Thread_local int last_status;
+static _Thread_local hv_status last_status;
 
 const char *hv_error_last(void)
 {
@@ -44,7 +44,7 @@ static void elide_middle(const char *full, size_t len)
 	last_message[head + 3 + len - tail] = '\0';
 }
 
-int hv_error_set(int status, const char *fmt, ...)
+hv_status hv_error_set(hv_status status, const char *fmt, ...)
 {
 	/* Formatted aside first: an argument may be hv_error_last() itself. */
 	char local[HV_ERROR_MAX];
@@ -72,16 +72,17 @@ int hv_error_set(int status, const char *fmt, ...)
 void hv_error_save(hv_error_saved *saved)
 {
 	memcpy(saved->message, last_message, sizeof(saved->message));
+	saved->status = last_status;
 }
 
-int hv_error_restore(const hv_error_saved *saved, int status)
+hv_status hv_error_restore(const hv_error_saved *saved, hv_status status)
 {
 	memcpy(last_message, saved->message, sizeof(last_message));
 	last_status = status;
 	return status;
 }
 
-int hv_error_errno(int status, const char *path, int errnum)
+hv_status hv_error_errno(hv_status status, const char *path, int errnum)
 {
 	return hv_error_set(status, "%s: %s", path, strerror(errnum));
 }
@@ -102,81 +103,4 @@ const char *hv_libmagic_version(void)
 const char *hv_sqlite_version(void)
 {
 	return sqlite3_libversion();
-}
-
-int hv_buf_reserve(hv_buf *b, size_t n)
-{
-	if (b->cap - b->len > n)
-		return HV_OK;
-	size_t cap = b->cap ? b->cap : 64;
-	while (cap - b->len <= n) {
-		if (cap > SIZE_MAX / 2) {
-			b->failed = true;
-			return hv_error_set(HV_ENOMEM, "out of memory");
-		}
-		cap *= 2;
-	}
-	char *p = realloc(b->data, cap);
-	if (!p) {
-		b->failed = true;
-		return hv_error_set(HV_ENOMEM, "out of memory");
-	}
-	b->data = p;
-	b->cap = cap;
-	return HV_OK;
-}
-
-int hv_buf_append(hv_buf *b, const void *data, size_t n)
-{
-	int rc = hv_buf_reserve(b, n);
-	if (rc != HV_OK)
-		return rc;
-	if (n)
-		memcpy(b->data + b->len, data, n);
-	b->len += n;
-	b->data[b->len] = '\0';
-	return HV_OK;
-}
-
-int hv_buf_append_str(hv_buf *b, const char *s)
-{
-	return hv_buf_append(b, s, strlen(s));
-}
-
-int hv_buf_append_char(hv_buf *b, char c)
-{
-	return hv_buf_append(b, &c, 1);
-}
-
-int hv_buf_printf(hv_buf *b, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	va_list ap2;
-	va_copy(ap2, ap);
-	int n = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	int rc = n < 0 ? hv_error_set(HV_EIO, "bad format") : hv_buf_reserve(b, (size_t)n);
-	if (rc == HV_OK) {
-		vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap2);
-		b->len += (size_t)n;
-	}
-	va_end(ap2);
-	return rc;
-}
-
-void hv_buf_truncate(hv_buf *b, size_t n)
-{
-	if (n < b->len) {
-		b->len = n;
-		b->data[n] = '\0';
-	}
-}
-
-void hv_buf_free(hv_buf *b)
-{
-	free(b->data);
-	b->data = NULL;
-	b->len = b->cap = 0;
-	b->failed = false;
 }

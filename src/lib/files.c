@@ -82,7 +82,7 @@ static ssize_t read_some(int fd, void *buf, size_t cap)
 /* ---- cat ------------------------------------------------------------------------------------ */
 
 /* "path: not a regular file (fifo)" and friends: the type as the walker names it. */
-static int refuse_type(const char *path, mode_t mode)
+static hv_status refuse_type(const char *path, mode_t mode)
 {
 	if (S_ISDIR(mode))
 		return hv_error_errno(HV_EIO, path, EISDIR);
@@ -377,7 +377,7 @@ static int link_unnamed(struct put *p, const char *name)
 }
 
 /* Puts the finished temporary file in place of the destination. */
-static int install(struct put *p, bool dest_exists)
+static hv_status install(struct put *p, bool dest_exists)
 {
 	if (p->unnamed) {
 		/* A new destination is linked in one step: linkat never replaces, so a file someone

@@ -13,20 +13,23 @@
 
 /* Sets the calling thread's last error and returns status, so failures read
  * `return hv_error_set(HV_EIO, "%s: %s", path, strerror(errno));`. */
-int hv_error_set(int status, const char *fmt, ...) HV_ATTR_PRINTF(2, 3);
+hv_status hv_error_set(hv_status status, const char *fmt, ...) HV_ATTR_PRINTF(2, 3);
 /* The same with the reason taken from errnum: "<path>: <strerror(errnum)>". */
-int hv_error_errno(int status, const char *path, int errnum);
+hv_status hv_error_errno(hv_status status, const char *path, int errnum);
 
 /* The size of the last error's message, NUL included: a longer one keeps its start and its
  * end (the reason), with "..." between. */
 #define HV_ERROR_MAX 4096
-/* The last error, kept whole across a cleanup (a rollback, a close) that may set another:
- * hv_error_save before it, then `return hv_error_restore(&saved, status);`. */
+/* The last error, kept whole across a cleanup (a rollback, a close, a best-effort write) that
+ * may set another: hv_error_save before it, then `return hv_error_restore(&saved, rc);` (the
+ * status the caller returns), or hv_error_restore(&saved, saved.status) to put back the saved
+ * status too. The one way to do it: no module keeps a copy of the message itself. */
 typedef struct hv_error_saved {
 	char message[HV_ERROR_MAX];
+	hv_status status;  /* hv_error_last_status() when saved */
 } hv_error_saved;
 void hv_error_save(hv_error_saved *saved);
-int hv_error_restore(const hv_error_saved *saved, int status);
+hv_status hv_error_restore(const hv_error_saved *saved, hv_status status);
 
 /* A growing byte buffer. Always NUL-terminated after the first append. */
 typedef struct hv_buf {
@@ -37,14 +40,19 @@ typedef struct hv_buf {
 } hv_buf;
 
 /* Makes room for n more bytes; HV_ENOMEM on failure (the buffer is unchanged). */
-int hv_buf_reserve(hv_buf *b, size_t n);
-int hv_buf_append(hv_buf *b, const void *data, size_t n);
-int hv_buf_append_str(hv_buf *b, const char *s);
-int hv_buf_append_char(hv_buf *b, char c);
-int hv_buf_printf(hv_buf *b, const char *fmt, ...) HV_ATTR_PRINTF(2, 3);
+hv_status hv_buf_reserve(hv_buf *b, size_t n);
+hv_status hv_buf_append(hv_buf *b, const void *data, size_t n);
+hv_status hv_buf_append_str(hv_buf *b, const char *s);
+hv_status hv_buf_append_char(hv_buf *b, char c);
+hv_status hv_buf_printf(hv_buf *b, const char *fmt, ...) HV_ATTR_PRINTF(2, 3);
 /* Shortens the buffer to n bytes (n <= len). */
 void hv_buf_truncate(hv_buf *b, size_t n);
 void hv_buf_free(hv_buf *b);
+
+/* The thread count that options' "0: the default" means: the online CPUs, at least 1 and at
+ * most HV_DEFAULT_THREADS_MAX (more threads than that only contend for the disk). */
+#define HV_DEFAULT_THREADS_MAX 8
+int hv_default_threads(void);
 
 /* Seconds and nanoseconds as nanoseconds since the epoch, saturated outside 1677–2262:
  * a file's times are set by untrusted code (`touch -d 2300-01-01`). */
@@ -69,10 +77,10 @@ static inline int64_t hv_ns_from_timespec(int64_t sec, long nsec)
 	} while (0)
 
 /* SHA-256 (OpenSSL's libcrypto) as 64 lower-case hex digits plus NUL. */
-int hv_sha256_hex(const void *data, size_t len, char hex[65]);
+hv_status hv_sha256_hex(const void *data, size_t len, char hex[65]);
 /* The SHA-256 of what fd holds from its current offset to the end, reading at most max
  * bytes: HV_OK, HV_EIO (errno-style message naming path), or HV_WARN when the file holds
  * more than max bytes. */
-int hv_sha256_fd(int fd, uint64_t max, const char *path, char hex[65]);
+hv_status hv_sha256_fd(int fd, uint64_t max, const char *path, char hex[65]);
 
 #endif

@@ -12,6 +12,8 @@
  *     those two formats through a descriptor.
  * magic_descriptor() reads from the descriptor's current offset and seeks back to it; we seek
  * to 0 first and restore the caller's offset after. */
+#include "collect_internal.h"
+#include "harvest/sys/store.h"
 #include "internal.h"
 #include "mime_internal.h"
 
@@ -495,14 +497,6 @@ static void *batch_worker(void *arg)
 	return NULL;
 }
 
-static int default_threads(void)
-{
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	if (cpus < 1)
-		cpus = 1;
-	return cpus > 8 ? 8 : (int)cpus;
-}
-
 static hv_status detect(const char *const *paths, size_t n, const hv_mime_opts *opts,
 			bool regular, hv_mime_result **results);
 
@@ -552,7 +546,7 @@ static hv_status detect(const char *const *paths, size_t n, const hv_mime_opts *
 		return rc;
 	}
 
-	size_t threads = (size_t)(opts->threads ? opts->threads : default_threads());
+	size_t threads = (size_t)(opts->threads ? opts->threads : hv_default_threads());
 	if (threads > n)
 		threads = n;
 	pthread_t *tids = threads > 1 ? calloc(threads - 1, sizeof(*tids)) : NULL;
@@ -590,4 +584,267 @@ void hv_mime_results_free(hv_mime_result *results, size_t n)
 		free(results[i].error);
 	}
 	free(results);
+}
+
+/* ---- Every regular file below a directory ----------------------------------------------
+ *
+ * The walk is collect's (hv_collect_walk_open: the same excludes, per-component O_NOFOLLOW),
+ * and each file is opened through it (hv_walk_openat, relative to its directory's descriptor),
+ * never again by path. Files are answered in batches of DIR_BATCH, in walk order: the cache
+ * is looked up as the walk goes, the misses of a batch are detected on worker threads (each
+ * with its own hv_magic, kept for the whole call), then the batch is handed out and
+ * forgotten, so memory and descriptors stay bounded whatever the size of the tree. */
+#define DIR_BATCH 64
+
+typedef struct dir_item {
+	char *path;           /* relative to the root */
+	size_t path_len;
+	int fd;               /* open on the file, while it waits for detection; else -1 */
+	hv_stat st;           /* fstat of fd, for the cache */
+	bool cacheable;
+	hv_mime_result r;
+} dir_item;
+
+typedef struct dir_batch {
+	dir_item items[DIR_BATCH];
+	size_t n;
+	hv_magic **magic;     /* one per thread */
+	size_t threads;
+	atomic_size_t next;
+} dir_batch;
+
+static void dir_detect_one(dir_item *it, hv_magic *m)
+{
+	const char *type = NULL;
+	hv_status rc = hv_magic_fd(m, it->fd, it->path, &type);
+	close(it->fd);
+	it->fd = -1;
+	it->r.status = rc;
+	if (rc != HV_OK)
+		it->r.error = strdup(hv_error_last());
+	/* HV_WARN: the worker died or hung on it; octet-stream, said so, never cached */
+	if (rc == HV_OK || rc == HV_WARN)
+		it->r.mime_type = strdup(type ? type : "application/octet-stream");
+	it->cacheable = rc == HV_OK;
+}
+
+typedef struct dir_worker {
+	dir_batch *b;
+	hv_magic *m;
+} dir_worker;
+
+static void *dir_worker_main(void *arg)
+{
+	dir_worker *w = arg;
+	for (;;) {
+		size_t i = atomic_fetch_add(&w->b->next, 1);
+		if (i >= w->b->n)
+			return NULL;
+		if (w->b->items[i].fd >= 0)
+			dir_detect_one(&w->b->items[i], w->m);
+	}
+}
+
+/* Detects the batch's waiting files, caches, refines and hands every item out in order. */
+static hv_status dir_flush(dir_batch *b, hv_store *st, const char *fp, const hv_mime_opts *o,
+			   hv_mime_dir_fn fn, void *ctx, size_t *failed)
+{
+	size_t waiting = 0;
+	for (size_t i = 0; i < b->n; i++)
+		waiting += b->items[i].fd >= 0;
+	atomic_store(&b->next, 0);
+	size_t threads = b->threads < waiting ? b->threads : waiting;
+	pthread_t tids[HV_DEFAULT_THREADS_MAX];
+	dir_worker ws[HV_DEFAULT_THREADS_MAX];
+	size_t started = 0;
+	for (size_t t = 1; t < threads; t++) {
+		ws[t] = (dir_worker){.b = b, .m = b->magic[t]};
+		if (pthread_create(&tids[started], NULL, dir_worker_main, &ws[t]) != 0)
+			break; /* fewer workers; the calling thread does the rest */
+		started++;
+	}
+	ws[0] = (dir_worker){.b = b, .m = b->magic[0]};
+	dir_worker_main(&ws[0]);
+	for (size_t t = 0; t < started; t++)
+		pthread_join(tids[t], NULL);
+
+	hv_status rc = HV_OK;
+	for (size_t i = 0; i < b->n; i++) {
+		dir_item *it = &b->items[i];
+		if (rc == HV_OK && !it->r.mime_type && !it->r.error)
+			rc = hv_error_set(HV_ENOMEM, "out of memory");
+		if (rc == HV_OK && st && it->cacheable)
+			(void)hv_store_mime_put(st, &it->st, fp, it->r.mime_type); /* only speed */
+		if (rc == HV_OK && it->r.status == HV_OK && !o->raw) {
+			const char *type;
+			if (hv_mime_refine(o->db, it->path, it->r.mime_type, &type) == HV_OK &&
+			    type != it->r.mime_type) {
+				char *copy = strdup(type);
+				if (copy) {
+					free(it->r.mime_type);
+					it->r.mime_type = copy;
+				}
+			}
+		}
+		if (rc == HV_OK) {
+			*failed += it->r.status != HV_OK;
+			rc = fn(ctx, it->path, it->path_len, &it->r);
+			if (rc > 0)
+				rc = HV_OK;
+		}
+		free(it->path);
+		free(it->r.mime_type);
+		free(it->r.error);
+		if (it->fd >= 0)
+			close(it->fd);
+	}
+	b->n = 0;
+	return rc;
+}
+
+/* Fills the next item of the batch for the regular file e: a cached answer, or the file
+ * opened through the walk, waiting for detection, or why it could not be opened. */
+static hv_status dir_add(dir_batch *b, hv_walk *w, const hv_entry *e, hv_store *st,
+			 const char *fp)
+{
+	dir_item *it = &b->items[b->n];
+	memset(it, 0, sizeof(*it));
+	it->fd = -1;
+	if (!(it->path = malloc(e->path_len + 1)))
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	memcpy(it->path, e->path, e->path_len + 1);
+	it->path_len = e->path_len;
+	b->n++;
+	if (st && e->have_lstat) {
+		char *cached = NULL;
+		hv_status rc = hv_store_mime_lookup(st, &e->lst, fp, &cached);
+		if (rc != HV_OK)
+			return rc;
+		if (cached) {
+			it->r.mime_type = cached;
+			return HV_OK;
+		}
+	}
+	/* O_NONBLOCK: a file swapped for a FIFO since the walk must not hang the open. */
+	int fd = hv_walk_openat(w, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0 && errno == ELOOP) {
+		it->r.mime_type = strdup("inode/symlink"); /* replaced by a symlink since */
+		return HV_OK;
+	}
+	if (fd < 0) {
+		it->r.status = hv_error_errno(HV_EIO, e->path, errno);
+		it->r.error = strdup(hv_error_last());
+		return HV_OK;
+	}
+	struct stat sb;
+	if (fstat(fd, &sb) != 0) {
+		it->r.status = hv_error_errno(HV_EIO, e->path, errno);
+		it->r.error = strdup(hv_error_last());
+		close(fd);
+		return HV_OK;
+	}
+	HV_STAT_FROM(&sb, &it->st);
+	it->fd = fd;
+	return HV_OK;
+}
+
+hv_status hv_mime_detect_dir(hv_store *st, const char *dir, const hv_collect_opts *co,
+			     const hv_mime_opts *mo, hv_mime_dir_fn fn, void *ctx)
+{
+	hv_mime_opts o;
+	if (mo)
+		o = *mo;
+	else
+		hv_mime_opts_init(&o);
+	if (o.threads < 0)
+		return hv_error_set(HV_EUSAGE, "threads must be 0 or more, not %d", o.threads);
+	hv_status rc;
+	if (!o.raw && !o.db && (rc = hv_mime_default_db(&o.db)) != HV_OK)
+		return rc;
+	hv_collect_opts walk_opts;
+	if (!co)
+		hv_collect_opts_init(&walk_opts);
+	else
+		walk_opts = *co;
+	if (walk_opts.no_cache)
+		st = NULL;
+	dir_batch *b = calloc(1, sizeof(*b));
+	if (!b)
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	b->threads = (size_t)(o.threads ? o.threads : hv_default_threads());
+	if (b->threads > HV_DEFAULT_THREADS_MAX)
+		b->threads = HV_DEFAULT_THREADS_MAX;
+	if (b->threads < 1)
+		b->threads = 1;
+	b->magic = calloc(b->threads, sizeof(hv_magic *));
+	if (!b->magic) {
+		free(b);
+		hv_error_set(HV_ENOMEM, "out of memory");
+		return HV_ENOMEM;
+	}
+	hv_walk *w = NULL;
+	rc = HV_OK;
+	/* Loaded lazily: a tree answered from the cache never loads libmagic's database. */
+	for (size_t t = 0; rc == HV_OK && t < b->threads; t++)
+		rc = hvm_magic_open_lazy(&b->magic[t], o.database, o.extra_flags);
+	if (rc == HV_OK)
+		rc = hv_collect_walk_open(&w, dir, &walk_opts, HV_SORT_NAME);
+	const char *fp = NULL;
+	if (rc == HV_OK && b->magic[0])
+		fp = hv_magic_fingerprint(b->magic[0]);
+	size_t failed = 0, files = 0;
+	bool warned = false;
+	const hv_entry *e;
+	while (rc == HV_OK) {
+		hv_status s = hv_walk_next(w, &e);
+		if (s == HV_DONE)
+			break;
+		if (s == HV_WARN) {
+			warned = true;
+			if (walk_opts.on_warning)
+				walk_opts.on_warning(walk_opts.ctx, hv_error_last());
+			continue;
+		}
+		if (s != HV_OK) {
+			rc = s;
+			break;
+		}
+		if (walk_opts.on_progress)
+			walk_opts.on_progress(walk_opts.ctx, hv_walk_count(w), files, 0);
+		/* Every regular file below dir; the database's own files are answered too (they
+		 * are files like any other here: nothing is recorded). */
+		if (e->type != HV_FT_FILE)
+			continue;
+		files++;
+		rc = dir_add(b, w, e, st, fp);
+		if (rc == HV_OK && b->n == DIR_BATCH)
+			rc = dir_flush(b, st, fp, &o, fn, ctx, &failed);
+	}
+	if (rc == HV_OK && b->n)
+		rc = dir_flush(b, st, fp, &o, fn, ctx, &failed);
+	if (rc != HV_OK) {
+		/* What is left of the batch is dropped, its descriptors closed. */
+		hv_error_saved saved;
+		hv_error_save(&saved);
+		for (size_t i = 0; i < b->n; i++) {
+			free(b->items[i].path);
+			free(b->items[i].r.mime_type);
+			free(b->items[i].r.error);
+			if (b->items[i].fd >= 0)
+				close(b->items[i].fd);
+		}
+		hv_error_restore(&saved, rc);
+	}
+	if (rc == HV_OK && st)
+		rc = hv_store_flush(st);
+	hv_walk_close(w);
+	for (size_t t = 0; b->magic && t < b->threads; t++)
+		hv_magic_close(b->magic[t]);
+	free(b->magic);
+	free(b);
+	if (rc == HV_OK && failed)
+		return hv_error_set(HV_WARN, "%zu of %zu files could not be examined", failed, files);
+	if (rc == HV_OK && warned)
+		return hv_error_set(HV_WARN, "some directories below %s could not be read", dir);
+	return rc;
 }

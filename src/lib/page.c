@@ -1239,7 +1239,7 @@ hv_status hv_page_write_run(hv_store *st, int64_t run_id, const hv_page_opts *o,
 		o = &none;
 	/* run ids start at 1 (and 0 in a filter means any run) */
 	if (run_id < 1)
-		return hv_error_set(HV_DONE, "no run %lld", (long long)run_id);
+		return hv_error_set(HV_ENOTFOUND, "no run %lld", (long long)run_id);
 	hv_run_filter f = {.run_id = run_id, .with_output = true};
 	hv_run_iter *it;
 	const hv_run_row *r;
@@ -1250,7 +1250,7 @@ hv_status hv_page_write_run(hv_store *st, int64_t run_id, const hv_page_opts *o,
 	if (s != HV_OK) {
 		hv_run_iter_free(it);
 		if (s == HV_DONE)
-			hv_error_set(HV_DONE, "no run %lld", (long long)run_id);
+			return hv_error_set(HV_ENOTFOUND, "no run %lld", (long long)run_id);
 		return s;
 	}
 	pw *w = malloc(sizeof(*w));

@@ -32,7 +32,7 @@ struct hvst_history_ops {
 	void (*artifact_free)(hv_artifact_iter *it);
 	int (*content_get)(hv_store *st, const char *sha, const char *what, void **data,
 			   size_t *len);
-	/* The digest of artifact id into sha (HV_DONE "no artifact N"). */
+	/* The digest of artifact id into sha (HV_ENOTFOUND "no artifact N"). */
 	int (*artifact_sha)(hv_store *st, int64_t id, char sha[65]);
 	/* Deletes the runs, artifacts and contents of a prune; *newest_started gets the start
 	 * time of the newest deleted run (for the snapshot cutoff). */

@@ -31,22 +31,9 @@ static int write_all(int fd, const unsigned char *p, size_t n)
 	return 0;
 }
 
-static int fail(const char *path, int err)
+static hv_status fail(const char *path, int err)
 {
 	return hv_error_set(HV_EIO, "%s: %s", path, strerror(err));
-}
-
-/* Writes into an open descriptor, then makes it durable. fsync of a device or FIFO may be
- * meaningless (EINVAL): only a regular file must reach the disk. */
-static int fill(int fd, const char *path, const void *data, size_t len, bool regular)
-{
-	if (write_all(fd, data, len) != 0)
-		return fail(path, errno);
-	if (regular && ftruncate(fd, (off_t)len) != 0)
-		return fail(path, errno);
-	if (fsync(fd) != 0 && (regular || (errno != EINVAL && errno != EROFS)))
-		return fail(path, errno);
-	return HV_OK;
 }
 
 /* The directory part of path (malloc'd: "." when none) and where the last component starts. */
@@ -85,134 +72,225 @@ static int make_temp(int dirfd, char name[12], mode_t mode)
 	return -1;
 }
 
-/* The bytes in a temporary file of dir, then put at base. replace: over the file there, whose
- * mode the new one gets; else only where nothing is (HV_DONE when something is by now), with
- * the mode `>` would give (0666 less the umask). */
-static int via_temp(int dirfd, const char *path, const char *base, const void *data,
-		    size_t len, mode_t mode, bool replace)
+/* An output being written: into a temporary file of the destination's directory that commit
+ * renames into place, or into what the destination already is (a device, a FIFO, a shared
+ * regular file). */
+struct hv_file_out {
+	int fd;
+	int dirfd;          /* the destination's directory (temporary file only), else -1 */
+	char tmp[12];       /* the temporary file's name in dirfd; "" when writing in place */
+	char *path;         /* the destination as given, for messages */
+	char *base;         /* its last component in dirfd (temporary file only) */
+	bool replace;       /* the temporary file replaces an existing file */
+	bool regular;       /* what fd is open on is a regular file */
+	mode_t mode;        /* the mode the replaced file had */
+};
+
+static void out_free(hv_file_out *o)
 {
-	char tmp[12];
-	int fd = make_temp(dirfd, tmp, replace ? 0600 : 0666);
-	if (fd < 0)
-		return fail(path, errno);
-	int rc = fill(fd, path, data, len, true);
-	if (rc == HV_OK && replace && fchmod(fd, mode) != 0)
-		rc = fail(path, errno);
-	if (close(fd) != 0 && rc == HV_OK)
-		rc = fail(path, errno);
-	if (rc == HV_OK) {
-		int r = replace ? renameat(dirfd, tmp, dirfd, base)
-				: renameat2(dirfd, tmp, dirfd, base, RENAME_NOREPLACE);
-		if (r != 0 && !replace && (errno == EINVAL || errno == ENOSYS)) {
-			/* No RENAME_NOREPLACE here: link() does not replace either. */
-			r = linkat(dirfd, tmp, dirfd, base, 0);
-			if (r == 0)
-				unlinkat(dirfd, tmp, 0);
-		}
-		if (r != 0)
-			rc = errno == EEXIST ? HV_DONE : fail(path, errno);
+	if (o->fd >= 0)
+		close(o->fd);
+	if (o->dirfd >= 0) {
+		if (o->tmp[0])
+			unlinkat(o->dirfd, o->tmp, 0);
+		close(o->dirfd);
 	}
-	if (rc != HV_OK)
-		unlinkat(dirfd, tmp, 0);
-	return rc;
+	free(o->path);
+	free(o->base);
+	free(o);
 }
 
-/* Writes into what path already is (a device, a FIFO, a shared regular file), checking that
- * what was opened is what was looked at. */
-static int in_place(const char *path, const struct stat *seen, const void *data, size_t len)
+/* Opens what path already is, for writing in place, checking that what was opened is what
+ * was looked at. */
+static hv_status open_in_place(hv_file_out *o, const char *p, const struct stat *seen)
 {
 	/* O_NONBLOCK: a FIFO without a reader fails at once (ENXIO) instead of waiting forever;
 	 * O_NOCTTY: a terminal does not become harvest's. Never O_TRUNC before the checks. */
-	int fd = open(path, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-	if (fd < 0) {
+	o->fd = open(p, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (o->fd < 0) {
 		int err = errno;
 		if (err == ENXIO && S_ISFIFO(seen->st_mode))
-			return hv_error_set(HV_EIO, "%s: a FIFO that nobody reads", path);
-		return fail(path, err);
+			return hv_error_set(HV_EIO, "%s: a FIFO that nobody reads", o->path);
+		return fail(o->path, err);
 	}
 	struct stat sb;
-	int rc = HV_OK;
-	if (fstat(fd, &sb) != 0)
-		rc = fail(path, errno);
-	else if (sb.st_dev != seen->st_dev || sb.st_ino != seen->st_ino)
-		rc = hv_error_set(HV_EIO, "%s: replaced while being opened", path);
+	if (fstat(o->fd, &sb) != 0)
+		return fail(o->path, errno);
+	if (sb.st_dev != seen->st_dev || sb.st_ino != seen->st_ino)
+		return hv_error_set(HV_EIO, "%s: replaced while being opened", o->path);
 	/* Writes block again: a reader that is slow is waited for, like `cat > FIFO` does. */
-	int fl = rc == HV_OK ? fcntl(fd, F_GETFL) : -1;
-	if (rc == HV_OK && (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0))
+	int fl = fcntl(o->fd, F_GETFL);
+	if (fl < 0 || fcntl(o->fd, F_SETFL, fl & ~O_NONBLOCK) != 0)
+		return fail(o->path, errno);
+	o->regular = S_ISREG(sb.st_mode);
+	return HV_OK;
+}
+
+/* Decides how path is written (see hv_write_file) and opens it: HV_OK with *out, or a
+ * failure (nothing left behind). */
+static hv_status out_open(hv_file_out **out, const char *path, int flags)
+{
+	*out = NULL;
+	if (!path || !*path)
+		return hv_error_set(HV_EUSAGE, "hv_file_out_open: missing path");
+	hv_file_out *o = calloc(1, sizeof(*o));
+	if (!o || !(o->path = strdup(path))) {
+		free(o);
+		hv_error_set(HV_ENOMEM, "out of memory");
+		return HV_ENOMEM;
+	}
+	o->fd = o->dirfd = -1;
+	char *resolved = NULL;
+	const char *p = path;
+	struct stat sb;
+	hv_status rc = HV_OK;
+	bool exists = lstat(p, &sb) == 0;
+	if (!exists && errno != ENOENT) {
 		rc = fail(path, errno);
-	if (rc == HV_OK)
-		rc = fill(fd, path, data, len, S_ISREG(sb.st_mode));
+	} else if (exists && S_ISLNK(sb.st_mode)) {
+		if (!(flags & HV_WRITE_FOLLOW)) {
+			rc = hv_error_set(HV_EUSAGE, "%s: is a symbolic link (not followed)", path);
+		} else if (!(resolved = realpath(path, NULL)) || lstat(resolved, &sb) != 0) {
+			/* The final target, which must exist: a dangling link is refused. */
+			rc = hv_error_set(HV_EIO, "%s: cannot follow the symbolic link: %s", path,
+					  strerror(errno));
+		} else {
+			p = resolved;
+		}
+	}
+	if (rc == HV_OK && exists && S_ISDIR(sb.st_mode))
+		rc = fail(path, EISDIR);
+	if (rc == HV_OK && exists && S_ISSOCK(sb.st_mode))
+		rc = hv_error_set(HV_EUSAGE, "%s: is a socket", path);
+	bool shared = exists && S_ISREG(sb.st_mode) &&
+		      (sb.st_nlink != 1 || sb.st_uid != geteuid() || sb.st_gid != getegid());
+	bool in_place = exists && (!S_ISREG(sb.st_mode) || shared);
+	if (rc == HV_OK && !in_place) {
+		const char *base;
+		char *dir = split_dir(p, &base);
+		if (!dir || !(o->base = strdup(base))) {
+			rc = hv_error_set(HV_ENOMEM, "out of memory");
+		} else if ((o->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+			rc = fail(path, errno);
+		} else if (exists && faccessat(o->dirfd, ".", W_OK | X_OK, AT_EACCESS) != 0) {
+			/* No temporary file can be made beside it: a file we may write, in a
+			 * directory we may not, is still written (in place). */
+			close(o->dirfd);
+			o->dirfd = -1;
+			in_place = true;
+		} else {
+			o->replace = exists;
+			o->mode = exists ? sb.st_mode & 07777 : 0;
+			o->regular = true;
+			o->fd = make_temp(o->dirfd, o->tmp, exists ? 0600 : 0666);
+			if (o->fd < 0) {
+				o->tmp[0] = '\0';
+				rc = fail(path, errno);
+			}
+		}
+		free(dir);
+	}
+	if (rc == HV_OK && in_place)
+		rc = open_in_place(o, p, &sb);
+	free(resolved);
+	if (rc != HV_OK) {
+		out_free(o);
+		return rc;
+	}
+	*out = o;
+	return HV_OK;
+}
+
+/* Completes o and frees it: HV_OK or a failure. *raced says the failure is that something
+ * appeared at the destination of a new file meanwhile (nothing is replaced then). */
+static hv_status out_commit(hv_file_out *o, bool *raced)
+{
+	hv_status rc = HV_OK;
+	*raced = false;
+	if (o->regular) {
+		/* In place, a longer old content must not outlive the new one. */
+		off_t len = lseek(o->fd, 0, SEEK_CUR);
+		if (len < 0 || ftruncate(o->fd, len) != 0)
+			rc = fail(o->path, errno);
+	}
+	/* fsync of a device or FIFO may be meaningless (EINVAL): only a regular file must reach
+	 * the disk. */
+	if (rc == HV_OK && fsync(o->fd) != 0 && (o->regular || (errno != EINVAL && errno != EROFS)))
+		rc = fail(o->path, errno);
+	if (rc == HV_OK && o->replace && fchmod(o->fd, o->mode) != 0)
+		rc = fail(o->path, errno);
+	int fd = o->fd;
+	o->fd = -1;
 	if (close(fd) != 0 && rc == HV_OK)
-		rc = fail(path, errno);
+		rc = fail(o->path, errno);
+	if (rc == HV_OK && o->tmp[0]) {
+		int r = o->replace ? renameat(o->dirfd, o->tmp, o->dirfd, o->base)
+				   : renameat2(o->dirfd, o->tmp, o->dirfd, o->base, RENAME_NOREPLACE);
+		if (r != 0 && !o->replace && (errno == EINVAL || errno == ENOSYS)) {
+			/* No RENAME_NOREPLACE here: link() does not replace either. */
+			r = linkat(o->dirfd, o->tmp, o->dirfd, o->base, 0);
+			if (r == 0)
+				unlinkat(o->dirfd, o->tmp, 0);
+		}
+		if (r == 0) {
+			o->tmp[0] = '\0';
+		} else if (errno == EEXIST) {
+			*raced = true;
+			rc = hv_error_set(HV_EIO, "%s: created by someone else while being written",
+					  o->path);
+		} else {
+			rc = fail(o->path, errno);
+		}
+	}
+	out_free(o);
 	return rc;
+}
+
+hv_status hv_file_out_open(hv_file_out **out, const char *path, int flags)
+{
+	return out_open(out, path, flags);
+}
+
+int hv_file_out_fd(const hv_file_out *o)
+{
+	return o->fd;
+}
+
+hv_status hv_file_out_commit(hv_file_out *o)
+{
+	if (!o)
+		return hv_error_set(HV_EUSAGE, "hv_file_out_commit: no output");
+	bool raced;
+	return out_commit(o, &raced);
+}
+
+void hv_file_out_abort(hv_file_out *o)
+{
+	if (o)
+		out_free(o);
 }
 
 hv_status hv_write_file(const char *path, const void *data, size_t len, int flags)
 {
 	if (!path || !*path || (len && !data))
 		return hv_error_set(HV_EUSAGE, "hv_write_file: missing argument");
-	char *resolved = NULL;
-	int rc = HV_DONE;
+	hv_status rc = HV_OK;
+	bool raced = true;
 	/* A file made or swapped meanwhile by someone else: look again (a few times). */
-	for (int attempt = 0; rc == HV_DONE && attempt < 8; attempt++) {
-		const char *p = path;
-		struct stat sb;
-		bool exists = lstat(p, &sb) == 0;
-		if (!exists && errno != ENOENT) {
+	for (int attempt = 0; raced && attempt < 8; attempt++) {
+		raced = false;
+		hv_file_out *o;
+		rc = out_open(&o, path, flags);
+		if (rc != HV_OK || !o)
+			break;
+		if (write_all(o->fd, data, len) != 0) {
 			rc = fail(path, errno);
+			out_free(o);
 			break;
 		}
-		if (exists && S_ISLNK(sb.st_mode)) {
-			if (!(flags & HV_WRITE_FOLLOW)) {
-				rc = hv_error_set(HV_EUSAGE, "%s: is a symbolic link (not followed)",
-						  path);
-				break;
-			}
-			free(resolved);
-			/* The final target, which must exist: a dangling link is refused. */
-			if (!(resolved = realpath(path, NULL)) || lstat(resolved, &sb) != 0) {
-				rc = hv_error_set(HV_EIO, "%s: cannot follow the symbolic link: %s",
-						  path, strerror(errno));
-				break;
-			}
-			p = resolved;
-		}
-		if (exists && S_ISDIR(sb.st_mode)) {
-			rc = fail(path, EISDIR);
-			break;
-		}
-		if (exists && S_ISSOCK(sb.st_mode)) {
-			rc = hv_error_set(HV_EUSAGE, "%s: is a socket", path);
-			break;
-		}
-		bool shared = exists && S_ISREG(sb.st_mode) &&
-			      (sb.st_nlink != 1 || sb.st_uid != geteuid() || sb.st_gid != getegid());
-		if (exists && (!S_ISREG(sb.st_mode) || shared)) {
-			rc = in_place(p, &sb, data, len);
-			break;
-		}
-		const char *base;
-		char *dir = split_dir(p, &base);
-		if (!dir) {
-			rc = hv_error_set(HV_ENOMEM, "out of memory");
-			break;
-		}
-		int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (dirfd < 0)
-			rc = fail(path, errno);
-		else if (exists && faccessat(dirfd, ".", W_OK | X_OK, AT_EACCESS) != 0)
-			/* No temporary file can be made beside it: a file we may write, in a
-			 * directory we may not, is still written (in place). */
-			rc = in_place(p, &sb, data, len);
-		else
-			rc = via_temp(dirfd, path, base, data, len, exists ? sb.st_mode & 07777 : 0,
-				      exists);
-		if (dirfd >= 0)
-			close(dirfd);
-		free(dir);
+		rc = out_commit(o, &raced);
 	}
-	if (rc == HV_DONE)
+	if (raced)
 		rc = hv_error_set(HV_EIO, "%s: keeps changing while being written", path);
-	free(resolved);
 	return rc;
 }

@@ -300,10 +300,10 @@ static int check_run_open(hv_store *st, int64_t run_id)
 	int rc;
 	if (src == SQLITE_ROW)
 		rc = sqlite3_column_int(q, 0) ? HV_OK
-					      : hv_error_set(HV_DONE, "run %lld has already finished",
+					      : hv_error_set(HV_ENOTFOUND, "run %lld has already finished",
 							     (long long)run_id);
 	else if (src == SQLITE_DONE)
-		rc = hv_error_set(HV_DONE, "no run %lld (pruned?)", (long long)run_id);
+		rc = hv_error_set(HV_ENOTFOUND, "no run %lld (pruned?)", (long long)run_id);
 	else
 		rc = hvst_db_error(st, src, "cannot finish the run");
 	sqlite3_finalize(q);
@@ -391,9 +391,8 @@ static int record_artifact(hv_store *st, int64_t run_id, const hv_artifact_in *a
  * the caller's error stays the one reported. */
 static void end_not_recorded(hv_store *st, int64_t run_id, const hv_run_end *end)
 {
-	char msg[1024];
-	snprintf(msg, sizeof(msg), "%s", hv_error_last());
-	int status = hv_error_last_status();
+	hv_error_saved saved;
+	hv_error_save(&saved);
 	hv_run_end e = *end;
 	e.end_reason = HV_END_NOT_RECORDED;
 	if (hvst_tx_begin(st) == HV_OK) {
@@ -402,7 +401,7 @@ static void end_not_recorded(hv_store *st, int64_t run_id, const hv_run_end *end
 		else
 			hvst_tx_rollback(st);
 	}
-	hv_error_set(status, "%s", msg);
+	hv_error_restore(&saved, saved.status);
 }
 
 static int sq_run_finish(hv_store *st, int64_t run_id, const hv_run_end *end,
@@ -904,7 +903,7 @@ static int content_get(hv_store *st, const char *sha256_hex, const char *what, v
 			*len = n;
 		}
 	} else if (src == SQLITE_DONE) {
-		rc = hv_error_set(HV_DONE, "%s: no stored content with this SHA-256", sha);
+		rc = hv_error_set(HV_ENOTFOUND, "%s: no stored content with this SHA-256", sha);
 	} else {
 		rc = hvst_db_error(st, src, "cannot read a content");
 	}
@@ -926,7 +925,7 @@ static int sq_artifact_sha(hv_store *st, int64_t artifact_id, char sha[65])
 	if (src == SQLITE_ROW)
 		snprintf(sha, 65, "%s", (const char *)sqlite3_column_text(q, 0));
 	else if (src == SQLITE_DONE)
-		rc = hv_error_set(HV_DONE, "no artifact %lld", (long long)artifact_id);
+		rc = hv_error_set(HV_ENOTFOUND, "no artifact %lld", (long long)artifact_id);
 	else
 		rc = hvst_db_error(st, src, "cannot read an artifact");
 	sqlite3_finalize(q);
@@ -1212,7 +1211,7 @@ static int prune_snapshots(hv_store *st, int64_t cutoff, bool live_owner_keeps,
 		rc = hv_store_snapshot_delete(st, ids[i]);
 		if (rc == HV_OK)
 			res->snapshots++;
-		else if (rc == HV_DONE) /* someone else deleted it meanwhile */
+		else if (rc == HV_ENOTFOUND) /* someone else deleted it meanwhile */
 			rc = HV_OK;
 	}
 	free(ids);
@@ -1362,8 +1361,8 @@ hv_status hv_store_artifact_content(hv_store *st, int64_t artifact_id, void **da
 	char what[48];
 	snprintf(what, sizeof(what), "artifact %lld", (long long)artifact_id);
 	rc = st->hist->content_get(st, sha, what, data, len);
-	if (rc == HV_DONE)
-		hv_error_set(HV_DONE, "artifact %lld: its content was not stored",
+	if (rc == HV_ENOTFOUND)
+		hv_error_set(HV_ENOTFOUND, "artifact %lld: its content was not stored",
 			     (long long)artifact_id);
 	return rc;
 }

@@ -474,9 +474,9 @@ static int pg_check_open(hv_store *st, int64_t run_id)
 		return hv_error_last_status();
 	int rc = HV_OK;
 	if (PQntuples(r) == 0)
-		rc = hv_error_set(HV_DONE, "no run %lld (pruned?)", (long long)run_id);
+		rc = hv_error_set(HV_ENOTFOUND, "no run %lld (pruned?)", (long long)run_id);
 	else if (!g_i64(r, 0, 0))
-		rc = hv_error_set(HV_DONE, "run %lld has already finished", (long long)run_id);
+		rc = hv_error_set(HV_ENOTFOUND, "run %lld has already finished", (long long)run_id);
 	PQclear(r);
 	return rc;
 }
@@ -503,7 +503,7 @@ static int pg_record_end(hv_store *st, int64_t run_id, const hv_run_end *e)
 	p_bytes(&p, e->stderr_data ? e->stderr_data : "", e->stderr_data ? e->stderr_len : 0);
 	p_text(&p, e->deleted_json);
 	/* Only a run that has not ended (the row is then locked until the commit); otherwise
-	 * pg_check_open says why (HV_DONE). One round trip where a check first would take two. */
+	 * pg_check_open says why (HV_ENOTFOUND). One round trip where a check first would take two. */
 	PGresult *r = pg_run(st, "UPDATE harvest.runs SET ended_at_ns = $2, exit_code = $3,"
 				 " timed_out = $4, duration_ms = $5, stdout_truncated = $6,"
 				 " stderr_truncated = $7, skipped = $8, end_reason = $9, stdout = $10,"
@@ -679,8 +679,9 @@ static int pg_run_finish(hv_store *st, int64_t run_id, const hv_run_end *end,
 		PQclear(r);
 		if (rc == HV_OK) {
 			rc = pg_record_end(st, run_id, end);
-			/* HV_DONE: no such run, or it has ended; anything else: it is still open. */
-			was_open = rc != HV_DONE;
+			/* HV_ENOTFOUND: no such run, or it has ended; anything else: it is still
+			 * open. */
+			was_open = rc != HV_ENOTFOUND;
 		}
 		if (rc == HV_OK)
 			rc = pg_record_artifacts(st, run_id, artifacts, n_artifacts, shas, NULL);
@@ -692,9 +693,8 @@ static int pg_run_finish(hv_store *st, int64_t run_id, const hv_run_end *end,
 	free(shas);
 	if (rc != HV_OK && was_open && !end->end_reason && PQstatus(st->pg->c) == CONNECTION_OK) {
 		/* Ended with none of its artifacts, and saying so; best effort. */
-		char msg[1024];
-		snprintf(msg, sizeof(msg), "%s", hv_error_last());
-		int status = hv_error_last_status();
+		hv_error_saved saved;
+		hv_error_save(&saved);
 		hv_run_end e = *end;
 		e.end_reason = HV_END_NOT_RECORDED;
 		if (pg_exec(st, "BEGIN", NULL, "") == HV_OK) {
@@ -703,7 +703,7 @@ static int pg_run_finish(hv_store *st, int64_t run_id, const hv_run_end *end,
 			else
 				pg_rollback(st);
 		}
-		hv_error_set(status, "%s", msg);
+		hv_error_restore(&saved, saved.status);
 	}
 	return rc;
 }
@@ -1021,7 +1021,7 @@ static int pg_content_get(hv_store *st, const char *sha, const char *what, void 
 	*data = NULL;
 	*len = 0;
 	if (!st->pg->have_schema)
-		return hv_error_set(HV_DONE, "%s: no stored content with this SHA-256", sha);
+		return hv_error_set(HV_ENOTFOUND, "%s: no stored content with this SHA-256", sha);
 	pgp p = {0};
 	p_text(&p, sha);
 	PGresult *r = pg_run(st, "SELECT bytes FROM harvest.contents WHERE sha256 = $1", &p,
@@ -1030,7 +1030,7 @@ static int pg_content_get(hv_store *st, const char *sha, const char *what, void 
 		return hv_error_last_status();
 	int rc = HV_OK;
 	if (PQntuples(r) == 0) {
-		rc = hv_error_set(HV_DONE, "%s: no stored content with this SHA-256", sha);
+		rc = hv_error_set(HV_ENOTFOUND, "%s: no stored content with this SHA-256", sha);
 	} else {
 		size_t n;
 		const char *b = g_bytes(r, 0, 0, &n);
@@ -1054,7 +1054,7 @@ static int pg_content_get(hv_store *st, const char *sha, const char *what, void 
 static int pg_artifact_sha(hv_store *st, int64_t id, char sha[65])
 {
 	if (!st->pg->have_schema)
-		return hv_error_set(HV_DONE, "no artifact %lld", (long long)id);
+		return hv_error_set(HV_ENOTFOUND, "no artifact %lld", (long long)id);
 	pgp p = {0};
 	p_int(&p, id);
 	PGresult *r = pg_run(st, "SELECT sha256 FROM harvest.artifacts WHERE id = $1", &p,
@@ -1063,7 +1063,7 @@ static int pg_artifact_sha(hv_store *st, int64_t id, char sha[65])
 		return hv_error_last_status();
 	int rc = HV_OK;
 	if (PQntuples(r) == 0)
-		rc = hv_error_set(HV_DONE, "no artifact %lld", (long long)id);
+		rc = hv_error_set(HV_ENOTFOUND, "no artifact %lld", (long long)id);
 	else
 		snprintf(sha, 65, "%s", g_text(r, 0, 0));
 	PQclear(r);

@@ -506,7 +506,7 @@ hv_status hv_snapshot_writer_abort(hv_snapshot_writer *w)
 		return HV_OK;
 	int rc = hv_store_snapshot_delete(w->st, w->id);
 	writer_free(w);
-	return rc == HV_DONE ? HV_OK : rc;
+	return rc == HV_ENOTFOUND ? HV_OK : rc;
 }
 
 /* Runs a statement binding ?1 to id, in its own write transaction; *changes gets the rows. */
@@ -547,7 +547,7 @@ hv_status hv_store_snapshot_delete(hv_store *st, int64_t id)
 	if (rc != HV_OK)
 		return rc;
 	if (changes == 0)
-		return hv_error_set(HV_DONE, "no snapshot %lld", (long long)id);
+		return hv_error_set(HV_ENOTFOUND, "no snapshot %lld", (long long)id);
 	do {
 		rc = exec_id(st,
 			     "DELETE FROM snapshot_entries WHERE snapshot_id = ?1 AND (parent, name) IN"
@@ -578,7 +578,7 @@ hv_status hv_store_snapshot_open(hv_store *st, int64_t id, hv_snapshot **out)
 	int rc = HV_OK;
 	hv_snapshot *sn = NULL;
 	if (src == SQLITE_DONE) {
-		rc = hv_error_set(HV_DONE, "no snapshot %lld", (long long)id);
+		rc = hv_error_set(HV_ENOTFOUND, "no snapshot %lld", (long long)id);
 	} else if (src != SQLITE_ROW) {
 		rc = hvst_db_error(st, src, "cannot read the snapshot");
 	} else if (!(sn = calloc(1, sizeof(*sn))) ||
@@ -756,19 +756,26 @@ hv_status hv_snapshot_next(hv_snapshot *sn, const hv_snapshot_entry **out)
 	}
 }
 
+/* A path the snapshot has no entry for (not a failure of the store: HV_ENOTFOUND). */
+static hv_status not_in_snapshot(const char *path, size_t path_len)
+{
+	return hv_error_set(HV_ENOTFOUND, "%.*s: not in the snapshot",
+			    (int)(path_len > 4096 ? 4096 : path_len), path);
+}
+
 hv_status hv_snapshot_lookup(hv_snapshot *sn, const char *path, size_t path_len,
 			     hv_snapshot_entry *out)
 {
 	if (!sn || !path || !out)
 		return hv_error_set(HV_EUSAGE, "hv_snapshot_lookup: missing argument");
 	if (path_len == 0 || memchr(path, '\0', path_len))
-		return HV_DONE; /* no name holds a NUL */
+		return not_in_snapshot(path, path_len); /* no name holds a NUL */
 	hv_store *st = sn->st;
 	sqlite3_stmt *q = hvst_stmt(st, STMT_SNAP_LOOKUP);
 	if (!q)
 		return hv_error_last_status();
 	int64_t pid = 0;
-	int rc = HV_DONE;
+	int rc = HV_ENOTFOUND;
 	for (size_t start = 0; start <= path_len;) {
 		const char *slash = memchr(path + start, '/', path_len - start);
 		size_t end = slash ? (size_t)(slash - path) : path_len;
@@ -776,14 +783,14 @@ hv_status hv_snapshot_lookup(hv_snapshot *sn, const char *path, size_t path_len,
 		sqlite3_bind_int64(q, 2, pid);
 		hvst_bind_bytes(q, 3, path + start, end - start);
 		int src = sqlite3_step(q);
-		rc = HV_DONE;
+		rc = HV_ENOTFOUND;
 		if (src == SQLITE_ROW) {
 			pid = sqlite3_column_int64(q, 0);
 			if (end == path_len) {
 				fill_stat(q, 1, &out->st);
 				bool has_sha = fill_sha(q, 7, sn->lookup_sha);
 				out->sha256 = has_sha ? sn->lookup_sha : NULL;
-				rc = sqlite3_column_type(q, 4) != SQLITE_NULL ? HV_OK : HV_DONE;
+				rc = sqlite3_column_type(q, 4) != SQLITE_NULL ? HV_OK : HV_ENOTFOUND;
 			} else {
 				rc = HV_OK;
 			}
@@ -796,6 +803,8 @@ hv_status hv_snapshot_lookup(hv_snapshot *sn, const char *path, size_t path_len,
 			break;
 		start = end + 1;
 	}
+	if (rc == HV_ENOTFOUND)
+		return not_in_snapshot(path, path_len);
 	if (rc != HV_OK)
 		return rc;
 	hv_buf_truncate(&sn->lookup_path, 0);

@@ -245,12 +245,6 @@ hv_status hv_walk_next(hv_walk *w, const hv_entry **out)
 	return HV_DONE;
 }
 
-static unsigned online_cpus(void)
-{
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-	return n > 0 ? (unsigned)n : 1;
-}
-
 hv_status hv_walk_open(hv_walk **out, const char *root, const hv_walk_opts *opts)
 {
 	*out = NULL;
@@ -334,7 +328,7 @@ hv_status hv_walk_open(hv_walk **out, const char *root, const hv_walk_opts *opts
 	if (o.max_depth == 0)
 		w->finished = true;
 
-	unsigned n = o.threads ? (unsigned)o.threads : online_cpus();
+	unsigned n = o.threads ? (unsigned)o.threads : (unsigned)hv_default_threads();
 	if (n > MAX_WORKERS)
 		n = MAX_WORKERS;
 	/* Only the default grows; a count asked for is kept. Test-only: with

@@ -581,6 +581,42 @@ static void test_usage_errors(void **s)
 	free(root);
 }
 
+/* A FILE whose name is as long as a name may be (255 bytes): the temporary file beside it has a
+ * short name of its own, so -o works, creating and then replacing it. */
+static void test_longest_name(void **s)
+{
+	(void)s;
+	char *dir = tu_tmpdir();
+	char *root = make_tree(dir, false);
+	char name[256];
+	memset(name, 'n', 251);
+	memcpy(name + 251, ".tar", 5);
+	assert_int_equal(strlen(name), 255);
+	char *file = tu_path(dir, name);
+	for (int round = 0; round < 2; round++) {
+		tu_result r;
+		tu_harvest(&r, "archive", root, "-o", file, NULL);
+		if (r.status != 0)
+			fail_msg("round %d: status %d: %s", round, r.status, r.err);
+		tu_result_free(&r);
+		char *argv[] = {"tar", "-tf", file, NULL};
+		run_ok(NULL, argv);
+	}
+	/* Nothing but the tree and the archive is left in the directory. */
+	DIR *d = opendir(dir);
+	assert_non_null(d);
+	struct dirent *de;
+	int others = 0;
+	while ((de = readdir(d)) != NULL)
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
+		    strcmp(de->d_name, name) && strcmp(de->d_name, "tree"))
+			others++;
+	closedir(d);
+	assert_int_equal(others, 0);
+	free(file);
+	free(root);
+}
+
 /* ---- a run's artifacts ------------------------------------------------------------------ */
 
 static void test_history_get_run(void **s)
@@ -675,6 +711,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_broken_pipe, tu_cleanup),
 		cmocka_unit_test_teardown(test_no_space_leaves_no_file, tu_cleanup),
 		cmocka_unit_test_teardown(test_usage_errors, tu_cleanup),
+		cmocka_unit_test_teardown(test_longest_name, tu_cleanup),
 		cmocka_unit_test_teardown(test_history_get_run, tu_cleanup),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

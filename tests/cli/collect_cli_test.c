@@ -362,6 +362,41 @@ static void test_output_file_fields(void **state)
 
 /* ---- excludes ---- */
 
+/* --threads N: the same files with one thread as with several; 0 and non-numbers refused. */
+static void test_threads(void **state)
+{
+	(void)state;
+	char *root = tu_mkdtemp();
+	char *db = tu_path(root, "h.db");
+	char *d = tu_path(root, "d");
+	make_tree(root);
+	const char *counts[] = {"1", "3"};
+	for (size_t i = 0; i < 2; i++) {
+		tu_result r;
+		tj_value *doc;
+		const char *args[] = {"collect", "--threads", counts[i], "--db", db, d, NULL};
+		run_json(&r, &doc, args);
+		if (r.status != 0)
+			fail_msg("--threads %s: exit %d: %s", counts[i], r.status, r.err);
+		collect_shape(doc);
+		check_tree(d, doc, true);
+		tj_free(doc);
+		tu_result_free(&r);
+	}
+	const char *bad[] = {"0", "x"};
+	for (size_t i = 0; i < 2; i++) {
+		tu_result r;
+		tu_harvest(&r, "collect", "--threads", bad[i], "--db", db, d, NULL);
+		assert_int_equal(r.status, 2);
+		assert_non_null(strstr(r.err, "--threads"));
+		tu_result_free(&r);
+	}
+	free(d);
+	free(db);
+	tu_rmrf(root);
+	free(root);
+}
+
 static void test_excludes(void **state)
 {
 	(void)state;
@@ -1212,6 +1247,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_output_file_fields),
+		cmocka_unit_test(test_threads),
 		cmocka_unit_test(test_excludes),
 		cmocka_unit_test(test_since),
 		cmocka_unit_test(test_since_racy),

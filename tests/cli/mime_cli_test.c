@@ -379,12 +379,12 @@ static void test_directory_argument(void **state)
 	tj_value *doc;
 	size_t n;
 	answer *a = parse_answers(&r, &doc, &n);
-	/* Every regular file below the directory (dot-files too: no default exclude here),
-	 * named DIR/rel, and nothing else; then the plain argument. */
+	/* Every regular file below the directory, named DIR/rel, walked as collect walks it
+	 * (so no dot-file), and nothing else; then the plain argument. */
 	struct {
 		const char *rel, *mime;
 	} want[] = {
-		{"tree/.hidden", "text/plain"},       {"tree/a.txt", "text/plain"},
+		{"tree/a.txt", "text/plain"},
 		{"tree/sub/b.md", "text/markdown"},   {"tree/sub/deeper/c.png", "image/png"},
 		{"tree/zero", "inode/x-empty"},       {"other.md", "text/markdown"},
 	};
@@ -406,11 +406,117 @@ static void test_directory_argument(void **state)
 	tj_free(doc);
 	tu_result_free(&r);
 
+	/* As for collect: --include-hidden brings dot-files back, --exclude leaves names out. */
+	tu_run(&r, NULL, NULL,
+	       (char *const[]){"timeout", "20", HARVEST_BIN, "mime", "--db", db, "--include-hidden",
+			       "--exclude", "deeper", tree, NULL});
+	if (r.status != 0)
+		fail_msg("exit %d: %s", r.status, r.err);
+	a = parse_answers(&r, &doc, &n);
+	char *hidden = tu_path(root, "tree/.hidden"), *png = tu_path(root, "tree/sub/deeper/c.png");
+	assert_int_equal(n, 4);
+	assert_non_null(answer_for(a, n, hidden));
+	assert_string_equal(answer_for(a, n, hidden), "text/plain");
+	assert_null(answer_for(a, n, png));
+	free(png);
+	free(hidden);
+	free(a);
+	tj_free(doc);
+	tu_result_free(&r);
+
 	free(other);
 	free(tree);
 	free(link);
 	free(fifo);
 	free(db);
+	tu_rmrf(root);
+	free(root);
+}
+
+/* A directory of DIR swapped for a symlink to elsewhere while mime runs: the walk never follows
+ * it, and a file below it is opened through the directory's descriptor, never again by path,
+ * so nothing outside DIR is answered. The swap happens once harvest has written its first
+ * answers: with thousands of files before sub/, it is then still answering those (its output
+ * is far larger than the pipe it blocks on), so a mime that listed the tree first and
+ * reopened every file by path afterwards would open out/secret.txt through the new link. */
+static void test_directory_swapped_for_symlink(void **state)
+{
+	(void)state;
+	char *root = tu_mkdtemp();
+	tu_mkdir(root, "tree");
+	tu_mkdir(root, "tree/sub");
+	tu_mkdir(root, "out");
+	char name[32];
+	for (int i = 0; i < 5000; i++) {
+		snprintf(name, sizeof(name), "tree/a%04d.txt", i);
+		tu_write(root, name, "text\n", 5);
+	}
+	tu_write(root, "tree/sub/secret.txt", "inside\n", 7);
+	tu_write(root, "out/secret.txt", png_bytes, sizeof(png_bytes));
+	char *tree = tu_path(root, "tree");
+	char *sub = tu_path(root, "tree/sub");
+	char *moved = tu_path(root, "tree/moved");
+	char *out = tu_path(root, "out");
+	char *errp = tu_path(root, "err");
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int e = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		int in = open("/dev/null", O_RDONLY);
+		if (e < 0 || in < 0 || dup2(in, 0) < 0 || dup2(p[1], 1) < 0 || dup2(e, 2) < 0)
+			_exit(126);
+		close(p[0]);
+		execl(HARVEST_BIN, HARVEST_BIN, "mime", "--no-cache", "--threads", "1", tree,
+		      (char *)NULL);
+		_exit(127);
+	}
+	close(p[1]);
+	FILE *f = fdopen(p[0], "r");
+	assert_non_null(f);
+	int ch = fgetc(f);
+	assert_true(ch != EOF);
+	/* harvest is answering the a*.txt files now: swap sub for a link out of the tree. */
+	assert_int_equal(rename(sub, moved), 0);
+	assert_int_equal(symlink(out, sub), 0);
+	size_t cap = 1 << 20, len = 0;
+	char *text = malloc(cap);
+	assert_non_null(text);
+	text[len++] = (char)ch;
+	size_t got;
+	while ((got = fread(text + len, 1, cap - len - 1, f)) > 0) {
+		len += got;
+		if (len + 1 == cap) {
+			cap *= 2;
+			text = realloc(text, cap);
+			assert_non_null(text);
+		}
+	}
+	text[len] = '\0';
+	fclose(f);
+	int status = tu_wait(pid);
+	char *err = tu_read_file(errp, NULL);
+	print_message("status %d, stderr: %s\n", status, err ? err : "");
+	/* 1 when the walk came to sub/ after the swap: it warns that it is no directory now. */
+	if (status != 0) {
+		assert_int_equal(status, 1);
+		assert_non_null(strstr(err, "/sub"));
+	}
+	free(err);
+	/* Nothing of out/ (a PNG) was answered; the file that was in sub/, if its directory was
+	 * already open, is answered as itself. */
+	assert_null(strstr(text, "image/png"));
+	const char *secret = strstr(text, "/sub/secret.txt\"");
+	if (secret)
+		assert_non_null(strstr(secret, "\"mime_type\":\"text/plain\""));
+	assert_non_null(strstr(text, "/a4999.txt\""));
+	free(text);
+	free(errp);
+	free(out);
+	free(moved);
+	free(sub);
+	free(tree);
 	tu_rmrf(root);
 	free(root);
 }
@@ -1040,6 +1146,7 @@ int main(void)
 		cmocka_unit_test(test_refinement),
 		cmocka_unit_test(test_refinement_of_octet_stream),
 		cmocka_unit_test(test_directory_argument),
+		cmocka_unit_test(test_directory_swapped_for_symlink),
 		cmocka_unit_test(test_fifo_no_hang),
 		cmocka_unit_test(test_missing_path),
 		cmocka_unit_test(test_cache_used),

@@ -634,7 +634,7 @@ static void run(const uint8_t *data, size_t size)
 
 	int64_t id = 0;
 	uint64_t entries = 0;
-	hv_status rc = hv_snapshot_take(st, root, &opts, &id, &entries);
+	hv_status rc = hv_snapshot_take(st, root, &opts, &id, &entries, NULL);
 	CHECK(rc == HV_OK, "hv_snapshot_take: %s", hv_error_last());
 	int64_t created;
 	check_snapshot(st, id, entries, db_inside, opts.max_file_bytes, &created);

@@ -604,7 +604,7 @@ static void test_run_archive(void **state)
 	int fd = open("/dev/null", O_WRONLY);
 	hv_archive_opts o;
 	hv_archive_opts_init(&o);
-	assert_int_equal(hv_archive_run(fd, st, id + 100, &o, NULL), HV_DONE);
+	assert_int_equal(hv_archive_run(fd, st, id + 100, &o, NULL), HV_ENOTFOUND);
 	assert_non_null(strstr(hv_error_last(), "no such run"));
 	close(fd);
 	assert_int_equal(hv_store_close(st), HV_OK);

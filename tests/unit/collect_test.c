@@ -135,7 +135,7 @@ static hv_collection *collect(const fx *f, const hv_collect_opts *o)
 static int64_t snapshot(const fx *f, const hv_collect_opts *o, uint64_t *entries)
 {
 	int64_t id = 0;
-	int rc = hv_snapshot_take(f->st, f->root, o, &id, entries);
+	int rc = hv_snapshot_take(f->st, f->root, o, &id, entries, NULL);
 	if (rc != HV_OK)
 		fail_msg("hv_snapshot_take: %d %s", rc, hv_error_last());
 	assert_true(id > 0);
@@ -437,13 +437,24 @@ static void test_collect_errors(void **state)
 	assert_int_equal(hv_collect(f->st, missing, &o, &c), HV_ENOTDIR);
 	assert_null(c);
 	int64_t id = 7;
-	assert_int_equal(hv_snapshot_take(f->st, missing, &o, &id, NULL), HV_ENOTDIR);
+	assert_int_equal(hv_snapshot_take(f->st, missing, &o, &id, NULL, NULL), HV_ENOTDIR);
 	char *file = rp(f, "a.txt");
 	assert_int_equal(hv_collect(f->st, file, &o, &c), HV_ENOTDIR);
-	assert_int_equal(hv_snapshot_take(f->st, file, &o, &id, NULL), HV_ENOTDIR);
-	/* A snapshot that does not exist. */
+	assert_int_equal(hv_snapshot_take(f->st, file, &o, &id, NULL, NULL), HV_ENOTDIR);
+	/* A snapshot that does not exist: a failure like the others (negative, so a caller
+	 * testing rc < 0 never dereferences the NULL collection), and not the end of an
+	 * iteration. */
 	o.since_snapshot = 4242;
-	assert_int_equal(hv_collect(f->st, f->root, &o, &c), HV_DONE);
+	c = (hv_collection *)1;
+	hv_status rc = hv_collect(f->st, f->root, &o, &c);
+	assert_int_equal(rc, HV_ENOTFOUND);
+	assert_true(rc < 0);
+	assert_null(c);
+	assert_non_null(strstr(hv_error_last(), "no snapshot 4242"));
+	/* A missing directory likewise. */
+	c = (hv_collection *)1;
+	rc = hv_collect(f->st, missing, &o, &c);
+	assert_true(rc < 0);
 	assert_null(c);
 	free(missing);
 	free(file);
@@ -462,7 +473,7 @@ static void test_null_opts_are_defaults(void **state)
 	wr(f, "sub/b.md", "# B\n");
 	int64_t id = 0;
 	uint64_t entries = 0;
-	assert_int_equal(hv_snapshot_take(f->st, f->root, NULL, &id, &entries), HV_OK);
+	assert_int_equal(hv_snapshot_take(f->st, f->root, NULL, &id, &entries, NULL), HV_OK);
 	assert_true(id > 0);
 	assert_int_equal(entries, 3); /* a.txt, sub, sub/b.md */
 	hv_collection *c = collect(f, NULL);
@@ -482,7 +493,17 @@ static void test_since_other_directory(void **state)
 	tu_mkdir(f->dir, "other");
 	char *other = tu_path(f->dir, "other");
 	int64_t id = 0;
-	assert_int_equal(hv_snapshot_take(f->st, other, NULL, &id, NULL), HV_OK);
+	/* Given through a symlink, the snapshot's root is the directory itself, as recorded. */
+	char *via = tu_path(f->dir, "via");
+	assert_int_equal(symlink(other, via), 0);
+	char *root = NULL;
+	assert_int_equal(hv_snapshot_take(f->st, via, NULL, &id, NULL, &root), HV_OK);
+	char *real = realpath(other, NULL);
+	assert_non_null(root);
+	assert_string_equal(root, real);
+	free(real);
+	free(root);
+	free(via);
 	hv_collect_opts o;
 	hv_collect_opts_init(&o);
 	o.since_snapshot = id;
@@ -1383,7 +1404,7 @@ static int nobody_snapshot_unreadable(void *arg)
 	int64_t id = 0;
 	uint64_t entries = 0;
 	int ret = 0;
-	if (hv_snapshot_take(st, f->root, &o, &id, &entries) != HV_OK)
+	if (hv_snapshot_take(st, f->root, &o, &id, &entries, NULL) != HV_OK)
 		ret = 51;
 	else if (warned.n != 1 || !strstr(warned.last, "closeddir") ||
 		 !strstr(warned.last, "Permission denied"))
@@ -1712,7 +1733,7 @@ static void test_db_inside_root(void **state)
 	hv_collect_opts o;
 	hv_collect_opts_init(&o);
 	int64_t id = 0;
-	assert_int_equal(hv_snapshot_take(st, f->root, &o, &id, NULL), HV_OK);
+	assert_int_equal(hv_snapshot_take(st, f->root, &o, &id, NULL, NULL), HV_OK);
 	/* The store is busy: a WAL file exists now. */
 	char *wal = rp(f, "harvest.db-wal");
 	struct stat sb;
@@ -1768,7 +1789,7 @@ static void test_db_in_subdir(void **state)
 	hv_collect_opts o;
 	hv_collect_opts_init(&o);
 	int64_t id = 0;
-	assert_int_equal(hv_snapshot_take(st, f->root, &o, &id, NULL), HV_OK);
+	assert_int_equal(hv_snapshot_take(st, f->root, &o, &id, NULL, NULL), HV_OK);
 	wr(f, "data/h.db-journal", "journal\n");
 	wr(f, "data/h.db-shm2", "not ours\n");
 	hv_collection *c = collect_st(st, f->root, &o);
@@ -1798,7 +1819,7 @@ static void test_db_symlinked_file(void **state)
 	hv_collect_opts o;
 	hv_collect_opts_init(&o);
 	int64_t id = 0;
-	assert_int_equal(hv_snapshot_take(st, f->root, &o, &id, NULL), HV_OK);
+	assert_int_equal(hv_snapshot_take(st, f->root, &o, &id, NULL, NULL), HV_OK);
 	wr(f, "real.db-journal", "journal\n");
 	hv_collection *c = collect_st(st, f->root, &o);
 	const char *files[] = {"a.txt", NULL};
@@ -1918,7 +1939,7 @@ static void test_record(void **state)
 	assert_int_equal(n, 4);
 	data = NULL;
 	assert_int_equal(hv_store_content_get(f->st, sha_of("only metadata\n"), &data, &len),
-			 HV_DONE);
+			 HV_ENOTFOUND);
 	free(data);
 	assert_int_equal(count_rows(f->db, "SELECT count(*) FROM contents"), 2);
 	cfree(c);

@@ -288,7 +288,7 @@ static void test_racy_files_in_the_window(void **state)
 	hv_collect_opts_init(&o);
 	o.no_cache = true;
 	int64_t snap = 0;
-	assert_int_equal(hv_snapshot_take(f->st, f->root, &o, &snap, NULL), HV_OK);
+	assert_int_equal(hv_snapshot_take(f->st, f->root, &o, &snap, NULL, NULL), HV_OK);
 	size_t changed = 0;
 	for (int i = 0; i < N; i += 9) {
 		if (skip_reason(i))

@@ -401,11 +401,11 @@ static void test_from_store(void **state)
 	free(s.p);
 
 	s = (sink){0};
-	assert_int_equal(hv_page_write_run(st, id + 5, NULL, sink_write, &s), HV_DONE);
+	assert_int_equal(hv_page_write_run(st, id + 5, NULL, sink_write, &s), HV_ENOTFOUND);
 	assert_non_null(strstr(hv_error_last(), "no run 6"));
 	assert_null(s.p);
 	/* 0 is no run (in a filter it would mean any run) */
-	assert_int_equal(hv_page_write_run(st, 0, NULL, sink_write, &s), HV_DONE);
+	assert_int_equal(hv_page_write_run(st, 0, NULL, sink_write, &s), HV_ENOTFOUND);
 	assert_non_null(strstr(hv_error_last(), "no run 0"));
 	assert_null(s.p);
 	hv_store_close(st);

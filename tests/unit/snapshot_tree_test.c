@@ -93,15 +93,15 @@ static void test_any_order(void **state)
 	hv_snapshot *sn;
 	assert_int_equal(hv_store_snapshot_open(f->st, id, &sn), HV_OK);
 	hv_snapshot_entry e;
-	assert_int_equal(hv_snapshot_lookup(sn, "top", 3, &e), HV_DONE);
+	assert_int_equal(hv_snapshot_lookup(sn, "top", 3, &e), HV_ENOTFOUND);
 	assert_int_equal(hv_snapshot_lookup(sn, "top/d007", 8, &e), HV_OK);
 	assert_true(S_ISDIR(e.st.mode));
 	assert_int_equal(e.path_len, 8);
 	assert_memory_equal(e.path, "top/d007", 8);
 	assert_int_equal(hv_snapshot_lookup(sn, "top/d007/f2", 11, &e), HV_OK);
-	assert_int_equal(hv_snapshot_lookup(sn, "top/d007/f3", 11, &e), HV_DONE);
-	assert_int_equal(hv_snapshot_lookup(sn, "nothere/f", 9, &e), HV_DONE);
-	assert_int_equal(hv_snapshot_lookup(sn, "", 0, &e), HV_DONE);
+	assert_int_equal(hv_snapshot_lookup(sn, "top/d007/f3", 11, &e), HV_ENOTFOUND);
+	assert_int_equal(hv_snapshot_lookup(sn, "nothere/f", 9, &e), HV_ENOTFOUND);
+	assert_int_equal(hv_snapshot_lookup(sn, "", 0, &e), HV_ENOTFOUND);
 	hv_snapshot_close(sn);
 	for (size_t i = 0; i < n; i++)
 		free(added[i]);

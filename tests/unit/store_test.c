@@ -253,7 +253,7 @@ static void test_missing_readonly(void **state)
 	size_t len;
 	assert_int_equal(hv_store_content_get(st, "00000000000000000000000000000000"
 						  "00000000000000000000000000000000", &data, &len),
-			 HV_DONE);
+			 HV_ENOTFOUND);
 	check_ok(hv_store_close(st));
 	assert_false(exists(f->db));
 	assert_no_side_files(f->db);
@@ -821,11 +821,11 @@ static void test_snapshot_roundtrip(void **state)
 	assert_memory_equal(le.path, "new\nline", 8);
 	assert_null(le.sha256);
 	check_ok(hv_snapshot_lookup(sn, "dir/sub/deep/er", 15, &le));
-	assert_int_equal(hv_snapshot_lookup(sn, "dir/sub/deep/e", 14, &le), HV_DONE);
-	assert_int_equal(hv_snapshot_lookup(sn, "a\0b", 3, &le), HV_DONE); /* not "a/b" */
+	assert_int_equal(hv_snapshot_lookup(sn, "dir/sub/deep/e", 14, &le), HV_ENOTFOUND);
+	assert_int_equal(hv_snapshot_lookup(sn, "a\0b", 3, &le), HV_ENOTFOUND); /* not "a/b" */
 	hv_snapshot_close(sn);
 
-	assert_int_equal(hv_store_snapshot_open(st, id + 100, &sn), HV_DONE);
+	assert_int_equal(hv_store_snapshot_open(st, id + 100, &sn), HV_ENOTFOUND);
 	assert_non_null(strstr(hv_error_last(), "no snapshot"));
 
 	/* Racy: mtime or ctime within 2 s before the snapshot time, or after it. */
@@ -886,7 +886,7 @@ static void test_snapshot_large_and_interleaved(void **state)
 	check_ok(hv_snapshot_writer_add(w, "x", 1, &s, NULL));
 	int64_t unfinished = raw_int(f->db, "SELECT max(id) FROM snapshots");
 	assert_int_equal(raw_int(f->db, "SELECT complete FROM snapshots ORDER BY id DESC"), 0);
-	assert_int_equal(hv_store_snapshot_open(st, unfinished, &sn), HV_DONE);
+	assert_int_equal(hv_store_snapshot_open(st, unfinished, &sn), HV_ENOTFOUND);
 	check_ok(hv_snapshot_writer_abort(w));
 	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM snapshots"), 1);
 
@@ -906,7 +906,7 @@ static void test_snapshot_large_and_interleaved(void **state)
 	/* Deleting the big one removes its entries. */
 	int64_t big = raw_int(f->db, "SELECT min(id) FROM snapshots");
 	check_ok(hv_store_snapshot_delete(st, big));
-	assert_int_equal(hv_store_snapshot_delete(st, big), HV_DONE);
+	assert_int_equal(hv_store_snapshot_delete(st, big), HV_ENOTFOUND);
 	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM snapshot_entries"), 0);
 	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM snapshots"), 0);
 	check_ok(hv_store_integrity_check(st));
@@ -1039,15 +1039,15 @@ static void test_runs_and_contents(void **state)
 	assert_int_equal(len, 0);
 	assert_non_null(data);
 	free(data);
-	assert_int_equal(hv_store_artifact_content(st, first_art + 3, &data, &len), HV_DONE);
-	assert_int_equal(hv_store_artifact_content(st, first_art + 99, &data, &len), HV_DONE);
-	assert_int_equal(hv_store_content_get(st, arts[3].sha, &data, &len), HV_DONE);
+	assert_int_equal(hv_store_artifact_content(st, first_art + 3, &data, &len), HV_ENOTFOUND);
+	assert_int_equal(hv_store_artifact_content(st, first_art + 99, &data, &len), HV_ENOTFOUND);
+	assert_int_equal(hv_store_content_get(st, arts[3].sha, &data, &len), HV_ENOTFOUND);
 	assert_int_equal(hv_store_content_get(st, "abc", &data, &len), HV_EUSAGE);
 
 	/* A run finishes once; a missing run cannot finish. */
 	hv_run_end end = {.duration_ms = -1};
-	assert_int_equal(hv_store_run_finish(st, id, &end, NULL, 0), HV_DONE);
-	assert_int_equal(hv_store_run_finish(st, id + 50, &end, NULL, 0), HV_DONE);
+	assert_int_equal(hv_store_run_finish(st, id, &end, NULL, 0), HV_ENOTFOUND);
+	assert_int_equal(hv_store_run_finish(st, id + 50, &end, NULL, 0), HV_ENOTFOUND);
 
 	/* A collect: no command, no exit code, unknown duration; and a bad artifact records
 	 * nothing at all (one transaction). */
@@ -1393,12 +1393,12 @@ static void test_prune(void **state)
 	assert_int_equal(pr.content_bytes, strlen(r1[0].content));
 	assert_int_equal(pr.snapshots, 2); /* the old one and the abandoned one */
 	hv_snapshot *sn;
-	assert_int_equal(hv_store_snapshot_open(st, old_snap, &sn), HV_DONE);
+	assert_int_equal(hv_store_snapshot_open(st, old_snap, &sn), HV_ENOTFOUND);
 	check_ok(hv_store_snapshot_open(st, new_snap, &sn));
 	hv_snapshot_close(sn);
 	void *data;
 	size_t len;
-	assert_int_equal(hv_store_content_get(st, r1[0].sha, &data, &len), HV_DONE);
+	assert_int_equal(hv_store_content_get(st, r1[0].sha, &data, &len), HV_ENOTFOUND);
 	check_ok(hv_store_content_get(st, r1[1].sha, &data, &len));
 	free(data);
 	/* Run 2's "shared" artifact did not store it, but the bytes are there by digest. */
@@ -1580,7 +1580,7 @@ static void test_migrate_v1(void **state)
 	id = record_run(st, NULL, NULL, 0, a, 1);
 	assert_int_equal(id, 9);
 	assert_int_equal(raw_int(f->db, "SELECT max(id) FROM artifacts"), 7);
-	assert_int_equal(hv_store_artifact_content(st, 6, &data, &len), HV_DONE);
+	assert_int_equal(hv_store_artifact_content(st, 6, &data, &len), HV_ENOTFOUND);
 	assert_non_null(strstr(hv_error_last(), "no artifact 6"));
 	check_ok(hv_store_close(st));
 }
@@ -1799,7 +1799,7 @@ static void test_failed_recording(void **state)
 	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM artifacts"), 0);
 	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM contents"), 0);
 	assert_int_equal(raw_int(f->db, "SELECT exit_code FROM runs"), 0);
-	assert_int_equal(hv_store_run_finish(st, id, &end, NULL, 0), HV_DONE);
+	assert_int_equal(hv_store_run_finish(st, id, &end, NULL, 0), HV_ENOTFOUND);
 	check_ok(hv_store_close(st));
 }
 

@@ -91,8 +91,8 @@ typedef struct hv_snapshot_entry {
 
 typedef struct hv_snapshot hv_snapshot;
 
-/* Opens finished snapshot id for reading: HV_DONE (with hv_error_last() saying so) when there
- * is no such finished snapshot. */
+/* Opens finished snapshot id for reading: HV_ENOTFOUND (with hv_error_last() saying so) when
+ * there is no such finished snapshot. */
 HV_EXTERN hv_status hv_store_snapshot_open(hv_store *st, int64_t id, hv_snapshot **out);
 
 HV_EXTERN int64_t hv_snapshot_id(const hv_snapshot *sn);
@@ -107,8 +107,8 @@ HV_EXTERN uint64_t hv_snapshot_entries(const hv_snapshot *sn);
  * pass. Entries are read in pages, so the handle can be written between two calls. */
 HV_EXTERN hv_status hv_snapshot_next(hv_snapshot *sn, const hv_snapshot_entry **out);
 
-/* Finds path: HV_OK with *out filled, HV_DONE when the snapshot has no such entry. Does not
- * move the iteration. */
+/* Finds path: HV_OK with *out filled, HV_ENOTFOUND when the snapshot has no such entry. Does
+ * not move the iteration. */
 HV_EXTERN hv_status hv_snapshot_lookup(hv_snapshot *sn, const char *path, size_t path_len,
                              hv_snapshot_entry *out);
 
@@ -119,7 +119,7 @@ HV_EXTERN void hv_snapshot_close(hv_snapshot *sn);
 HV_EXTERN int hv_store_path_cmp(const char *a, size_t alen, const char *b, size_t blen);
 
 /* Deletes snapshot id (finished or not): `run` drops its own snapshot once it has collected.
- * HV_DONE when there is no such snapshot. */
+ * HV_ENOTFOUND when there is no such snapshot. */
 HV_EXTERN hv_status hv_store_snapshot_delete(hv_store *st, int64_t id);
 
 #ifdef __cplusplus

@@ -1,0 +1,489 @@
+/* The records of the SPEC as JSON: every key harvest prints is written in this file. */
+#include "harvest/records.h"
+#include "harvest/parse.h"
+#include "internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+void hv_record_fileinfo(hv_json *j, const hv_entry *e, int flags)
+{
+	hv_json_object_begin(j);
+	hv_json_key(j, "name");
+	hv_json_string(j, e->name, e->name_len);
+	if (flags & HV_FILEINFO_PATH) {
+		hv_json_key(j, "path");
+		hv_json_string(j, e->path, e->path_len);
+	}
+	/* Never guessed: a dangling link or an entry that vanished has neither (SPEC 1). */
+	if (e->have_stat) {
+		hv_json_key(j, "is_dir");
+		hv_json_bool(j, e->is_dir);
+		hv_json_key(j, "size");
+		hv_json_uint(j, e->size);
+	} else {
+		hv_json_key_null(j, "is_dir");
+		hv_json_key_null(j, "size");
+	}
+	if (flags & HV_FILEINFO_LONG) {
+		hv_json_key(j, "type");
+		hv_json_cstring(j, hv_ftype_name(e->type));
+		if (e->have_lstat) {
+			char buf[64];
+			int n = snprintf(buf, sizeof(buf), "%04o", (unsigned)(e->lst.mode & 07777));
+			hv_json_key(j, "mode");
+			hv_json_string(j, buf, n > 0 ? (size_t)n : 0);
+			hv_json_key(j, "mtime");
+			hv_json_string(j, buf, hv_format_time(e->lst.mtime_ns, buf, sizeof(buf)));
+		} else {
+			hv_json_key_null(j, "mode");
+			hv_json_key_null(j, "mtime");
+		}
+		if (e->type == HV_FT_SYMLINK) {
+			if (e->target) {
+				hv_json_key(j, "target");
+				hv_json_string(j, e->target, e->target_len);
+			} else {
+				hv_json_key_null(j, "target");
+			}
+		}
+	}
+	hv_json_object_end(j);
+}
+
+void hv_record_mime(hv_json *j, const char *path, size_t path_len, const char *mime_type)
+{
+	hv_json_object_begin(j);
+	hv_json_key(j, "path");
+	hv_json_string(j, path, path_len);
+	hv_json_key(j, "mime_type");
+	hv_json_cstring(j, mime_type);
+	hv_json_object_end(j);
+}
+
+void hv_record_output_file(hv_json *j, const hv_output_file *f, bool with_content)
+{
+	hv_json_object_begin(j);
+	hv_json_key(j, "name");
+	hv_json_string(j, f->name, f->name_len);
+	hv_json_key(j, "path");
+	hv_json_string(j, f->path, f->path_len);
+	hv_json_key(j, "mime_type");
+	hv_json_cstring(j, f->mime_type);
+	hv_json_key(j, "size");
+	hv_json_uint(j, f->size);
+	if (f->sha256[0]) {
+		hv_json_key(j, "sha256");
+		hv_json_cstring(j, f->sha256);
+	} else {
+		hv_json_key_null(j, "sha256");
+	}
+	if (with_content && f->content) {
+		hv_json_key(j, "content");
+		hv_json_base64(j, f->content, f->content_len);
+	} else {
+		hv_json_key_null(j, "content");
+	}
+	if (f->change) {
+		hv_json_key(j, "change");
+		hv_json_enum(j, f->change);
+	}
+	hv_json_object_end(j);
+}
+
+void hv_record_skipped(hv_json *j, const hv_skipped_file *skipped, size_t n)
+{
+	hv_json_array_begin(j);
+	for (size_t i = 0; i < n; i++) {
+		const hv_skipped_file *s = &skipped[i];
+		hv_json_object_begin(j);
+		hv_json_key(j, "path");
+		hv_json_string(j, s->path, s->path_len);
+		hv_json_key(j, "reason");
+		hv_json_cstring(j, s->reason);
+		if (s->has_size) {
+			hv_json_key(j, "size");
+			hv_json_uint(j, s->size);
+		} else {
+			hv_json_key_null(j, "size");
+		}
+		if (s->error) {
+			hv_json_key(j, "error");
+			hv_json_string(j, s->error, strlen(s->error));
+		}
+		hv_json_object_end(j);
+	}
+	hv_json_array_end(j);
+}
+
+void hv_record_deleted(hv_json *j, const hv_deleted_file *deleted, size_t n)
+{
+	hv_json_array_begin(j);
+	for (size_t i = 0; i < n; i++)
+		hv_json_string(j, deleted[i].path, deleted[i].path_len);
+	hv_json_array_end(j);
+}
+
+void hv_record_collection_members(hv_json *j, const hv_collection *c, bool with_content)
+{
+	hv_json_key(j, "output_files");
+	hv_json_array_begin(j);
+	for (size_t i = 0; i < c->n_files; i++)
+		hv_record_output_file(j, &c->files[i], with_content);
+	hv_json_array_end(j);
+	hv_json_key(j, "skipped");
+	hv_record_skipped(j, c->skipped, c->n_skipped);
+	if (c->compared) {
+		hv_json_key(j, "deleted");
+		hv_record_deleted(j, c->deleted, c->n_deleted);
+	}
+}
+
+static void id_member(hv_json *j, const char *key, int64_t id)
+{
+	hv_json_key(j, key);
+	if (id > 0)
+		hv_json_int(j, id);
+	else
+		hv_json_null(j);
+}
+
+void hv_record_collection(hv_json *j, int64_t run_id, const hv_collection *c, bool with_content)
+{
+	hv_json_object_begin(j);
+	id_member(j, "run_id", run_id);
+	hv_record_collection_members(j, c, with_content);
+	hv_json_object_end(j);
+}
+
+void hv_record_snapshot(hv_json *j, int64_t snapshot_id, const char *root, uint64_t entries)
+{
+	hv_json_object_begin(j);
+	hv_json_key(j, "snapshot_id");
+	hv_json_int(j, snapshot_id);
+	hv_json_key(j, "root");
+	hv_json_cstring(j, root);
+	hv_json_key(j, "entries");
+	hv_json_uint(j, entries);
+	hv_json_object_end(j);
+}
+
+void hv_record_stream_chunk(hv_json *j, hv_stream which, const char *data, size_t len)
+{
+	hv_json_object_begin(j);
+	hv_json_key(j, "type");
+	hv_json_enum(j, "stream_chunk");
+	hv_json_key(j, "stream_type");
+	hv_json_cstring(j, hv_stream_name(which));
+	hv_json_key(j, "data");
+	hv_json_string(j, data, len);
+	hv_json_object_end(j);
+}
+
+/* A skipped list the history kept as the JSON text hv_record_skipped wrote in snake case.
+ * Its keys are single words, the same in both cases; but camel case leaves an unknown size
+ * out rather than writing null, so `,"size":null` members are dropped. That text can only be
+ * a member: inside a JSON string a quote is always escaped, and this quote follows a comma. */
+static void raw_skipped(hv_json *j, const char *text)
+{
+	static const char null_size[] = ",\"size\":null";
+	size_t len = strlen(text);
+	if (hv_json_case(j) != HV_CASE_CAMEL || !strstr(text, null_size)) {
+		hv_json_raw(j, text, len);
+		return;
+	}
+	hv_buf b = {0};
+	for (const char *p = text; *p;) {
+		const char *hit = strstr(p, null_size);
+		size_t n = hit ? (size_t)(hit - p) : strlen(p);
+		hv_buf_append(&b, p, n);
+		p += n;
+		if (hit)
+			p += sizeof(null_size) - 1;
+	}
+	if (b.failed || !b.data)
+		hv_json_raw(j, text, len); /* out of memory: as recorded, still valid JSON */
+	else
+		hv_json_raw(j, b.data, b.len);
+	hv_buf_free(&b);
+}
+
+void hv_record_result_begin(hv_json *j, const hv_run_end *r)
+{
+	hv_json_object_begin(j);
+	hv_json_key(j, "type");
+	hv_json_enum(j, "execution_result");
+	if (r->has_exit_code) {
+		hv_json_key(j, "exit_code");
+		hv_json_int(j, r->exit_code);
+	} else {
+		hv_json_key_null(j, "exit_code");
+	}
+	hv_json_key(j, "stdout");
+	hv_json_string(j, r->stdout_data ? r->stdout_data : "", r->stdout_len);
+	hv_json_key(j, "stderr");
+	hv_json_string(j, r->stderr_data ? r->stderr_data : "", r->stderr_len);
+	hv_json_key(j, "output_files");
+	hv_json_array_begin(j);
+}
+
+void hv_record_result_end(hv_json *j, const hv_run_end *r, const hv_collection *c, int64_t run_id)
+{
+	hv_json_array_end(j);
+	hv_json_key(j, "skipped");
+	if (c) {
+		hv_record_skipped(j, c->skipped, c->n_skipped);
+	} else {
+		raw_skipped(j, r->skipped_json ? r->skipped_json : "[]");
+	}
+	if (c && c->compared) {
+		hv_json_key(j, "deleted");
+		hv_record_deleted(j, c->deleted, c->n_deleted);
+	} else if (!c && r->deleted_json) {
+		hv_json_key(j, "deleted");
+		hv_json_raw(j, r->deleted_json, strlen(r->deleted_json));
+	}
+	/* Only when the run did not end as its command did (interrupted, not recorded). */
+	if (r->end_reason) {
+		hv_json_key(j, "end_reason");
+		hv_json_cstring(j, r->end_reason);
+	}
+	id_member(j, "run_id", run_id);
+	hv_json_key(j, "timed_out");
+	hv_json_bool(j, r->timed_out);
+	if (r->duration_ms >= 0) {
+		hv_json_key(j, "duration_ms");
+		hv_json_int(j, r->duration_ms);
+	} else {
+		hv_json_key_null(j, "duration_ms");
+	}
+	hv_json_key(j, "stdout_truncated");
+	hv_json_bool(j, r->stdout_truncated);
+	hv_json_key(j, "stderr_truncated");
+	hv_json_bool(j, r->stderr_truncated);
+	hv_json_object_end(j);
+}
+
+void hv_record_result(hv_json *j, const hv_run_end *r, const hv_collection *c, int64_t run_id,
+		      bool with_content)
+{
+	hv_record_result_begin(j, r);
+	if (c) {
+		for (size_t i = 0; i < c->n_files; i++)
+			hv_record_output_file(j, &c->files[i], with_content);
+		hv_record_result_end(j, r, c, run_id);
+		return;
+	}
+	/* Nothing was collected (collecting failed): empty lists, not missing ones, so a reader
+	 * finds the shape it always finds. */
+	hv_run_end none = *r;
+	none.skipped_json = "[]";
+	none.deleted_json = "[]";
+	hv_record_result_end(j, &none, NULL, run_id);
+}
+
+char *hv_collection_skipped_json(const hv_collection *c, int kase)
+{
+	hv_json *j;
+	if (hv_json_new_buffer(&j, (hv_case)kase) != HV_OK)
+		return NULL;
+	hv_record_skipped(j, c->skipped, c->n_skipped);
+	char *out = hv_json_buffer_strdup(j);
+	hv_json_free(j);
+	return out;
+}
+
+char *hv_collection_deleted_json(const hv_collection *c)
+{
+	hv_json *j;
+	if (hv_json_new_buffer(&j, HV_CASE_SNAKE) != HV_OK)
+		return NULL;
+	hv_record_deleted(j, c->deleted, c->n_deleted);
+	char *out = hv_json_buffer_strdup(j);
+	hv_json_free(j);
+	return out;
+}
+
+static void time_member(hv_json *j, const char *key, bool has, int64_t ns)
+{
+	if (!has) {
+		hv_json_key_null(j, key);
+		return;
+	}
+	char buf[64];
+	hv_json_key(j, key);
+	hv_json_string(j, buf, hv_format_time(ns, buf, sizeof(buf)));
+}
+
+void hv_record_run_row(hv_json *j, const hv_run_row *r)
+{
+	hv_json_object_begin(j);
+	hv_json_key(j, "run_id");
+	hv_json_int(j, r->run_id);
+	if (r->label) {
+		hv_json_key(j, "label");
+		hv_json_string(j, r->label, r->label_len);
+	} else {
+		hv_json_key_null(j, "label");
+	}
+	if (r->host) {
+		hv_json_key(j, "host");
+		hv_json_cstring(j, r->host);
+	} else {
+		hv_json_key_null(j, "host");
+	}
+	if (r->command_json) {
+		hv_json_key(j, "command");
+		hv_json_raw(j, r->command_json, strlen(r->command_json));
+	} else {
+		hv_json_key_null(j, "command");
+	}
+	hv_json_key(j, "dir");
+	hv_json_string(j, r->dir, r->dir_len);
+	time_member(j, "started_at", true, r->started_at_ns);
+	time_member(j, "ended_at", r->ended, r->ended_at_ns);
+	if (r->end_reason) {
+		hv_json_key(j, "end_reason");
+		hv_json_cstring(j, r->end_reason);
+	} else {
+		hv_json_key_null(j, "end_reason");
+	}
+	if (r->has_exit_code) {
+		hv_json_key(j, "exit_code");
+		hv_json_int(j, r->exit_code);
+	} else {
+		hv_json_key_null(j, "exit_code");
+	}
+	hv_json_key(j, "timed_out");
+	hv_json_bool(j, r->timed_out);
+	hv_json_key(j, "artifacts");
+	hv_json_uint(j, r->artifacts);
+	hv_json_object_end(j);
+}
+
+void hv_record_artifact_row(hv_json *j, const hv_artifact_row *a)
+{
+	hv_json_object_begin(j);
+	hv_json_key(j, "artifact_id");
+	hv_json_int(j, a->artifact_id);
+	hv_json_key(j, "run_id");
+	hv_json_int(j, a->run_id);
+	hv_json_key(j, "path");
+	hv_json_string(j, a->path, a->path_len);
+	hv_json_key(j, "name");
+	hv_json_string(j, a->name, a->name_len);
+	hv_json_key(j, "mime_type");
+	hv_json_cstring(j, a->mime_type);
+	hv_json_key(j, "size");
+	hv_json_uint(j, a->size);
+	hv_json_key(j, "sha256");
+	hv_json_cstring(j, a->sha256);
+	time_member(j, "recorded_at", true, a->recorded_at_ns);
+	hv_json_object_end(j);
+}
+
+void hv_record_prune(hv_json *j, const hv_prune_result *r)
+{
+	hv_json_object_begin(j);
+	hv_json_key(j, "runs");
+	hv_json_uint(j, r->runs);
+	hv_json_key(j, "artifacts");
+	hv_json_uint(j, r->artifacts);
+	hv_json_key(j, "contents");
+	hv_json_uint(j, r->contents);
+	hv_json_key(j, "content_bytes");
+	hv_json_uint(j, r->content_bytes);
+	hv_json_key(j, "snapshots");
+	hv_json_uint(j, r->snapshots);
+	hv_json_object_end(j);
+}
+
+void hv_record_push(hv_json *j, uint64_t pushed)
+{
+	hv_json_object_begin(j);
+	hv_json_key(j, "pushed");
+	hv_json_uint(j, pushed);
+	hv_json_object_end(j);
+}
+
+void hv_run_row_end(const hv_run_row *r, hv_run_end *out)
+{
+	*out = (hv_run_end){
+		.ended_at_ns = r->ended_at_ns,
+		.has_exit_code = r->has_exit_code,
+		.exit_code = r->exit_code,
+		.timed_out = r->timed_out,
+		.duration_ms = r->duration_ms,
+		.stdout_data = r->stdout_data,
+		.stdout_len = r->stdout_len,
+		.stdout_truncated = r->stdout_truncated,
+		.stderr_data = r->stderr_data,
+		.stderr_len = r->stderr_len,
+		.stderr_truncated = r->stderr_truncated,
+		.skipped_json = r->skipped_json,
+		.deleted_json = r->deleted_json,
+		/* Only when the run did not end as its command did: otherwise the result is
+		 * exactly what `run` printed. */
+		.end_reason = r->end_reason,
+	};
+}
+
+/* An artifact row as the OutputFile it was: a view, nothing copied but the digest. */
+static void output_file_of_row(const hv_artifact_row *a, hv_output_file *f)
+{
+	*f = (hv_output_file){
+		/* The writer only reads them: hv_output_file's members are not const because a
+		 * collection owns its strings. */
+		.path = (char *)a->path,
+		.path_len = a->path_len,
+		.name = a->name,
+		.name_len = a->name_len,
+		.mime_type = (char *)a->mime_type,
+		.size = a->size,
+		.content = (unsigned char *)a->content,
+		.content_len = a->content_len,
+		.change = a->change,
+	};
+	if (a->sha256)
+		snprintf(f->sha256, sizeof(f->sha256), "%s", a->sha256);
+}
+
+hv_status hv_record_history_result(hv_json *j, hv_store *st, int64_t run_id, bool with_content)
+{
+	/* Run ids start at 1, and a run_id of 0 in a filter means "any run". */
+	if (run_id < 1)
+		return hv_error_set(HV_ENOTFOUND, "no run %lld", (long long)run_id);
+	hv_run_filter f = {.run_id = run_id, .with_output = true};
+	hv_run_iter *it;
+	hv_status rc = hv_store_runs(st, &f, &it);
+	if (rc != HV_OK)
+		return rc;
+	const hv_run_row *r;
+	rc = hv_run_iter_next(it, &r);
+	if (rc != HV_OK) {
+		hv_run_iter_free(it);
+		if (rc == HV_DONE)
+			return hv_error_set(HV_ENOTFOUND, "no run %lld", (long long)run_id);
+		return rc;
+	}
+	hv_run_end end;
+	hv_run_row_end(r, &end);
+	hv_record_result_begin(j, &end);
+	hv_artifact_filter af = {.run_id = run_id, .with_content = with_content};
+	hv_artifact_iter *ai;
+	rc = hv_store_artifacts(st, &af, &ai);
+	if (rc == HV_OK) {
+		const hv_artifact_row *a;
+		while ((rc = hv_artifact_iter_next(ai, &a)) == HV_OK) {
+			hv_output_file of;
+			output_file_of_row(a, &of);
+			hv_record_output_file(j, &of, with_content);
+		}
+		if (rc == HV_DONE)
+			rc = HV_OK;
+		hv_artifact_iter_free(ai);
+	}
+	hv_record_result_end(j, &end, NULL, r->run_id);
+	hv_run_iter_free(it);
+	return rc;
+}
