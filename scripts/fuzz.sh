@@ -75,8 +75,8 @@ timeout_for() {
 # shellcheck disable=SC2054 # the commas are clang's, inside one option
 cflags=(-std=c11 -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined
 	-fno-sanitize-recover=all -Iinclude -Isrc/lib -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64
-	-DHARVEST_VERSION='"fuzz"' -Wall -Wno-unused-parameter)
-libs=(-lmagic -lsqlite3 -lcrypto -larchive -lseccomp -lpthread)
+	-DHARVEST_VERSION='"fuzz"' -Wall -Wno-unused-parameter -I"$(pg_config --includedir)")
+libs=(-lmagic -lsqlite3 -lcrypto -larchive -lseccomp -lpq -lpthread)
 
 # The library once, instrumented for coverage (fuzzer-no-link) and the sanitizers.
 objs=()
