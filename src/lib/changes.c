@@ -65,6 +65,19 @@ struct ev {
 	uint32_t dir, dir2; /* 1 + node, 0: none (dir2: a rename's new directory) */
 	uint32_t obj;       /* 1 + node of the object itself */
 	uint32_t name, name2;
+	bool over;          /* a rename that replaced a file at its new name */
+};
+
+/* What a thread's last events were: the kernel reports a rename over a file as the rename,
+ * then the replaced file's link count (an event without a name) from the same thread; an
+ * unlink or a link reports the link count first, then the name's event of the same file. */
+struct tid_state {
+	int32_t tid;       /* 0: empty slot */
+	bool last_rename;  /* the thread's last event was a kept rename, at last_idx */
+	size_t last_idx;
+	uint32_t pending;  /* 1 + node of a link count after a rename, which a deletion or a
+	                    * creation of the same file would show was not the rename's */
+	size_t pending_idx;
 };
 
 struct mnt {
@@ -96,11 +109,9 @@ struct hv_changes {
 	int fail_status;
 	char *fail_msg;
 	int64_t start_ns;
-	/* Directories known to be outside root, by device and inode: climbing from a directory
-	 * whose path is too long to read stops at the first of them. */
-	uint64_t (*outside)[2];
-	size_t n_outside, cap_outside;
 	_Alignas(8) unsigned char scratch[8192];
+	struct tid_state *tids;
+	size_t n_tids, cap_tids;
 };
 
 static int64_t coarse_now_ns(void)
@@ -331,104 +342,86 @@ static int node_open(const hv_changes *c, const struct node *n)
 	return open_by_handle_at(mfd, &h.fh, O_PATH | O_CLOEXEC);
 }
 
-static uint64_t devino_hash(uint64_t dev, uint64_t ino)
+#define JUMP 1000 /* levels climbed by one openat of "../../..." */
+
+/* The directory n levels above fd's (n <= JUMP; stops at the top), O_PATH; -1 if none. */
+static int climb(int fd, size_t n)
 {
-	return (dev * 1099511628211ull) ^ (ino * 0x9e3779b97f4a7c15ull);
+	char up[3 * JUMP + 1];
+	size_t at = 0;
+	for (size_t i = 0; i < n; i++) {
+		memcpy(up + at, "../", 3);
+		at += 3;
+	}
+	up[at ? at - 1 : 0] = '\0';
+	return openat(fd, at ? up : ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
 }
 
-static bool outside_has(const hv_changes *c, uint64_t dev, uint64_t ino)
+static size_t path_depth(const char *p)
 {
-	if (!c->cap_outside)
-		return false;
-	size_t at = devino_hash(dev, ino) & (c->cap_outside - 1);
-	while (c->outside[at][0] || c->outside[at][1]) {
-		if (c->outside[at][0] == dev + 1 && c->outside[at][1] == ino)
-			return true;
-		at = (at + 1) & (c->cap_outside - 1);
-	}
-	return false;
+	size_t d = 0;
+	for (; *p; p++)
+		d += *p == '/' && p[1] && p[1] != '/';
+	return d;
 }
 
-static void outside_add(hv_changes *c, uint64_t dev, uint64_t ino)
-{
-	if ((c->n_outside + 1) * 2 > c->cap_outside) {
-		size_t cap = c->cap_outside ? c->cap_outside * 2 : 256;
-		uint64_t(*t)[2] = calloc(cap, sizeof(*t));
-		if (!t)
-			return; /* only a cache */
-		for (size_t i = 0; i < c->cap_outside; i++) {
-			if (!c->outside[i][0] && !c->outside[i][1])
-				continue;
-			size_t at = devino_hash(c->outside[i][0] - 1, c->outside[i][1]) & (cap - 1);
-			while (t[at][0] || t[at][1])
-				at = (at + 1) & (cap - 1);
-			t[at][0] = c->outside[i][0];
-			t[at][1] = c->outside[i][1];
-		}
-		free(c->outside);
-		c->outside = t;
-		c->cap_outside = cap;
-	}
-	size_t at = devino_hash(dev, ino) & (c->cap_outside - 1);
-	while (c->outside[at][0] || c->outside[at][1]) {
-		if (c->outside[at][0] == dev + 1 && c->outside[at][1] == ino)
-			return;
-		at = (at + 1) & (c->cap_outside - 1);
-	}
-	c->outside[at][0] = dev + 1;
-	c->outside[at][1] = ino;
-	c->n_outside++;
-}
-
-/* A directory whose path is too long to read: whether root is among its ancestors, found by
- * climbing "..". W_OUT, or W_UNKNOWN (inside, or cannot tell: its path cannot be had). */
+/* A directory whose path is too long to read (over a page): whether root is among its
+ * ancestors. Climbs JUMP levels at a time until an ancestor's path can be read; when root
+ * may lie between the two, compares the ancestor at root's depth with root. W_OUT, or
+ * W_UNKNOWN (inside root, where its path cannot be had, or cannot tell). */
 static int climb_where(hv_changes *c, int fd, const struct stat *st)
 {
 	if (!S_ISDIR(st->st_mode))
 		return W_UNKNOWN;
 	int cur = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-	struct stat cs = *st;
-	int w = W_UNKNOWN;
-	uint64_t (*seen)[2] = NULL;
-	size_t n_seen = 0, cap_seen = 0;
-	for (size_t steps = 0; cur >= 0 && steps < 10000000; steps++) {
-		if (cs.st_dev == c->root_st.st_dev && cs.st_ino == c->root_st.st_ino)
-			break; /* inside, at a depth whose path cannot be read */
-		if (outside_has(c, cs.st_dev, cs.st_ino)) {
-			w = W_OUT;
-			break;
-		}
-		if (n_seen == cap_seen) {
-			cap_seen = cap_seen ? cap_seen * 2 : 64;
-			void *ns = realloc(seen, cap_seen * sizeof(*seen));
-			if (!ns)
-				break;
-			seen = ns;
-		}
-		seen[n_seen][0] = cs.st_dev;
-		seen[n_seen][1] = cs.st_ino;
-		n_seen++;
-		int up = openat(cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
-		struct stat us;
-		if (up < 0 || fstat(up, &us) != 0) {
-			if (up >= 0)
-				close(up);
-			break;
-		}
+	size_t total = 0;
+	char buf[4096];
+	ssize_t n = -1;
+	while (cur >= 0 && total < ((size_t)1 << 40)) {
+		int up = climb(cur, JUMP);
 		close(cur);
 		cur = up;
-		if (us.st_dev == cs.st_dev && us.st_ino == cs.st_ino) {
-			w = W_OUT; /* the top, and root was not on the way */
+		if (cur < 0)
 			break;
-		}
-		cs = us;
+		total += JUMP;
+		char link[64];
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", cur);
+		n = readlink(link, buf, sizeof(buf) - 1);
+		if (n >= 0 || errno != ENAMETOOLONG)
+			break;
 	}
 	if (cur >= 0)
 		close(cur);
-	if (w == W_OUT)
-		for (size_t i = 0; i < n_seen; i++)
-			outside_add(c, seen[i][0], seen[i][1]);
-	free(seen);
+	if (n <= 0 || buf[0] != '/')
+		return W_UNKNOWN;
+	buf[n] = '\0';
+	if (below(buf, c->root, c->root_len))
+		return W_UNKNOWN; /* deep inside root */
+	if (!below(c->root, buf, (size_t)n) || (n == 1 && c->root_len == 1))
+		return W_OUT; /* root is not below this ancestor: not below it either */
+	if (n == 1)
+		return W_UNKNOWN; /* climbed to the top: how far is not known */
+	/* Root is below the ancestor: look at the directory's ancestor at root's depth. */
+	size_t dr = path_depth(c->root), da = path_depth(buf);
+	size_t dist = total - (dr - da);
+	if (dr - da > total)
+		return W_UNKNOWN;
+	cur = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	while (cur >= 0 && dist > 0) {
+		size_t k = dist < JUMP ? dist : JUMP;
+		int up = climb(cur, k);
+		close(cur);
+		cur = up;
+		dist -= k;
+	}
+	if (cur < 0)
+		return W_UNKNOWN;
+	struct stat as;
+	int w = fstat(cur, &as) == 0 && (as.st_dev != c->root_st.st_dev ||
+					 as.st_ino != c->root_st.st_ino)
+			? W_OUT
+			: W_UNKNOWN;
+	close(cur);
 	return w;
 }
 
@@ -501,6 +494,57 @@ static bool dir_relevant(hv_changes *c, uint32_t d)
 	return n->where != W_OUT;
 }
 
+/* The state of thread tid, made when new; NULL when out of memory. */
+static struct tid_state *tid_get(hv_changes *c, int32_t tid)
+{
+	if ((c->n_tids + 1) * 2 > c->cap_tids) {
+		size_t cap = c->cap_tids ? c->cap_tids * 2 : 256;
+		struct tid_state *t = calloc(cap, sizeof(*t));
+		if (!t)
+			return NULL;
+		for (size_t i = 0; i < c->cap_tids; i++) {
+			if (!c->tids[i].tid)
+				continue;
+			size_t at = (size_t)c->tids[i].tid & (cap - 1);
+			while (t[at].tid)
+				at = (at + 1) & (cap - 1);
+			t[at] = c->tids[i];
+		}
+		free(c->tids);
+		c->tids = t;
+		c->cap_tids = cap;
+	}
+	size_t at = (size_t)tid & (c->cap_tids - 1);
+	while (c->tids[at].tid && c->tids[at].tid != tid)
+		at = (at + 1) & (c->cap_tids - 1);
+	if (!c->tids[at].tid) {
+		c->tids[at].tid = tid;
+		c->n_tids++;
+	}
+	return &c->tids[at];
+}
+
+/* Follows each thread's events (all of them, kept or not) to tell renames over a file. */
+static void track_thread(hv_changes *c, const struct ev *e, bool kept)
+{
+	struct tid_state *t = tid_get(c, e->tid ? e->tid : -1);
+	if (!t) {
+		c->fail_status = HV_ENOMEM;
+		return;
+	}
+	bool linkcount = !e->dir && !e->dir2 && (e->mask & FAN_ATTRIB) && e->obj;
+	if (t->pending && (e->mask & (FAN_DELETE | FAN_CREATE)) && e->obj == t->pending)
+		c->evs[t->pending_idx].over = false; /* an unlink's or a link's count, not it */
+	t->pending = 0;
+	if (linkcount && t->last_rename && e->obj != c->evs[t->last_idx].obj) {
+		c->evs[t->last_idx].over = true;
+		t->pending = e->obj;
+		t->pending_idx = t->last_idx;
+	}
+	t->last_rename = kept && (e->mask & FAN_RENAME);
+	t->last_idx = kept ? c->n_evs - 1 : 0;
+}
+
 static void take_event(hv_changes *c, const struct fanotify_event_metadata *m)
 {
 	if (m->mask & FAN_Q_OVERFLOW) {
@@ -563,8 +607,10 @@ static void take_event(hv_changes *c, const struct fanotify_event_metadata *m)
 		    c->nodes[e.obj - 1].where != W_UNSEEN)
 			keep = true;
 	}
-	if (!keep)
+	if (!keep) {
+		track_thread(c, &e, false);
 		return;
+	}
 	if (c->n_evs == c->cap_evs) {
 		size_t cap = c->cap_evs ? c->cap_evs * 2 : 256;
 		struct ev *ne = realloc(c->evs, cap * sizeof(*ne));
@@ -576,6 +622,7 @@ static void take_event(hv_changes *c, const struct fanotify_event_metadata *m)
 		c->cap_evs = cap;
 	}
 	c->evs[c->n_evs++] = e;
+	track_thread(c, &e, true);
 }
 
 /* Reads what is queued; false at a fatal read error. */
@@ -602,6 +649,7 @@ static bool read_events(hv_changes *c, char *buf)
 				break;
 			if (head.vers == FANOTIFY_METADATA_VERSION && head.event_len <= sizeof(c->scratch)) {
 				memcpy(c->scratch, buf + at, head.event_len);
+
 				take_event(c, (const struct fanotify_event_metadata *)(void *)c->scratch);
 			} else if (head.vers == FANOTIFY_METADATA_VERSION) {
 				c->fail_status = HV_EIO;
@@ -720,6 +768,7 @@ void hv_changes_free(hv_changes *c)
 	if (!c)
 		return;
 	hv_changes_stop(c);
+
 	if (c->fan >= 0)
 		close(c->fan);
 	for (size_t i = 0; i < c->n_mnts; i++)
@@ -737,7 +786,7 @@ void hv_changes_free(hv_changes *c)
 	free(c->evs);
 	hv_buf_free(&c->names);
 	free(c->fail_msg);
-	free(c->outside);
+	free(c->tids);
 	free(c->root);
 	free(c);
 }
@@ -1114,10 +1163,7 @@ static hv_status result_impl(hv_changes *c, const hv_store *st, struct cands *k)
 			break;
 		}
 		if (e->mask & FAN_RENAME) {
-			/* A rename over a file: the kernel tells the replaced file's link count in
-			 * the next event of the same thread. */
-			bool over = i + 1 < c->n_evs && !c->evs[i + 1].dir && !c->evs[i + 1].dir2 &&
-				    c->evs[i + 1].tid == e->tid && (c->evs[i + 1].mask & FAN_ATTRIB);
+			bool over = e->over;
 			if (in1)
 				sl[ns++] = (struct slot){e->dir, e->name, i, e->mask, false, false};
 			if (in2)
