@@ -1053,6 +1053,45 @@ static int str_cmp(const void *a, const void *b)
 }
 
 /* One walk for the names of files with several links whose link count or content changed. */
+/* The regular files of a directory moved into root during the run, at rel: all created. */
+static hv_status walk_moved_in(const hv_changes *c, const hv_store *st, struct cands *k,
+			       const char *rel)
+{
+	char *abs = NULL;
+	if (asprintf(&abs, "%s%s%s", c->root, c->root_len > 1 ? "/" : "", rel) < 0)
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	hv_walk_opts wo;
+	hv_walk_opts_init(&wo);
+	wo.sort = HV_SORT_NONE;
+	wo.threads = 1;
+	hv_walk *w;
+	hv_status rc = hv_walk_open(&w, abs, &wo);
+	free(abs);
+	if (rc == HV_ENOTDIR)
+		return HV_OK; /* gone again */
+	if (rc != HV_OK)
+		return rc;
+	const hv_entry *e;
+	while ((rc = hv_walk_next(w, &e)) != HV_DONE) {
+		if (rc == HV_WARN)
+			continue;
+		if (rc != HV_OK)
+			break;
+		if (!e->have_lstat || S_ISDIR(e->lst.mode))
+			continue;
+		char *p = join(rel, e->path);
+		if (p && excluded(c, st, p)) {
+			free(p);
+			continue;
+		}
+		rc = cand_add(k, p, "created", false, 1);
+		if (rc != HV_OK)
+			break;
+	}
+	hv_walk_close(w);
+	return rc == HV_DONE ? HV_OK : rc;
+}
+
 static hv_status walk_inodes(const hv_changes *c, const hv_store *st, struct cands *k)
 {
 	hv_walk_opts wo;
@@ -1159,8 +1198,25 @@ static hv_status result_impl(hv_changes *c, const hv_store *st, struct cands *k)
 		}
 		bool in1 = d && node_in(d), in2 = d2 && node_in(d2);
 		if ((e->mask & FAN_RENAME) && (e->mask & FAN_ONDIR) && (in1 || in2)) {
-			rc = lost(c, "a directory was renamed or moved");
-			break;
+			struct node *o = e->obj ? &c->nodes[e->obj - 1] : NULL;
+			/* A directory made during the run holds only what the run made, each with
+			 * its own events, which resolve to where it is now. One moved in from
+			 * outside brings everything in it: all created. A directory that was in root
+			 * before the run and moved within it or out would need what it held before
+			 * the run, which nothing recorded. */
+			if (o && o->created)
+				continue;
+			if (!o || in1) {
+				rc = lost(c, "a directory that was there before the run was renamed or "
+					     "moved");
+				break;
+			}
+			node_resolve(c, e->obj);
+			if (o->where_end == W_IN && !excluded(c, st, o->path))
+				rc = walk_moved_in(c, st, k, o->path);
+			if (rc != HV_OK)
+				break;
+			continue;
 		}
 		if (e->mask & FAN_RENAME) {
 			bool over = e->over;

@@ -8,7 +8,8 @@
  * program again, as `changes_diff_test ops SEED DIR OUT`): creations in new deep directories,
  * same-size rewrites within the same clock tick, times set into the past, renames into, out
  * of and within the tree and over existing files, hard links, writes through mmap,
- * truncations, chmod only, deletions, deletion and re-creation under the same name, a
+ * truncations, chmod only, deletions, deletion and re-creation under the same name,
+ * directories made during the run and renamed, directories moved in from outside, a
  * background process (setsid) still writing when the command exits, and a second process
  * outside the run writing in the tree meanwhile.
  *
@@ -136,7 +137,28 @@ static void op(uint64_t *s, const char *root, const char *out, unsigned k)
 	unsigned i = rnd(s, N_FILES), j = rnd(s, N_FILES);
 	file_path(p, sizeof(p), root, i);
 	file_path(q, sizeof(q), root, j);
-	switch (rnd(s, 16)) {
+	switch (rnd(s, 18)) {
+	case 16: { /* a directory made during the run, filled, then renamed within the tree */
+		char d[4096], e[4096], f[8200];
+		snprintf(d, sizeof(d), "%s/a/mk%u", root, k);
+		snprintf(e, sizeof(e), "%s/c/mv%u", root, k);
+		mkdirs(d);
+		snprintf(f, sizeof(f), "%s/inner", d);
+		xwrite_file(f, "inner\n", 6, 0644);
+		rename(d, e);
+		break;
+	}
+	case 17: { /* a directory moved in from outside, with a file in a subdirectory */
+		char d[4096], f[8200], e[4096];
+		snprintf(d, sizeof(d), "%s/dir%u/sub", out, k);
+		mkdirs(d);
+		snprintf(f, sizeof(f), "%s/x", d);
+		xwrite_file(f, "x\n", 2, 0644);
+		snprintf(d, sizeof(d), "%s/dir%u", out, k);
+		snprintf(e, sizeof(e), "%s/in-dir%u", root, k);
+		rename(d, e);
+		break;
+	}
 	case 0: { /* a creation in new deep directories */
 		char d[4096];
 		snprintf(d, sizeof(d), "%s/new%u/x/y/z%u", root, k, rnd(s, 3));
@@ -641,6 +663,46 @@ static void test_nobody_events_refused(void **state)
 	outcome_free(&o);
 }
 
+/* A directory that was there before the run, renamed: what it held before is known to no
+ * event, so --changes events refuses to answer (one line, exit 125) rather than answer
+ * wrong, and --changes snapshot answers. */
+static void test_events_dir_rename_refused(void **state)
+{
+	(void)state;
+	char *base = tu_mkdtemp();
+	char *root = tu_path(base, "w");
+	char *db = tu_path(base, "h.db");
+	mkdirs(root);
+	tu_mkdir(root, "old");
+	tu_write(root, "old/f", "f\n", 2);
+	const char *args[] = {"run", "--db", db, "--no-history", "--format", "json", "--dir", root,
+			      "--changes", "events", "--", "mv", "old", "new", NULL};
+	tu_result r;
+	tu_harvestv(&r, NULL, NULL, args);
+	assert_int_equal(r.status, 125);
+	assert_non_null(strstr(r.err, "a directory that was there before the run was renamed"));
+	assert_non_null(strstr(r.err, "use --changes snapshot"));
+	assert_int_equal(strchr(r.err, '\n') - r.err + 1, (long)r.err_len);
+	tu_result_free(&r);
+	const char *back[] = {"run", "--db", db, "--no-history", "--format", "json", "--dir", root,
+			      "--changes", "snapshot", "--", "mv", "new", "old", NULL};
+	tu_harvestv(&r, NULL, NULL, back);
+	assert_int_equal(r.status, 0);
+	tj_value *doc = tj_parse(r.out, r.out_len);
+	assert_non_null(doc);
+	const tj_value *files = tj_get(doc, "output_files");
+	assert_int_equal(tj_len(files), 1);
+	assert_string_equal(tj_str(tj_get(tj_at(files, 0), "path"), NULL), "old/f");
+	assert_int_equal(tj_len(tj_get(doc, "deleted")), 1);
+	assert_string_equal(tj_str(tj_at(tj_get(doc, "deleted"), 0), NULL), "new/f");
+	tj_free(doc);
+	tu_result_free(&r);
+	tu_rmrf(base);
+	free(root);
+	free(db);
+	free(base);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 5 && !strcmp(argv[1], "ops"))
@@ -654,6 +716,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_snapshot_against_oracle),
 		cmocka_unit_test(test_nobody_auto_falls_back),
 		cmocka_unit_test(test_nobody_events_refused),
+		cmocka_unit_test(test_events_dir_rename_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, tu_cleanup);
 }
