@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/fanotify.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <time.h>
@@ -110,6 +111,10 @@ struct hv_changes {
 	char *fail_msg;
 	int64_t start_ns;
 	_Alignas(8) unsigned char scratch[8192];
+	/* Directories known to be outside root, by device and inode: a directory made in one of
+	 * them (a deep tree being built) is placed by one step up. */
+	uint64_t (*outside)[2];
+	size_t n_outside, cap_outside;
 	struct tid_state *tids;
 	size_t n_tids, cap_tids;
 };
@@ -342,7 +347,57 @@ static int node_open(const hv_changes *c, const struct node *n)
 	return open_by_handle_at(mfd, &h.fh, O_PATH | O_CLOEXEC);
 }
 
+static uint64_t devino_hash(uint64_t dev, uint64_t ino)
+{
+	return (dev * 1099511628211ull) ^ (ino * 0x9e3779b97f4a7c15ull);
+}
+
+static bool outside_has(const hv_changes *c, uint64_t dev, uint64_t ino)
+{
+	if (!c->cap_outside)
+		return false;
+	size_t at = devino_hash(dev, ino) & (c->cap_outside - 1);
+	while (c->outside[at][0] || c->outside[at][1]) {
+		if (c->outside[at][0] == dev + 1 && c->outside[at][1] == ino)
+			return true;
+		at = (at + 1) & (c->cap_outside - 1);
+	}
+	return false;
+}
+
+static void outside_add(hv_changes *c, uint64_t dev, uint64_t ino)
+{
+	if ((c->n_outside + 1) * 2 > c->cap_outside) {
+		size_t cap = c->cap_outside ? c->cap_outside * 2 : 256;
+		uint64_t(*t)[2] = calloc(cap, sizeof(*t));
+		if (!t)
+			return; /* only a cache */
+		for (size_t i = 0; i < c->cap_outside; i++) {
+			if (!c->outside[i][0] && !c->outside[i][1])
+				continue;
+			size_t at = devino_hash(c->outside[i][0] - 1, c->outside[i][1]) & (cap - 1);
+			while (t[at][0] || t[at][1])
+				at = (at + 1) & (cap - 1);
+			t[at][0] = c->outside[i][0];
+			t[at][1] = c->outside[i][1];
+		}
+		free(c->outside);
+		c->outside = t;
+		c->cap_outside = cap;
+	}
+	size_t at = devino_hash(dev, ino) & (c->cap_outside - 1);
+	while (c->outside[at][0] || c->outside[at][1]) {
+		if (c->outside[at][0] == dev + 1 && c->outside[at][1] == ino)
+			return;
+		at = (at + 1) & (c->cap_outside - 1);
+	}
+	c->outside[at][0] = dev + 1;
+	c->outside[at][1] = ino;
+	c->n_outside++;
+}
+
 #define JUMP 1000 /* levels climbed by one openat of "../../..." */
+#define STEPS 16  /* single steps first, looking for a directory known to be outside */
 
 /* The directory n levels above fd's (n <= JUMP; stops at the top), O_PATH; -1 if none. */
 static int climb(int fd, size_t n)
@@ -369,10 +424,49 @@ static size_t path_depth(const char *p)
  * ancestors. Climbs JUMP levels at a time until an ancestor's path can be read; when root
  * may lie between the two, compares the ancestor at root's depth with root. W_OUT, or
  * W_UNKNOWN (inside root, where its path cannot be had, or cannot tell). */
+static int climb_jumps(hv_changes *c, int fd);
+
 static int climb_where(hv_changes *c, int fd, const struct stat *st)
 {
 	if (!S_ISDIR(st->st_mode))
 		return W_UNKNOWN;
+	/* A few steps up first: a parent known to be outside settles it. */
+	uint64_t seen[STEPS + 1][2];
+	size_t n_seen = 0;
+	int cur = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	struct stat cs = *st;
+	for (size_t i = 0; cur >= 0 && i <= STEPS; i++) {
+		if (cs.st_dev == c->root_st.st_dev && cs.st_ino == c->root_st.st_ino)
+			break;
+		if (outside_has(c, cs.st_dev, cs.st_ino)) {
+			for (size_t k = 0; k < n_seen; k++)
+				outside_add(c, seen[k][0], seen[k][1]);
+			close(cur);
+			return W_OUT;
+		}
+		seen[n_seen][0] = cs.st_dev;
+		seen[n_seen][1] = cs.st_ino;
+		n_seen++;
+		if (i == STEPS)
+			break;
+		int up = openat(cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		close(cur);
+		cur = up;
+		if (cur < 0 || fstat(cur, &cs) != 0)
+			break;
+	}
+	if (cur >= 0)
+		close(cur);
+	int w = climb_jumps(c, fd);
+	if (w == W_OUT)
+		for (size_t k = 0; k < n_seen; k++)
+			outside_add(c, seen[k][0], seen[k][1]);
+	return w;
+}
+
+/* climb_where() past the first steps: JUMP levels at a time. */
+static int climb_jumps(hv_changes *c, int fd)
+{
 	int cur = fcntl(fd, F_DUPFD_CLOEXEC, 3);
 	size_t total = 0;
 	char buf[4096];
@@ -625,37 +719,42 @@ static void take_event(hv_changes *c, const struct fanotify_event_metadata *m)
 	track_thread(c, &e, true);
 }
 
-/* Reads what is queued; false at a fatal read error. */
-static bool read_events(hv_changes *c, char *buf)
+/* Takes the events in buf[0..n). */
+static void take_events(hv_changes *c, const char *buf, ssize_t n)
+{
+	/* Events are packed: each is copied to an aligned place before it is read. */
+	ssize_t at = 0;
+	while (n - at >= (ssize_t)sizeof(struct fanotify_event_metadata)) {
+		struct fanotify_event_metadata head;
+		memcpy(&head, buf + at, sizeof(head));
+		if (head.event_len < sizeof(head) || head.event_len > (size_t)(n - at))
+			break;
+		if (head.vers == FANOTIFY_METADATA_VERSION && head.event_len <= sizeof(c->scratch)) {
+			memcpy(c->scratch, buf + at, head.event_len);
+			take_event(c, (const struct fanotify_event_metadata *)(void *)c->scratch);
+		} else if (head.vers == FANOTIFY_METADATA_VERSION) {
+			c->fail_status = HV_EIO;
+		}
+		at += head.event_len;
+	}
+}
+
+/* One read of what is queued, at most want bytes of it (they come whole events at a time):
+ * the bytes read, 0 when nothing was queued, -1 at a fatal read error. */
+static ssize_t read_some(hv_changes *c, char *buf, size_t want)
 {
 	for (;;) {
-		ssize_t n = read(c->fan, buf, READ_BUF);
+		ssize_t n = read(c->fan, buf, want < READ_BUF ? want : READ_BUF);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return 0;
 		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN)
-				return true;
 			c->fail_status = HV_EIO;
-			return false;
+			return -1;
 		}
-		if (n == 0)
-			return true;
-		/* Events are packed: each is copied to an aligned place before it is read. */
-		ssize_t at = 0;
-		while (n - at >= (ssize_t)sizeof(struct fanotify_event_metadata)) {
-			struct fanotify_event_metadata head;
-			memcpy(&head, buf + at, sizeof(head));
-			if (head.event_len < sizeof(head) || head.event_len > (size_t)(n - at))
-				break;
-			if (head.vers == FANOTIFY_METADATA_VERSION && head.event_len <= sizeof(c->scratch)) {
-				memcpy(c->scratch, buf + at, head.event_len);
-
-				take_event(c, (const struct fanotify_event_metadata *)(void *)c->scratch);
-			} else if (head.vers == FANOTIFY_METADATA_VERSION) {
-				c->fail_status = HV_EIO;
-			}
-			at += head.event_len;
-		}
+		take_events(c, buf, n);
+		return n;
 	}
 }
 
@@ -672,13 +771,25 @@ static void *drain(void *arg)
 		int got = poll(pf, 2, -1);
 		if (got < 0 && errno == EINTR)
 			continue;
-		if (got < 0 || !read_events(c, buf))
+		if (got < 0)
 			break;
 		if (pf[1].revents)
 			break;
+		if (read_some(c, buf, READ_BUF) < 0)
+			break;
 	}
-	/* The last of it, queued before the stop. */
-	read_events(c, buf);
+	/* The last of it: what was queued when the run ended, and no more (other processes
+	 * may go on making events for ever). */
+	int queued = 0;
+	if (c->fail_status == HV_OK && ioctl(c->fan, FIONREAD, &queued) != 0)
+		c->fail_status = HV_EIO;
+	size_t left = queued > 0 ? (size_t)queued : 0;
+	while (left > 0 && c->fail_status == HV_OK) {
+		ssize_t n = read_some(c, buf, left < READ_BUF ? READ_BUF : READ_BUF);
+		if (n <= 0)
+			break;
+		left = (size_t)n >= left ? 0 : left - (size_t)n;
+	}
 	free(buf);
 	return NULL;
 }
@@ -787,6 +898,7 @@ void hv_changes_free(hv_changes *c)
 	hv_buf_free(&c->names);
 	free(c->fail_msg);
 	free(c->tids);
+	free(c->outside);
 	free(c->root);
 	free(c);
 }

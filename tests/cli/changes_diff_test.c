@@ -703,6 +703,26 @@ static void test_events_dir_rename_refused(void **state)
 	free(base);
 }
 
+/* A --changes value that is none of the three: a usage error, 125 as for every run usage
+ * error, before anything runs. */
+static void test_changes_bad_value(void **state)
+{
+	(void)state;
+	char *base = tu_mkdtemp();
+	char *mark = tu_path(base, "ran");
+	const char *args[] = {"run", "--no-history", "--dir", base, "--changes", "inotify", "--",
+			      "touch", mark, NULL};
+	tu_result r;
+	tu_harvestv(&r, NULL, NULL, args);
+	assert_int_equal(r.status, 125);
+	assert_non_null(strstr(r.err, "--changes: expected events, snapshot or auto, not 'inotify'"));
+	assert_int_not_equal(access(mark, F_OK), 0);
+	tu_result_free(&r);
+	tu_rmrf(base);
+	free(mark);
+	free(base);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 5 && !strcmp(argv[1], "ops"))
@@ -717,6 +737,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_nobody_auto_falls_back),
 		cmocka_unit_test(test_nobody_events_refused),
 		cmocka_unit_test(test_events_dir_rename_refused),
+		cmocka_unit_test(test_changes_bad_value),
 	};
 	return cmocka_run_group_tests(tests, NULL, tu_cleanup);
 }
