@@ -30,6 +30,11 @@
 #include <string.h>
 #include <sys/fanotify.h>
 #include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <time.h>
@@ -67,6 +72,7 @@ struct ev {
 	uint32_t obj;       /* 1 + node of the object itself */
 	uint32_t name, name2;
 	bool over;          /* a rename that replaced a file at its new name */
+	bool paired;        /* a link count event that goes with a kept name's event */
 };
 
 /* What a thread's last events were: the kernel reports a rename over a file as the rename,
@@ -78,7 +84,9 @@ struct tid_state {
 	size_t last_idx;
 	uint32_t pending;  /* 1 + node of a link count after a rename, which a deletion or a
 	                    * creation of the same file would show was not the rename's */
-	size_t pending_idx;
+	size_t pending_idx, pending_count;
+	uint32_t count_obj; /* the thread's last event, when a kept link count: its file */
+	size_t count_idx;
 };
 
 struct mnt {
@@ -627,13 +635,25 @@ static void track_thread(hv_changes *c, const struct ev *e, bool kept)
 		return;
 	}
 	bool linkcount = !e->dir && !e->dir2 && (e->mask & FAN_ATTRIB) && e->obj;
-	if (t->pending && (e->mask & (FAN_DELETE | FAN_CREATE)) && e->obj == t->pending)
+	if (t->pending && (e->mask & (FAN_DELETE | FAN_CREATE)) && e->obj == t->pending) {
 		c->evs[t->pending_idx].over = false; /* an unlink's or a link's count, not it */
+		c->evs[t->pending_count].paired = false;
+	}
+	/* An unlink or a link: the count first, then the name's event of the same file. */
+	if (kept && t->count_obj && (e->mask & (FAN_DELETE | FAN_CREATE)) && e->obj == t->count_obj)
+		c->evs[t->count_idx].paired = true;
 	t->pending = 0;
-	if (linkcount && t->last_rename && e->obj != c->evs[t->last_idx].obj) {
+	t->count_obj = 0;
+	if (linkcount && kept && t->last_rename && e->obj != c->evs[t->last_idx].obj) {
 		c->evs[t->last_idx].over = true;
+		c->evs[c->n_evs - 1].paired = true; /* the replaced file's count */
 		t->pending = e->obj;
 		t->pending_idx = t->last_idx;
+		t->pending_count = c->n_evs - 1;
+	}
+	if (linkcount && kept) {
+		t->count_obj = e->obj;
+		t->count_idx = c->n_evs - 1;
 	}
 	t->last_rename = kept && (e->mask & FAN_RENAME);
 	t->last_idx = kept ? c->n_evs - 1 : 0;
@@ -681,19 +701,11 @@ static void take_event(hv_changes *c, const struct fanotify_event_metadata *m)
 	bool keep;
 	if (!e.dir && !e.dir2) {
 		/* An inode event without a name: a link count changed (link, unlink, a rename
-		 * over it). Kept unless the file is alive with its only name outside root. */
-		keep = true;
-		if (e.obj) {
-			int fd = node_open(c, &c->nodes[e.obj - 1]);
-			struct stat st;
-			if (fd >= 0 && fstat(fd, &st) == 0 && st.st_nlink == 1 && !S_ISDIR(st.st_mode)) {
-				char *rel;
-				keep = fd_where(c, fd, &rel) != W_OUT;
-				free(rel);
-			}
-			if (fd >= 0)
-				close(fd);
-		}
+		 * over it). Kept, and looked at after the run only when it goes with a name's
+		 * event that was kept (track_thread): opening every such file here could make
+		 * harvest hold the last reference to a file some other process just deleted, and
+		 * pay for freeing it. */
+		keep = e.obj != 0;
 	} else {
 		keep = dir_relevant(c, e.dir) || dir_relevant(c, e.dir2);
 		/* The deletion of a directory whose events were kept tells where it was. */
@@ -874,14 +886,42 @@ hv_status hv_changes_stop(hv_changes *c)
 	return HV_OK;
 }
 
+/* Closes the fanotify descriptor off the run's path. The kernel frees a group's marks after a
+ * grace period, which the group's last close waits for (~10 ms, more under load): a run would
+ * pay it for nothing. So the last reference goes to a grandchild that holds nothing else and
+ * closes it there; ours is then closed at once. Without fork, the close is waited for here. */
+static void release_fan(int fan)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pid_t pid = fork();
+	if (pid == 0) {
+		/* async-signal-safe calls only: the caller may have threads */
+		if (fork() == 0) {
+			for (int fd = 0; fd < fan && fd < 3; fd++)
+				close(fd);
+			if (fan > 3)
+				syscall(SYS_close_range, 3U, (unsigned)fan - 1, 0U);
+			syscall(SYS_close_range, (unsigned)fan + 1, ~0U, 0U);
+			close(fan);
+		}
+		_exit(0);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (pid > 0)
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	close(fan);
+}
+
 void hv_changes_free(hv_changes *c)
 {
 	if (!c)
 		return;
 	hv_changes_stop(c);
-
 	if (c->fan >= 0)
-		close(c->fan);
+		release_fan(c->fan);
 	for (size_t i = 0; i < c->n_mnts; i++)
 		close(c->mnts[i].fd);
 	for (size_t i = 0; i < c->n_nodes; i++)
@@ -1284,7 +1324,7 @@ static hv_status result_impl(hv_changes *c, const hv_store *st, struct cands *k)
 		const struct ev *e = &c->evs[i];
 		if (!e->dir && !e->dir2) {
 			/* A link count changed: the file's other names changed too. */
-			if (!e->obj)
+			if (!e->obj || !e->paired)
 				continue;
 			int fd = node_open(c, &c->nodes[e->obj - 1]);
 			struct stat st2;
