@@ -24,6 +24,7 @@
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <poll.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,9 +33,6 @@
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <time.h>
@@ -195,7 +193,7 @@ static hv_status mounts_below(const char *root, size_t rl, char **out)
 		n++;
 	}
 	free(line);
-	fclose(f);
+	(void)fclose(f);
 	if (rc == HV_OK) {
 		if (n > 1)
 			qsort(v, n, sizeof(*v), cmp_str);
@@ -797,7 +795,7 @@ static void *drain(void *arg)
 		c->fail_status = HV_EIO;
 	size_t left = queued > 0 ? (size_t)queued : 0;
 	while (left > 0 && c->fail_status == HV_OK) {
-		ssize_t n = read_some(c, buf, left < READ_BUF ? READ_BUF : READ_BUF);
+		ssize_t n = read_some(c, buf, READ_BUF);
 		if (n <= 0)
 			break;
 		left = (size_t)n >= left ? 0 : left - (size_t)n;
@@ -1287,7 +1285,7 @@ static hv_status result_impl(hv_changes *c, const hv_store *st, struct cands *k)
 	hv_status rc = mounts_below(c->root, c->root_len, &mounts_after);
 	if (rc != HV_OK)
 		return rc;
-	bool same = strcmp(mounts_after, c->mounts_before) == 0;
+	bool same = mounts_after && c->mounts_before && strcmp(mounts_after, c->mounts_before) == 0;
 	free(mounts_after);
 	if (!same)
 		return lost(c, "a file system was mounted or unmounted below it");
@@ -1455,7 +1453,8 @@ hv_status hv_changes_result(hv_changes *c, const hv_store *st, hv_change_set *ou
 		out->time_check = calloc(k.n + 1, sizeof(bool));
 		if (!out->paths || !out->change || !out->time_check)
 			rc = hv_error_set(HV_ENOMEM, "out of memory");
-		for (size_t i = 0; rc == HV_OK && i < k.n; i++) {
+		for (size_t i = 0; rc == HV_OK && out->paths && out->change && out->time_check &&
+				   i < k.n; i++) {
 			if (out->n && strcmp(out->paths[out->n - 1], k.v[i].path) == 0) {
 				if (!k.v[i].time_check)
 					out->time_check[out->n - 1] = false;

@@ -445,7 +445,7 @@ static int add_skipped(struct collector *k, const hv_entry *e, const char *reaso
 }
 
 static int add_file(struct collector *k, const hv_entry *e, const char *mime, uint64_t size,
-		    const char *sha, unsigned char *content, size_t content_len)
+		    const char *sha, unsigned char *content, size_t content_len, const char *change)
 {
 	hv_collection *c = k->c;
 	if (c->n_files == k->files_cap) {
@@ -474,6 +474,7 @@ static int add_file(struct collector *k, const hv_entry *e, const char *mime, ui
 		memcpy(f->sha256, sha, 65);
 	f->content = content;
 	f->content_len = content_len;
+	f->change = change;
 	c->n_files++;
 	k->total_bytes += size;
 	return HV_OK;
@@ -839,10 +840,7 @@ static int job_finish(struct collector *k, struct job *j)
 	const char *type;
 	if (j->cached_hit) {
 		hv_mime_refine(NULL, e.name, j->raw, &type);
-		int rc = add_file(k, &e, type, j->lst.size, j->cached_sha, NULL, 0);
-		if (rc == HV_OK)
-			k->c->files[k->c->n_files - 1].change = j->change;
-		return rc;
+		return add_file(k, &e, type, j->lst.size, j->cached_sha, NULL, 0, j->change);
 	}
 	if (j->late_reason)
 		return add_skipped(k, &e, j->late_reason, true, j->size, j->error);
@@ -869,9 +867,7 @@ static int job_finish(struct collector *k, struct job *j)
 		hv_store_mime_put_sha(k->st, &j->fs, k->fingerprint, j->raw, j->sha);
 	hv_mime_refine(NULL, e.name, j->raw, &type);
 	unsigned char *content = o->no_content ? NULL : j->buf;
-	int rc = add_file(k, &e, type, j->len, j->sha, content, content ? j->len : 0);
-	if (rc == HV_OK)
-		k->c->files[k->c->n_files - 1].change = j->change;
+	int rc = add_file(k, &e, type, j->len, j->sha, content, content ? j->len : 0, j->change);
 	if (rc == HV_OK && content)
 		j->buf = NULL; /* the collection owns it now */
 	return rc;

@@ -480,6 +480,7 @@ struct outcome {
 	char *produced, *deleted; /* harvest's */
 	char *o_produced, *o_deleted; /* the oracle's */
 	char *err;
+	char *out; /* harvest's stdout, for the failure message */
 	int status;
 };
 
@@ -490,6 +491,7 @@ static void outcome_free(struct outcome *o)
 	free(o->o_produced);
 	free(o->o_deleted);
 	free(o->err);
+	free(o->out);
 }
 
 struct nobody_run {
@@ -541,6 +543,7 @@ static void run_workload(uint64_t seed, const char *mode, bool as_nobody, struct
 	list_dir(&after, root, "");
 	o->status = r.status;
 	o->err = strdup(r.err ? r.err : "");
+	o->out = strndup(r.out ? r.out : "", 4000);
 	struct set p = {0}, d = {0}, op_ = {0}, od = {0};
 	tj_value *doc = tj_parse(r.out, r.out_len);
 	if (doc) {
@@ -595,11 +598,11 @@ static void check(uint64_t seed, const char *mode, bool as_nobody, const char *w
 	    (!want_note && o.err[0])) {
 		print_message("seeds %llu..%llu (HV_DIFF_SEEDS=%llu:%d), --changes %s%s: exit %d\nstderr: %s\n"
 			      "produced:\n%s-- oracle:\n%s"
-			      "deleted:\n%s-- oracle:\n%s",
+			      "deleted:\n%s-- oracle:\n%s-- stdout (at most 4000 bytes):\n%s\n",
 			      (unsigned long long)seed, (unsigned long long)seed + BATCH - 1,
 			      (unsigned long long)seed, BATCH, mode, as_nobody ? " as nobody" : "",
 			      o.status,
-			      o.err, o.produced, o.o_produced, o.deleted, o.o_deleted);
+			      o.err, o.produced, o.o_produced, o.deleted, o.o_deleted, o.out);
 		outcome_free(&o);
 		fail();
 	}
@@ -723,6 +726,41 @@ static void test_changes_bad_value(void **state)
 	free(base);
 }
 
+/* A file system mounted below DIR during the run was never marked: events refuse to answer;
+ * and with --xdev, auto compares snapshots and says so. */
+static void test_events_mount_during_run_refused(void **state)
+{
+	(void)state;
+	char *base = tu_mkdtemp();
+	char *m = tu_path(base, "mnt");
+	mkdirs(m);
+	char script[8192];
+	snprintf(script, sizeof(script), "mount -t tmpfs tmpfs %s && echo x > %s/f", m, m);
+	const char *args[] = {"run", "--no-history", "--format", "json", "--dir", base,
+			      "--changes", "events", "--shell", script, NULL};
+	tu_result r;
+	tu_harvestv(&r, NULL, NULL, args);
+	umount2(m, MNT_DETACH);
+	assert_int_equal(r.status, 125);
+	assert_non_null(strstr(r.err, "a file system was mounted or unmounted below it"));
+	tu_result_free(&r);
+
+	const char *xdev[] = {"run", "--no-history", "--format", "json", "--dir", base, "--xdev",
+			      "--", "touch", "new", NULL};
+	tu_harvestv(&r, NULL, NULL, xdev);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.err, "harvest: change events not used, comparing snapshots: "));
+	assert_non_null(strstr(r.err, "not used with --xdev"));
+	tj_value *doc = tj_parse(r.out, r.out_len);
+	assert_non_null(doc);
+	assert_int_equal(tj_len(tj_get(doc, "output_files")), 1);
+	tj_free(doc);
+	tu_result_free(&r);
+	tu_rmrf(base);
+	free(m);
+	free(base);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 5 && !strcmp(argv[1], "ops"))
@@ -738,6 +776,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_nobody_events_refused),
 		cmocka_unit_test(test_events_dir_rename_refused),
 		cmocka_unit_test(test_changes_bad_value),
+		cmocka_unit_test(test_events_mount_during_run_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, tu_cleanup);
 }
