@@ -589,6 +589,26 @@ static void run_workload(uint64_t seed, const char *mode, bool as_nobody, struct
 	free(base);
 }
 
+/* Prints the lines of a (newline-joined, sorted) that are not in b. */
+static void print_missing(const char *what, const char *a, const char *b)
+{
+	const char *p = a;
+	while (*p) {
+		const char *nl = strchr(p, '\n');
+		size_t n = nl ? (size_t)(nl - p) : strlen(p);
+		bool found = false;
+		for (const char *q = b; *q && !found;) {
+			const char *ql = strchr(q, '\n');
+			size_t m = ql ? (size_t)(ql - q) : strlen(q);
+			found = m == n && memcmp(p, q, n) == 0;
+			q += m + (ql != NULL);
+		}
+		if (!found)
+			print_message("  %s: %.*s\n", what, (int)n, p);
+		p += n + (nl != NULL);
+	}
+}
+
 static void check(uint64_t seed, const char *mode, bool as_nobody, const char *want_note)
 {
 	struct outcome o;
@@ -596,13 +616,16 @@ static void check(uint64_t seed, const char *mode, bool as_nobody, const char *w
 	if (o.status != 0 || strcmp(o.produced, o.o_produced) != 0 ||
 	    strcmp(o.deleted, o.o_deleted) != 0 || (want_note && !strstr(o.err, want_note)) ||
 	    (!want_note && o.err[0])) {
-		print_message("seeds %llu..%llu (HV_DIFF_SEEDS=%llu:%d), --changes %s%s: exit %d\nstderr: %s\n"
-			      "produced:\n%s-- oracle:\n%s"
-			      "deleted:\n%s-- oracle:\n%s-- stdout (at most 4000 bytes):\n%s\n",
+		print_message("seeds %llu..%llu (HV_DIFF_SEEDS=%llu:%d), --changes %s%s: exit %d\n",
 			      (unsigned long long)seed, (unsigned long long)seed + BATCH - 1,
 			      (unsigned long long)seed, BATCH, mode, as_nobody ? " as nobody" : "",
-			      o.status,
-			      o.err, o.produced, o.o_produced, o.deleted, o.o_deleted, o.out);
+			      o.status);
+		print_message("stderr: %.2000s\n", o.err);
+		print_missing("produced, not by the oracle", o.produced, o.o_produced);
+		print_missing("produced by the oracle, not reported", o.o_produced, o.produced);
+		print_missing("deleted, not by the oracle", o.deleted, o.o_deleted);
+		print_missing("deleted by the oracle, not reported", o.o_deleted, o.deleted);
+		print_message("stdout: %.3000s\n", o.out);
 		outcome_free(&o);
 		fail();
 	}
