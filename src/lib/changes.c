@@ -729,9 +729,10 @@ static void take_event(hv_changes *c, const struct fanotify_event_metadata *m)
 	track_thread(c, &e, true);
 }
 
-/* Takes the events in buf[0..n). */
-static void take_events(hv_changes *c, const char *buf, ssize_t n)
+/* Takes the events in buf[0..n); how many there were. */
+static size_t take_events(hv_changes *c, const char *buf, ssize_t n)
 {
+	size_t count = 0;
 	/* Events are packed: each is copied to an aligned place before it is read. */
 	ssize_t at = 0;
 	while (n - at >= (ssize_t)sizeof(struct fanotify_event_metadata)) {
@@ -746,15 +747,17 @@ static void take_events(hv_changes *c, const char *buf, ssize_t n)
 			c->fail_status = HV_EIO;
 		}
 		at += head.event_len;
+		count++;
 	}
+	return count;
 }
 
-/* One read of what is queued, at most want bytes of it (they come whole events at a time):
- * the bytes read, 0 when nothing was queued, -1 at a fatal read error. */
-static ssize_t read_some(hv_changes *c, char *buf, size_t want)
+/* One read of what is queued: the number of events read, 0 when nothing was queued, -1 at a
+ * fatal read error. */
+static ssize_t read_some(hv_changes *c, char *buf)
 {
 	for (;;) {
-		ssize_t n = read(c->fan, buf, want < READ_BUF ? want : READ_BUF);
+		ssize_t n = read(c->fan, buf, READ_BUF);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN)
@@ -763,8 +766,7 @@ static ssize_t read_some(hv_changes *c, char *buf, size_t want)
 			c->fail_status = HV_EIO;
 			return -1;
 		}
-		take_events(c, buf, n);
-		return n;
+		return (ssize_t)take_events(c, buf, n);
 	}
 }
 
@@ -785,17 +787,18 @@ static void *drain(void *arg)
 			break;
 		if (pf[1].revents)
 			break;
-		if (read_some(c, buf, READ_BUF) < 0)
+		if (read_some(c, buf) < 0)
 			break;
 	}
 	/* The last of it: what was queued when the run ended, and no more (other processes
-	 * may go on making events for ever). */
+	 * may go on making events for ever). FIONREAD counts FAN_EVENT_METADATA_LEN bytes an
+	 * event, whatever its records add: it tells how many events are queued. */
 	int queued = 0;
 	if (c->fail_status == HV_OK && ioctl(c->fan, FIONREAD, &queued) != 0)
 		c->fail_status = HV_EIO;
-	size_t left = queued > 0 ? (size_t)queued : 0;
+	size_t left = queued > 0 ? (size_t)queued / FAN_EVENT_METADATA_LEN : 0;
 	while (left > 0 && c->fail_status == HV_OK) {
-		ssize_t n = read_some(c, buf, READ_BUF);
+		ssize_t n = read_some(c, buf);
 		if (n <= 0)
 			break;
 		left = (size_t)n >= left ? 0 : left - (size_t)n;
