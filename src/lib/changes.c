@@ -1029,14 +1029,14 @@ struct slot {
 	bool over;   /* a rename over what was there */
 };
 
-static const hv_changes *sort_ctx;
-
-static int slot_cmp(const void *a, const void *b)
+/* qsort_r's comparator: runs in several threads at once must not share a context. */
+static int slot_cmp(const void *a, const void *b, void *ctx)
 {
+	const hv_changes *c = ctx;
 	const struct slot *x = a, *y = b;
 	if (x->dir != y->dir)
 		return x->dir < y->dir ? -1 : 1;
-	int n = strcmp(name_at(sort_ctx, x->name), name_at(sort_ctx, y->name));
+	int n = strcmp(name_at(c, x->name), name_at(c, y->name));
 	if (n)
 		return n;
 	return x->ev < y->ev ? -1 : x->ev > y->ev ? 1 : 0;
@@ -1387,9 +1387,8 @@ static hv_status result_impl(hv_changes *c, const hv_store *st, struct cands *k)
 		free(sl);
 		return rc;
 	}
-	sort_ctx = c;
 	if (ns > 1)
-		qsort(sl, ns, sizeof(*sl), slot_cmp);
+		qsort_r(sl, ns, sizeof(*sl), slot_cmp, c);
 	for (size_t i = 0; i < ns && rc == HV_OK;) {
 		size_t j = i;
 		bool changed = false, closew = false;
