@@ -66,7 +66,10 @@ hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 		rc = HV_OK;
 	}
 	out->changes = ch ? "events" : "snapshot";
-	if (!ch)
+	/* auto also keeps the listing before the run in memory: what the events cannot place
+	 * (an overflow, a directory that was there before and is renamed, a mount) is then
+	 * answered by the comparison instead of refused. --changes events alone walks nothing. */
+	if (!ch || o->changes == HV_CHANGES_AUTO)
 		rc = hv_snapshot_take_mem(st, root, &co, &snap);
 	char *command = NULL;
 	if (rc == HV_OK && !o->no_history) {
@@ -117,8 +120,16 @@ hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 		out->collect_status = hv_changes_result(ch, st, &cs);
 		hv_changes_free(ch);
 		if (out->collect_status == HV_OK) {
+			hv_mem_snapshot_free(snap);
+			snap = NULL;
 			out->collect_status = hv_collect_change_set(st, root, &co, &cs, &out->files);
 			hv_change_set_free(&cs);
+		} else if (snap) {
+			out->changes = "snapshot";
+			free(out->changes_note);
+			out->changes_note = strdup(hv_error_last());
+			out->collect_status = hv_collect_since_mem(st, root, &co, snap, &out->files);
+			hv_mem_snapshot_free(snap);
 		}
 	} else {
 		out->collect_status = hv_collect_since_mem(st, root, &co, snap, &out->files);

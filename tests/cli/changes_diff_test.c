@@ -729,6 +729,41 @@ static void test_events_dir_rename_refused(void **state)
 	free(base);
 }
 
+/* The default (auto) keeps the listing before the run as well: a directory that was there
+ * before and is renamed, which events alone refuse, is answered by the comparison, with one
+ * warning line, and the same files as --changes snapshot reports. */
+static void test_auto_dir_rename_compares(void **state)
+{
+	(void)state;
+	char *base = tu_mkdtemp();
+	char *root = tu_path(base, "w");
+	char *db = tu_path(base, "h.db");
+	mkdirs(root);
+	tu_mkdir(root, "old");
+	tu_write(root, "old/f", "f\n", 2);
+	const char *args[] = {"run", "--db", db, "--no-history", "--format", "json", "--dir", root,
+			      "--", "mv", "old", "new", NULL};
+	tu_result r;
+	tu_harvestv(&r, NULL, NULL, args);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.err, "change events not used, comparing snapshots: "));
+	assert_non_null(strstr(r.err, "a directory that was there before the run was renamed"));
+	assert_int_equal(strchr(r.err, '\n') - r.err + 1, (long)r.err_len);
+	tj_value *doc = tj_parse(r.out, r.out_len);
+	assert_non_null(doc);
+	const tj_value *files = tj_get(doc, "output_files");
+	assert_int_equal(tj_len(files), 1);
+	assert_string_equal(tj_str(tj_get(tj_at(files, 0), "path"), NULL), "new/f");
+	assert_int_equal(tj_len(tj_get(doc, "deleted")), 1);
+	assert_string_equal(tj_str(tj_at(tj_get(doc, "deleted"), 0), NULL), "old/f");
+	tj_free(doc);
+	tu_result_free(&r);
+	tu_rmrf(base);
+	free(root);
+	free(db);
+	free(base);
+}
+
 /* A --changes value that is none of the three: a usage error, 125 as for every run usage
  * error, before anything runs. */
 static void test_changes_bad_value(void **state)
@@ -798,6 +833,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_nobody_auto_falls_back),
 		cmocka_unit_test(test_nobody_events_refused),
 		cmocka_unit_test(test_events_dir_rename_refused),
+		cmocka_unit_test(test_auto_dir_rename_compares),
 		cmocka_unit_test(test_changes_bad_value),
 		cmocka_unit_test(test_events_mount_during_run_refused),
 	};
