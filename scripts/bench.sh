@@ -675,12 +675,16 @@ PY
 	bench_run_workspace
 }
 
-# run -- true in a workspace of HV_RUN_ENTRIES entries (default 200000) against one walk of it
-# (the snapshot comparison: one walk before the command, one after), and the peak memory of a
-# collect of 10,000 files (~85 MB) with their contents, as json and as jsonl.
+# run -- true in workspaces of HV_RUN_SIZES entries (default 200000 and 1000000) against one
+# walk of each, under --changes events (nothing walked) and --changes snapshot (a walk before
+# the command and one after), and a run writing 10 files (1 MiB in all) in the largest under
+# events; then the peak memory of a collect of 10,000 files (~85 MB) with their contents, as
+# json and as jsonl.
 bench_run_workspace() {
-	local n=${HV_RUN_ENTRIES:-200000} ws=$HV_TMP/run-ws big=$HV_TMP/run-big db=$HV_TMP/run-ws.db
+	local sizes=${HV_RUN_SIZES:-${HV_RUN_ENTRIES:-200000 1000000}} n ws big=$HV_TMP/run-big db=$HV_TMP/run-ws.db
 	local HV_ROUNDS=$((HV_ROUNDS < 5 ? HV_ROUNDS : 5))
+	for n in $sizes; do
+	ws=$HV_TMP/run-ws-$n
 	echo
 	echo "== run: cost in a workspace of $n entries, against one walk of it"
 	hv_load
@@ -703,12 +707,21 @@ open(os.path.join(root, ".done-%d" % n), "w").close()
 PY
 	fi
 	HV_CMD_ws_walk=("$HARVEST" walk --format jsonl "$ws")
-	HV_CMD_ws_run=("$HARVEST" run --no-history --db "$db" --dir "$ws" -- true)
-	hv_time_rounds ws_walk ws_run
+	HV_CMD_ws_events=("$HARVEST" run --no-history --changes events --db "$db" --dir "$ws" -- true)
+	HV_CMD_ws_snap=("$HARVEST" run --no-history --changes snapshot --db "$db" --dir "$ws" -- true)
+	# 10 files, 1 MiB in all, in a directory of the workspace (the same names each round)
+	HV_CMD_ws_ten=("$HARVEST" run --no-history --changes events --db "$db" --dir "$ws" -- sh -c \
+		'mkdir -p out && for i in 0 1 2 3 4 5 6 7 8 9; do head -c 104858 /dev/urandom > out/f$i.bin; done')
+	hv_time_rounds ws_walk ws_events ws_snap ws_ten
 	hv_row "command" "median ms" "CPU ms"
 	hv_row "harvest walk WS" "$(hv_ms "${HV_MEDIAN[ws_walk]}")" "$(hv_ms "${HV_CPU[ws_walk]}")"
-	hv_row "harvest run --no-history --dir WS -- true" "$(hv_ms "${HV_MEDIAN[ws_run]}")" "$(hv_ms "${HV_CPU[ws_run]}")"
-	hv_target "run -- true in WS / walk of WS" "$(awk -v a="${HV_MEDIAN[ws_run]}" -v b="${HV_MEDIAN[ws_walk]}" 'BEGIN { printf "%.2f", a / b }')" 2.2
+	hv_row "harvest run --changes events -- true" "$(hv_ms "${HV_MEDIAN[ws_events]}")" "$(hv_ms "${HV_CPU[ws_events]}")"
+	hv_row "harvest run --changes snapshot -- true" "$(hv_ms "${HV_MEDIAN[ws_snap]}")" "$(hv_ms "${HV_CPU[ws_snap]}")"
+	hv_row "harvest run --changes events, 10 files / 1 MiB" "$(hv_ms "${HV_MEDIAN[ws_ten]}")" "$(hv_ms "${HV_CPU[ws_ten]}")"
+	hv_target "events: run -- true in WS / walk of WS" "$(awk -v a="${HV_MEDIAN[ws_events]}" -v b="${HV_MEDIAN[ws_walk]}" 'BEGIN { printf "%.3f", a / b }')" 0.05
+	hv_target "snapshot: run -- true in WS / walk of WS" "$(awk -v a="${HV_MEDIAN[ws_snap]}" -v b="${HV_MEDIAN[ws_walk]}" 'BEGIN { printf "%.2f", a / b }')" 2.2
+	hv_target "events: 10 files / 1 MiB (ms)" "$(hv_ms "${HV_MEDIAN[ws_ten]}")" 50
+	done
 
 	if [ ! -e "$big/.done" ]; then
 		rm -rf "$big"

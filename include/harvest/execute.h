@@ -11,12 +11,20 @@
 extern "C" {
 #endif
 
+/* How a run finds what it changed. */
+typedef enum hv_changes_mode {
+	HV_CHANGES_AUTO = 0,  /* events when the process may use fanotify, else snapshot */
+	HV_CHANGES_EVENTS,    /* fanotify's events only: refused (HV_EIO) when unavailable */
+	HV_CHANGES_SNAPSHOT,  /* a snapshot in memory before the run, compared after it */
+} hv_changes_mode;
+
 typedef struct hv_execute_opts {
 	hv_run_opts run;          /* argv, env, timeout, ...; run.cwd is set from dir */
 	hv_collect_opts collect;  /* what counts as an artifact (since_snapshot is ignored) */
 	const char *label;        /* the history run's label, or NULL */
 	const char *host;         /* the history run's host; NULL: the hostname */
 	bool no_history;          /* record nothing (the snapshot is still taken, then dropped) */
+	hv_changes_mode changes;
 } hv_execute_opts;
 
 typedef struct hv_execution {
@@ -27,6 +35,8 @@ typedef struct hv_execution {
 	                           * could not be recorded completely (collect_status) */
 	int collect_status;       /* HV_OK, or why collecting or recording failed */
 	bool recording_failed;    /* collecting worked, recording it did not (collect_status) */
+	const char *changes;      /* how the changes were found: "events" or "snapshot" */
+	char *changes_note;       /* auto chose snapshot: why events could not be used, else NULL */
 } hv_execution;
 
 /* Runs o->run.argv in dir (realpath'd; HV_ENOTDIR when it is not a directory) as described

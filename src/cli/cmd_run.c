@@ -20,6 +20,7 @@ enum {
 	OPT_LANGUAGE,
 	OPT_MAX_OUTPUT,
 	OPT_RUN_THREADS,
+	OPT_CHANGES,
 };
 
 static const cli_opt run_opts[] = {
@@ -28,7 +29,8 @@ static const cli_opt run_opts[] = {
 	{"db", 0, 1, OPT_DB},              {"dir", 0, 1, OPT_DIR},
 	{"timeout", 0, 1, OPT_TIMEOUT},    {"env", 0, 1, OPT_ENV},
 	{"shell", 0, 0, OPT_SHELL},        {"language", 0, 1, OPT_LANGUAGE},
-	{"max-output-bytes", 0, 1, OPT_MAX_OUTPUT}, CLI_COLLECT_OPTS,
+	{"max-output-bytes", 0, 1, OPT_MAX_OUTPUT}, {"changes", 0, 1, OPT_CHANGES},
+	CLI_COLLECT_OPTS,
 	{NULL, 0, 0, 0},
 };
 
@@ -45,7 +47,11 @@ static const char run_usage[] =
 	"  --language LANG         stream source code from stdin to the interpreter LANG on\n"
 	"                          its stdin (no shell)\n"
 	"  --max-output-bytes SIZE keep at most SIZE of each stream in the result (default\n"
-	"                          16MiB; the stream itself is complete)\n" CLI_COLLECT_USAGE
+	"                          16MiB; the stream itself is complete)\n"
+	"  --changes M             how the run's changes are found: events (the kernel's, with\n"
+	"                          fanotify: nothing walked), snapshot (a walk before and one\n"
+	"                          after) or auto (default: events when they can be used)\n"
+	CLI_COLLECT_USAGE
 	"  --db PATH               the database\n"
 	"  --format F              jsonl (default: events, then the result), json (the result)\n"
 	"                          or html (the run and its files as one self-contained page)\n"
@@ -63,6 +69,7 @@ struct run_cli {
 	const char *language;
 	uint64_t max_output;
 	bool has_max_output; /* --max-output-bytes given: 0 is a limit too */
+	hv_changes_mode changes;
 };
 
 static int run_opt(void *ctx, cli_common *c, int id, const char *v)
@@ -91,6 +98,17 @@ static int run_opt(void *ctx, cli_common *c, int id, const char *v)
 		if (hv_run_check_language(v) != HV_OK)
 			return cli_usage_error(c, "--language: %s", hv_error_last());
 		r->language = v;
+		return 0;
+	case OPT_CHANGES:
+		if (!strcmp(v, "auto"))
+			r->changes = HV_CHANGES_AUTO;
+		else if (!strcmp(v, "events"))
+			r->changes = HV_CHANGES_EVENTS;
+		else if (!strcmp(v, "snapshot"))
+			r->changes = HV_CHANGES_SNAPSHOT;
+		else
+			return cli_usage_error(c, "--changes: expected events, snapshot or auto, not '%s'",
+					       v);
 		return 0;
 	case OPT_MAX_OUTPUT:
 		r->has_max_output = true;
@@ -194,7 +212,7 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 		return EXIT_HARVEST_FAILED;
 
 	hv_execute_opts eo = {.label = r->cc.label, .host = r->cc.host,
-			      .no_history = r->cc.no_history};
+			      .no_history = r->cc.no_history, .changes = r->changes};
 	hv_run_opts_init(&eo.run);
 	eo.collect = r->cc.opts;
 	const char *argv_shell[4], *argv_lang[2];
@@ -257,6 +275,8 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 		cli_error("%s", hv_error_last());
 		rc = EXIT_HARVEST_FAILED;
 	} else {
+		if (ex.changes_note)
+			cli_warn(c, "change events not used, comparing snapshots: %s", ex.changes_note);
 		if (ex.run.message)
 			cli_warn(c, "%s", ex.run.message + (strncmp(ex.run.message, "harvest: ", 9)
 								    ? 0

@@ -11,6 +11,7 @@
 #include "harvest/mime.h"
 #include "harvest/walk.h"
 #include "harvest/sys/store.h"
+#include "changes.h"
 #include "collect_internal.h"
 #include "internal.h"
 #include "mime_internal.h"
@@ -407,7 +408,19 @@ struct collector {
 	int magic_status; /* libmagic is loaded when a file first needs it: 1 loaded, <0 failed */
 	int magic_fd;     /* held for libmagic until then (it needs one to load), or -1 */
 	int magic_fd2;    /* and a second: an isolated detector's socket pair takes two */
+	/* Without a walk (a change set): the current entry's directory and name, and count. */
+	int dir_fd;
+	const char *name;
+	uint64_t seen;
 };
+
+/* Opens the current entry relative to its directory, never by path. */
+static int entry_openat(const struct collector *k, int flags)
+{
+	if (k->w)
+		return hv_walk_openat(k->w, flags);
+	return openat(k->dir_fd, k->name, flags | O_NOFOLLOW | O_CLOEXEC);
+}
 
 static int add_skipped(struct collector *k, const hv_entry *e, const char *reason, bool has_size,
 		       uint64_t size, const char *error)
@@ -442,7 +455,7 @@ static int add_skipped(struct collector *k, const hv_entry *e, const char *reaso
 }
 
 static int add_file(struct collector *k, const hv_entry *e, const char *mime, uint64_t size,
-		    const char *sha, unsigned char *content, size_t content_len)
+		    const char *sha, unsigned char *content, size_t content_len, const char *change)
 {
 	hv_collection *c = k->c;
 	if (c->n_files == k->files_cap) {
@@ -471,6 +484,7 @@ static int add_file(struct collector *k, const hv_entry *e, const char *mime, ui
 		memcpy(f->sha256, sha, 65);
 	f->content = content;
 	f->content_len = content_len;
+	f->change = change;
 	c->n_files++;
 	k->total_bytes += size;
 	return HV_OK;
@@ -836,10 +850,7 @@ static int job_finish(struct collector *k, struct job *j)
 	const char *type;
 	if (j->cached_hit) {
 		hv_mime_refine(NULL, e.name, j->raw, &type);
-		int rc = add_file(k, &e, type, j->lst.size, j->cached_sha, NULL, 0);
-		if (rc == HV_OK)
-			k->c->files[k->c->n_files - 1].change = j->change;
-		return rc;
+		return add_file(k, &e, type, j->lst.size, j->cached_sha, NULL, 0, j->change);
 	}
 	if (j->late_reason)
 		return add_skipped(k, &e, j->late_reason, true, j->size, j->error);
@@ -866,9 +877,7 @@ static int job_finish(struct collector *k, struct job *j)
 		hv_store_mime_put_sha(k->st, &j->fs, k->fingerprint, j->raw, j->sha);
 	hv_mime_refine(NULL, e.name, j->raw, &type);
 	unsigned char *content = o->no_content ? NULL : j->buf;
-	int rc = add_file(k, &e, type, j->len, j->sha, content, content ? j->len : 0);
-	if (rc == HV_OK)
-		k->c->files[k->c->n_files - 1].change = j->change;
+	int rc = add_file(k, &e, type, j->len, j->sha, content, content ? j->len : 0, j->change);
 	if (rc == HV_OK && content)
 		j->buf = NULL; /* the collection owns it now */
 	return rc;
@@ -935,7 +944,7 @@ static int open_job(struct collector *k, const hv_entry *e, struct job *j, bool 
 		j->cached_sha[0] = '\0';
 	}
 	hv__test_hook_call(HV__HOOK_COLLECT_BEFORE_OPEN, e->path);
-	j->fd = hv_walk_openat(k->w, O_RDONLY | O_NONBLOCK);
+	j->fd = entry_openat(k, O_RDONLY | O_NONBLOCK);
 	if (j->fd < 0) {
 		int err = errno;
 		if (err == ELOOP) {
@@ -1001,7 +1010,7 @@ static int collect_entry(struct collector *k, struct pipe *p, const hv_entry *e,
 	j->path_len = e->path_len;
 	j->name_len = e->name_len;
 	j->lst = e->lst;
-	j->seen = hv_walk_count(k->w);
+	j->seen = k->w ? hv_walk_count(k->w) : k->seen;
 	j->has_size = e->have_lstat;
 	j->size = e->have_lstat ? e->lst.size : 0;
 	j->change = change;
@@ -1344,6 +1353,141 @@ hv_status hv_collect_since_mem(hv_store *st, const char *dir, const hv_collect_o
 		return rc;
 	}
 	return collect_impl(st, dir, opts ? opts : &o, NULL, m, root, out);
+}
+
+/* The directory of rel (its part before the last '/'), opened from root one component at a
+ * time with O_NOFOLLOW, as the walk reaches it: a symlink on the way is not followed. */
+static int open_parent(int root_fd, const char *rel, size_t dir_len)
+{
+	int fd = fcntl(root_fd, F_DUPFD_CLOEXEC, 3);
+	size_t at = 0;
+	while (fd >= 0 && at < dir_len) {
+		const char *slash = memchr(rel + at, '/', dir_len - at);
+		size_t n = slash ? (size_t)(slash - (rel + at)) : dir_len - at;
+		char *comp = strndup(rel + at, n);
+		int nfd = comp ? openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+		free(comp);
+		close(fd);
+		fd = nfd;
+		at += n + 1;
+	}
+	return fd;
+}
+
+/* The deleted list of a change set, copied into c. */
+static int copy_deleted(hv_collection *c, const hv_change_set *cs)
+{
+	if (!cs->n_deleted)
+		return HV_OK;
+	c->deleted = calloc(cs->n_deleted, sizeof(*c->deleted));
+	if (!c->deleted)
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	for (size_t i = 0; i < cs->n_deleted; i++) {
+		c->deleted[i].path = strdup(cs->deleted[i]);
+		if (!c->deleted[i].path)
+			return hv_error_set(HV_ENOMEM, "out of memory");
+		c->deleted[i].path_len = strlen(cs->deleted[i]);
+		c->n_deleted++;
+	}
+	return HV_OK;
+}
+
+hv_status hv_collect_change_set(hv_store *st, const char *dir, const hv_collect_opts *opts,
+				const hv_change_set *cs, hv_collection **out)
+{
+	*out = NULL;
+	hv_collect_opts o;
+	if (opts)
+		o = *opts;
+	else
+		hv_collect_opts_init(&o);
+	o.since_snapshot = 0;
+	char *root;
+	int rc = collect_root(st, dir, &o, &root);
+	if (rc != HV_OK || !root) /* (never one without the other: for the analyzer) */
+		return rc != HV_OK ? rc : hv_error_set(HV_EIO, "%s: no absolute path", dir);
+	struct collector k = {.st = st, .o = &o, .magic_fd = -1, .magic_fd2 = -1, .dir_fd = -1};
+	k.c = calloc(1, sizeof(*k.c));
+	if (!k.c) {
+		free(root);
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	}
+	k.c->root = root;
+	k.c->compared = true;
+	int avail = 0;
+	rc = check_fds(dir, 2, &avail);
+	int root_fd = -1;
+	if (rc == HV_OK && (root_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		rc = hv_error_errno(HV_EIO, root, errno);
+	if (rc == HV_OK)
+		rc = copy_deleted(k.c, cs);
+	if (rc != HV_OK) {
+		if (root_fd >= 0)
+			close(root_fd);
+		hv_collection_free(k.c);
+		return rc;
+	}
+	struct db_files dbf;
+	db_files_init(&dbf, st);
+	struct pipe pipe;
+	pipe_init(&pipe, &o, fd_budget(avail - 1));
+	size_t dir_len = SIZE_MAX; /* of the directory k.dir_fd is open on */
+	const char *dir_of = NULL;
+	for (size_t i = 0; i < cs->n && rc == HV_OK; i++) {
+		const char *rel = cs->paths[i];
+		const char *slash = strrchr(rel, '/');
+		size_t dl = slash ? (size_t)(slash - rel) : 0;
+		if (!dir_of || dl != dir_len || memcmp(dir_of, rel, dl) != 0) {
+			if (k.dir_fd >= 0)
+				close(k.dir_fd);
+			k.dir_fd = open_parent(root_fd, rel, dl);
+			dir_of = rel;
+			dir_len = dl;
+		}
+		if (k.dir_fd < 0)
+			continue; /* gone since, or behind a symlink: not there for a walk either */
+		struct stat sb;
+		const char *name = slash ? slash + 1 : rel;
+		if (fstatat(k.dir_fd, name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || S_ISDIR(sb.st_mode))
+			continue;
+		hv_entry e = {.name = name, .name_len = strlen(name), .path = rel,
+			      .path_len = strlen(rel), .have_lstat = true};
+		HV_STAT_FROM(&sb, &e.lst);
+		e.type = hv_ftype_from_mode(e.lst.mode);
+		if (is_db_file(&dbf, &e.lst) || is_db_path(root, st, &e))
+			continue;
+		/* Only opened for writing: produced if it changed, which sets its ctime. */
+		if (cs->time_check && cs->time_check[i] && e.lst.ctime_ns < cs->start_ns)
+			continue;
+		const char *early = NULL;
+		if (e.type == HV_FT_SYMLINK)
+			early = "symlink";
+		else if (e.type != HV_FT_FILE)
+			early = "not_regular";
+		else if (e.lst.size > o.max_file_bytes)
+			early = "too_large";
+		k.name = name;
+		k.seen = i + 1;
+		rc = collect_entry(&k, &pipe, &e, early, NULL, NULL, cs->change[i]);
+	}
+	while (rc == HV_OK && pipe.head < pipe.tail)
+		rc = pipe_drain(&k, &pipe, true);
+	pipe_destroy(&pipe);
+	if (k.dir_fd >= 0)
+		close(k.dir_fd);
+	close(root_fd);
+	hv_magic_close(k.magic);
+	if (st && !o.no_cache && k.magic_status > 0) {
+		int frc = hv_store_flush(st);
+		if (rc == HV_OK && frc != HV_OK)
+			rc = frc;
+	}
+	if (rc != HV_OK) {
+		hv_collection_free(k.c);
+		return rc;
+	}
+	*out = k.c;
+	return HV_OK;
 }
 
 hv_status hv_collection_record(hv_store *st, const hv_collection *c, const hv_run_start *start,

@@ -2,6 +2,7 @@
 #include "harvest/execute.h"
 #include "harvest/json.h"
 #include "harvest/sys/store.h"
+#include "changes.h"
 #include "internal.h"
 
 #include <errno.h>
@@ -45,10 +46,31 @@ hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 	}
 	hv_collect_opts co = o->collect;
 	co.since_snapshot = 0;
-	/* The snapshot stays in memory: nothing of it is written, and the one walk after the run
+	/* With events, nothing is walked before the run, nor after it. Without them, the
+	 * snapshot stays in memory: nothing of it is written, and the one walk after the run
 	 * compares against it. */
+	hv_changes *ch = NULL;
 	hv_mem_snapshot *snap = NULL;
-	int rc = hv_snapshot_take_mem(st, root, &co, &snap);
+	int rc = HV_OK;
+	if (o->changes != HV_CHANGES_SNAPSHOT) {
+		rc = hv_changes_start(root, &co, &ch);
+		if (rc != HV_OK && o->changes == HV_CHANGES_EVENTS) {
+			rc = hv_error_set(HV_EIO, "--changes events: %s", hv_error_last());
+			free(root);
+			return rc;
+		}
+		if (rc != HV_OK && !(out->changes_note = strdup(hv_error_last()))) {
+			free(root);
+			return hv_error_set(HV_ENOMEM, "out of memory");
+		}
+		rc = HV_OK;
+	}
+	out->changes = ch ? "events" : "snapshot";
+	/* auto also keeps the listing before the run in memory: what the events cannot place
+	 * (an overflow, a directory that was there before and is renamed, a mount) is then
+	 * answered by the comparison instead of refused. --changes events alone walks nothing. */
+	if (!ch || o->changes == HV_CHANGES_AUTO)
+		rc = hv_snapshot_take_mem(st, root, &co, &snap);
 	char *command = NULL;
 	if (rc == HV_OK && !o->no_history) {
 		command = hv_argv_json(o->run.argv);
@@ -58,6 +80,7 @@ hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 			     : hv_error_set(HV_ENOMEM, "out of memory");
 	}
 	if (rc != HV_OK) {
+		hv_changes_free(ch);
 		hv_mem_snapshot_free(snap);
 		free(command);
 		free(root);
@@ -72,6 +95,7 @@ hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 			hv_run_end end = {.duration_ms = -1};
 			hv_store_run_finish(st, out->run_id, &end, NULL, 0);
 		}
+		hv_changes_free(ch);
 		hv_mem_snapshot_free(snap);
 		free(command);
 		free(root);
@@ -91,8 +115,27 @@ hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 		.stderr_len = r->stderr_len,
 		.stderr_truncated = r->stderr_truncated,
 	};
-	out->collect_status = hv_collect_since_mem(st, root, &co, snap, &out->files);
-	hv_mem_snapshot_free(snap);
+	if (ch) {
+		hv_change_set cs;
+		hv_changes_stop(ch);
+		out->collect_status = hv_changes_result(ch, st, &cs);
+		hv_changes_free(ch);
+		if (out->collect_status == HV_OK) {
+			hv_mem_snapshot_free(snap);
+			snap = NULL;
+			out->collect_status = hv_collect_change_set(st, root, &co, &cs, &out->files);
+			hv_change_set_free(&cs);
+		} else if (snap) {
+			out->changes = "snapshot";
+			free(out->changes_note);
+			out->changes_note = strdup(hv_error_last());
+			out->collect_status = hv_collect_since_mem(st, root, &co, snap, &out->files);
+			hv_mem_snapshot_free(snap);
+		}
+	} else {
+		out->collect_status = hv_collect_since_mem(st, root, &co, snap, &out->files);
+		hv_mem_snapshot_free(snap);
+	}
 	if (out->collect_status == HV_OK && out->run_id) {
 		int64_t id = out->run_id;
 		/* On a failure midway the store ends the run itself, as not recorded. */
@@ -121,5 +164,6 @@ void hv_execution_free(hv_execution *e)
 {
 	hv_run_result_free(&e->run);
 	hv_collection_free(e->files);
+	free(e->changes_note);
 	memset(e, 0, sizeof(*e));
 }

@@ -1,0 +1,48 @@
+/* Change tracking with fanotify: what a run changed below a directory, from the kernel's
+ * events instead of a snapshot before the run and a walk after it. Internal to libharvest.
+ *
+ * hv_changes_start() marks every file system with a mount at or below root (FAN_MARK_FILESYSTEM,
+ * FAN_REPORT_DFID_NAME_TARGET, FAN_UNLIMITED_QUEUE) and drains the events on a thread;
+ * hv_changes_stop() (after the command ended) reads what is left and stops the thread;
+ * hv_changes_result() turns the events into the paths to examine and the deleted files. */
+#ifndef HARVEST_CHANGES_H
+#define HARVEST_CHANGES_H
+
+#include "harvest/collect.h"
+
+typedef struct hv_changes hv_changes;
+
+/* What a run changed below root, in walk order (hv_store_path_cmp). */
+typedef struct hv_change_set {
+	char **paths;        /* relative paths to examine after the run */
+	const char **change; /* for each: "created" or "modified" */
+	bool *time_check;    /* for each: only opened for writing, produced when its ctime is
+	                      * not older than the run (closed after an unchanged mmap, say) */
+	size_t n;
+	char **deleted;      /* regular files there before the run and not after */
+	size_t n_deleted;
+	int64_t start_ns;    /* the coarse clock when tracking started (file times' clock) */
+} hv_change_set;
+
+/* Starts tracking root (an absolute, realpath'd directory). HV_OK: tracking, free with
+ * hv_changes_free(). HV_EIO with a message saying why when events cannot be used for root
+ * (fanotify refused, a file system without file handles, the same file system mounted twice
+ * below root...): the caller compares snapshots instead. */
+hv_status hv_changes_start(const char *root, const hv_collect_opts *opts, hv_changes **out);
+
+/* Stops tracking: reads the events still queued, stops the thread. */
+hv_status hv_changes_stop(hv_changes *c);
+
+/* After hv_changes_stop(): the changes (free with hv_change_set_free). HV_EIO when the events
+ * cannot tell what changed (an overflow, a directory renamed, an unresolvable directory): the
+ * message says why. st (may be NULL) names the database files to leave out. */
+hv_status hv_changes_result(hv_changes *c, const hv_store *st, hv_change_set *out);
+
+void hv_change_set_free(hv_change_set *s);
+void hv_changes_free(hv_changes *c);
+
+/* hv_collect() of exactly the paths of cs below dir (no walk), with their deleted list. */
+hv_status hv_collect_change_set(hv_store *st, const char *dir, const hv_collect_opts *opts,
+				const hv_change_set *cs, hv_collection **out);
+
+#endif

@@ -1,0 +1,841 @@
+/* The differential test of how `harvest run` finds what a command changed: the same random
+ * workloads under --changes events, under --changes snapshot and against an oracle written
+ * here (a listing of the tree before and after the run, with content hashes), which must all
+ * give the same produced and deleted sets.
+ *
+ * A workload is made from a seed: a tree (deep directories, files of a few sizes, hard links,
+ * as root a tmpfs mounted below the directory), then operations run by the command (this
+ * program again, as `changes_diff_test ops SEED DIR OUT`): creations in new deep directories,
+ * same-size rewrites within the same clock tick, times set into the past, renames into, out
+ * of and within the tree and over existing files, hard links, writes through mmap,
+ * truncations, chmod only, deletions, deletion and re-creation under the same name,
+ * directories made during the run and renamed, directories moved in from outside, a
+ * background process (setsid) still writing when the command exits, and a second process
+ * outside the run writing in the tree meanwhile.
+ *
+ * What "the same" means: the oracle's listing after the run is taken once harvest has exited,
+ * when the run has ended every descendant of the command (the background writer included):
+ * what the run reports is the tree as it was then. The outside writer is done before the
+ * command ends (the command waits for its mark), so its changes are in the tree both see.
+ * A regular file is produced when it was not a regular file before, or its inode, size,
+ * mtime, ctime or content changed; deleted when it was a regular file before and is not
+ * after. */
+#include "testutil.h"
+#include "tjson.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+static char self_exe[4096];
+
+/* ---- a small deterministic generator ---- */
+
+static uint64_t rng_next(uint64_t *s)
+{
+	uint64_t x = *s;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	*s = x;
+	return x;
+}
+
+static unsigned rnd(uint64_t *s, unsigned n)
+{
+	return (unsigned)(rng_next(s) % n);
+}
+
+static void xwrite_file(const char *path, const char *data, size_t len, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	if (fd < 0)
+		return;
+	if (write(fd, data, len) < 0) {
+		/* a workload's write may fail (a full tmpfs): the listing says what happened */
+	}
+	close(fd);
+}
+
+static void mkdirs(const char *path)
+{
+	char buf[4096];
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p == '/') {
+			*p = '\0';
+			mkdir(buf, 0755);
+			*p = '/';
+		}
+	}
+	mkdir(buf, 0755);
+}
+
+/* The workload's names: files f0..f(N-1) in a few directories, some in the tmpfs. */
+#define N_FILES 24
+static const char *const dirs[] = {"", "a", "a/b", "c", "c/d/e", "m"};
+
+static void file_path(char *out, size_t n, const char *root, unsigned i)
+{
+	const char *d = dirs[i % (sizeof(dirs) / sizeof(dirs[0]))];
+	snprintf(out, n, "%s/%s%sf%u", root, d, *d ? "/" : "", i);
+}
+
+/* The tree before the run (m is the tmpfs as root, a plain directory otherwise). */
+static void make_tree(uint64_t seed, const char *root, bool tmpfs)
+{
+	uint64_t s = seed * 2654435761u + 1;
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		char p[4096];
+		snprintf(p, sizeof(p), "%s/%s", root, dirs[i]);
+		mkdirs(p);
+	}
+	if (tmpfs) {
+		char m[4096];
+		snprintf(m, sizeof(m), "%s/m", root);
+		if (mount("tmpfs", m, "tmpfs", 0, "size=4m") != 0)
+			fail_msg("mount tmpfs on %s: %s", m, strerror(errno));
+	}
+	for (unsigned i = 0; i < N_FILES; i++) {
+		if (rnd(&s, 5) == 0)
+			continue; /* some names are free */
+		char p[4096], data[256];
+		file_path(p, sizeof(p), root, i);
+		int len = snprintf(data, sizeof(data), "file %u seed %llu %u\n", i,
+				   (unsigned long long)seed, rnd(&s, 1000));
+		xwrite_file(p, data, (size_t)len, 0644);
+	}
+	/* a hard link pair in the tree */
+	char a[4096], b[4096];
+	snprintf(a, sizeof(a), "%s/a/h1", root);
+	snprintf(b, sizeof(b), "%s/c/h2", root);
+	xwrite_file(a, "linked\n", 7, 0644);
+	if (link(a, b) != 0)
+		fail_msg("link %s: %s", b, strerror(errno));
+}
+
+/* ---- the operations, run by the command ---- */
+
+static void op(uint64_t *s, const char *root, const char *out, unsigned k)
+{
+	char p[4096], q[4096], data[256];
+	unsigned i = rnd(s, N_FILES), j = rnd(s, N_FILES);
+	file_path(p, sizeof(p), root, i);
+	file_path(q, sizeof(q), root, j);
+	switch (rnd(s, 18)) {
+	case 16: { /* a directory made during the run, filled, then renamed within the tree */
+		char d[4096], e[4096], f[8200];
+		snprintf(d, sizeof(d), "%s/a/mk%u", root, k);
+		snprintf(e, sizeof(e), "%s/c/mv%u", root, k);
+		mkdirs(d);
+		snprintf(f, sizeof(f), "%s/inner", d);
+		xwrite_file(f, "inner\n", 6, 0644);
+		rename(d, e);
+		break;
+	}
+	case 17: { /* a directory moved in from outside, with a file in a subdirectory */
+		char d[4096], f[8200], e[4096];
+		snprintf(d, sizeof(d), "%s/dir%u/sub", out, k);
+		mkdirs(d);
+		snprintf(f, sizeof(f), "%s/x", d);
+		xwrite_file(f, "x\n", 2, 0644);
+		snprintf(d, sizeof(d), "%s/dir%u", out, k);
+		snprintf(e, sizeof(e), "%s/in-dir%u", root, k);
+		rename(d, e);
+		break;
+	}
+	case 0: { /* a creation in new deep directories */
+		char d[4096];
+		snprintf(d, sizeof(d), "%s/new%u/x/y/z%u", root, k, rnd(s, 3));
+		mkdirs(d);
+		snprintf(d + strlen(d), sizeof(d) - strlen(d), "/deep%u", k);
+		xwrite_file(d, "deep\n", 5, 0644);
+		break;
+	}
+	case 1: { /* the same size, other bytes, in the same tick */
+		struct stat st;
+		int fd = open(p, O_RDWR | O_CLOEXEC);
+		if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size > 0) {
+			char c = 'Z';
+			if (pwrite(fd, &c, 1, 0) < 0) {
+				/* see xwrite_file */
+			}
+		}
+		if (fd >= 0)
+			close(fd);
+		break;
+	}
+	case 2: { /* times set into the past */
+		struct timespec ts[2] = {{946684800, 0}, {946684800, 0}};
+		utimensat(AT_FDCWD, p, ts, AT_SYMLINK_NOFOLLOW);
+		break;
+	}
+	case 3: { /* a rename into the tree */
+		char o[4096];
+		snprintf(o, sizeof(o), "%s/in%u", out, k);
+		xwrite_file(o, "from outside\n", 13, 0644);
+		if (rename(o, p) != 0)
+			unlink(o);
+		break;
+	}
+	case 4: { /* a rename out of the tree */
+		char o[4096];
+		snprintf(o, sizeof(o), "%s/out%u", out, k);
+		rename(p, o);
+		break;
+	}
+	case 5: /* a rename within (maybe over an existing file) */
+		rename(p, q);
+		break;
+	case 6: /* a hard link */
+		link(p, q);
+		break;
+	case 7: { /* a write through mmap */
+		int fd = open(p, O_RDWR | O_CLOEXEC);
+		struct stat st;
+		if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size > 0) {
+			char *m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+				       0);
+			if (m != MAP_FAILED) {
+				m[0] = (char)('a' + rnd(s, 26));
+				munmap(m, (size_t)st.st_size);
+			}
+		}
+		if (fd >= 0)
+			close(fd);
+		break;
+	}
+	case 8: /* truncation */
+		truncate(p, rnd(s, 3));
+		break;
+	case 9: /* chmod only */
+		chmod(p, 0600 | rnd(s, 2) * 0044);
+		break;
+	case 10: /* a deletion */
+		unlink(p);
+		break;
+	case 11: { /* deleted and created again under the same name */
+		unlink(p);
+		int len = snprintf(data, sizeof(data), "again %u\n", k);
+		xwrite_file(p, data, (size_t)len, 0644);
+		break;
+	}
+	case 12: { /* a new file */
+		int len = snprintf(data, sizeof(data), "new %u\n", k);
+		xwrite_file(p, data, (size_t)len, 0644);
+		break;
+	}
+	case 13: { /* a file created and deleted during the run: neither produced nor deleted */
+		char t[4096];
+		snprintf(t, sizeof(t), "%s/a/tmp%u", root, k);
+		xwrite_file(t, "t\n", 2, 0644);
+		unlink(t);
+		break;
+	}
+	case 14: { /* opened for writing, nothing written */
+		int fd = open(p, O_WRONLY | O_CLOEXEC);
+		if (fd >= 0)
+			close(fd);
+		break;
+	}
+	default: { /* an append */
+		int fd = open(p, O_WRONLY | O_APPEND | O_CLOEXEC);
+		if (fd >= 0) {
+			if (write(fd, "+\n", 2) < 0) {
+				/* see xwrite_file */
+			}
+			close(fd);
+		}
+		break;
+	}
+	}
+}
+
+/* The background writer: out of the command's process group and session, writing until the
+ * run ends it. */
+static void background_writer(const char *root, uint64_t seed)
+{
+	pid_t pid = fork();
+	if (pid != 0)
+		return;
+	setsid();
+	/* Not holding the run's output pipes: a daemon's way, `server >log 2>&1 &`. */
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	dup2(null, 1);
+	dup2(null, 2);
+	char p[4096];
+	snprintf(p, sizeof(p), "%s/c/bg%llu", root, (unsigned long long)(seed % 3));
+	for (unsigned n = 0;; n++) {
+		int fd = open(p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		if (fd >= 0) {
+			if (write(fd, "bg\n", 3) < 0) {
+				/* see xwrite_file */
+			}
+			close(fd);
+		}
+		struct timespec ts = {0, 2000000};
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* The workloads seed..seed+BATCH-1, each in its own tree root/sK: one run does them all. */
+#define BATCH 8
+
+static void sub_root(char *out, size_t n, const char *root, unsigned k)
+{
+	snprintf(out, n, "%s/s%u", root, k);
+}
+
+static int ops_main(uint64_t seed, const char *root, const char *out)
+{
+	char started[4096];
+	snprintf(started, sizeof(started), "%s/started", out);
+	xwrite_file(started, "", 0, 0644);
+	for (unsigned b = 0; b < BATCH; b++) {
+		uint64_t s = (seed + b) * 40503u + 7;
+		unsigned n = 4 + rnd(&s, 12);
+		char r[4096];
+		sub_root(r, sizeof(r), root, b);
+		if (rnd(&s, 4) == 0)
+			background_writer(r, seed + b);
+		for (unsigned k = 0; k < n; k++)
+			op(&s, r, out, k);
+	}
+	/* The outside writer is done before the command ends. */
+	char mark[4096];
+	snprintf(mark, sizeof(mark), "%s/outside-done", out);
+	for (int i = 0; i < 5000 && access(mark, F_OK) != 0; i++) {
+		struct timespec ts = {0, 1000000};
+		nanosleep(&ts, NULL);
+	}
+	return 0;
+}
+
+/* A process outside the run, writing in the tree meanwhile. */
+static pid_t outside_writer(const char *root, const char *out, uint64_t seed)
+{
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid != 0)
+		return pid;
+	uint64_t s = seed * 7919u + 3;
+	char p[4096], r[4096];
+	/* From the moment the command runs: both modes track the tree by then. */
+	snprintf(p, sizeof(p), "%s/started", out);
+	for (int i = 0; i < 20000 && access(p, F_OK) != 0; i++) {
+		struct timespec ts = {0, 1000000};
+		nanosleep(&ts, NULL);
+	}
+	for (unsigned k = 0; k < 6; k++) {
+		sub_root(r, sizeof(r), root, rnd(&s, BATCH));
+		file_path(p, sizeof(p), r, rnd(&s, N_FILES));
+		if (rnd(&s, 2))
+			unlink(p);
+		else
+			xwrite_file(p, "outside\n", 8, 0644);
+	}
+	char mark[4096];
+	snprintf(mark, sizeof(mark), "%s/outside-done", out);
+	xwrite_file(mark, "", 0, 0644);
+	_exit(0);
+}
+
+/* ---- the oracle ---- */
+
+struct ent {
+	char *path;
+	struct stat st;
+	char sha[65];
+};
+
+struct listing {
+	struct ent *v;
+	size_t n, cap;
+};
+
+static void list_dir(struct listing *l, const char *root, const char *rel)
+{
+	char p[4096];
+	snprintf(p, sizeof(p), "%s%s%s", root, *rel ? "/" : "", rel);
+	DIR *d = opendir(p);
+	if (!d)
+		return;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue; /* harvest's default: dot-files are not artifacts */
+		char r[4096], full[8200];
+		snprintf(r, sizeof(r), "%s%s%s", rel, *rel ? "/" : "", de->d_name);
+		snprintf(full, sizeof(full), "%s/%s", root, r);
+		struct stat st;
+		if (lstat(full, &st) != 0)
+			continue;
+		if (S_ISDIR(st.st_mode)) {
+			list_dir(l, root, r);
+			continue;
+		}
+		if (!S_ISREG(st.st_mode))
+			continue;
+		if (l->n == l->cap) {
+			l->cap = l->cap ? l->cap * 2 : 64;
+			l->v = realloc(l->v, l->cap * sizeof(*l->v));
+			assert_non_null(l->v);
+		}
+		struct ent *e = &l->v[l->n++];
+		e->path = strdup(r);
+		e->st = st;
+		size_t len;
+		char *data = tu_read_file(full, &len);
+		tu_sha256_hex(data ? data : "", data ? len : 0, e->sha);
+		free(data);
+	}
+	closedir(d);
+}
+
+static const struct ent *find(const struct listing *l, const char *path)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (!strcmp(l->v[i].path, path))
+			return &l->v[i];
+	return NULL;
+}
+
+static void listing_free(struct listing *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i].path);
+	free(l->v);
+	memset(l, 0, sizeof(*l));
+}
+
+/* A sorted, newline-joined set of paths, for comparing and printing. */
+struct set {
+	char **v;
+	size_t n;
+};
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void set_add(struct set *s, const char *p)
+{
+	s->v = realloc(s->v, (s->n + 1) * sizeof(*s->v));
+	assert_non_null(s->v);
+	s->v[s->n++] = strdup(p);
+}
+
+static char *set_text(struct set *s)
+{
+	if (s->n > 1)
+		qsort(s->v, s->n, sizeof(*s->v), cmp_str);
+	size_t len = 1;
+	for (size_t i = 0; i < s->n; i++)
+		len += strlen(s->v[i]) + 1;
+	char *t = calloc(1, len);
+	assert_non_null(t);
+	for (size_t i = 0; i < s->n; i++) {
+		strcat(t, s->v[i]);
+		strcat(t, "\n");
+	}
+	return t;
+}
+
+static void set_free(struct set *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		free(s->v[i]);
+	free(s->v);
+	memset(s, 0, sizeof(*s));
+}
+
+static bool changed(const struct ent *b, const struct ent *a)
+{
+	return b->st.st_ino != a->st.st_ino || b->st.st_dev != a->st.st_dev ||
+	       b->st.st_size != a->st.st_size || b->st.st_mtim.tv_sec != a->st.st_mtim.tv_sec ||
+	       b->st.st_mtim.tv_nsec != a->st.st_mtim.tv_nsec ||
+	       b->st.st_ctim.tv_sec != a->st.st_ctim.tv_sec ||
+	       b->st.st_ctim.tv_nsec != a->st.st_ctim.tv_nsec || strcmp(b->sha, a->sha) != 0;
+}
+
+/* ---- one workload ---- */
+
+struct outcome {
+	char *produced, *deleted; /* harvest's */
+	char *o_produced, *o_deleted; /* the oracle's */
+	char *err;
+	char *out; /* harvest's stdout, for the failure message */
+	int status;
+};
+
+static void outcome_free(struct outcome *o)
+{
+	free(o->produced);
+	free(o->deleted);
+	free(o->o_produced);
+	free(o->o_deleted);
+	free(o->err);
+	free(o->out);
+}
+
+struct nobody_run {
+	const char *const *args;
+	tu_result *r;
+};
+
+static void run_workload(uint64_t seed, const char *mode, bool as_nobody, struct outcome *o)
+{
+	memset(o, 0, sizeof(*o));
+	char *base = tu_mkdtemp();
+	char *root = tu_path(base, "w");
+	char *out = tu_path(base, "out");
+	char *db = tu_path(base, "h.db");
+	mkdirs(root);
+	mkdirs(out);
+	bool tmpfs = !as_nobody && geteuid() == 0;
+	for (unsigned b = 0; b < BATCH; b++) {
+		char r[4096];
+		sub_root(r, sizeof(r), root, b);
+		mkdirs(r);
+		make_tree(seed + b, r, tmpfs && b == 0);
+	}
+	if (as_nobody) {
+		char cmd[8192];
+		snprintf(cmd, sizeof(cmd), "chown -R nobody %s", base);
+		assert_int_equal(system(cmd), 0);
+	}
+	struct listing before = {0}, after = {0};
+	list_dir(&before, root, "");
+	char seed_s[32];
+	snprintf(seed_s, sizeof(seed_s), "%llu", (unsigned long long)seed);
+	const char *args[] = {"run",      "--db",  db,       "--no-history", "--format", "json",
+			      "--dir",    root,    "--no-content",
+			      "--changes", mode,   "--",     self_exe, "ops",        seed_s,
+			      root,       out,     NULL};
+	if (!strcmp(mode, "auto")) {
+		/* no --changes: the default */
+		args[9] = "--changes";
+		args[10] = "auto";
+	}
+	tu_result r;
+	pid_t writer = outside_writer(root, out, seed);
+	if (as_nobody)
+		tu_harvest_as_nobody(&r, NULL, args);
+	else
+		tu_harvestv(&r, NULL, NULL, args);
+	tu_wait(writer);
+	list_dir(&after, root, "");
+	o->status = r.status;
+	o->err = strdup(r.err ? r.err : "");
+	o->out = strndup(r.out ? r.out : "", 4000);
+	struct set p = {0}, d = {0}, op_ = {0}, od = {0};
+	tj_value *doc = tj_parse(r.out, r.out_len);
+	if (doc) {
+		const tj_value *files = tj_get(doc, "output_files");
+		for (size_t i = 0; i < tj_len(files); i++)
+			set_add(&p, tj_str(tj_get(tj_at(files, i), "path"), NULL));
+		const tj_value *skipped = tj_get(doc, "skipped");
+		for (size_t i = 0; i < tj_len(skipped); i++)
+			set_add(&p, tj_str(tj_get(tj_at(skipped, i), "path"), NULL));
+		const tj_value *del = tj_get(doc, "deleted");
+		for (size_t i = 0; i < tj_len(del); i++)
+			set_add(&d, tj_str(tj_at(del, i), NULL));
+	}
+	tj_free(doc);
+	for (size_t i = 0; i < after.n; i++) {
+		const struct ent *b = find(&before, after.v[i].path);
+		if (!b || changed(b, &after.v[i]))
+			set_add(&op_, after.v[i].path);
+	}
+	for (size_t i = 0; i < before.n; i++)
+		if (!find(&after, before.v[i].path))
+			set_add(&od, before.v[i].path);
+	o->produced = set_text(&p);
+	o->deleted = set_text(&d);
+	o->o_produced = set_text(&op_);
+	o->o_deleted = set_text(&od);
+	set_free(&p);
+	set_free(&d);
+	set_free(&op_);
+	set_free(&od);
+	listing_free(&before);
+	listing_free(&after);
+	tu_result_free(&r);
+	if (tmpfs) {
+		char m[4096];
+		snprintf(m, sizeof(m), "%s/s0/m", root);
+		umount2(m, MNT_DETACH);
+	}
+	tu_rmrf(base);
+	free(root);
+	free(out);
+	free(db);
+	free(base);
+}
+
+/* Prints the lines of a (newline-joined, sorted) that are not in b. */
+static void print_missing(const char *what, const char *a, const char *b)
+{
+	const char *p = a;
+	while (*p) {
+		const char *nl = strchr(p, '\n');
+		size_t n = nl ? (size_t)(nl - p) : strlen(p);
+		bool found = false;
+		for (const char *q = b; *q && !found;) {
+			const char *ql = strchr(q, '\n');
+			size_t m = ql ? (size_t)(ql - q) : strlen(q);
+			found = m == n && memcmp(p, q, n) == 0;
+			q += m + (ql != NULL);
+		}
+		if (!found)
+			print_message("  %s: %.*s\n", what, (int)n, p);
+		p += n + (nl != NULL);
+	}
+}
+
+static void check(uint64_t seed, const char *mode, bool as_nobody, const char *want_note)
+{
+	struct outcome o;
+	run_workload(seed, mode, as_nobody, &o);
+	if (o.status != 0 || strcmp(o.produced, o.o_produced) != 0 ||
+	    strcmp(o.deleted, o.o_deleted) != 0 || (want_note && !strstr(o.err, want_note)) ||
+	    (!want_note && o.err[0])) {
+		print_message("seeds %llu..%llu (HV_DIFF_SEEDS=%llu:%d), --changes %s%s: exit %d\n",
+			      (unsigned long long)seed, (unsigned long long)seed + BATCH - 1,
+			      (unsigned long long)seed, BATCH, mode, as_nobody ? " as nobody" : "",
+			      o.status);
+		print_message("stderr: %.2000s\n", o.err);
+		print_missing("produced, not by the oracle", o.produced, o.o_produced);
+		print_missing("produced by the oracle, not reported", o.o_produced, o.produced);
+		print_missing("deleted, not by the oracle", o.deleted, o.o_deleted);
+		print_missing("deleted by the oracle, not reported", o.o_deleted, o.deleted);
+		print_message("stdout: %.3000s\n", o.out);
+		outcome_free(&o);
+		fail();
+	}
+	outcome_free(&o);
+}
+
+#define N_SEEDS 200        /* workloads as root, under each mode */
+#define N_SEEDS_NOBODY 32  /* as nobody */
+
+/* The seeds: 1..n, or HV_DIFF_SEEDS=FIRST:COUNT to run others (a failure prints its seed). */
+static void seeds(uint64_t dflt_first, uint64_t dflt_n, uint64_t *first, uint64_t *n)
+{
+	*first = dflt_first;
+	*n = dflt_n;
+	const char *e = getenv("HV_DIFF_SEEDS");
+	unsigned long long a, b;
+	if (e && sscanf(e, "%llu:%llu", &a, &b) == 2) {
+		*first = a;
+		*n = b;
+	}
+}
+
+static void test_events_against_oracle(void **state)
+{
+	(void)state;
+	uint64_t first, n;
+	seeds(1, N_SEEDS, &first, &n);
+	for (uint64_t seed = first; seed < first + n; seed += BATCH)
+		check(seed, "events", false, NULL);
+}
+
+static void test_snapshot_against_oracle(void **state)
+{
+	(void)state;
+	uint64_t first, n;
+	seeds(1, N_SEEDS, &first, &n);
+	for (uint64_t seed = first; seed < first + n; seed += BATCH)
+		check(seed, "snapshot", false, NULL);
+}
+
+/* As nobody, fanotify is refused: auto says so and compares snapshots, with the same result;
+ * --changes events is refused outright. */
+static void test_nobody_auto_falls_back(void **state)
+{
+	(void)state;
+	uint64_t first, n;
+	seeds(1000, N_SEEDS_NOBODY, &first, &n);
+	for (uint64_t seed = first; seed < first + n; seed += BATCH)
+		check(seed, "auto", true, "change events not used, comparing snapshots");
+}
+
+static void test_nobody_events_refused(void **state)
+{
+	(void)state;
+	struct outcome o;
+	run_workload(7, "events", true, &o);
+	assert_int_equal(o.status, 125);
+	assert_non_null(strstr(o.err, "--changes events: fanotify: Operation not permitted"));
+	assert_non_null(strchr(o.err, '\n'));
+	assert_null(strchr(strchr(o.err, '\n') + 1, '\n')); /* one line */
+	outcome_free(&o);
+}
+
+/* A directory that was there before the run, renamed: what it held before is known to no
+ * event, so --changes events refuses to answer (one line, exit 125) rather than answer
+ * wrong, and --changes snapshot answers. */
+static void test_events_dir_rename_refused(void **state)
+{
+	(void)state;
+	char *base = tu_mkdtemp();
+	char *root = tu_path(base, "w");
+	char *db = tu_path(base, "h.db");
+	mkdirs(root);
+	tu_mkdir(root, "old");
+	tu_write(root, "old/f", "f\n", 2);
+	const char *args[] = {"run", "--db", db, "--no-history", "--format", "json", "--dir", root,
+			      "--changes", "events", "--", "mv", "old", "new", NULL};
+	tu_result r;
+	tu_harvestv(&r, NULL, NULL, args);
+	assert_int_equal(r.status, 125);
+	assert_non_null(strstr(r.err, "a directory that was there before the run was renamed"));
+	assert_non_null(strstr(r.err, "use --changes snapshot"));
+	assert_int_equal(strchr(r.err, '\n') - r.err + 1, (long)r.err_len);
+	tu_result_free(&r);
+	const char *back[] = {"run", "--db", db, "--no-history", "--format", "json", "--dir", root,
+			      "--changes", "snapshot", "--", "mv", "new", "old", NULL};
+	tu_harvestv(&r, NULL, NULL, back);
+	assert_int_equal(r.status, 0);
+	tj_value *doc = tj_parse(r.out, r.out_len);
+	assert_non_null(doc);
+	const tj_value *files = tj_get(doc, "output_files");
+	assert_int_equal(tj_len(files), 1);
+	assert_string_equal(tj_str(tj_get(tj_at(files, 0), "path"), NULL), "old/f");
+	assert_int_equal(tj_len(tj_get(doc, "deleted")), 1);
+	assert_string_equal(tj_str(tj_at(tj_get(doc, "deleted"), 0), NULL), "new/f");
+	tj_free(doc);
+	tu_result_free(&r);
+	tu_rmrf(base);
+	free(root);
+	free(db);
+	free(base);
+}
+
+/* The default (auto) keeps the listing before the run as well: a directory that was there
+ * before and is renamed, which events alone refuse, is answered by the comparison, with one
+ * warning line, and the same files as --changes snapshot reports. */
+static void test_auto_dir_rename_compares(void **state)
+{
+	(void)state;
+	char *base = tu_mkdtemp();
+	char *root = tu_path(base, "w");
+	char *db = tu_path(base, "h.db");
+	mkdirs(root);
+	tu_mkdir(root, "old");
+	tu_write(root, "old/f", "f\n", 2);
+	const char *args[] = {"run", "--db", db, "--no-history", "--format", "json", "--dir", root,
+			      "--", "mv", "old", "new", NULL};
+	tu_result r;
+	tu_harvestv(&r, NULL, NULL, args);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.err, "change events not used, comparing snapshots: "));
+	assert_non_null(strstr(r.err, "a directory that was there before the run was renamed"));
+	assert_int_equal(strchr(r.err, '\n') - r.err + 1, (long)r.err_len);
+	tj_value *doc = tj_parse(r.out, r.out_len);
+	assert_non_null(doc);
+	const tj_value *files = tj_get(doc, "output_files");
+	assert_int_equal(tj_len(files), 1);
+	assert_string_equal(tj_str(tj_get(tj_at(files, 0), "path"), NULL), "new/f");
+	assert_int_equal(tj_len(tj_get(doc, "deleted")), 1);
+	assert_string_equal(tj_str(tj_at(tj_get(doc, "deleted"), 0), NULL), "old/f");
+	tj_free(doc);
+	tu_result_free(&r);
+	tu_rmrf(base);
+	free(root);
+	free(db);
+	free(base);
+}
+
+/* A --changes value that is none of the three: a usage error, 125 as for every run usage
+ * error, before anything runs. */
+static void test_changes_bad_value(void **state)
+{
+	(void)state;
+	char *base = tu_mkdtemp();
+	char *mark = tu_path(base, "ran");
+	const char *args[] = {"run", "--no-history", "--dir", base, "--changes", "inotify", "--",
+			      "touch", mark, NULL};
+	tu_result r;
+	tu_harvestv(&r, NULL, NULL, args);
+	assert_int_equal(r.status, 125);
+	assert_non_null(strstr(r.err, "--changes: expected events, snapshot or auto, not 'inotify'"));
+	assert_int_not_equal(access(mark, F_OK), 0);
+	tu_result_free(&r);
+	tu_rmrf(base);
+	free(mark);
+	free(base);
+}
+
+/* A file system mounted below DIR during the run was never marked: events refuse to answer;
+ * and with --xdev, auto compares snapshots and says so. */
+static void test_events_mount_during_run_refused(void **state)
+{
+	(void)state;
+	char *base = tu_mkdtemp();
+	char *m = tu_path(base, "mnt");
+	mkdirs(m);
+	char script[8192];
+	snprintf(script, sizeof(script), "mount -t tmpfs tmpfs %s && echo x > %s/f", m, m);
+	const char *args[] = {"run", "--no-history", "--format", "json", "--dir", base,
+			      "--changes", "events", "--shell", script, NULL};
+	tu_result r;
+	tu_harvestv(&r, NULL, NULL, args);
+	umount2(m, MNT_DETACH);
+	assert_int_equal(r.status, 125);
+	assert_non_null(strstr(r.err, "a file system was mounted or unmounted below it"));
+	tu_result_free(&r);
+
+	const char *xdev[] = {"run", "--no-history", "--format", "json", "--dir", base, "--xdev",
+			      "--", "touch", "new", NULL};
+	tu_harvestv(&r, NULL, NULL, xdev);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.err, "harvest: change events not used, comparing snapshots: "));
+	assert_non_null(strstr(r.err, "not used with --xdev"));
+	tj_value *doc = tj_parse(r.out, r.out_len);
+	assert_non_null(doc);
+	assert_int_equal(tj_len(tj_get(doc, "output_files")), 1);
+	tj_free(doc);
+	tu_result_free(&r);
+	tu_rmrf(base);
+	free(m);
+	free(base);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 5 && !strcmp(argv[1], "ops"))
+		return ops_main(strtoull(argv[2], NULL, 10), argv[3], argv[4]);
+	ssize_t n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
+	if (n <= 0)
+		return 1;
+	self_exe[n] = '\0';
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_events_against_oracle),
+		cmocka_unit_test(test_snapshot_against_oracle),
+		cmocka_unit_test(test_nobody_auto_falls_back),
+		cmocka_unit_test(test_nobody_events_refused),
+		cmocka_unit_test(test_events_dir_rename_refused),
+		cmocka_unit_test(test_auto_dir_rename_compares),
+		cmocka_unit_test(test_changes_bad_value),
+		cmocka_unit_test(test_events_mount_during_run_refused),
+	};
+	return cmocka_run_group_tests(tests, NULL, tu_cleanup);
+}
