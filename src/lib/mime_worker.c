@@ -495,15 +495,67 @@ static void stop(hvm_worker *w, char *why, size_t why_len, bool timed_out)
 	reap(w, why, why_len, timed_out);
 }
 
+/* The worker's state letter and CPU time (user + system, ms) from /proc/PID/stat; false
+ * when they cannot be read. */
+static bool worker_cpu(pid_t pid, char *state, int64_t *cpu_ms)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	const char *p = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+	if (!p || p[1] != ' ' || !p[2])
+		return false;
+	*state = p[2];
+	/* After the state: ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt,
+	 * then utime and stime (fields 14 and 15), in clock ticks. */
+	char *q = (char *)p + 3;
+	unsigned long long v[12];
+	for (int i = 0; i < 12; i++) {
+		char *end;
+		errno = 0;
+		v[i] = strtoull(q, &end, 10);
+		if (end == q || errno)
+			return false;
+		q = end;
+	}
+	long hz = sysconf(_SC_CLK_TCK);
+	*cpu_ms = (int64_t)((v[10] + v[11]) * 1000 / (unsigned long long)(hz > 0 ? hz : 100));
+	return true;
+}
+
 /* Waits for one answer until the deadline. 1: got it into w->msg (*n bytes); 0: timeout;
- * -1: the worker is gone. */
+ * -1: the worker is gone.
+ *
+ * The limit is on the time the worker spends on the file: a worker still runnable (or
+ * waiting on the disk) that has used less CPU than the limit was only waiting for a core on
+ * a loaded machine, so its deadline moves on, up to six times the limit in all. A worker
+ * that sleeps (a hang) or has used the limit's CPU is over it. */
 static int wait_answer(hvm_worker *w, size_t *n)
 {
-	int64_t deadline = now_ms() + atomic_load(&timeout_ms);
+	int64_t limit = atomic_load(&timeout_ms);
+	int64_t start = now_ms(), deadline = start + limit;
+	char st0 = 0;
+	int64_t cpu0 = 0;
+	bool have_cpu0 = w->pid > 0 && worker_cpu(w->pid, &st0, &cpu0);
 	for (;;) {
 		int64_t left = deadline - now_ms();
-		if (left < 0)
+		if (left < 0) {
+			char st = 0;
+			int64_t cpu = 0;
+			if (have_cpu0 && deadline < start + 6 * limit && worker_cpu(w->pid, &st, &cpu) &&
+			    (st == 'R' || st == 'D') && cpu - cpu0 < limit) {
+				deadline += limit / 2 > 0 ? limit / 2 : 1;
+				continue;
+			}
 			return 0;
+		}
 		struct pollfd p = {.fd = w->sock, .events = POLLIN};
 		int r = poll(&p, 1, (int)left);
 		if (r < 0 && errno == EINTR)

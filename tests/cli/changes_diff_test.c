@@ -791,10 +791,11 @@ static void test_events_mount_during_run_refused(void **state)
 	(void)state;
 	char *base = tu_mkdtemp();
 	char *m = tu_path(base, "mnt");
+	char *db = tu_path(base, "h.db");
 	mkdirs(m);
 	char script[8192];
 	snprintf(script, sizeof(script), "mount -t tmpfs tmpfs %s && echo x > %s/f", m, m);
-	const char *args[] = {"run", "--no-history", "--format", "json", "--dir", base,
+	const char *args[] = {"run", "--db", db, "--no-history", "--format", "json", "--dir", base,
 			      "--changes", "events", "--shell", script, NULL};
 	tu_result r;
 	tu_harvestv(&r, NULL, NULL, args);
@@ -803,8 +804,8 @@ static void test_events_mount_during_run_refused(void **state)
 	assert_non_null(strstr(r.err, "a file system was mounted or unmounted below it"));
 	tu_result_free(&r);
 
-	const char *xdev[] = {"run", "--no-history", "--format", "json", "--dir", base, "--xdev",
-			      "--", "touch", "new", NULL};
+	const char *xdev[] = {"run", "--db", db, "--no-history", "--format", "json", "--dir", base,
+			      "--xdev", "--", "touch", "new", NULL};
 	tu_harvestv(&r, NULL, NULL, xdev);
 	assert_int_equal(r.status, 0);
 	assert_non_null(strstr(r.err, "harvest: change events not used, comparing snapshots: "));
@@ -816,6 +817,7 @@ static void test_events_mount_during_run_refused(void **state)
 	tu_result_free(&r);
 	tu_rmrf(base);
 	free(m);
+	free(db);
 	free(base);
 }
 
