@@ -103,24 +103,50 @@ bool hvst_is_pg_uri(const char *s)
 	return s && (!strncmp(s, "postgresql://", 13) || !strncmp(s, "postgres://", 11));
 }
 
+/* The length of a "password=" keyword at p, 0 if there is none. libpq percent-decodes a
+ * URI's query keywords, so "pass%77ord=" names the password too. */
+static size_t password_key(const char *p)
+{
+	static const char want[] = "password";
+	size_t i = 0, k = 0;
+	while (want[k]) {
+		int c = (unsigned char)p[i];
+		if (c == '%' && isxdigit((unsigned char)p[i + 1]) && isxdigit((unsigned char)p[i + 2])) {
+			char hex[3] = {p[i + 1], p[i + 2], '\0'};
+			c = (int)strtol(hex, NULL, 16);
+			i += 3;
+		} else if (c) {
+			i++;
+		} else {
+			return 0;
+		}
+		if (tolower(c) != want[k++])
+			return 0;
+	}
+	return p[i] == '=' ? i + 1 : 0;
+}
+
 void hvst_mask_secret(const char *msg, char *out, size_t cap)
 {
 	size_t o = 0;
 	const char *p = msg;
 	while (*p && o + 1 < cap) {
 		/* "password=VALUE" (a keyword of a URI's query or a conninfo string). */
-		if (!strncasecmp(p, "password=", 9)) {
-			const char *v = p + 9;
+		size_t key = password_key(p);
+		if (key) {
+			const char *v = p + key;
 			size_t n = strcspn(v, "&; \t\n'\"");
 			for (const char *k = "password=***"; *k && o + 1 < cap; k++)
 				out[o++] = *k;
 			p = v + n;
 			continue;
 		}
-		/* "scheme://user:PASSWORD@host": the ':' after the user, up to the '@'. */
+		/* "scheme://user:PASSWORD@host": the ':' after the user, up to the '@'. The user
+		 * information ends where libpq ends it, at the first '@' before any '/': a '?' or
+		 * '#' before it is part of the password. */
 		if (!strncmp(p, "://", 3)) {
 			const char *auth = p + 3;
-			size_t n = strcspn(auth, "/?#@ \t\n");
+			size_t n = strcspn(auth, "/@ \t\n");
 			if (auth[n] == '@') {
 				const char *colon = memchr(auth, ':', n);
 				if (colon) {

@@ -272,8 +272,14 @@ static void test_unreachable(void **state)
 	const char *uris[] = {
 		"postgresql:///db?host=/nonexistent-dir&user=u&password=s3cret-pw",
 		"postgres://u:s3cret-pw@localhost:1/db?connect_timeout=2",
+		/* libpq decodes a query keyword, and ends the user information at the first
+		 * '@' before a '/': these are passwords too. */
+		"postgresql:///db?host=/nonexistent-dir&user=u&pass%77ord=s3cret-pw",
+		"postgresql:///db?host=/nonexistent-dir&user=u&%50ASSWORD=s3cret-pw",
+		"postgres://u:s3cret?pw@localhost:1/db?connect_timeout=2",
+		"postgres://u:s3cret#pw@localhost:1/db?connect_timeout=2",
 	};
-	for (size_t i = 0; i < 2; i++) {
+	for (size_t i = 0; i < sizeof(uris) / sizeof(uris[0]); i++) {
 		tu_result r;
 		tu_harvestv(&r, NULL, NULL,
 			    (const char *const[]){"run", "--db", uris[i], "--cache-db", cache,
