@@ -10,10 +10,12 @@
 #include "tjson.h"
 #include "tu_pg.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -548,6 +550,80 @@ static void test_patterns(void **state)
 	fx_close(&f);
 }
 
+/* harvest ARGS with the descriptor limit limit (only the standard streams open, stderr into
+ * err): its exit status. */
+static int run_fd_limited(int limit, const char *err, const char *const *args)
+{
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int e = open(err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		int z = open("/dev/null", O_RDWR | O_CLOEXEC);
+		if (e < 0 || z < 0 || dup2(z, 0) < 0 || dup2(z, 1) < 0 || dup2(e, 2) < 0)
+			_exit(120);
+		for (int fd = 3; fd < 4096; fd++)
+			close(fd);
+		struct rlimit rl;
+		if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+			_exit(121);
+		rl.rlim_cur = (rlim_t)limit;
+		if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+			_exit(122);
+		const char *argv[16];
+		size_t n = 0;
+		argv[n++] = HARVEST_BIN;
+		for (size_t i = 0; args[i] && n < 15; i++)
+			argv[n++] = args[i];
+		argv[n] = NULL;
+		execv(HARVEST_BIN, (char *const *)argv);
+		_exit(123);
+	}
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
+/* A collect refused for too few descriptors is refused before it opens anything: the count
+ * it needs includes the PostgreSQL connection's socket, so at every limit below the one that
+ * works, the schema is not created and the cache file not made (a check made only after
+ * connecting failed there, after both). */
+static void test_collect_fd_minimum(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	char *dir = tu_path(f.root, "out");
+	tu_mkdir(f.root, "out");
+	tu_write(dir, "a.txt", "a\n", 2);
+	char *err = tu_path(f.root, "err");
+	const char *args[] = {"collect", "--db", f.db, "--cache-db", f.cache, dir, NULL};
+	int limit = 4;
+	for (; limit < 64; limit++) {
+		int st = run_fd_limited(limit, err, args);
+		char *msg = tu_read_file(err, NULL);
+		if (st == 0) {
+			free(msg);
+			break;
+		}
+		if (st != 1 || !strstr(msg, "too few file descriptors") ||
+		    strchr(msg, '\n') != msg + strlen(msg) - 1)
+			fail_msg("collect at limit %d: exit %d: %s", limit, st, msg);
+		struct stat sb;
+		if (stat(f.cache, &sb) == 0)
+			fail_msg("collect at limit %d opened the cache before refusing: %s", limit,
+				 msg);
+		if (q(&f, "SELECT count(*) FROM pg_namespace WHERE nspname = 'harvest'") != 0)
+			fail_msg("collect at limit %d connected before refusing: %s", limit, msg);
+		free(msg);
+	}
+	assert_true(limit < 64);
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.artifacts"), 1);
+	free(err);
+	free(dir);
+	fx_close(&f);
+}
+
 /* HARVEST_DB naming a PostgreSQL database: the history goes there, the cache to the XDG
  * location (not to a file named after the URI). */
 static void test_harvest_db_env(void **state)
@@ -586,6 +662,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_patterns, tu_cleanup),
 		cmocka_unit_test_teardown(test_harvest_db_env, tu_cleanup),
 		cmocka_unit_test_teardown(test_server_lost_mid_run, tu_cleanup),
+		cmocka_unit_test_teardown(test_collect_fd_minimum, tu_cleanup),
 	};
 	return cmocka_run_group_tests(tests, NULL, tu_pg_stop);
 }
