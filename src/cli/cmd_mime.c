@@ -13,7 +13,7 @@ static const cli_opt mime_opts[] = {
 	{"case", 0, 1, OPT_CASE},    {"quiet", 'q', 0, OPT_QUIET},
 	{"db", 0, 1, OPT_DB},        {"raw", 0, 0, OPT_RAW},
 	{"no-cache", 0, 0, OPT_MIME_NO_CACHE}, {"threads", 0, 1, OPT_MIME_THREADS},
-	{NULL, 0, 0, 0},
+	{"cache-db", 0, 1, OPT_CACHE_DB}, {NULL, 0, 0, 0},
 };
 
 static const char mime_usage[] =
@@ -24,6 +24,7 @@ static const char mime_usage[] =
 	"  --no-cache    neither use nor fill the MIME cache\n"
 	"  --threads N   detection threads (default: online CPUs, at most 8)\n"
 	"  --db PATH     the database holding the cache\n"
+	"  --cache-db PATH  the cache with a PostgreSQL --db (default: the XDG location)\n"
 	"  --format F    jsonl (default), json, text (\"path: type\") or nul\n"
 	"  --case C, --quiet\n"
 	"Exit status: 0 all answered; 1 some path could not be read, or was typed\n"
@@ -147,7 +148,8 @@ int cmd_mime(int argc, char **argv)
 		goto out;
 	}
 	hv_store *st = NULL;
-	if (!m.no_cache && hv_store_open(&st, c.db, HV_STORE_NO_HISTORY) != HV_OK) {
+	if (!m.no_cache && hv_store_open_with_cache(&st, c.db, c.cache_db,
+							  HV_STORE_NO_HISTORY) != HV_OK) {
 		/* The cache only saves time: without it every answer is still right. Exit 1, as for
 		 * any warning: the output is complete, but something was wrong. */
 		cli_warn(&c, "%s; answering without the MIME cache", hv_error_last());

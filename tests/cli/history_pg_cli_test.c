@@ -624,6 +624,33 @@ static void test_collect_fd_minimum(void **state)
 	fx_close(&f);
 }
 
+/* mime with a PostgreSQL --db uses the local cache file that collect and run use: the one
+ * --cache-db names (not the XDG location), without connecting to the server. */
+static void test_mime_cache_db(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	assert_int_equal(setenv("XDG_DATA_HOME", f.root, 1), 0);
+	tu_write(f.root, "a.txt", "hello\n", 6);
+	char *file = tu_path(f.root, "a.txt");
+	tu_result r;
+	hv(&r, &f, (const char *const[]){"mime", file, NULL});
+	unsetenv("XDG_DATA_HOME");
+	expect_status(&r, 0, "mime --cache-db");
+	assert_non_null(strstr(r.out, "text/plain"));
+	tu_result_free(&r);
+	struct stat sb;
+	assert_int_equal(stat(f.cache, &sb), 0);
+	char *xdg = tu_path(f.root, "harvest/harvest.db");
+	assert_int_not_equal(stat(xdg, &sb), 0);
+	free(xdg);
+	/* The server was not needed: no schema was made. */
+	assert_int_equal(q(&f, "SELECT count(*) FROM pg_namespace WHERE nspname = 'harvest'"), 0);
+	free(file);
+	fx_close(&f);
+}
+
 /* HARVEST_DB naming a PostgreSQL database: the history goes there, the cache to the XDG
  * location (not to a file named after the URI). */
 static void test_harvest_db_env(void **state)
@@ -663,6 +690,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_harvest_db_env, tu_cleanup),
 		cmocka_unit_test_teardown(test_server_lost_mid_run, tu_cleanup),
 		cmocka_unit_test_teardown(test_collect_fd_minimum, tu_cleanup),
+		cmocka_unit_test_teardown(test_mime_cache_db, tu_cleanup),
 	};
 	return cmocka_run_group_tests(tests, NULL, tu_pg_stop);
 }
