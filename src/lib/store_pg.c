@@ -126,6 +126,32 @@ static size_t password_key(const char *p)
 	return p[i] == '=' ? i + 1 : 0;
 }
 
+/* For the authority of a URI (after "://"): the '@' that ends a user information holding an
+ * unencoded '/' ("user:pa/ss@host"), else NULL. libpq ends the authority at that '/', so it
+ * reads "user" as the host and the rest of the password as the port and dbname: it would
+ * connect elsewhere and name the fragments in its messages. A numeric "port" is taken for
+ * one (a dbname may hold an '@'). */
+static const char *slash_in_userinfo(const char *auth)
+{
+	size_t n = strcspn(auth, "/@?#");
+	if (auth[n] != '/')
+		return NULL;
+	const char *colon = NULL;
+	for (size_t i = 0; i < n; i++)
+		if (auth[i] == ':')
+			colon = auth + i;
+	if (!colon)
+		return NULL;
+	bool digits = colon + 1 < auth + n;
+	for (const char *c = colon + 1; c < auth + n; c++)
+		digits = digits && isdigit((unsigned char)*c);
+	if (digits)
+		return NULL;
+	const char *rest = auth + n;
+	size_t m = strcspn(rest, "@?# \t\n");
+	return rest[m] == '@' ? rest + m : NULL;
+}
+
 void hvst_mask_secret(const char *msg, char *out, size_t cap)
 {
 	size_t o = 0;
@@ -147,6 +173,11 @@ void hvst_mask_secret(const char *msg, char *out, size_t cap)
 		if (!strncmp(p, "://", 3)) {
 			const char *auth = p + 3;
 			size_t n = strcspn(auth, "/@ \t\n");
+			/* A password with an unencoded '/', which libpq does not read as one (see
+			 * slash_in_userinfo): masked up to its '@' all the same. */
+			const char *at = auth[n] == '/' ? slash_in_userinfo(auth) : NULL;
+			if (at)
+				n = (size_t)(at - auth);
 			if (auth[n] == '@') {
 				const char *colon = memchr(auth, ':', n);
 				if (colon) {
@@ -408,6 +439,10 @@ int hvst_pg_open(hv_store *st, const char *uri)
 	hvst_mask_secret(uri, masked, sizeof(masked));
 	if (!(pg->where = strdup(masked)))
 		return hv_error_set(HV_ENOMEM, "out of memory");
+	const char *auth = strstr(uri, "://");
+	if (auth && slash_in_userinfo(auth + 3))
+		return hv_error_set(HV_EDB, "%s: cannot connect to the history database: a '/' in"
+				    " the user or password of a URI must be written %%2F", pg->where);
 	hvst_hostname(pg->host, sizeof(pg->host));
 	/* Our defaults first: the URI's own settings (later in the list) override them. */
 	const char *keys[6], *vals[6];

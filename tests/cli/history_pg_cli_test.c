@@ -280,6 +280,8 @@ static void test_unreachable(void **state)
 		"postgresql:///db?host=/nonexistent-dir&user=u&%50ASSWORD=s3cret-pw",
 		"postgres://u:s3cret?pw@localhost:1/db?connect_timeout=2",
 		"postgres://u:s3cret#pw@localhost:1/db?connect_timeout=2",
+		/* A '/' must be %2F: libpq would read the password as a port and dbname. */
+		"postgres://u:s3cret/pw@localhost:1/db?connect_timeout=2",
 	};
 	for (size_t i = 0; i < sizeof(uris) / sizeof(uris[0]); i++) {
 		tu_result r;
