@@ -653,6 +653,26 @@ static void test_mime_cache_db(void **state)
 	fx_close(&f);
 }
 
+/* push from a local history that does not exist: an error naming it, and no empty file
+ * made in its place. */
+static void test_push_missing_local(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	char *local = tu_path(f.root, "typo.db");
+	tu_result r;
+	tu_harvestv(&r, NULL, NULL,
+		    (const char *const[]){"history", "push", "--db", local, "--to", f.db, NULL});
+	expect_status(&r, 1, "history push from a missing file");
+	expect_one_line(&r, "typo.db", "history push from a missing file");
+	tu_result_free(&r);
+	struct stat sb;
+	assert_int_not_equal(stat(local, &sb), 0);
+	free(local);
+	fx_close(&f);
+}
+
 /* HARVEST_DB naming a PostgreSQL database: the history goes there, the cache to the XDG
  * location (not to a file named after the URI). */
 static void test_harvest_db_env(void **state)
@@ -693,6 +713,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_server_lost_mid_run, tu_cleanup),
 		cmocka_unit_test_teardown(test_collect_fd_minimum, tu_cleanup),
 		cmocka_unit_test_teardown(test_mime_cache_db, tu_cleanup),
+		cmocka_unit_test_teardown(test_push_missing_local, tu_cleanup),
 	};
 	return cmocka_run_group_tests(tests, NULL, tu_pg_stop);
 }
