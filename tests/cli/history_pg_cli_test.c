@@ -673,6 +673,40 @@ static void test_push_missing_local(void **state)
 	fx_close(&f);
 }
 
+/* A --db with another scheme (a capital, a driver suffix, a typo) is a mistyped URI: refused
+ * in one line without its password, the command not started, no file made for it. */
+static void test_other_scheme(void **state)
+{
+	(void)state;
+	char *root = tu_tmpdir();
+	char *marker = tu_path(root, "started");
+	char cmd[4200];
+	snprintf(cmd, sizeof(cmd), "touch %s", marker);
+	const char *uris[] = {
+		"PostgreSQL://u:s3cret-pw@localhost:1/db",
+		"postgresql+psycopg://u:s3cret-pw@localhost:1/db",
+		"postgress://u@localhost:1/db?password=s3cret-pw",
+	};
+	for (size_t i = 0; i < sizeof(uris) / sizeof(uris[0]); i++) {
+		tu_result r;
+		tu_harvestv(&r, root, NULL,
+			    (const char *const[]){"run", "--db", uris[i], "--dir", root, "--shell",
+						  "--", cmd, NULL});
+		expect_status(&r, 125, "run, another scheme");
+		expect_one_line(&r, "not a postgresql://", "run, another scheme");
+		if (strstr(r.err, "s3cret"))
+			fail_msg("the password is in the message: %s", r.err);
+		tu_result_free(&r);
+		struct stat sb;
+		assert_int_not_equal(stat(marker, &sb), 0);
+		size_t n = strcspn(uris[i], ":");
+		char made[4200];
+		snprintf(made, sizeof(made), "%s/%.*s:", root, (int)n, uris[i]);
+		assert_int_not_equal(stat(made, &sb), 0); /* "PostgreSQL:", the path's first part */
+	}
+	free(marker);
+}
+
 /* HARVEST_DB naming a PostgreSQL database: the history goes there, the cache to the XDG
  * location (not to a file named after the URI). */
 static void test_harvest_db_env(void **state)
@@ -714,6 +748,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_collect_fd_minimum, tu_cleanup),
 		cmocka_unit_test_teardown(test_mime_cache_db, tu_cleanup),
 		cmocka_unit_test_teardown(test_push_missing_local, tu_cleanup),
+		cmocka_unit_test_teardown(test_other_scheme, tu_cleanup),
 	};
 	return cmocka_run_group_tests(tests, NULL, tu_pg_stop);
 }
