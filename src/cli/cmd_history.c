@@ -486,8 +486,8 @@ int cmd_history(int argc, char **argv)
 	 * create an empty file there and report success (a mistyped --db pushing nothing). */
 	const char *local = c.db ? c.db : getenv("HARVEST_DB");
 	struct stat lsb;
-	if (is_push && local && *local && strncmp(local, "postgresql://", 13) &&
-	    strncmp(local, "postgres://", 11) && stat(local, &lsb) != 0 && errno == ENOENT) {
+	if (is_push && local && *local && strncmp(local, "postgresql://", 13) != 0 &&
+	    strncmp(local, "postgres://", 11) != 0 && stat(local, &lsb) != 0 && errno == ENOENT) {
 		cli_error("%s: no such history database: nothing to push", local);
 		free(pos);
 		return EXIT_WARN;
