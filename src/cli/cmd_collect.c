@@ -11,6 +11,16 @@
 /* The descriptors an open database holds: the file, its -wal and its -shm. */
 #define CLI_DB_FDS 3
 
+/* The descriptors the store holds once open: with a PostgreSQL history, the local cache file
+ * (CLI_DB_FDS) and the connection's socket, counted before connecting so that a limit too
+ * low is refused before anything is opened (as --db is resolved: HARVEST_DB without it). */
+static int store_fds(const cli_common *c, bool history)
+{
+	const char *db = c->db ? c->db : getenv("HARVEST_DB");
+	bool pg = db && (!strncmp(db, "postgresql://", 13) || !strncmp(db, "postgres://", 11));
+	return CLI_DB_FDS + (history && pg ? 1 : 0);
+}
+
 hv_store *cli_open_store(const cli_common *c, int flags)
 {
 	hv_store *st = NULL;
@@ -265,7 +275,8 @@ int cmd_collect(int argc, char **argv)
 	cli_collect_hooks(&k.cc, &c, &hooks);
 	hv_store *st = NULL;
 	bool need_store = !k.cc.no_history || k.since || !k.cc.opts.no_cache;
-	if (hv_collect_check_fds(pos[0], (need_store ? CLI_DB_FDS : 0) + 2) != HV_OK) {
+	int fds = (need_store ? store_fds(&c, !k.cc.no_history) : 0) + 2;
+	if (hv_collect_check_fds(pos[0], fds) != HV_OK) {
 		cli_error("%s", hv_error_last());
 		free(pos);
 		cli_collect_free(&k.cc);

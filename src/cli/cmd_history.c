@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 enum {
@@ -334,6 +335,16 @@ int cmd_history(int argc, char **argv)
 	if (rc != 0) {
 		free(pos);
 		return rc < 0 ? EXIT_DONE : rc;
+	}
+	/* A local history named but absent has nothing to push: the writing open below would
+	 * create an empty file there and report success (a mistyped --db pushing nothing). */
+	const char *local = c.db ? c.db : getenv("HARVEST_DB");
+	struct stat lsb;
+	if (is_push && local && *local && strncmp(local, "postgresql://", 13) != 0 &&
+	    strncmp(local, "postgres://", 11) != 0 && stat(local, &lsb) != 0 && errno == ENOENT) {
+		cli_error("%s: no such history database: nothing to push", local);
+		free(pos);
+		return EXIT_WARN;
 	}
 	/* push writes nothing locally but may upgrade the schema (for its identity). */
 	hv_store *st = cli_open_store(&c, is_prune || is_push ? 0 : HV_STORE_READONLY);

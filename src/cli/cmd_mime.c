@@ -21,7 +21,7 @@ static const cli_opt mime_opts[] = {
 	{"db", 0, 1, OPT_DB},        {"raw", 0, 0, OPT_RAW},
 	{"no-cache", 0, 0, OPT_MIME_NO_CACHE}, {"threads", 0, 1, OPT_MIME_THREADS},
 	{"include-hidden", 0, 0, OPT_MIME_INCLUDE_HIDDEN}, {"exclude", 0, 1, OPT_MIME_EXCLUDE},
-	{"xdev", 0, 0, OPT_MIME_XDEV}, {NULL, 0, 0, 0},
+	{"xdev", 0, 0, OPT_MIME_XDEV}, {"cache-db", 0, 1, OPT_CACHE_DB}, {NULL, 0, 0, 0},
 };
 
 static const char mime_usage[] =
@@ -36,6 +36,7 @@ static const char mime_usage[] =
 	"  --exclude GLOB    below a directory, leave out names matching GLOB (repeatable)\n"
 	"  --xdev            below a directory, stay on its file system\n"
 	"  --db PATH         the database holding the cache\n"
+	"  --cache-db PATH   the cache with a PostgreSQL --db (default: the XDG location)\n"
 	"  --format F        jsonl (default), json, text (\"path: type\") or nul\n"
 	"  --case C, --quiet\n"
 	"Exit status: 0 all answered; 1 some path could not be read, or was typed\n"
@@ -193,7 +194,8 @@ int cmd_mime(int argc, char **argv)
 	hv_magic_set_isolation(true, 0);
 	struct mime_out o = {.c = &c, .rc = EXIT_DONE};
 	hv_store *st = NULL;
-	if (!m.no_cache && hv_store_open(&st, c.db, HV_STORE_NO_HISTORY) != HV_OK) {
+	if (!m.no_cache && hv_store_open_with_cache(&st, c.db, c.cache_db,
+							  HV_STORE_NO_HISTORY) != HV_OK) {
 		/* The cache only saves time: without it every answer is still right. Exit 1, as for
 		 * any warning: the output is complete, but something was wrong. */
 		cli_warn(&c, "%s; answering without the MIME cache", hv_error_last());

@@ -12,6 +12,7 @@
  * through SQLite. */
 #include "store_internal.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -40,6 +41,17 @@ static void sql_glob(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 }
 
 /* ---- Locating the database -------------------------------------------------------------- */
+
+/* "scheme://..." (RFC 3986: a letter, then letters, digits, '+', '-' or '.'). */
+static bool looks_like_uri(const char *path)
+{
+	if (!isalpha((unsigned char)path[0]))
+		return false;
+	size_t n = 1;
+	while (isalnum((unsigned char)path[n]) || path[n] == '+' || path[n] == '-' || path[n] == '.')
+		n++;
+	return !strncmp(path + n, "://", 3);
+}
 
 /* The default path; *xdg tells whether it is the XDG location (whose directory we create). */
 static int default_path(char **out, bool *xdg, bool skip_env)
@@ -647,6 +659,14 @@ hv_status hv_store_open_with_cache(hv_store **out, const char *path, const char 
 	if (rc == HV_OK && !strncmp(st->path, "file:", 5))
 		rc = hv_error_set(HV_EUSAGE, "%s: SQLite URIs are not supported; give a file path "
 				  "(./%s for a file of that name)", st->path, st->path);
+	/* Another scheme ("PostgreSQL://", "postgresql+psycopg://", a typo) is a mistyped URI,
+	 * not a file path: refused before anything is created, its password masked. */
+	if (rc == HV_OK && looks_like_uri(st->path)) {
+		char masked[1024];
+		hvst_mask_secret(st->path, masked, sizeof(masked));
+		rc = hv_error_set(HV_EUSAGE, "%s: not a postgresql:// or postgres:// URI; give one, or"
+				  " a file path (./ before it for a file of that name)", masked);
+	}
 	if (rc == HV_OK && xdg && !st->readonly)
 		rc = make_parent_dirs(st->path);
 

@@ -103,24 +103,81 @@ bool hvst_is_pg_uri(const char *s)
 	return s && (!strncmp(s, "postgresql://", 13) || !strncmp(s, "postgres://", 11));
 }
 
+/* The length of a "password=" keyword at p, 0 if there is none. libpq percent-decodes a
+ * URI's query keywords, so "pass%77ord=" names the password too. */
+static size_t password_key(const char *p)
+{
+	static const char want[] = "password";
+	size_t i = 0, k = 0;
+	while (want[k]) {
+		int c = (unsigned char)p[i];
+		if (c == '%' && isxdigit((unsigned char)p[i + 1]) && isxdigit((unsigned char)p[i + 2])) {
+			char hex[3] = {p[i + 1], p[i + 2], '\0'};
+			c = (int)strtol(hex, NULL, 16);
+			i += 3;
+		} else if (c) {
+			i++;
+		} else {
+			return 0;
+		}
+		if (tolower(c) != want[k++])
+			return 0;
+	}
+	return p[i] == '=' ? i + 1 : 0;
+}
+
+/* For the authority of a URI (after "://"): the '@' that ends a user information holding an
+ * unencoded '/' ("user:pa/ss@host"), else NULL. libpq ends the authority at that '/', so it
+ * reads "user" as the host and the rest of the password as the port and dbname: it would
+ * connect elsewhere and name the fragments in its messages. A numeric "port" is taken for
+ * one (a dbname may hold an '@'). */
+static const char *slash_in_userinfo(const char *auth)
+{
+	size_t n = strcspn(auth, "/@?#");
+	if (auth[n] != '/')
+		return NULL;
+	const char *colon = NULL;
+	for (size_t i = 0; i < n; i++)
+		if (auth[i] == ':')
+			colon = auth + i;
+	if (!colon)
+		return NULL;
+	bool digits = colon + 1 < auth + n;
+	for (const char *c = colon + 1; c < auth + n; c++)
+		digits = digits && isdigit((unsigned char)*c);
+	if (digits)
+		return NULL;
+	const char *rest = auth + n;
+	size_t m = strcspn(rest, "@?# \t\n");
+	return rest[m] == '@' ? rest + m : NULL;
+}
+
 void hvst_mask_secret(const char *msg, char *out, size_t cap)
 {
 	size_t o = 0;
 	const char *p = msg;
 	while (*p && o + 1 < cap) {
 		/* "password=VALUE" (a keyword of a URI's query or a conninfo string). */
-		if (!strncasecmp(p, "password=", 9)) {
-			const char *v = p + 9;
+		size_t key = password_key(p);
+		if (key) {
+			const char *v = p + key;
 			size_t n = strcspn(v, "&; \t\n'\"");
 			for (const char *k = "password=***"; *k && o + 1 < cap; k++)
 				out[o++] = *k;
 			p = v + n;
 			continue;
 		}
-		/* "scheme://user:PASSWORD@host": the ':' after the user, up to the '@'. */
+		/* "scheme://user:PASSWORD@host": the ':' after the user, up to the '@'. The user
+		 * information ends where libpq ends it, at the first '@' before any '/': a '?' or
+		 * '#' before it is part of the password. */
 		if (!strncmp(p, "://", 3)) {
 			const char *auth = p + 3;
-			size_t n = strcspn(auth, "/?#@ \t\n");
+			size_t n = strcspn(auth, "/@ \t\n");
+			/* A password with an unencoded '/', which libpq does not read as one (see
+			 * slash_in_userinfo): masked up to its '@' all the same. */
+			const char *at = auth[n] == '/' ? slash_in_userinfo(auth) : NULL;
+			if (at)
+				n = (size_t)(at - auth);
 			if (auth[n] == '@') {
 				const char *colon = memchr(auth, ':', n);
 				if (colon) {
@@ -382,6 +439,10 @@ int hvst_pg_open(hv_store *st, const char *uri)
 	hvst_mask_secret(uri, masked, sizeof(masked));
 	if (!(pg->where = strdup(masked)))
 		return hv_error_set(HV_ENOMEM, "out of memory");
+	const char *auth = strstr(uri, "://");
+	if (auth && slash_in_userinfo(auth + 3))
+		return hv_error_set(HV_EDB, "%s: cannot connect to the history database: a '/' in"
+				    " the user or password of a URI must be written %%2F", pg->where);
 	hvst_hostname(pg->host, sizeof(pg->host));
 	/* Our defaults first: the URI's own settings (later in the list) override them. */
 	const char *keys[6], *vals[6];

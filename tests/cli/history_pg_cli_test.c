@@ -10,10 +10,12 @@
 #include "tjson.h"
 #include "tu_pg.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -272,8 +274,16 @@ static void test_unreachable(void **state)
 	const char *uris[] = {
 		"postgresql:///db?host=/nonexistent-dir&user=u&password=s3cret-pw",
 		"postgres://u:s3cret-pw@localhost:1/db?connect_timeout=2",
+		/* libpq decodes a query keyword, and ends the user information at the first
+		 * '@' before a '/': these are passwords too. */
+		"postgresql:///db?host=/nonexistent-dir&user=u&pass%77ord=s3cret-pw",
+		"postgresql:///db?host=/nonexistent-dir&user=u&%50ASSWORD=s3cret-pw",
+		"postgres://u:s3cret?pw@localhost:1/db?connect_timeout=2",
+		"postgres://u:s3cret#pw@localhost:1/db?connect_timeout=2",
+		/* A '/' must be %2F: libpq would read the password as a port and dbname. */
+		"postgres://u:s3cret/pw@localhost:1/db?connect_timeout=2",
 	};
-	for (size_t i = 0; i < 2; i++) {
+	for (size_t i = 0; i < sizeof(uris) / sizeof(uris[0]); i++) {
 		tu_result r;
 		tu_harvestv(&r, NULL, NULL,
 			    (const char *const[]){"run", "--db", uris[i], "--cache-db", cache,
@@ -542,6 +552,161 @@ static void test_patterns(void **state)
 	fx_close(&f);
 }
 
+/* harvest ARGS with the descriptor limit limit (only the standard streams open, stderr into
+ * err): its exit status. */
+static int run_fd_limited(int limit, const char *err, const char *const *args)
+{
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int e = open(err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		int z = open("/dev/null", O_RDWR | O_CLOEXEC);
+		if (e < 0 || z < 0 || dup2(z, 0) < 0 || dup2(z, 1) < 0 || dup2(e, 2) < 0)
+			_exit(120);
+		for (int fd = 3; fd < 4096; fd++)
+			close(fd);
+		struct rlimit rl;
+		if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+			_exit(121);
+		rl.rlim_cur = (rlim_t)limit;
+		if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+			_exit(122);
+		const char *argv[16];
+		size_t n = 0;
+		argv[n++] = HARVEST_BIN;
+		for (size_t i = 0; args[i] && n < 15; i++)
+			argv[n++] = args[i];
+		argv[n] = NULL;
+		execv(HARVEST_BIN, (char *const *)argv);
+		_exit(123);
+	}
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
+/* A collect refused for too few descriptors is refused before it opens anything: the count
+ * it needs includes the PostgreSQL connection's socket, so at every limit below the one that
+ * works, the schema is not created and the cache file not made (a check made only after
+ * connecting failed there, after both). */
+static void test_collect_fd_minimum(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	char *dir = tu_path(f.root, "out");
+	tu_mkdir(f.root, "out");
+	tu_write(dir, "a.txt", "a\n", 2);
+	char *err = tu_path(f.root, "err");
+	const char *args[] = {"collect", "--db", f.db, "--cache-db", f.cache, dir, NULL};
+	int limit = 4;
+	for (; limit < 64; limit++) {
+		int st = run_fd_limited(limit, err, args);
+		char *msg = tu_read_file(err, NULL);
+		if (st == 0) {
+			free(msg);
+			break;
+		}
+		if (st != 1 || !strstr(msg, "too few file descriptors") ||
+		    strchr(msg, '\n') != msg + strlen(msg) - 1)
+			fail_msg("collect at limit %d: exit %d: %s", limit, st, msg);
+		struct stat sb;
+		if (stat(f.cache, &sb) == 0)
+			fail_msg("collect at limit %d opened the cache before refusing: %s", limit,
+				 msg);
+		if (q(&f, "SELECT count(*) FROM pg_namespace WHERE nspname = 'harvest'") != 0)
+			fail_msg("collect at limit %d connected before refusing: %s", limit, msg);
+		free(msg);
+	}
+	assert_true(limit < 64);
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.artifacts"), 1);
+	free(err);
+	free(dir);
+	fx_close(&f);
+}
+
+/* mime with a PostgreSQL --db uses the local cache file that collect and run use: the one
+ * --cache-db names (not the XDG location), without connecting to the server. */
+static void test_mime_cache_db(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	assert_int_equal(setenv("XDG_DATA_HOME", f.root, 1), 0);
+	tu_write(f.root, "a.txt", "hello\n", 6);
+	char *file = tu_path(f.root, "a.txt");
+	tu_result r;
+	hv(&r, &f, (const char *const[]){"mime", file, NULL});
+	unsetenv("XDG_DATA_HOME");
+	expect_status(&r, 0, "mime --cache-db");
+	assert_non_null(strstr(r.out, "text/plain"));
+	tu_result_free(&r);
+	struct stat sb;
+	assert_int_equal(stat(f.cache, &sb), 0);
+	char *xdg = tu_path(f.root, "harvest/harvest.db");
+	assert_int_not_equal(stat(xdg, &sb), 0);
+	free(xdg);
+	/* The server was not needed: no schema was made. */
+	assert_int_equal(q(&f, "SELECT count(*) FROM pg_namespace WHERE nspname = 'harvest'"), 0);
+	free(file);
+	fx_close(&f);
+}
+
+/* push from a local history that does not exist: an error naming it, and no empty file
+ * made in its place. */
+static void test_push_missing_local(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	char *local = tu_path(f.root, "typo.db");
+	tu_result r;
+	tu_harvestv(&r, NULL, NULL,
+		    (const char *const[]){"history", "push", "--db", local, "--to", f.db, NULL});
+	expect_status(&r, 1, "history push from a missing file");
+	expect_one_line(&r, "typo.db", "history push from a missing file");
+	tu_result_free(&r);
+	struct stat sb;
+	assert_int_not_equal(stat(local, &sb), 0);
+	free(local);
+	fx_close(&f);
+}
+
+/* A --db with another scheme (a capital, a driver suffix, a typo) is a mistyped URI: refused
+ * in one line without its password, the command not started, no file made for it. */
+static void test_other_scheme(void **state)
+{
+	(void)state;
+	char *root = tu_tmpdir();
+	char *marker = tu_path(root, "started");
+	char cmd[4200];
+	snprintf(cmd, sizeof(cmd), "touch %s", marker);
+	const char *uris[] = {
+		"PostgreSQL://u:s3cret-pw@localhost:1/db",
+		"postgresql+psycopg://u:s3cret-pw@localhost:1/db",
+		"postgress://u@localhost:1/db?password=s3cret-pw",
+	};
+	for (size_t i = 0; i < sizeof(uris) / sizeof(uris[0]); i++) {
+		tu_result r;
+		tu_harvestv(&r, root, NULL,
+			    (const char *const[]){"run", "--db", uris[i], "--dir", root, "--shell",
+						  "--", cmd, NULL});
+		expect_status(&r, 125, "run, another scheme");
+		expect_one_line(&r, "not a postgresql://", "run, another scheme");
+		if (strstr(r.err, "s3cret"))
+			fail_msg("the password is in the message: %s", r.err);
+		tu_result_free(&r);
+		struct stat sb;
+		assert_int_not_equal(stat(marker, &sb), 0);
+		size_t n = strcspn(uris[i], ":");
+		char made[4200];
+		snprintf(made, sizeof(made), "%s/%.*s:", root, (int)n, uris[i]);
+		assert_int_not_equal(stat(made, &sb), 0); /* "PostgreSQL:", the path's first part */
+	}
+	free(marker);
+}
+
 /* HARVEST_DB naming a PostgreSQL database: the history goes there, the cache to the XDG
  * location (not to a file named after the URI). */
 static void test_harvest_db_env(void **state)
@@ -580,6 +745,10 @@ int main(void)
 		cmocka_unit_test_teardown(test_patterns, tu_cleanup),
 		cmocka_unit_test_teardown(test_harvest_db_env, tu_cleanup),
 		cmocka_unit_test_teardown(test_server_lost_mid_run, tu_cleanup),
+		cmocka_unit_test_teardown(test_collect_fd_minimum, tu_cleanup),
+		cmocka_unit_test_teardown(test_mime_cache_db, tu_cleanup),
+		cmocka_unit_test_teardown(test_push_missing_local, tu_cleanup),
+		cmocka_unit_test_teardown(test_other_scheme, tu_cleanup),
 	};
 	return cmocka_run_group_tests(tests, NULL, tu_pg_stop);
 }
