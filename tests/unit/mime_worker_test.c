@@ -342,7 +342,7 @@ static void check_cached(hv_store *st, const char *path, const hv_mime_opts *o,
 }
 
 /* The cache keeps an answer refined by its file's name, reused only under that very name: one
- * inode under three names (hard links) and a copy of it under a fourth get each the answer an
+ * inode under four names (hard links) and a copy of it under a fourth get each the answer an
  * uncached run gives, and a repeated name is answered refined from the cache. --raw and a
  * caller's own refinement db never take a cached refinement. */
 static void test_cached_refined_by_name(void **state)
@@ -356,7 +356,9 @@ static void test_cached_refined_by_name(void **state)
 	char *md = tu_path(dir, "notes.md");
 	char *csv = tu_path(dir, "notes.csv");
 	char *bare = tu_path(dir, "NOTES");
+	char *ts = tu_path(dir, "notes.ts"); /* as long as notes.md */
 	char *copy = tu_path(dir, "copy.md");
+	assert_int_equal(link(md, ts), 0);
 	assert_int_equal(link(md, csv), 0);
 	assert_int_equal(link(md, bare), 0);
 	/* The cache takes only files whose change time is more than 2 s old. */
@@ -367,7 +369,9 @@ static void test_cached_refined_by_name(void **state)
 	hv_mime_opts_init(&o);
 	check_cached(st, md, &o, 0, "text/markdown");  /* a miss */
 	check_cached(st, md, &o, 1, "text/markdown");  /* the same name: refined from the cache */
-	check_cached(st, csv, &o, 0, "text/csv");      /* the same inode, another name */
+	check_cached(st, ts, &o, 0, "text/x-typescript"); /* the same inode, another name */
+	check_cached(st, ts, &o, 1, "text/x-typescript");
+	check_cached(st, csv, &o, 0, "text/csv");
 	check_cached(st, csv, &o, 1, "text/csv");
 	check_cached(st, md, &o, 0, "text/markdown");  /* the row now holds notes.csv's */
 	check_cached(st, bare, &o, 0, "text/plain");
@@ -386,6 +390,7 @@ static void test_cached_refined_by_name(void **state)
 	free(md);
 	free(csv);
 	free(bare);
+	free(ts);
 	free(copy);
 	free(dbpath);
 	tu_rmrf(dir);
