@@ -122,11 +122,11 @@ typedef struct hvst_mime_hit {
 } hvst_mime_hit;
 hv_status hvst_mime_lookup_refined(hv_store *st, const hv_stat *s, const char *fingerprint,
 				   const char *name, size_t name_len, const char *refine_fp,
-				   hvst_mime_hit *hit);
-/* hv_store_mime_put_sha() that also records refined as raw's refinement for name under
+				   hvst_mime_hit *out);
+/* hv_store_mime_put_sha() that also records refined as mime_type's refinement for name under
  * refine_fp (refine_fp NULL: no refinement recorded). */
 hv_status hvst_mime_put_refined(hv_store *st, const hv_stat *s, const char *fingerprint,
-				const char *raw, const char *sha256, const char *name,
+				const char *mime_type, const char *sha256, const char *name,
 				size_t name_len, const char *refined, const char *refine_fp);
 
 #endif
