@@ -85,17 +85,21 @@ enum learn {
 	LEARN_REFINED,    /* a hit refined from the cache: nothing, and no refinement either */
 };
 
-/* Refines r's answer by path's name, in place. */
-static void refine_result(const hv_mime_opts *o, const char *path, hv_mime_result *r)
+/* Refines r's answer by path's name, in place; false when it could not be (the tables could
+ * not be read, or out of memory): the answer is then libmagic's, and no refinement to keep. */
+static bool refine_result(const hv_mime_opts *o, const char *path, hv_mime_result *r)
 {
 	const char *type;
-	if (hv_mime_refine(o->db, path, r->mime_type, &type) == HV_OK && type != r->mime_type) {
+	if (hv_mime_refine(o->db, path, r->mime_type, &type) != HV_OK)
+		return false;
+	if (type != r->mime_type) {
 		char *copy = strdup(type);
-		if (copy) {
-			free(r->mime_type);
-			r->mime_type = copy;
-		}
+		if (!copy)
+			return false;
+		free(r->mime_type);
+		r->mime_type = copy;
 	}
+	return true;
 }
 
 hv_status hv_mime_detect_cached(hv_store *st, const char *const *paths, size_t n,
@@ -198,12 +202,13 @@ hv_status hv_mime_detect_cached(hv_store *st, const char *const *paths, size_t n
 			continue;
 		if (learn[i] && !(raw[i] = strdup(res[i].mime_type)))
 			learn[i] = LEARN_NOTHING; /* out of memory: only the cache entry is lost */
+		bool refined = false;
 		if (!o.raw && res[i].mime_type && res[i].status == HV_OK)
-			refine_result(&o, paths[i], &res[i]);
+			refined = refine_result(&o, paths[i], &res[i]);
 		if (!learn[i])
 			continue;
 		const char *name = base_name(paths[i]);
-		bool with_refined = rfp && !o.raw && *name;
+		bool with_refined = rfp && refined && *name;
 		if (learn[i] == LEARN_REFINEMENT && !with_refined)
 			continue;
 		hvst_mime_put_refined(st, &stats[i], fp, raw[i], sha[i][0] ? sha[i] : NULL, name,
