@@ -522,17 +522,25 @@ PY
 	# Fill the cache, and check it took every answer.
 	"$HARVEST" mime --quiet --db "$db" --format jsonl "${files[@]}" >"$HV_OUTDIR/mime-warm" ||
 		die "mime: harvest mime failed"
-	local cached
+	local cached refined
 	cached=$(sqlite3 "$db" 'SELECT count(*) FROM mime_cache' 2>/dev/null || echo '?')
+	# Rows that also hold their name's refined answer: warm hits that need no shared-mime-info.
+	refined=$(sqlite3 "$db" 'SELECT count(refined_type) FROM mime_cache' 2>/dev/null || echo '?')
 	"$HARVEST" mime --quiet --no-cache --db "$db" --format jsonl "${files[@]}" >"$HV_OUTDIR/mime-cold" ||
 		die "mime: harvest mime --no-cache failed"
 	cmp -s "$HV_OUTDIR/mime-warm" "$HV_OUTDIR/mime-cold" ||
 		echo "  WARNING: the cached answers differ from the uncached ones"
+	# And a run answered from the cache alone (refined answers included) says the same.
+	"$HARVEST" mime --quiet --db "$db" --format jsonl "${files[@]}" >"$HV_OUTDIR/mime-hits" ||
+		die "mime: harvest mime (all cached) failed"
+	cmp -s "$HV_OUTDIR/mime-hits" "$HV_OUTDIR/mime-cold" ||
+		echo "  WARNING: the answers from the cache differ from the uncached ones"
 	"$HARVEST" mime --quiet --raw --no-cache --db "$db" --format text "${files[@]}" >"$HV_OUTDIR/mime-raw" ||
 		die "mime: harvest mime --raw failed"
 	sed -i 's/.*: //' "$HV_OUTDIR/mime-raw"
 	file --mime-type -b -f "$list" >"$HV_OUTDIR/mime-file"
-	printf '  answers: %s of %d cached; mime --raw equals file(1) on %d of %d\n' "$cached" "${#files[@]}" \
+	printf '  answers: %s of %d cached (%s with the refined answer); mime --raw equals file(1) on %d of %d\n' \
+		"$cached" "${#files[@]}" "$refined" \
 		"$(paste -d '\t' "$HV_OUTDIR/mime-raw" "$HV_OUTDIR/mime-file" | awk -F '\t' '$1 == $2' | wc -l)" "${#files[@]}"
 
 	HV_CMD_file=(file --mime-type -b -f "$list")

@@ -3,7 +3,9 @@
  * The warm path is kept to the floor: one lstat per path, every lookup of the batch in one
  * read transaction (SQLite then takes its shared lock once, not once per statement), and
  * libmagic's database is loaded — or its worker started — only on the first miss, so a fully
- * cached run never maps magic.mgc. */
+ * cached run never maps magic.mgc. The cache also keeps each answer refined by the file's base
+ * name under the refinement tables' fingerprint: a hit under the same name is answered as
+ * cached, and shared-mime-info is read only when some answer still needs refining. */
 #include "harvest/collect.h"
 #include "harvest/mime.h"
 #include "harvest/store.h"
@@ -14,6 +16,7 @@
 
 #include <errno.h>
 #include <sqlite3.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -61,6 +64,44 @@ static hv_status answer_without_content(hv_mime_result *r, const char *path, con
 	return r->mime_type || r->error ? HV_OK : hv_error_set(HV_ENOMEM, "out of memory");
 }
 
+/* The base name hv_mime_refine() refines by: after the last '/'. */
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	return slash ? slash + 1 : path;
+}
+
+static atomic_ulong refined_hits;
+
+unsigned long hvm_refined_hits(void)
+{
+	return atomic_load(&refined_hits);
+}
+
+enum learn {
+	LEARN_NOTHING,
+	LEARN_RAW,        /* a miss: libmagic's answer, and its refinement for this name */
+	LEARN_REFINEMENT, /* a hit without a refinement for this name: that refinement */
+	LEARN_REFINED,    /* a hit refined from the cache: nothing, and no refinement either */
+};
+
+/* Refines r's answer by path's name, in place; false when it could not be (the tables could
+ * not be read, or out of memory): the answer is then libmagic's, and no refinement to keep. */
+static bool refine_result(const hv_mime_opts *o, const char *path, hv_mime_result *r)
+{
+	const char *type;
+	if (hv_mime_refine(o->db, path, r->mime_type, &type) != HV_OK)
+		return false;
+	if (type != r->mime_type) {
+		char *copy = strdup(type);
+		if (!copy)
+			return false;
+		free(r->mime_type);
+		r->mime_type = copy;
+	}
+	return true;
+}
+
 hv_status hv_mime_detect_cached(hv_store *st, const char *const *paths, size_t n,
 				const hv_mime_opts *opts, hv_mime_result **results)
 {
@@ -78,14 +119,21 @@ hv_status hv_mime_detect_cached(hv_store *st, const char *const *paths, size_t n
 	if (rc != HV_OK)
 		return rc;
 	const char *fp = hv_magic_fingerprint(m);
+	/* Refined answers are cached for the default refinement tables only: a caller's own db
+	 * has no fingerprint. */
+	const char *rfp = !o.raw && !o.db ? hvm_refine_fingerprint() : NULL;
 	hv_mime_result *res = calloc(n ? n : 1, sizeof(*res));
 	const char **miss = calloc(n ? n : 1, sizeof(*miss));
 	size_t *miss_index = calloc(n ? n : 1, sizeof(*miss_index));
 	hv_stat *stats = calloc(n ? n : 1, sizeof(*stats));
+	/* Per path: what the cache learns after refinement (enum learn), with libmagic's answer. */
+	unsigned char *learn = calloc(n ? n : 1, 1);
+	char **raw = calloc(n ? n : 1, sizeof(*raw));
+	char (*sha)[65] = calloc(n ? n : 1, sizeof(*sha));
 	size_t n_miss = 0;
 	int overall = HV_OK;
 	bool began = false;
-	if (!res || !miss || !miss_index || !stats) {
+	if (!res || !miss || !miss_index || !stats || !learn || !raw || !sha) {
 		rc = hv_error_set(HV_ENOMEM, "out of memory");
 		goto done;
 	}
@@ -93,7 +141,6 @@ hv_status hv_mime_detect_cached(hv_store *st, const char *const *paths, size_t n
 	read_begin(st, &began);
 	for (size_t i = 0; i < n; i++) {
 		struct stat s;
-		char *cached = NULL;
 		int err = lstat(paths[i], &s) != 0 ? errno : 0;
 		if (err || !S_ISREG(s.st_mode)) {
 			rc = answer_without_content(&res[i], paths[i], &s, err);
@@ -104,12 +151,23 @@ hv_status hv_mime_detect_cached(hv_store *st, const char *const *paths, size_t n
 			continue;
 		}
 		HV_STAT_FROM(&s, &stats[i]);
-		rc = hv_store_mime_lookup(st, &stats[i], fp, &cached);
+		const char *name = base_name(paths[i]);
+		hvst_mime_hit hit;
+		rc = hvst_mime_lookup_refined(st, &stats[i], fp, name, strlen(name), rfp, &hit);
 		if (rc != HV_OK)
 			break;
-		if (cached) {
-			res[i].mime_type = cached;
+		if (hit.refined) {
+			/* The same name under the same tables: refined before, nothing to redo. */
+			free(hit.raw);
+			res[i].mime_type = hit.refined;
 			res[i].status = HV_OK;
+			learn[i] = LEARN_REFINED;
+			atomic_fetch_add(&refined_hits, 1);
+		} else if (hit.raw) {
+			res[i].mime_type = hit.raw;
+			res[i].status = HV_OK;
+			memcpy(sha[i], hit.sha256, sizeof(sha[i]));
+			learn[i] = rfp ? LEARN_REFINEMENT : LEARN_NOTHING;
 		} else {
 			miss_index[n_miss] = i;
 			miss[n_miss++] = paths[i];
@@ -120,10 +178,10 @@ hv_status hv_mime_detect_cached(hv_store *st, const char *const *paths, size_t n
 		goto done;
 	/* Misses on worker threads, libmagic's answer only: the cache keeps that one. */
 	if (n_miss > 0) {
-		hv_mime_opts raw = o;
-		raw.raw = true;
+		hv_mime_opts raw_opts = o;
+		raw_opts.raw = true;
 		hv_mime_result *got = NULL;
-		rc = hvm_detect_regular(miss, n_miss, &raw, &got);
+		rc = hvm_detect_regular(miss, n_miss, &raw_opts, &got);
 		if (rc < 0)
 			goto done;
 		if (rc != HV_OK)
@@ -133,27 +191,34 @@ hv_status hv_mime_detect_cached(hv_store *st, const char *const *paths, size_t n
 			res[i] = got[k];
 			/* Only a real answer: a worker's octet-stream fallback is never cached. */
 			if (got[k].status == HV_OK && got[k].mime_type)
-				hv_store_mime_put(st, &stats[i], fp, got[k].mime_type);
+				learn[i] = LEARN_RAW;
 		}
 		free(got); /* its strings moved into res */
+	}
+	/* Refinement of every answer not refined from the cache, then what the cache learns: a
+	 * miss's libmagic answer, and the refinement for this name of a miss or a hit. */
+	for (size_t i = 0; i < n; i++) {
+		if (learn[i] == LEARN_REFINED)
+			continue;
+		if (learn[i] && !(raw[i] = strdup(res[i].mime_type)))
+			learn[i] = LEARN_NOTHING; /* out of memory: only the cache entry is lost */
+		bool refined = false;
+		if (!o.raw && res[i].mime_type && res[i].status == HV_OK)
+			refined = refine_result(&o, paths[i], &res[i]);
+		if (!learn[i])
+			continue;
+		const char *name = base_name(paths[i]);
+		bool with_refined = rfp && refined && *name;
+		if (learn[i] == LEARN_REFINEMENT && !with_refined)
+			continue;
+		hvst_mime_put_refined(st, &stats[i], fp, raw[i], sha[i][0] ? sha[i] : NULL, name,
+				      strlen(name), with_refined ? res[i].mime_type : NULL,
+				      with_refined ? rfp : NULL);
+	}
+	if (n_miss > 0 || st->n_mime > 0) {
 		rc = hv_store_flush(st);
 		if (rc != HV_OK)
 			goto done;
-	}
-	if (!o.raw) {
-		for (size_t i = 0; i < n; i++) {
-			if (!res[i].mime_type || res[i].status != HV_OK)
-				continue;
-			const char *type;
-			if (hv_mime_refine(o.db, paths[i], res[i].mime_type, &type) == HV_OK &&
-			    type != res[i].mime_type) {
-				char *copy = strdup(type);
-				if (copy) {
-					free(res[i].mime_type);
-					res[i].mime_type = copy;
-				}
-			}
-		}
 	}
 	rc = overall;
 	if (rc == HV_WARN) {
@@ -163,6 +228,12 @@ hv_status hv_mime_detect_cached(hv_store *st, const char *const *paths, size_t n
 		hv_error_set(HV_WARN, "%zu of %zu paths could not be examined", failed, n);
 	}
 done:
+	if (raw)
+		for (size_t i = 0; i < n; i++)
+			free(raw[i]);
+	free(raw);
+	free(sha);
+	free(learn);
 	free(miss);
 	free(miss_index);
 	free(stats);

@@ -12,6 +12,12 @@
  * calls, from any thread, get the same immutable db or the same error. */
 hv_status hv_mime_default_db(const hv_mime_db **out);
 
+/* The fingerprint of the tables hv_mime_refine() uses with the default db (shared-mime-info's
+ * files, the built-in table, the rules' version), taken once per process and consistent with
+ * the db this process loads; NULL when it cannot be known (the files changed meanwhile): then
+ * no refined answer may be cached or reused. */
+const char *hvm_refine_fingerprint(void);
+
 /* hv_magic_open() without loading the database: hv_magic_fingerprint() and friends work at
  * once, the database is loaded (or the worker started) on the first detection. */
 hv_status hvm_magic_open_lazy(hv_magic **out, const char *database, int extra_flags);
@@ -49,6 +55,9 @@ pid_t hvm_magic_worker_pid(const hv_magic *m);
 /* How many times this process loaded a libmagic database in-process or started a worker: for
  * tests of lazy loading. */
 unsigned hvm_magic_loads(void);
+
+/* How many answers hv_mime_detect_cached() took refined from the cache: for tests. */
+unsigned long hvm_refined_hits(void);
 
 /* ---- libmagic's answers by content within one collect (mime_memo.c) ---- */
 

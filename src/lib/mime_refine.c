@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define HV_MIME_DEFAULT_DIR "/usr/share/mime"
@@ -356,11 +357,119 @@ static hv_mime_db *default_db;
 static hv_status default_status;
 static char default_error[512];
 
+/* ---- The refinement tables' fingerprint (hvm_refine_fingerprint) ---- */
+
+/* Bump when the refinement rules in this file change in a way that changes an answer: cached
+ * refined answers made by the old rules are then refined again. */
+#define HV_REFINE_RULES 1
+
+static pthread_mutex_t fp_mu = PTHREAD_MUTEX_INITIALIZER;
+static char fp_text[64];   /* the fingerprint handed out, "" until asked for */
+static bool fp_taken;      /* fp_text describes the files as they are now, or were loaded */
+static bool fp_loaded;     /* the default db was read (its files were as fp_loaded_text) */
+static bool fp_unstable;   /* the files changed around the db's load: no fingerprint */
+static char fp_loaded_text[64];
+
+static uint64_t fnv1a(uint64_t h, const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)s[i]) * UINT64_C(1099511628211);
+	return h;
+}
+
+#define FNV_START UINT64_C(14695981039346656037)
+
+/* FNV-1a over the built-in tables: any change to them changes the fingerprint. */
+static uint64_t builtin_hash(void)
+{
+	uint64_t h = FNV_START;
+	const char *strs[2 * (COUNT(builtin_exts) + COUNT(builtin_parents) + COUNT(builtin_aliases))];
+	size_t n = 0;
+	for (size_t i = 0; i < COUNT(builtin_exts); i++) {
+		strs[n++] = builtin_exts[i].ext;
+		strs[n++] = builtin_exts[i].type;
+	}
+	for (size_t i = 0; i < COUNT(builtin_parents); i++) {
+		strs[n++] = builtin_parents[i].a;
+		strs[n++] = builtin_parents[i].b;
+	}
+	for (size_t i = 0; i < COUNT(builtin_aliases); i++) {
+		strs[n++] = builtin_aliases[i].a;
+		strs[n++] = builtin_aliases[i].b;
+	}
+	for (size_t i = 0; i < n; i++) /* the NULs too: "ab","c" is not "a","bc" */
+		h = fnv1a(h, strs[i], strlen(strs[i]) + 1);
+	return h;
+}
+
+/* "rules=R;builtin=H;NAME=ino:size:mtime_ns,..." of the default db's files as they are now
+ * (stat: the db reads through symlinks); false when it does not fit. */
+static bool smi_describe(char *out, size_t cap)
+{
+	static const char *const names[] = {"globs2", "subclasses", "aliases"};
+	int len = snprintf(out, cap, "rules=%d;builtin=%016llx", HV_REFINE_RULES,
+			   (unsigned long long)builtin_hash());
+	for (size_t i = 0; len > 0 && (size_t)len < cap && i < COUNT(names); i++) {
+		char path[64];
+		struct stat s;
+		snprintf(path, sizeof(path), "%s/%s", HV_MIME_DEFAULT_DIR, names[i]);
+		if (stat(path, &s) == 0)
+			len += snprintf(out + len, cap - (size_t)len, ";%s=%llu:%lld:%lld", names[i],
+					(unsigned long long)s.st_ino, (long long)s.st_size,
+					(long long)s.st_mtim.tv_sec * 1000000000LL + s.st_mtim.tv_nsec);
+		else
+			len += snprintf(out + len, cap - (size_t)len, ";%s=%d", names[i], errno);
+	}
+	return len > 0 && (size_t)len < cap;
+}
+
+/* The description's 64-bit hash, as "rN-HEX": every cache row keeps one, so it is kept short.
+ * Two descriptions colliding would take 2^32 versions of the tables. */
+static bool smi_fingerprint(char *out, size_t cap)
+{
+	char text[512];
+	if (!smi_describe(text, sizeof(text)))
+		return false;
+	int len = snprintf(out, cap, "r%d-%016llx", HV_REFINE_RULES,
+			   (unsigned long long)fnv1a(FNV_START, text, strlen(text)));
+	return len > 0 && (size_t)len < cap;
+}
+
 static void load_default_db(void)
 {
+	/* The files' fingerprint before and after the read: equal, the db read is the one they
+	 * describe (short of a rewrite keeping inode, size and mtime). */
+	char before[sizeof(fp_loaded_text)], after[sizeof(fp_loaded_text)];
+	bool ok = smi_fingerprint(before, sizeof(before));
 	default_status = hv_mime_db_open(&default_db, NULL);
 	if (default_status != HV_OK)
 		snprintf(default_error, sizeof(default_error), "%s", hv_error_last());
+	ok = ok && smi_fingerprint(after, sizeof(after)) && strcmp(before, after) == 0;
+	pthread_mutex_lock(&fp_mu);
+	fp_loaded = true;
+	/* A fingerprint handed out earlier must describe this db too. */
+	if (!ok || default_status != HV_OK || (fp_taken && strcmp(fp_text, before) != 0))
+		fp_unstable = true;
+	else
+		memcpy(fp_loaded_text, before, sizeof(before));
+	pthread_mutex_unlock(&fp_mu);
+}
+
+const char *hvm_refine_fingerprint(void)
+{
+	const char *out = NULL;
+	pthread_mutex_lock(&fp_mu);
+	if (!fp_taken && !fp_unstable) {
+		if (fp_loaded)
+			memcpy(fp_text, fp_loaded_text, sizeof(fp_text));
+		else if (!smi_fingerprint(fp_text, sizeof(fp_text)))
+			fp_unstable = true;
+		fp_taken = true;
+	}
+	if (!fp_unstable)
+		out = fp_text;
+	pthread_mutex_unlock(&fp_mu);
+	return out;
 }
 
 hv_status hv_mime_default_db(const hv_mime_db **out)
@@ -593,13 +702,14 @@ hv_status hv_mime_refine(const hv_mime_db *db, const char *name, const char *raw
 			 const char **type)
 {
 	*type = raw_type;
+	/* Before the db: an answer no name can change needs no tables loaded. */
+	if (!raw_type || !*raw_type || !name || starts_with(raw_type, "inode/"))
+		return HV_OK;
 	if (!db) {
 		hv_status rc = hv_mime_default_db(&db);
 		if (rc != HV_OK)
 			return rc;
 	}
-	if (!raw_type || !*raw_type || !name || starts_with(raw_type, "inode/"))
-		return HV_OK;
 	const char *slash = strrchr(name, '/');
 	const char *base = slash ? slash + 1 : name;
 	size_t len = strlen(base);

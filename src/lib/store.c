@@ -17,10 +17,12 @@ static const char *const stmt_sql[STMT__COUNT] = {
 	[STMT_COMMIT] = "COMMIT",
 	[STMT_ROLLBACK] = "ROLLBACK",
 	[STMT_MIME_GET] = "SELECT ftype, size, mtime_ns, ctime_ns, fingerprint, mime_type,"
-			  " cached_at_ns, sha256 FROM mime_cache WHERE dev = ?1 AND ino = ?2",
+			  " cached_at_ns, sha256, refined_name, refined_type, refine_fp"
+			  " FROM mime_cache WHERE dev = ?1 AND ino = ?2",
 	[STMT_MIME_PUT] = "INSERT OR REPLACE INTO mime_cache(dev, ino, ftype, size, mtime_ns,"
-			  " ctime_ns, fingerprint, mime_type, cached_at_ns, sha256)"
-			  " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+			  " ctime_ns, fingerprint, mime_type, cached_at_ns, sha256, refined_name,"
+			  " refined_type, refine_fp)"
+			  " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
 	[STMT_SNAP_ENTRY_PUT] = "INSERT INTO snapshot_entries(snapshot_id, parent, name, id, dev,"
 				" ino, size, mode, mtime_ns, ctime_ns, sha256)"
 				" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"

@@ -38,6 +38,12 @@ typedef struct st_mime_pending {
 	char *mime;
 	char sha256[65];     /* "" when unknown */
 	int64_t cached_at_ns;
+	/* The name refinement of mime for the base name rname under the refinement tables
+	 * refine_fp (see hvst_mime_put_refined); all NULL when none. */
+	char *rname;
+	size_t rname_len;
+	char *refined;
+	char *refine_fp;
 } st_mime_pending;
 
 #define ST_MIME_BATCH 256
@@ -105,5 +111,22 @@ int hvst_refuse_newer(hv_store *st, int64_t version);
 int hvst_migrate(hv_store *st);
 /* store_mime.c: drops the MIME answers waiting for the next batch. */
 void hvst_mime_pending_free(hv_store *st);
+
+/* The MIME cache with the name refinement (hv_mime_detect_cached): a row also keeps the refined
+ * answer for one base name under one set of refinement tables (hvm_refine_fingerprint), so a
+ * hit under the same name and tables needs no refinement at all. */
+typedef struct hvst_mime_hit {
+	char *raw;        /* libmagic's answer; NULL on a miss */
+	char *refined;    /* the refined answer when name and tables match, else NULL */
+	char sha256[65];  /* "" when unknown */
+} hvst_mime_hit;
+hv_status hvst_mime_lookup_refined(hv_store *st, const hv_stat *s, const char *fingerprint,
+				   const char *name, size_t name_len, const char *refine_fp,
+				   hvst_mime_hit *out);
+/* hv_store_mime_put_sha() that also records refined as mime_type's refinement for name under
+ * refine_fp (refine_fp NULL: no refinement recorded). */
+hv_status hvst_mime_put_refined(hv_store *st, const hv_stat *s, const char *fingerprint,
+				const char *mime_type, const char *sha256, const char *name,
+				size_t name_len, const char *refined, const char *refine_fp);
 
 #endif

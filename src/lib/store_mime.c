@@ -13,6 +13,9 @@ void hvst_mime_pending_free(hv_store *st)
 	for (size_t i = 0; i < st->n_mime; i++) {
 		free(st->mime[i].fingerprint);
 		free(st->mime[i].mime);
+		free(st->mime[i].rname);
+		free(st->mime[i].refined);
+		free(st->mime[i].refine_fp);
 	}
 	st->n_mime = 0;
 }
@@ -43,9 +46,19 @@ hv_status hv_store_mime_lookup_sha(hv_store *st, const hv_stat *s, const char *f
 {
 	if (!st || !s || !fingerprint || !mime_out)
 		return hv_error_set(HV_EUSAGE, "hv_store_mime_lookup: missing argument");
-	*mime_out = NULL;
+	hvst_mime_hit hit;
+	hv_status rc = hvst_mime_lookup_refined(st, s, fingerprint, NULL, 0, NULL, &hit);
+	*mime_out = hit.raw;
 	if (sha256_out)
-		sha256_out[0] = '\0';
+		memcpy(sha256_out, hit.sha256, 65);
+	return rc;
+}
+
+hv_status hvst_mime_lookup_refined(hv_store *st, const hv_stat *s, const char *fingerprint,
+				   const char *name, size_t name_len, const char *refine_fp,
+				   hvst_mime_hit *out)
+{
+	memset(out, 0, sizeof(*out));
 	sqlite3_stmt *q = hvst_stmt(st, STMT_MIME_GET);
 	if (!q)
 		return hv_error_last_status();
@@ -68,15 +81,29 @@ hv_status hv_store_mime_lookup_sha(hv_store *st, const hv_stat *s, const char *f
 		bool hit = cached.mode == (s->mode & S_IFMT) && cached.size == s->size &&
 			   cached.mtime_ns == s->mtime_ns && cached.ctime_ns == s->ctime_ns &&
 			   fp && strcmp(fp, fingerprint) == 0 && mime && old_enough(&cached, cached_at);
-		if (hit && !(*mime_out = strdup(mime)))
+		if (hit && !(out->raw = strdup(mime)))
 			status = hv_error_set(HV_ENOMEM, "out of memory");
 		const char *sha = (const char *)sqlite3_column_text(q, 7);
-		if (hit && sha256_out && sha && strlen(sha) == 64)
-			memcpy(sha256_out, sha, 65);
+		if (hit && sha && strlen(sha) == 64)
+			memcpy(out->sha256, sha, 65);
+		/* The refined answer only for the very name (bytes) and tables it was made for. */
+		const void *rname = sqlite3_column_blob(q, 8);
+		size_t rname_len = (size_t)sqlite3_column_bytes(q, 8);
+		const char *refined = (const char *)sqlite3_column_text(q, 9);
+		const char *rfp = (const char *)sqlite3_column_text(q, 10);
+		if (hit && out->raw && name && refine_fp && rname && rname_len == name_len &&
+		    memcmp(rname, name, name_len) == 0 && refined && rfp &&
+		    strcmp(rfp, refine_fp) == 0 && !(out->refined = strdup(refined)))
+			status = hv_error_set(HV_ENOMEM, "out of memory");
 	} else if (rc != SQLITE_DONE) {
 		status = hvst_db_error(st, rc, "cannot read the MIME cache");
 	}
 	sqlite3_reset(q);
+	if (status != HV_OK) {
+		free(out->raw);
+		free(out->refined);
+		memset(out, 0, sizeof(*out));
+	}
 	return status;
 }
 
@@ -91,6 +118,13 @@ hv_status hv_store_mime_put_sha(hv_store *st, const hv_stat *s, const char *fing
 {
 	if (!st || !s || !fingerprint || !mime_type)
 		return hv_error_set(HV_EUSAGE, "hv_store_mime_put: missing argument");
+	return hvst_mime_put_refined(st, s, fingerprint, mime_type, sha256, NULL, 0, NULL, NULL);
+}
+
+hv_status hvst_mime_put_refined(hv_store *st, const hv_stat *s, const char *fingerprint,
+				const char *mime_type, const char *sha256, const char *name,
+				size_t name_len, const char *refined, const char *refine_fp)
+{
 	int rc = hvst_check_writable(st);
 	if (rc != HV_OK)
 		return rc;
@@ -105,9 +139,26 @@ hv_status hv_store_mime_put_sha(hv_store *st, const hv_stat *s, const char *fing
 	p->sha256[0] = '\0';
 	if (sha256 && strlen(sha256) == 64)
 		memcpy(p->sha256, sha256, 65);
-	if (!p->fingerprint || !p->mime) {
+	p->rname = NULL;
+	p->rname_len = 0;
+	p->refined = NULL;
+	p->refine_fp = NULL;
+	bool refine_ok = true;
+	if (name && refined && refine_fp) {
+		p->rname = malloc(name_len ? name_len : 1);
+		if (p->rname)
+			memcpy(p->rname, name, name_len);
+		p->rname_len = name_len;
+		p->refined = strdup(refined);
+		p->refine_fp = strdup(refine_fp);
+		refine_ok = p->rname && p->refined && p->refine_fp;
+	}
+	if (!p->fingerprint || !p->mime || !refine_ok) {
 		free(p->fingerprint);
 		free(p->mime);
+		free(p->rname);
+		free(p->refined);
+		free(p->refine_fp);
 		return hv_error_set(HV_ENOMEM, "out of memory");
 	}
 	if (++st->n_mime == ST_MIME_BATCH)
@@ -136,6 +187,15 @@ hv_status hv_store_flush(hv_store *st)
 			sqlite3_bind_text(q, 10, p->sha256, 64, SQLITE_STATIC);
 		else
 			sqlite3_bind_null(q, 10);
+		if (p->refine_fp) {
+			sqlite3_bind_blob(q, 11, p->rname, (int)p->rname_len, SQLITE_STATIC);
+			sqlite3_bind_text(q, 12, p->refined, -1, SQLITE_STATIC);
+			sqlite3_bind_text(q, 13, p->refine_fp, -1, SQLITE_STATIC);
+		} else {
+			sqlite3_bind_null(q, 11);
+			sqlite3_bind_null(q, 12);
+			sqlite3_bind_null(q, 13);
+		}
 		int src = hvst_step_done(q);
 		if (src != SQLITE_DONE) {
 			rc = hvst_db_error(st, src, "cannot write the MIME cache");

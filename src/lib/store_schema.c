@@ -198,6 +198,16 @@ static const char schema_v5_host[] =
 	"CREATE TABLE store_identity (uuid TEXT NOT NULL);"
 	"INSERT INTO store_identity VALUES (lower(hex(randomblob(16))));";
 
+/* Version 6: a MIME cache row also keeps its answer refined by a file name: the base name
+ * (refined_name, bytes), the refined type and the fingerprint of the refinement tables it was
+ * made with (refine_fp: shared-mime-info's files and the built-in table). A hit under the same
+ * name and tables is answered without reading shared-mime-info; any other name is refined
+ * again. NULL for rows cached before, or by a caller that does not refine. */
+static const char schema_v6_mime_refined[] =
+	"ALTER TABLE mime_cache ADD COLUMN refined_name BLOB;"
+	"ALTER TABLE mime_cache ADD COLUMN refined_type TEXT;"
+	"ALTER TABLE mime_cache ADD COLUMN refine_fp TEXT;";
+
 /* Step i brings the schema from version i to i + 1. Only ever append. */
 static const char *const migrations[] = {
 	schema_v1,
@@ -205,6 +215,7 @@ static const char *const migrations[] = {
 	schema_v3_snapshot_entries,
 	schema_v4_changes,
 	schema_v5_host,
+	schema_v6_mime_refined,
 };
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == HV_STORE_SCHEMA_VERSION,
 	       "one migration step per schema version");

@@ -745,6 +745,66 @@ static void test_cache_used(void **state)
 	free(root);
 }
 
+/* One content under names whose refinement differs, as hard links of one inode and as copies:
+ * cached runs (the first filling the cache, the next answering from it, the last after the
+ * names swapped inodes) answer exactly as --no-cache does, name by name. */
+static void test_cache_refinement_by_name(void **state)
+{
+	(void)state;
+	char *root = tu_mkdtemp();
+	char *db = tu_path(root, "h.db");
+	static const char text[] = "a,b\n1,2\n";
+	tu_mkdir(root, "d");
+	tu_write(root, "d/data.md", text, sizeof(text) - 1);
+	tu_write(root, "d/other.csv", text, sizeof(text) - 1);
+	static const char *const names[] = {"data.csv", "data.ts", "DATA", "data.yaml"};
+	char *first = tu_path(root, "d/data.md");
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		char rel[32];
+		snprintf(rel, sizeof(rel), "d/%s", names[i]);
+		char *p = tu_path(root, rel);
+		assert_int_equal(link(first, p), 0);
+		free(p);
+	}
+	struct timespec nap = {2, 300 * 1000 * 1000};
+	nanosleep(&nap, NULL); /* more than 2 s old when cached */
+	char *dir = tu_path(root, "d");
+	const char *cold_args[] = {"mime", "--no-cache", "--format", "text", dir, NULL};
+	tu_result cold;
+	tu_harvestv(&cold, NULL, NULL, cold_args);
+	assert_int_equal(cold.status, 0);
+	assert_non_null(strstr(cold.out, "/data.csv: text/csv\n"));
+	assert_non_null(strstr(cold.out, "/data.md: text/markdown\n"));
+	assert_non_null(strstr(cold.out, "/data.ts: text/x-typescript\n"));
+	assert_non_null(strstr(cold.out, "/DATA: text/"));
+	const char *args[] = {"mime", "--db", db, "--format", "text", dir, NULL};
+	for (int round = 0; round < 3; round++) {
+		if (round == 2) {
+			/* data.md and other.csv swap inodes: each name's cached refinement is
+			 * another inode's now. */
+			char *a = tu_path(root, "d/data.md"), *b = tu_path(root, "d/other.csv");
+			char *t = tu_path(root, "d/tmp");
+			assert_int_equal(rename(a, t), 0);
+			assert_int_equal(rename(b, a), 0);
+			assert_int_equal(rename(t, b), 0);
+			free(a);
+			free(b);
+			free(t);
+		}
+		tu_result r;
+		tu_harvestv(&r, NULL, NULL, args);
+		assert_int_equal(r.status, 0);
+		assert_string_equal(r.out, cold.out);
+		tu_result_free(&r);
+	}
+	tu_result_free(&cold);
+	free(first);
+	free(dir);
+	free(db);
+	tu_rmrf(root);
+	free(root);
+}
+
 /* ---- output formats, options, failures ---- */
 
 /* Three files whose answers are known by their bytes and names. */
@@ -1150,6 +1210,7 @@ int main(void)
 		cmocka_unit_test(test_fifo_no_hang),
 		cmocka_unit_test(test_missing_path),
 		cmocka_unit_test(test_cache_used),
+		cmocka_unit_test(test_cache_refinement_by_name),
 		cmocka_unit_test(test_output_formats),
 		cmocka_unit_test(test_usage_errors),
 		cmocka_unit_test(test_threads_keep_input_order),

@@ -146,8 +146,11 @@ static void test_migration_from_v2(void **state)
 	char *err = NULL;
 	int rc = sqlite3_exec(h,
 		"BEGIN;"
-		/* version 5's host and identity, and version 4's columns, which version 2 did
-		 * not have */
+		/* version 6's MIME cache columns, version 5's host and identity, and version 4's
+		 * columns, which version 2 did not have */
+		"ALTER TABLE mime_cache DROP COLUMN refined_name;"
+		"ALTER TABLE mime_cache DROP COLUMN refined_type;"
+		"ALTER TABLE mime_cache DROP COLUMN refine_fp;"
 		"DROP INDEX runs_host;"
 		"ALTER TABLE runs DROP COLUMN host;"
 		"DROP TABLE store_identity;"

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -324,6 +325,143 @@ static void test_fallback_not_cached(void **state)
 	free(dir);
 }
 
+/* One cached answer, checked against an uncached run of the same path and options. */
+static void check_cached(hv_store *st, const char *path, const hv_mime_opts *o,
+			 unsigned long refined_hits_gained, const char *want)
+{
+	hv_mime_result *cached = NULL, *plain = NULL;
+	unsigned long before = hvm_refined_hits();
+	assert_int_equal(hv_mime_detect_cached(st, &path, 1, o, &cached), HV_OK);
+	assert_int_equal(hvm_refined_hits() - before, refined_hits_gained);
+	assert_int_equal(hv_mime_detect_paths(&path, 1, o, &plain), HV_OK);
+	assert_string_equal(cached[0].mime_type, plain[0].mime_type);
+	if (want)
+		assert_string_equal(cached[0].mime_type, want);
+	hv_mime_results_free(cached, 1);
+	hv_mime_results_free(plain, 1);
+}
+
+/* The cache keeps an answer refined by its file's name, reused only under that very name: one
+ * inode under four names (hard links) and a copy of it under a fourth get each the answer an
+ * uncached run gives, and a repeated name is answered refined from the cache. --raw and a
+ * caller's own refinement db never take a cached refinement. */
+static void test_cached_refined_by_name(void **state)
+{
+	(void)state;
+	char *dir = tu_mkdtemp();
+	char *dbpath = tu_path(dir, "h.db");
+	static const char text[] = "plain words\nand more words\n";
+	tu_write(dir, "notes.md", text, sizeof(text) - 1);
+	tu_write(dir, "copy.md", text, sizeof(text) - 1);
+	char *md = tu_path(dir, "notes.md");
+	char *csv = tu_path(dir, "notes.csv");
+	char *bare = tu_path(dir, "NOTES");
+	char *ts = tu_path(dir, "notes.ts"); /* as long as notes.md */
+	char *copy = tu_path(dir, "copy.md");
+	assert_int_equal(link(md, ts), 0);
+	assert_int_equal(link(md, csv), 0);
+	assert_int_equal(link(md, bare), 0);
+	/* The cache takes only files whose change time is more than 2 s old. */
+	sleep(3);
+	hv_store *st;
+	assert_int_equal(hv_store_open(&st, dbpath, 0), HV_OK);
+	hv_mime_opts o;
+	hv_mime_opts_init(&o);
+	check_cached(st, md, &o, 0, "text/markdown");  /* a miss */
+	check_cached(st, md, &o, 1, "text/markdown");  /* the same name: refined from the cache */
+	check_cached(st, ts, &o, 0, "text/x-typescript"); /* the same inode, another name */
+	check_cached(st, ts, &o, 1, "text/x-typescript");
+	check_cached(st, csv, &o, 0, "text/csv");
+	check_cached(st, csv, &o, 1, "text/csv");
+	check_cached(st, md, &o, 0, "text/markdown");  /* the row now holds notes.csv's */
+	check_cached(st, bare, &o, 0, "text/plain");
+	check_cached(st, bare, &o, 1, "text/plain");
+	check_cached(st, copy, &o, 0, "text/markdown");
+	check_cached(st, copy, &o, 1, "text/markdown");
+	o.raw = true;
+	check_cached(st, copy, &o, 0, "text/plain");
+	o.raw = false;
+	hv_mime_db *own;
+	assert_int_equal(hv_mime_db_open(&own, "/usr/share/mime"), HV_OK);
+	o.db = own;
+	check_cached(st, copy, &o, 0, "text/markdown");
+	hv_mime_db_close(own);
+	assert_int_equal(hv_store_close(st), HV_OK);
+	free(md);
+	free(csv);
+	free(bare);
+	free(ts);
+	free(copy);
+	free(dbpath);
+	tu_rmrf(dir);
+	free(dir);
+}
+
+static void raw_exec(const char *path, const char *sql)
+{
+	sqlite3 *h;
+	assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+	char *err = NULL;
+	int rc = sqlite3_exec(h, sql, NULL, NULL, &err);
+	if (rc != SQLITE_OK)
+		fail_msg("%s: %s", sql, err ? err : "?");
+	sqlite3_close(h);
+}
+
+static long long raw_int(const char *path, const char *sql)
+{
+	sqlite3 *h;
+	sqlite3_stmt *q;
+	assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(h, sql, -1, &q, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+	long long v = sqlite3_column_int64(q, 0);
+	sqlite3_finalize(q);
+	sqlite3_close(h);
+	return v;
+}
+
+/* A version 5 MIME cache is upgraded in place: its rows stay hits, gain the name refinement on
+ * their next use, and are answered refined from the cache after that. */
+static void test_schema_v5_upgrade(void **state)
+{
+	(void)state;
+	char *dir = tu_mkdtemp();
+	char *dbpath = tu_path(dir, "h.db");
+	const char *path = "/etc/passwd";
+	hv_store *st;
+	assert_int_equal(hv_store_open(&st, dbpath, 0), HV_OK);
+	hv_mime_result *res = NULL;
+	assert_int_equal(hv_mime_detect_cached(st, &path, 1, NULL, &res), HV_OK);
+	hv_mime_results_free(res, 1);
+	assert_int_equal(hv_store_close(st), HV_OK);
+	/* Back to version 5's table, as an older harvest left it. */
+	raw_exec(dbpath, "ALTER TABLE mime_cache DROP COLUMN refined_name;"
+			 "ALTER TABLE mime_cache DROP COLUMN refined_type;"
+			 "ALTER TABLE mime_cache DROP COLUMN refine_fp;"
+			 "PRAGMA user_version = 5;");
+	assert_int_equal(raw_int(dbpath, "SELECT count(*) FROM mime_cache"), 1);
+	assert_int_equal(hv_store_open(&st, dbpath, 0), HV_OK);
+	assert_int_equal(raw_int(dbpath, "PRAGMA user_version"), 6);
+	/* The upgraded row is a hit: no libmagic load, and no refinement from the cache yet. */
+	unsigned loads = hvm_magic_loads();
+	unsigned long before = hvm_refined_hits();
+	hv_mime_result *hit = NULL;
+	assert_int_equal(hv_mime_detect_cached(st, &path, 1, NULL, &hit), HV_OK);
+	assert_int_equal(hvm_magic_loads(), loads);
+	assert_int_equal(hvm_refined_hits(), before);
+	hv_mime_results_free(hit, 1);
+	hv_mime_opts o;
+	hv_mime_opts_init(&o);
+	check_cached(st, path, &o, 1, NULL);
+	check_cached(st, path, &o, 1, NULL);
+	assert_int_equal(hv_store_close(st), HV_OK);
+	assert_int_equal(raw_int(dbpath, "SELECT count(refined_type) FROM mime_cache"), 1);
+	free(dbpath);
+	tu_rmrf(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -333,6 +471,8 @@ int main(void)
 		cmocka_unit_test(test_isolated_equals_in_process),
 		cmocka_unit_test(test_cached_lazy_and_batched),
 		cmocka_unit_test(test_fallback_not_cached),
+		cmocka_unit_test(test_cached_refined_by_name),
+		cmocka_unit_test(test_schema_v5_upgrade),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
