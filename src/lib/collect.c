@@ -7,7 +7,6 @@
  * and detecting run on worker threads a window ahead of the walk (see "The read-ahead
  * pipeline"), with the same result as one thread. */
 #include "harvest/collect.h"
-#include "harvest/json.h"
 #include "harvest/mime.h"
 #include "harvest/walk.h"
 #include "harvest/sys/store.h"
@@ -67,14 +66,6 @@ int hv_collect_walk_open(hv_walk **w, const char *dir, const hv_collect_opts *o,
 	return rc;
 }
 
-/* ---- Descriptors ----
- *
- * The walker opens directories through a cache of descriptors that it trims when the process
- * runs out (EMFILE), but some it cannot give up while it works: the root's, two to reopen an
- * evicted directory from its nearest open ancestor, and the one of the file being opened.
- * With fewer free than that, a collect or a snapshot is refused at once rather than left to
- * fail (or wait) at every directory. */
-#define WALK_FDS HV_COLLECT_MIN_FDS
 /* Below this limit, the free descriptors are counted; above it, there are plenty. */
 #define FD_COUNT_MAX 4096
 
@@ -97,158 +88,33 @@ static int free_fds(int *limit)
 
 /* HV_OK when the walk has the descriptors it needs below dir, and extra more; *avail gets
  * the free count. */
-static int check_fds(const char *dir, int extra, int *avail)
+int hvc_check_fds(const char *dir, int extra, int *avail)
 {
 	int limit;
 	*avail = free_fds(&limit);
-	if (*avail >= WALK_FDS + extra)
+	if (*avail >= HVC_WALK_FDS + extra)
 		return HV_OK;
 	return hv_error_set(HV_EIO,
 			    "%s: too few file descriptors: %d free of the limit of %d (ulimit -n);"
 			    " harvest needs %d free",
-			    dir, *avail < 0 ? 0 : *avail, limit, WALK_FDS + extra);
+			    dir, *avail < 0 ? 0 : *avail, limit, HVC_WALK_FDS + extra);
 }
 
 hv_status hv_collect_check_fds(const char *dir, int extra)
 {
 	int avail;
-	return check_fds(dir, extra > 0 ? extra : 0, &avail);
+	return hvc_check_fds(dir, extra > 0 ? extra : 0, &avail);
 }
 
-static void warn(const hv_collect_opts *o, const char *msg)
+void hvc_warn(const hv_collect_opts *o, const char *msg)
 {
 	if (o->on_warning)
 		o->on_warning(o->ctx, msg);
 }
 
-/* Where a snapshot walk puts each entry: the store's writer or memory. */
-typedef int (*snap_add_fn)(void *ctx, const hv_entry *e, const char *sha);
-
-/* The walk of a snapshot taken at time at (ns): each entry, with its SHA-256 when racy. */
-static int snapshot_walk(const char *root, const hv_collect_opts *opts, int64_t at,
-			 hv_walk_sort sort, snap_add_fn add, void *ctx, uint64_t *entries)
-{
-	hv_walk *w;
-	int rc = hv_collect_walk_open(&w, root, opts, sort);
-	if (rc != HV_OK)
-		return rc;
-	uint64_t count = 0;
-	const hv_entry *e;
-	while ((rc = hv_walk_next(w, &e)) != HV_DONE) {
-		if (rc == HV_WARN) {
-			warn(opts, hv_error_last());
-			continue;
-		}
-		if (rc != HV_OK)
-			break;
-		if (!e->have_lstat)
-			continue; /* vanished: not there to compare against */
-		char hex[65];
-		const char *sha = NULL;
-		if (S_ISREG(e->lst.mode) && hv_store_stat_is_racy(&e->lst, at) &&
-		    e->lst.size <= opts->max_file_bytes) {
-			/* Changed within the clock's resolution of the snapshot: remember the content,
-			 * so a same-size rewrite in the same tick is still seen (the racy rule). */
-			int fd = hv_walk_openat(w, O_RDONLY | O_NONBLOCK);
-			struct stat fst;
-			if (fd >= 0 && fstat(fd, &fst) == 0 && S_ISREG(fst.st_mode) &&
-			    hv_sha256_fd(fd, opts->max_file_bytes, e->path, hex) == HV_OK)
-				sha = hex;
-			if (fd >= 0)
-				close(fd);
-		}
-		rc = add(ctx, e, sha);
-		if (rc != HV_OK)
-			break;
-		count++;
-		if (opts->on_progress)
-			opts->on_progress(opts->ctx, count, 0, 0);
-	}
-	hv_walk_close(w);
-	*entries = count;
-	return rc == HV_DONE ? HV_OK : rc;
-}
-
-static int writer_add(void *ctx, const hv_entry *e, const char *sha)
-{
-	return hv_snapshot_writer_add(ctx, e->path, e->path_len, &e->lst, sha);
-}
-
-static int snapshot_prepare(const char *dir, char **root)
-{
-	*root = realpath(dir, NULL);
-	if (!*root) {
-		int err = errno;
-		return hv_error_errno(err == ENOENT || err == ENOTDIR ? HV_ENOTDIR : HV_EIO, dir, err);
-	}
-	int avail;
-	int rc = check_fds(dir, 0, &avail);
-	if (rc != HV_OK) {
-		free(*root);
-		*root = NULL;
-	}
-	return rc;
-}
-
-hv_status hv_snapshot_take(hv_store *st, const char *dir, const hv_collect_opts *opts,
-			   int64_t *id, uint64_t *entries, char **root_out)
-{
-	if (root_out)
-		*root_out = NULL;
-	hv_collect_opts defaults;
-	if (!opts) {
-		hv_collect_opts_init(&defaults);
-		opts = &defaults;
-	}
-	char *root;
-	int rc = snapshot_prepare(dir, &root);
-	if (rc != HV_OK)
-		return rc;
-	hv_snapshot_writer *sw;
-	rc = hv_store_snapshot_begin(st, root, &sw);
-	if (rc != HV_OK) {
-		free(root);
-		return rc;
-	}
-	uint64_t count = 0;
-	/* The store sorts the entries itself: the walk need not. */
-	rc = snapshot_walk(root, opts, hv_snapshot_writer_created_at(sw), HV_SORT_NONE, writer_add,
-			   sw, &count);
-	if (rc != HV_OK) {
-		free(root);
-		hv_error_saved saved;
-		hv_error_save(&saved);
-		hv_snapshot_writer_abort(sw);
-		return hv_error_restore(&saved, rc);
-	}
-	int64_t sid = 0;
-	rc = hv_snapshot_writer_finish(sw, &sid);
-	if (rc != HV_OK) {
-		free(root);
-		return rc;
-	}
-	if (id)
-		*id = sid;
-	if (entries)
-		*entries = count;
-	if (root_out)
-		*root_out = root;
-	else
-		free(root);
-	return HV_OK;
-}
-
 /* ---- collect ---- */
 
-/* The database's own files, which are never artifacts wherever the database lives. */
-struct db_files {
-	struct {
-		uint64_t dev, ino;
-	} ids[4];
-	size_t n;
-};
-
-static void db_files_init(struct db_files *d, const hv_store *st)
+void hvc_db_files_init(struct hvc_db_files *d, const hv_store *st)
 {
 	d->n = 0;
 	if (!st)
@@ -270,7 +136,7 @@ static void db_files_init(struct db_files *d, const hv_store *st)
 	hv_buf_free(&b);
 }
 
-static bool is_db_file(const struct db_files *d, const hv_stat *s)
+bool hvc_is_db_file(const struct hvc_db_files *d, const hv_stat *s)
 {
 	for (size_t i = 0; i < d->n; i++)
 		if (d->ids[i].dev == s->dev && d->ids[i].ino == s->ino)
@@ -280,7 +146,7 @@ static bool is_db_file(const struct db_files *d, const hv_stat *s)
 
 /* A database file created after the collect started (a -wal appearing) is caught by its
  * name next to the database. */
-static bool is_db_path(const char *root, const hv_store *st, const hv_entry *e)
+bool hvc_is_db_path(const char *root, const hv_store *st, const hv_entry *e)
 {
 	if (!st)
 		return false;
@@ -294,106 +160,6 @@ static bool is_db_path(const char *root, const hv_store *st, const hv_entry *e)
 		return false;
 	const char *rest = e->path + n;
 	return !*rest || !strcmp(rest, "-wal") || !strcmp(rest, "-shm") || !strcmp(rest, "-journal");
-}
-
-/* ---- snapshots in memory ----
- * The entries in walk order (HV_SORT_NAME, the order of hv_store_path_cmp), their paths in one
- * arena, the few racy digests apart: a run's snapshot costs one walk and no I/O beyond it. */
-struct mem_entry {
-	size_t off, len;
-	hv_stat st;
-	size_t sha; /* 1 + index in shas, 0: none */
-};
-
-struct hv_mem_snapshot {
-	char *root;
-	const hv_store *st;
-	struct db_files dbf;
-	hv_buf paths;
-	struct mem_entry *e;
-	size_t n, cap;
-	char (*shas)[65];
-	size_t n_shas, cap_shas;
-};
-
-static int mem_add(void *ctx, const hv_entry *e, const char *sha)
-{
-	hv_mem_snapshot *m = ctx;
-	/* The database's own files are never artifacts: not there to compare against either. */
-	if (is_db_file(&m->dbf, &e->lst) || is_db_path(m->root, m->st, e))
-		return HV_OK;
-	if (m->n == m->cap) {
-		size_t cap = m->cap ? m->cap * 2 : 256;
-		struct mem_entry *ne = realloc(m->e, cap * sizeof(*ne));
-		if (!ne)
-			return hv_error_set(HV_ENOMEM, "out of memory");
-		m->e = ne;
-		m->cap = cap;
-	}
-	struct mem_entry *me = &m->e[m->n];
-	me->off = m->paths.len;
-	me->len = e->path_len;
-	me->st = e->lst;
-	me->sha = 0;
-	if (hv_buf_append(&m->paths, e->path, e->path_len + 1) != HV_OK)
-		return HV_ENOMEM;
-	if (sha) {
-		if (m->n_shas == m->cap_shas) {
-			size_t cap = m->cap_shas ? m->cap_shas * 2 : 16;
-			char(*ns)[65] = realloc(m->shas, cap * sizeof(*ns));
-			if (!ns)
-				return hv_error_set(HV_ENOMEM, "out of memory");
-			m->shas = ns;
-			m->cap_shas = cap;
-		}
-		memcpy(m->shas[m->n_shas++], sha, 65);
-		me->sha = m->n_shas;
-	}
-	m->n++;
-	return HV_OK;
-}
-
-hv_status hv_snapshot_take_mem(hv_store *st, const char *dir, const hv_collect_opts *opts,
-			       hv_mem_snapshot **out)
-{
-	*out = NULL;
-	hv_collect_opts defaults;
-	if (!opts) {
-		hv_collect_opts_init(&defaults);
-		opts = &defaults;
-	}
-	hv_mem_snapshot *m = calloc(1, sizeof(*m));
-	if (!m)
-		return hv_error_set(HV_ENOMEM, "out of memory");
-	m->st = st;
-	db_files_init(&m->dbf, st);
-	int rc = snapshot_prepare(dir, &m->root);
-	if (rc == HV_OK) {
-		uint64_t count;
-		rc = snapshot_walk(m->root, opts, hv_store_now_ns(), HV_SORT_NAME, mem_add, m, &count);
-	}
-	if (rc != HV_OK) {
-		hv_mem_snapshot_free(m);
-		return rc;
-	}
-	*out = m;
-	return HV_OK;
-}
-
-uint64_t hv_mem_snapshot_entries(const hv_mem_snapshot *m)
-{
-	return m ? m->n : 0;
-}
-
-void hv_mem_snapshot_free(hv_mem_snapshot *m)
-{
-	if (!m)
-		return;
-	free(m->root);
-	hv_buf_free(&m->paths);
-	free(m->e);
-	free(m->shas);
-	free(m);
 }
 
 struct collector {
@@ -490,350 +256,9 @@ static int add_file(struct collector *k, const hv_entry *e, const char *mime, ui
 	return HV_OK;
 }
 
-/* Reads all of fd (a regular file of expected size) into a new buffer, at most max bytes:
- * HV_OK, HV_WARN when it holds more than max, HV_EIO on a read error. */
-static int read_all(int fd, uint64_t expect, uint64_t max, const char *path, unsigned char **out,
-		    size_t *len)
-{
-	size_t cap = (size_t)(expect < max ? expect : max) + 1;
-	unsigned char *buf = malloc(cap);
-	if (!buf)
-		return hv_error_set(HV_ENOMEM, "out of memory");
-	size_t n = 0;
-	for (;;) {
-		if (n == cap) {
-			if (n > max) {
-				free(buf);
-				return HV_WARN;
-			}
-			size_t ncap = cap * 2 > max + 1 ? (size_t)max + 1 : cap * 2;
-			unsigned char *p = realloc(buf, ncap);
-			if (!p) {
-				free(buf);
-				return hv_error_set(HV_ENOMEM, "out of memory");
-			}
-			buf = p;
-			cap = ncap;
-		}
-		ssize_t got = read(fd, buf + n, cap - n);
-		if (got < 0) {
-			if (errno == EINTR)
-				continue;
-			int err = errno;
-			free(buf);
-			return hv_error_errno(HV_EIO, path, err);
-		}
-		if (got == 0)
-			break;
-		n += (size_t)got;
-	}
-	if (n > max) {
-		free(buf);
-		return HV_WARN;
-	}
-	*out = buf;
-	*len = n;
-	return HV_OK;
-}
-
-/* ---- The read-ahead pipeline ----------------------------------------------------------
- *
- * Reading a file, its SHA-256 and above all its detection (libmagic takes about a millisecond
- * a file) run on worker threads, a window of files ahead of the collect loop. The loop itself
- * does everything that depends on order or on the walker and the store (one thread each): it
- * opens each file through the walker's directory descriptors, asks the MIME cache, and
- * finishes the files in walk order, applying the limits as it goes. So the result (its order,
- * the limits, every skip reason) is the one a single thread would give; only work on files
- * that a limit then skips can be wasted, at most a window of it. The loop works on queued
- * files itself rather than wait, so a collect of one file starts no thread; workers start
- * when two files wait. The window holds at most PIPE_SLOTS files and PIPE_BYTES of their
- * sizes (always at least one file), which bounds the memory read ahead. */
-#define PIPE_SLOTS 64
-#define PIPE_BYTES (64ull << 20)
-#define PIPE_MAX_THREADS 7 /* workers, beside the loop: threads 0 means up to 8 in all */
-#define PIPE_MIN_FDS_FOR_WORKERS 16
-
-enum job_state {
-	JOB_READY,   /* needs no work: decided by the loop */
-	JOB_QUEUED,  /* to be read (and detected) */
-	JOB_CLAIMED, /* being read by some thread */
-	JOB_DONE,
-};
-
-/* What the read found (job.outcome). */
-enum { READ_OK, READ_TOO_LARGE, READ_ERROR, READ_SAME, READ_NOMEM };
-
-struct job {
-	enum job_state state; /* under pipe.mu */
-	/* The entry, copied: the walker's lives until its next step. */
-	char *path;
-	size_t path_len, name_len;
-	hv_stat lst;
-	uint64_t seen; /* entries walked so far, for the progress callback */
-	/* Decided by the loop before the limit check (a symlink, a FIFO...): skip with this. */
-	const char *early_reason;
-	/* Decided by the loop after it (the open failed, the file changed): skip with this. */
-	const char *late_reason;
-	bool has_size;
-	uint64_t size;
-	char *error;
-	const char *change;   /* "created", "modified" or NULL (no snapshot) */
-	bool racy;            /* compare_sha holds the snapshot's digest */
-	char compare_sha[65];
-	bool cached_hit;      /* --no-content and the cache knew type and digest: no read */
-	char cached_sha[65];  /* the cache's digest of this file, "" if none */
-	char *lookup_error;   /* the cache lookup failed (the file is then skipped with it) */
-	int fd;
-	hv_stat fs;           /* fstat of fd */
-	char *raw;            /* libmagic's answer: from the cache, or detected by the read */
-	bool detected;        /* raw is new: cache it */
-	/* Set by the read. */
-	int outcome;
-	unsigned char *buf;
-	size_t len;
-	char sha[65];
-};
-
-struct pipe {
-	pthread_mutex_t mu;
-	pthread_cond_t work_cv; /* a file was queued, or stop */
-	pthread_cond_t done_cv; /* a file was read */
-	struct job slots[PIPE_SLOTS];
-	uint64_t head, tail, next_claim; /* absolute positions: slot = position % PIPE_SLOTS */
-	uint64_t window_bytes;
-	int open_fds, max_fds; /* descriptors held by queued jobs, and their budget */
-	const hv_collect_opts *o;
-	hvm_memo *memo; /* libmagic's answers by SHA-256 (NULL: none kept) */
-	pthread_t threads[PIPE_MAX_THREADS];
-	int n_threads, max_threads;
-	bool stop;
-};
-
-/* The next queued job, claimed; NULL if none. Under mu. */
-static struct job *pipe_claim(struct pipe *p)
-{
-	while (p->next_claim < p->tail) {
-		struct job *j = &p->slots[p->next_claim++ % PIPE_SLOTS];
-		if (j->state == JOB_QUEUED) {
-			j->state = JOB_CLAIMED;
-			return j;
-		}
-	}
-	return NULL;
-}
-
-/* Reads a claimed job's file: content, digest, and libmagic's answer unless the cache gave
- * one (or the content shows the racy file unchanged). Runs on any thread; touches only j. */
-static void job_read(struct job *j, const hv_collect_opts *o, hv_magic *magic, hvm_memo *memo)
-{
-	int rc = read_all(j->fd, j->fs.size, o->max_file_bytes, j->path, &j->buf, &j->len);
-	if (rc == HV_WARN) {
-		j->outcome = READ_TOO_LARGE;
-	} else if (rc == HV_ENOMEM) {
-		j->outcome = READ_NOMEM;
-	} else if (rc != HV_OK) {
-		j->outcome = READ_ERROR;
-		j->error = strdup(hv_error_last());
-	} else {
-		hv_sha256_hex(j->buf, j->len, j->sha);
-		j->outcome = READ_OK;
-		if (j->racy && strcmp(j->sha, j->compare_sha) == 0) {
-			j->outcome = READ_SAME;
-		} else if (!j->raw && !j->lookup_error &&
-			   (j->raw = hvm_memo_get(memo, j->sha)) != NULL) {
-			j->detected = true; /* the same bytes were detected earlier in this collect */
-		} else if (!j->raw && !j->lookup_error) {
-			const char *t;
-			rc = hv_magic_buffer(magic, j->buf, j->len, j->fd, j->path, &t);
-			if (rc == HV_OK) {
-				hvm_memo_put(memo, j->sha, t);
-				j->raw = strdup(t);
-				j->detected = true;
-				if (!j->raw)
-					j->outcome = READ_NOMEM;
-			} else {
-				j->error = strdup(hv_error_last());
-			}
-		}
-		if (j->outcome == READ_OK && !j->raw && !j->error && !j->lookup_error)
-			j->outcome = READ_NOMEM; /* strdup of the error failed */
-	}
-	close(j->fd);
-	j->fd = -1;
-}
-
-/* With mu held: reads the next queued job (mu released meanwhile), or, when there is none,
- * waits on idle. */
-static void pipe_step(struct pipe *p, hv_magic *magic, pthread_cond_t *idle)
-{
-	struct job *j = pipe_claim(p);
-	if (!j) {
-		pthread_cond_wait(idle, &p->mu);
-		return;
-	}
-	pthread_mutex_unlock(&p->mu);
-	job_read(j, p->o, magic, p->memo);
-	pthread_mutex_lock(&p->mu);
-	p->open_fds--; /* job_read closed it */
-	j->state = JOB_DONE;
-	pthread_cond_signal(&p->done_cv); /* the loop may be waiting for this one */
-}
-
-/* Under mu: whether the job needs no more work. */
-static bool job_finished(const struct job *j)
-{
-	return j->state == JOB_READY || j->state == JOB_DONE;
-}
-
-static void *pipe_worker(void *arg)
-{
-	struct pipe *p = arg;
-	hv_magic *magic = NULL;
-	if (hv_magic_open(&magic, NULL, 0) != HV_OK)
-		return NULL; /* the loop does the work itself */
-	pthread_mutex_lock(&p->mu);
-	while (!p->stop)
-		pipe_step(p, magic, &p->work_cv);
-	pthread_mutex_unlock(&p->mu);
-	hv_magic_close(magic);
-	return NULL;
-}
-
-static void job_clear(struct job *j)
-{
-	if (j->fd >= 0)
-		close(j->fd);
-	free(j->path);
-	free(j->error);
-	free(j->lookup_error);
-	free(j->raw);
-	free(j->buf);
-	memset(j, 0, sizeof(*j));
-	j->fd = -1;
-}
-
-/* How many files the read-ahead window may hold open, of avail free descriptors. Each queued
- * file keeps its descriptor until it is read, and only the loop and the workers read them: if
- * the window could take the descriptors the walker needs, the loop would wait in the walker
- * for descriptors that only its own reading gives back. So the window takes a quarter of what
- * is free beyond the walker's own (the walker's directory cache, libmagic and SQLite compete
- * for the rest), at most PIPE_SLOTS; with none, the loop reads each file itself before it
- * walks on. */
-static int fd_budget(int avail)
-{
-	int spare = avail - WALK_FDS;
-	if (spare <= 0)
-		return 0;
-	return spare / 4 < PIPE_SLOTS ? spare / 4 : PIPE_SLOTS;
-}
-
-/* max_fds: how many files the window may hold open (see fd_budget()). */
-static void pipe_init(struct pipe *p, const hv_collect_opts *o, int max_fds)
-{
-	memset(p, 0, sizeof(*p));
-	pthread_mutex_init(&p->mu, NULL);
-	pthread_cond_init(&p->work_cv, NULL);
-	pthread_cond_init(&p->done_cv, NULL);
-	p->o = o;
-	p->memo = hvm_memo_new();
-	long cpus = o->threads > 0 ? o->threads : hv_default_threads();
-	p->max_threads = cpus > 1 ? (int)(cpus - 1) : 0; /* the loop is one more */
-	if (p->max_threads > PIPE_MAX_THREADS)
-		p->max_threads = PIPE_MAX_THREADS;
-	for (size_t i = 0; i < PIPE_SLOTS; i++)
-		p->slots[i].fd = -1;
-	p->max_fds = max_fds;
-	/* A worker's first act is to start its libmagic detector, which takes descriptors of its
-	 * own (a socket, two while it is made, a memfd per large file): with so few to spare,
-	 * the loop reads every file itself. */
-	if (max_fds < PIPE_MIN_FDS_FOR_WORKERS)
-		p->max_threads = 0;
-}
-
-/* Stops the workers and drops every job not finished. */
-static void pipe_destroy(struct pipe *p)
-{
-	pthread_mutex_lock(&p->mu);
-	p->stop = true;
-	pthread_cond_broadcast(&p->work_cv);
-	pthread_mutex_unlock(&p->mu);
-	for (int i = 0; i < p->n_threads; i++)
-		pthread_join(p->threads[i], NULL);
-	for (; p->head < p->tail; p->head++)
-		job_clear(&p->slots[p->head % PIPE_SLOTS]);
-	pthread_cond_destroy(&p->done_cv);
-	pthread_cond_destroy(&p->work_cv);
-	pthread_mutex_destroy(&p->mu);
-	hvm_memo_free(p->memo);
-}
-
-/* The job at the head, once it needs no more work (wait: work on queued jobs meanwhile, or
- * sleep until a worker is done); NULL when the window is empty or, without wait, when the
- * head is not done yet. */
-static struct job *pipe_head(struct pipe *p, hv_magic *magic, bool wait)
-{
-	pthread_mutex_lock(&p->mu);
-	struct job *h = p->head < p->tail ? &p->slots[p->head % PIPE_SLOTS] : NULL;
-	while (h && wait && !job_finished(h))
-		pipe_step(p, magic, &p->done_cv);
-	if (h && !job_finished(h))
-		h = NULL;
-	pthread_mutex_unlock(&p->mu);
-	return h;
-}
-
-/* The next free slot at the tail (the caller has made room). */
-static struct job *pipe_slot(struct pipe *p)
-{
-	return &p->slots[p->tail % PIPE_SLOTS];
-}
-
-/* Adds the job filled in at pipe_slot() to the window. */
-static void pipe_push(struct pipe *p, bool queued)
-{
-	pthread_mutex_lock(&p->mu);
-	struct job *j = &p->slots[p->tail % PIPE_SLOTS];
-	j->state = queued ? JOB_QUEUED : JOB_READY;
-	p->tail++;
-	if (queued) {
-		p->window_bytes += j->fs.size;
-		p->open_fds++;
-		uint64_t waiting = 0;
-		for (uint64_t i = p->next_claim; i < p->tail && waiting < 2; i++)
-			waiting += p->slots[i % PIPE_SLOTS].state == JOB_QUEUED;
-		if (waiting >= 2 && p->n_threads < p->max_threads &&
-		    pthread_create(&p->threads[p->n_threads], NULL, pipe_worker, p) == 0)
-			p->n_threads++;
-		pthread_cond_signal(&p->work_cv);
-	}
-	pthread_mutex_unlock(&p->mu);
-}
-
-/* How many descriptors the window's queued files hold. */
-static int pipe_open_fds(struct pipe *p)
-{
-	pthread_mutex_lock(&p->mu);
-	int n = p->open_fds;
-	pthread_mutex_unlock(&p->mu);
-	return n;
-}
-
-/* Whether the window has no room for one more file of size bytes: no slot, too many bytes
- * read ahead, or (for a file to be opened) its descriptors all taken. */
-static bool pipe_full(struct pipe *p, uint64_t size, bool opens)
-{
-	uint64_t n = p->tail - p->head;
-	if (n == PIPE_SLOTS || (n > 0 && p->window_bytes + size > PIPE_BYTES))
-		return true;
-	if (!opens)
-		return false;
-	int fds = pipe_open_fds(p);
-	return fds > 0 && fds >= p->max_fds;
-}
-
 /* Finishes the head job, in walk order: the limits, the cache, the collection. Returns
  * HV_OK or a fatal status. */
-static int job_finish(struct collector *k, struct job *j)
+static int job_finish(struct collector *k, struct hvc_job *j)
 {
 	const hv_collect_opts *o = k->o;
 	hv_entry e = {0};
@@ -855,13 +280,13 @@ static int job_finish(struct collector *k, struct job *j)
 	if (j->late_reason)
 		return add_skipped(k, &e, j->late_reason, true, j->size, j->error);
 	switch (j->outcome) {
-	case READ_TOO_LARGE:
+	case HVC_READ_TOO_LARGE:
 		return add_skipped(k, &e, "too_large", true, j->fs.size, NULL);
-	case READ_ERROR:
+	case HVC_READ_ERROR:
 		return add_skipped(k, &e, "error", true, j->fs.size, j->error ? j->error : "");
-	case READ_NOMEM:
+	case HVC_READ_NOMEM:
 		return hv_error_set(HV_ENOMEM, "out of memory");
-	case READ_SAME:
+	case HVC_READ_SAME:
 		return HV_OK; /* not produced */
 	default:
 		break;
@@ -884,17 +309,17 @@ static int job_finish(struct collector *k, struct job *j)
 }
 
 /* Finishes the jobs at the head that are done (wait: at least one, waiting for it). */
-static int pipe_drain(struct collector *k, struct pipe *p, bool wait)
+static int pipe_drain(struct collector *k, struct hvc_pipe *p, bool wait)
 {
-	struct job *j;
-	while ((j = pipe_head(p, k->magic, wait)) != NULL) {
+	struct hvc_job *j;
+	while ((j = hvc_pipe_head(p, k->magic, wait)) != NULL) {
 		int rc = job_finish(k, j);
 		if (rc == HV_OK && k->o->on_progress)
 			k->o->on_progress(k->o->ctx, j->seen, k->c->n_files, k->total_bytes);
 		pthread_mutex_lock(&p->mu);
-		if (j->state == JOB_DONE)
+		if (j->state == HVC_JOB_DONE)
 			p->window_bytes -= j->fs.size;
-		job_clear(j);
+		hvc_job_clear(j);
 		p->head++;
 		if (p->next_claim < p->head)
 			p->next_claim = p->head; /* never look at a cleared slot */
@@ -911,7 +336,7 @@ static int pipe_drain(struct collector *k, struct pipe *p, bool wait)
  * key); else the file is opened relative to its directory, checked with fstat (a file swapped
  * after the walk saw it is never read) and its cached answer looked up. *queued: it is to be
  * read. */
-static int open_job(struct collector *k, const hv_entry *e, struct job *j, bool *queued)
+static int open_job(struct collector *k, const hv_entry *e, struct hvc_job *j, bool *queued)
 {
 	const hv_collect_opts *o = k->o;
 	if (k->magic_status == 0) {
@@ -965,7 +390,7 @@ static int open_job(struct collector *k, const hv_entry *e, struct job *j, bool 
 	struct stat fst;
 	if (fstat(j->fd, &fst) != 0 || !S_ISREG(fst.st_mode)) {
 		j->late_reason = "not_regular"; /* never read a FIFO or a device */
-		close(j->fd); /* only a queued job holds a descriptor: see fd_budget() */
+		close(j->fd); /* only a queued job holds a descriptor: see hvc_fd_budget() */
 		j->fd = -1;
 		return HV_OK;
 	}
@@ -990,18 +415,18 @@ static int open_job(struct collector *k, const hv_entry *e, struct job *j, bool 
 /* Puts the walker's current entry e into the window: skipped for early_reason (unless NULL),
  * else opened and queued for reading (or decided at once when it cannot be). compare_sha: the
  * snapshot's digest of this racy file, or NULL. */
-static int collect_entry(struct collector *k, struct pipe *p, const hv_entry *e,
+static int collect_entry(struct collector *k, struct hvc_pipe *p, const hv_entry *e,
 			 const char *early_reason, const char *error, const char *compare_sha,
 			 const char *change)
 {
 	const hv_collect_opts *o = k->o;
 	uint64_t size = early_reason ? 0 : e->lst.size;
-	while (pipe_full(p, size, !early_reason)) {
+	while (hvc_pipe_full(p, size, !early_reason)) {
 		int rc = pipe_drain(k, p, true);
 		if (rc != HV_OK)
 			return rc;
 	}
-	struct job *j = pipe_slot(p);
+	struct hvc_job *j = hvc_pipe_slot(p);
 	j->fd = -1;
 	j->path = malloc(e->path_len + 1);
 	if (!j->path)
@@ -1032,13 +457,13 @@ static int collect_entry(struct collector *k, struct pipe *p, const hv_entry *e,
 		rc = open_job(k, e, j, &queued);
 	}
 	if (rc != HV_OK) {
-		job_clear(j);
+		hvc_job_clear(j);
 		return rc;
 	}
-	pipe_push(p, queued);
+	hvc_pipe_push(p, queued);
 	/* Back to the walk with no more descriptors held than the budget (which may be none):
 	 * the walker may need the others, and only this thread gives them back. */
-	while (pipe_open_fds(p) > p->max_fds) {
+	while (hvc_pipe_open_fds(p) > p->max_fds) {
 		rc = pipe_drain(k, p, true);
 		if (rc != HV_OK)
 			return rc;
@@ -1083,7 +508,7 @@ static int since_next(struct since *s, const hv_snapshot_entry **out)
 		return hv_snapshot_next(s->sn, out);
 	if (s->i >= s->m->n)
 		return HV_DONE;
-	const struct mem_entry *me = &s->m->e[s->i++];
+	const struct hvc_mem_entry *me = &s->m->e[s->i++];
 	s->tmp.path = s->m->paths.data + me->off;
 	s->tmp.path_len = me->len;
 	s->tmp.st = me->st;
@@ -1100,7 +525,7 @@ static int note_gone(struct collector *k, const struct since *s, const hv_snapsh
 	if (!S_ISREG(x->st.mode))
 		return HV_OK;
 	hv_entry fake = {.path = x->path, .path_len = x->path_len};
-	if (is_db_path(s->root, s->st, &fake))
+	if (hvc_is_db_path(s->root, s->st, &fake))
 		return HV_OK;
 	hv_collection *c = k->c;
 	if (c->n_deleted == k->deleted_cap) {
@@ -1172,7 +597,7 @@ static hv_status collect_impl(hv_store *st, const char *dir, const hv_collect_op
 	k.c->root = root;
 	int avail = 0;
 	/* Two more for libmagic's detector (an isolated one takes a socket pair). */
-	int rc = check_fds(dir, 2, &avail);
+	int rc = hvc_check_fds(dir, 2, &avail);
 	/* Counted before libmagic's descriptor is put aside: it needs one for a moment when it
 	 * loads, which the walk must not have taken by then. */
 	if (rc == HV_OK && (k.magic_fd = open("/", O_PATH | O_CLOEXEC)) < 0)
@@ -1190,18 +615,18 @@ static hv_status collect_impl(hv_store *st, const char *dir, const hv_collect_op
 		hv_collection_free(k.c);
 		return rc;
 	}
-	struct db_files dbf;
-	db_files_init(&dbf, st);
+	struct hvc_db_files dbf;
+	hvc_db_files_init(&dbf, st);
 	struct since since = {.sn = sn, .m = m, .root = root, .st = st};
 	bool compare = sn || m;
 	k.c->compared = compare;
-	struct pipe pipe;
-	pipe_init(&pipe, opts, fd_budget(avail));
+	struct hvc_pipe pipe;
+	hvc_pipe_init(&pipe, opts, hvc_fd_budget(avail));
 	const hv_entry *e;
 	while ((rc = hv_walk_next(k.w, &e)) != HV_DONE) {
 		if (rc == HV_WARN) {
 			k.c->warnings++;
-			warn(opts, hv_error_last());
+			hvc_warn(opts, hv_error_last());
 			continue;
 		}
 		if (rc != HV_OK)
@@ -1225,7 +650,7 @@ static hv_status collect_impl(hv_store *st, const char *dir, const hv_collect_op
 				break;
 			continue;
 		}
-		if (is_db_file(&dbf, &e->lst) || is_db_path(root, st, e))
+		if (hvc_is_db_file(&dbf, &e->lst) || hvc_is_db_path(root, st, e))
 			continue;
 		const char *compare_sha = NULL;
 		const char *change = NULL;
@@ -1261,7 +686,7 @@ static hv_status collect_impl(hv_store *st, const char *dir, const hv_collect_op
 		if (drc != HV_OK)
 			rc = drc;
 	}
-	pipe_destroy(&pipe);
+	hvc_pipe_destroy(&pipe);
 	if (rc == HV_DONE)
 		rc = HV_OK;
 	hv_walk_close(k.w);
@@ -1415,7 +840,7 @@ hv_status hv_collect_change_set(hv_store *st, const char *dir, const hv_collect_
 	k.c->root = root;
 	k.c->compared = true;
 	int avail = 0;
-	rc = check_fds(dir, 2, &avail);
+	rc = hvc_check_fds(dir, 2, &avail);
 	int root_fd = -1;
 	if (rc == HV_OK && (root_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
 		rc = hv_error_errno(HV_EIO, root, errno);
@@ -1427,10 +852,10 @@ hv_status hv_collect_change_set(hv_store *st, const char *dir, const hv_collect_
 		hv_collection_free(k.c);
 		return rc;
 	}
-	struct db_files dbf;
-	db_files_init(&dbf, st);
-	struct pipe pipe;
-	pipe_init(&pipe, &o, fd_budget(avail - 1));
+	struct hvc_db_files dbf;
+	hvc_db_files_init(&dbf, st);
+	struct hvc_pipe pipe;
+	hvc_pipe_init(&pipe, &o, hvc_fd_budget(avail - 1));
 	size_t dir_len = SIZE_MAX; /* of the directory k.dir_fd is open on */
 	const char *dir_of = NULL;
 	for (size_t i = 0; i < cs->n && rc == HV_OK; i++) {
@@ -1454,7 +879,7 @@ hv_status hv_collect_change_set(hv_store *st, const char *dir, const hv_collect_
 			      .path_len = strlen(rel), .have_lstat = true};
 		HV_STAT_FROM(&sb, &e.lst);
 		e.type = hv_ftype_from_mode(e.lst.mode);
-		if (is_db_file(&dbf, &e.lst) || is_db_path(root, st, &e))
+		if (hvc_is_db_file(&dbf, &e.lst) || hvc_is_db_path(root, st, &e))
 			continue;
 		/* Only opened for writing: produced if it changed, which sets its ctime. */
 		if (cs->time_check && cs->time_check[i] && e.lst.ctime_ns < cs->start_ns)
@@ -1472,7 +897,7 @@ hv_status hv_collect_change_set(hv_store *st, const char *dir, const hv_collect_
 	}
 	while (rc == HV_OK && pipe.head < pipe.tail)
 		rc = pipe_drain(&k, &pipe, true);
-	pipe_destroy(&pipe);
+	hvc_pipe_destroy(&pipe);
 	if (k.dir_fd >= 0)
 		close(k.dir_fd);
 	close(root_fd);
@@ -1488,80 +913,4 @@ hv_status hv_collect_change_set(hv_store *st, const char *dir, const hv_collect_
 	}
 	*out = k.c;
 	return HV_OK;
-}
-
-hv_status hv_collection_record(hv_store *st, const hv_collection *c, const hv_run_start *start,
-			       const hv_run_end *end, int64_t *run_id)
-{
-	int rc = HV_OK;
-	if (*run_id <= 0) {
-		hv_run_start s = {0};
-		if (start)
-			s = *start;
-		if (!s.dir)
-			s.dir = c->root;
-		rc = hv_store_run_begin(st, &s, run_id);
-		if (rc != HV_OK)
-			return rc;
-	}
-	hv_artifact_in *arts = calloc(c->n_files ? c->n_files : 1, sizeof(*arts));
-	char *skipped = hv_collection_skipped_json(c, HV_CASE_SNAKE);
-	char *deleted = c->compared ? hv_collection_deleted_json(c) : NULL;
-	if (!arts || !skipped || (c->compared && !deleted)) {
-		free(arts);
-		free(skipped);
-		free(deleted);
-		return hv_error_set(HV_ENOMEM, "out of memory");
-	}
-	size_t n = 0;
-	for (size_t i = 0; i < c->n_files; i++) {
-		const hv_output_file *f = &c->files[i];
-		hv_artifact_in *a = &arts[n++];
-		a->path = f->path;
-		a->path_len = f->path_len;
-		a->name = f->name;
-		a->name_len = f->name_len;
-		a->mime_type = f->mime_type;
-		a->size = f->size;
-		a->sha256 = f->sha256;
-		a->content = f->content;
-		a->content_len = f->content_len;
-		a->change = f->change;
-	}
-	hv_run_end e = {0};
-	if (end)
-		e = *end;
-	else
-		e.duration_ms = -1;
-	if (!e.skipped_json)
-		e.skipped_json = skipped;
-	if (!e.deleted_json)
-		e.deleted_json = deleted;
-	rc = hv_store_run_finish(st, *run_id, &e, arts, n);
-	free(arts);
-	free(skipped);
-	free(deleted);
-	return rc;
-}
-
-void hv_collection_free(hv_collection *c)
-{
-	if (!c)
-		return;
-	for (size_t i = 0; i < c->n_files; i++) {
-		free(c->files[i].path);
-		free(c->files[i].mime_type);
-		free(c->files[i].content);
-	}
-	for (size_t i = 0; i < c->n_skipped; i++) {
-		free(c->skipped[i].path);
-		free(c->skipped[i].error);
-	}
-	for (size_t i = 0; i < c->n_deleted; i++)
-		free(c->deleted[i].path);
-	free(c->deleted);
-	free(c->files);
-	free(c->skipped);
-	free(c->root);
-	free(c);
 }

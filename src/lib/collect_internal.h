@@ -1,14 +1,138 @@
-/* Private to the collector and what shares its rules: the walk of a collect. Not installed. */
+/* Private to the collector and its parts (collect.c, collect_snapshot.c, collect_pipe.c), and
+ * what shares its rules: the walk of a collect. Not installed. */
 #ifndef HARVEST_COLLECT_INTERNAL_H
 #define HARVEST_COLLECT_INTERNAL_H
 
 #include "harvest/collect.h"
+#include "harvest/mime.h"
 #include "harvest/walk.h"
+#include "harvest/sys/store.h"
+#include "internal.h"
+#include "mime_internal.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
 
 /* Opens the walk a collect or a snapshot of dir makes with o: its excludes, and the default
  * ones (names starting with '.', and __pycache__) unless o->include_hidden; its threads and
  * xdev. `harvest mime DIR` walks the same way. */
 int hv_collect_walk_open(hv_walk **w, const char *dir, const hv_collect_opts *o,
 			 hv_walk_sort sort);
+
+/* ---- Descriptors ----
+ *
+ * The walker opens directories through a cache of descriptors that it trims when the process
+ * runs out (EMFILE), but some it cannot give up while it works: the root's, two to reopen an
+ * evicted directory from its nearest open ancestor, and the one of the file being opened.
+ * With fewer free than that, a collect or a snapshot is refused at once rather than left to
+ * fail (or wait) at every directory. */
+#define HVC_WALK_FDS HV_COLLECT_MIN_FDS
+
+/* The database's own files, which are never artifacts wherever the database lives. */
+struct hvc_db_files {
+	struct {
+		uint64_t dev, ino;
+	} ids[4];
+	size_t n;
+};
+
+/* ---- snapshots in memory ----
+ * The entries in walk order (HV_SORT_NAME, the order of hv_store_path_cmp), their paths in one
+ * arena, the few racy digests apart: a run's snapshot costs one walk and no I/O beyond it. */
+struct hvc_mem_entry {
+	size_t off, len;
+	hv_stat st;
+	size_t sha; /* 1 + index in shas, 0: none */
+};
+
+struct hv_mem_snapshot {
+	char *root;
+	const hv_store *st;
+	struct hvc_db_files dbf;
+	hv_buf paths;
+	struct hvc_mem_entry *e;
+	size_t n, cap;
+	char (*shas)[65];
+	size_t n_shas, cap_shas;
+};
+
+#define HVC_PIPE_SLOTS 64
+#define HVC_PIPE_MAX_THREADS 7 /* workers, beside the loop: threads 0 means up to 8 in all */
+
+enum hvc_job_state {
+	HVC_JOB_READY,   /* needs no work: decided by the loop */
+	HVC_JOB_QUEUED,  /* to be read (and detected) */
+	HVC_JOB_CLAIMED, /* being read by some thread */
+	HVC_JOB_DONE,
+};
+
+/* What the read found (job.outcome). */
+enum { HVC_READ_OK, HVC_READ_TOO_LARGE, HVC_READ_ERROR, HVC_READ_SAME, HVC_READ_NOMEM };
+
+struct hvc_job {
+	enum hvc_job_state state; /* under pipe.mu */
+	/* The entry, copied: the walker's lives until its next step. */
+	char *path;
+	size_t path_len, name_len;
+	hv_stat lst;
+	uint64_t seen; /* entries walked so far, for the progress callback */
+	/* Decided by the loop before the limit check (a symlink, a FIFO...): skip with this. */
+	const char *early_reason;
+	/* Decided by the loop after it (the open failed, the file changed): skip with this. */
+	const char *late_reason;
+	bool has_size;
+	uint64_t size;
+	char *error;
+	const char *change;   /* "created", "modified" or NULL (no snapshot) */
+	bool racy;            /* compare_sha holds the snapshot's digest */
+	char compare_sha[65];
+	bool cached_hit;      /* --no-content and the cache knew type and digest: no read */
+	char cached_sha[65];  /* the cache's digest of this file, "" if none */
+	char *lookup_error;   /* the cache lookup failed (the file is then skipped with it) */
+	int fd;
+	hv_stat fs;           /* fstat of fd */
+	char *raw;            /* libmagic's answer: from the cache, or detected by the read */
+	bool detected;        /* raw is new: cache it */
+	/* Set by the read. */
+	int outcome;
+	unsigned char *buf;
+	size_t len;
+	char sha[65];
+};
+
+struct hvc_pipe {
+	pthread_mutex_t mu;
+	pthread_cond_t work_cv; /* a file was queued, or stop */
+	pthread_cond_t done_cv; /* a file was read */
+	struct hvc_job slots[HVC_PIPE_SLOTS];
+	uint64_t head, tail, next_claim; /* absolute positions: slot = position % HVC_PIPE_SLOTS */
+	uint64_t window_bytes;
+	int open_fds, max_fds; /* descriptors held by queued jobs, and their budget */
+	const hv_collect_opts *o;
+	hvm_memo *memo; /* libmagic's answers by SHA-256 (NULL: none kept) */
+	pthread_t threads[HVC_PIPE_MAX_THREADS];
+	int n_threads, max_threads;
+	bool stop;
+};
+
+
+/* collect.c: the descriptors, the warnings, and the database's own files. */
+int hvc_check_fds(const char *dir, int extra, int *avail);
+void hvc_warn(const hv_collect_opts *o, const char *msg);
+void hvc_db_files_init(struct hvc_db_files *d, const hv_store *st);
+bool hvc_is_db_file(const struct hvc_db_files *d, const hv_stat *s);
+bool hvc_is_db_path(const char *root, const hv_store *st, const hv_entry *e);
+
+/* collect_pipe.c: the read-ahead window. */
+void hvc_job_clear(struct hvc_job *j);
+int hvc_fd_budget(int avail);
+void hvc_pipe_init(struct hvc_pipe *p, const hv_collect_opts *o, int max_fds);
+void hvc_pipe_destroy(struct hvc_pipe *p);
+struct hvc_job *hvc_pipe_head(struct hvc_pipe *p, hv_magic *magic, bool wait);
+struct hvc_job *hvc_pipe_slot(struct hvc_pipe *p);
+void hvc_pipe_push(struct hvc_pipe *p, bool queued);
+int hvc_pipe_open_fds(struct hvc_pipe *p);
+bool hvc_pipe_full(struct hvc_pipe *p, uint64_t size, bool opens);
 
 #endif

@@ -1,0 +1,295 @@
+/* The bounded read-ahead pipeline of a collect: its window of jobs and its worker threads. */
+#include "collect_internal.h"
+#include "internal.h"
+#include "mime_internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Reads all of fd (a regular file of expected size) into a new buffer, at most max bytes:
+ * HV_OK, HV_WARN when it holds more than max, HV_EIO on a read error. */
+static int read_all(int fd, uint64_t expect, uint64_t max, const char *path, unsigned char **out,
+		    size_t *len)
+{
+	size_t cap = (size_t)(expect < max ? expect : max) + 1;
+	unsigned char *buf = malloc(cap);
+	if (!buf)
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	size_t n = 0;
+	for (;;) {
+		if (n == cap) {
+			if (n > max) {
+				free(buf);
+				return HV_WARN;
+			}
+			size_t ncap = cap * 2 > max + 1 ? (size_t)max + 1 : cap * 2;
+			unsigned char *p = realloc(buf, ncap);
+			if (!p) {
+				free(buf);
+				return hv_error_set(HV_ENOMEM, "out of memory");
+			}
+			buf = p;
+			cap = ncap;
+		}
+		ssize_t got = read(fd, buf + n, cap - n);
+		if (got < 0) {
+			if (errno == EINTR)
+				continue;
+			int err = errno;
+			free(buf);
+			return hv_error_errno(HV_EIO, path, err);
+		}
+		if (got == 0)
+			break;
+		n += (size_t)got;
+	}
+	if (n > max) {
+		free(buf);
+		return HV_WARN;
+	}
+	*out = buf;
+	*len = n;
+	return HV_OK;
+}
+
+/* ---- The read-ahead pipeline ----------------------------------------------------------
+ *
+ * Reading a file, its SHA-256 and above all its detection (libmagic takes about a millisecond
+ * a file) run on worker threads, a window of files ahead of the collect loop. The loop itself
+ * does everything that depends on order or on the walker and the store (one thread each): it
+ * opens each file through the walker's directory descriptors, asks the MIME cache, and
+ * finishes the files in walk order, applying the limits as it goes. So the result (its order,
+ * the limits, every skip reason) is the one a single thread would give; only work on files
+ * that a limit then skips can be wasted, at most a window of it. The loop works on queued
+ * files itself rather than wait, so a collect of one file starts no thread; workers start
+ * when two files wait. The window holds at most HVC_PIPE_SLOTS files and PIPE_BYTES of their
+ * sizes (always at least one file), which bounds the memory read ahead. */
+#define PIPE_BYTES (64ull << 20)
+#define PIPE_MIN_FDS_FOR_WORKERS 16
+
+/* The next queued job, claimed; NULL if none. Under mu. */
+static struct hvc_job *pipe_claim(struct hvc_pipe *p)
+{
+	while (p->next_claim < p->tail) {
+		struct hvc_job *j = &p->slots[p->next_claim++ % HVC_PIPE_SLOTS];
+		if (j->state == HVC_JOB_QUEUED) {
+			j->state = HVC_JOB_CLAIMED;
+			return j;
+		}
+	}
+	return NULL;
+}
+
+/* Reads a claimed job's file: content, digest, and libmagic's answer unless the cache gave
+ * one (or the content shows the racy file unchanged). Runs on any thread; touches only j. */
+static void job_read(struct hvc_job *j, const hv_collect_opts *o, hv_magic *magic, hvm_memo *memo)
+{
+	int rc = read_all(j->fd, j->fs.size, o->max_file_bytes, j->path, &j->buf, &j->len);
+	if (rc == HV_WARN) {
+		j->outcome = HVC_READ_TOO_LARGE;
+	} else if (rc == HV_ENOMEM) {
+		j->outcome = HVC_READ_NOMEM;
+	} else if (rc != HV_OK) {
+		j->outcome = HVC_READ_ERROR;
+		j->error = strdup(hv_error_last());
+	} else {
+		hv_sha256_hex(j->buf, j->len, j->sha);
+		j->outcome = HVC_READ_OK;
+		if (j->racy && strcmp(j->sha, j->compare_sha) == 0) {
+			j->outcome = HVC_READ_SAME;
+		} else if (!j->raw && !j->lookup_error &&
+			   (j->raw = hvm_memo_get(memo, j->sha)) != NULL) {
+			j->detected = true; /* the same bytes were detected earlier in this collect */
+		} else if (!j->raw && !j->lookup_error) {
+			const char *t;
+			rc = hv_magic_buffer(magic, j->buf, j->len, j->fd, j->path, &t);
+			if (rc == HV_OK) {
+				hvm_memo_put(memo, j->sha, t);
+				j->raw = strdup(t);
+				j->detected = true;
+				if (!j->raw)
+					j->outcome = HVC_READ_NOMEM;
+			} else {
+				j->error = strdup(hv_error_last());
+			}
+		}
+		if (j->outcome == HVC_READ_OK && !j->raw && !j->error && !j->lookup_error)
+			j->outcome = HVC_READ_NOMEM; /* strdup of the error failed */
+	}
+	close(j->fd);
+	j->fd = -1;
+}
+
+/* With mu held: reads the next queued job (mu released meanwhile), or, when there is none,
+ * waits on idle. */
+static void pipe_step(struct hvc_pipe *p, hv_magic *magic, pthread_cond_t *idle)
+{
+	struct hvc_job *j = pipe_claim(p);
+	if (!j) {
+		pthread_cond_wait(idle, &p->mu);
+		return;
+	}
+	pthread_mutex_unlock(&p->mu);
+	job_read(j, p->o, magic, p->memo);
+	pthread_mutex_lock(&p->mu);
+	p->open_fds--; /* job_read closed it */
+	j->state = HVC_JOB_DONE;
+	pthread_cond_signal(&p->done_cv); /* the loop may be waiting for this one */
+}
+
+/* Under mu: whether the job needs no more work. */
+static bool job_finished(const struct hvc_job *j)
+{
+	return j->state == HVC_JOB_READY || j->state == HVC_JOB_DONE;
+}
+
+static void *pipe_worker(void *arg)
+{
+	struct hvc_pipe *p = arg;
+	hv_magic *magic = NULL;
+	if (hv_magic_open(&magic, NULL, 0) != HV_OK)
+		return NULL; /* the loop does the work itself */
+	pthread_mutex_lock(&p->mu);
+	while (!p->stop)
+		pipe_step(p, magic, &p->work_cv);
+	pthread_mutex_unlock(&p->mu);
+	hv_magic_close(magic);
+	return NULL;
+}
+
+void hvc_job_clear(struct hvc_job *j)
+{
+	if (j->fd >= 0)
+		close(j->fd);
+	free(j->path);
+	free(j->error);
+	free(j->lookup_error);
+	free(j->raw);
+	free(j->buf);
+	memset(j, 0, sizeof(*j));
+	j->fd = -1;
+}
+
+/* How many files the read-ahead window may hold open, of avail free descriptors. Each queued
+ * file keeps its descriptor until it is read, and only the loop and the workers read them: if
+ * the window could take the descriptors the walker needs, the loop would wait in the walker
+ * for descriptors that only its own reading gives back. So the window takes a quarter of what
+ * is free beyond the walker's own (the walker's directory cache, libmagic and SQLite compete
+ * for the rest), at most HVC_PIPE_SLOTS; with none, the loop reads each file itself before it
+ * walks on. */
+int hvc_fd_budget(int avail)
+{
+	int spare = avail - HVC_WALK_FDS;
+	if (spare <= 0)
+		return 0;
+	return spare / 4 < HVC_PIPE_SLOTS ? spare / 4 : HVC_PIPE_SLOTS;
+}
+
+/* max_fds: how many files the window may hold open (see hvc_fd_budget()). */
+void hvc_pipe_init(struct hvc_pipe *p, const hv_collect_opts *o, int max_fds)
+{
+	memset(p, 0, sizeof(*p));
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->work_cv, NULL);
+	pthread_cond_init(&p->done_cv, NULL);
+	p->o = o;
+	p->memo = hvm_memo_new();
+	long cpus = o->threads > 0 ? o->threads : hv_default_threads();
+	p->max_threads = cpus > 1 ? (int)(cpus - 1) : 0; /* the loop is one more */
+	if (p->max_threads > HVC_PIPE_MAX_THREADS)
+		p->max_threads = HVC_PIPE_MAX_THREADS;
+	for (size_t i = 0; i < HVC_PIPE_SLOTS; i++)
+		p->slots[i].fd = -1;
+	p->max_fds = max_fds;
+	/* A worker's first act is to start its libmagic detector, which takes descriptors of its
+	 * own (a socket, two while it is made, a memfd per large file): with so few to spare,
+	 * the loop reads every file itself. */
+	if (max_fds < PIPE_MIN_FDS_FOR_WORKERS)
+		p->max_threads = 0;
+}
+
+/* Stops the workers and drops every job not finished. */
+void hvc_pipe_destroy(struct hvc_pipe *p)
+{
+	pthread_mutex_lock(&p->mu);
+	p->stop = true;
+	pthread_cond_broadcast(&p->work_cv);
+	pthread_mutex_unlock(&p->mu);
+	for (int i = 0; i < p->n_threads; i++)
+		pthread_join(p->threads[i], NULL);
+	for (; p->head < p->tail; p->head++)
+		hvc_job_clear(&p->slots[p->head % HVC_PIPE_SLOTS]);
+	pthread_cond_destroy(&p->done_cv);
+	pthread_cond_destroy(&p->work_cv);
+	pthread_mutex_destroy(&p->mu);
+	hvm_memo_free(p->memo);
+}
+
+/* The job at the head, once it needs no more work (wait: work on queued jobs meanwhile, or
+ * sleep until a worker is done); NULL when the window is empty or, without wait, when the
+ * head is not done yet. */
+struct hvc_job *hvc_pipe_head(struct hvc_pipe *p, hv_magic *magic, bool wait)
+{
+	pthread_mutex_lock(&p->mu);
+	struct hvc_job *h = p->head < p->tail ? &p->slots[p->head % HVC_PIPE_SLOTS] : NULL;
+	while (h && wait && !job_finished(h))
+		pipe_step(p, magic, &p->done_cv);
+	if (h && !job_finished(h))
+		h = NULL;
+	pthread_mutex_unlock(&p->mu);
+	return h;
+}
+
+/* The next free slot at the tail (the caller has made room). */
+struct hvc_job *hvc_pipe_slot(struct hvc_pipe *p)
+{
+	return &p->slots[p->tail % HVC_PIPE_SLOTS];
+}
+
+/* Adds the job filled in at hvc_pipe_slot() to the window. */
+void hvc_pipe_push(struct hvc_pipe *p, bool queued)
+{
+	pthread_mutex_lock(&p->mu);
+	struct hvc_job *j = &p->slots[p->tail % HVC_PIPE_SLOTS];
+	j->state = queued ? HVC_JOB_QUEUED : HVC_JOB_READY;
+	p->tail++;
+	if (queued) {
+		p->window_bytes += j->fs.size;
+		p->open_fds++;
+		uint64_t waiting = 0;
+		for (uint64_t i = p->next_claim; i < p->tail && waiting < 2; i++)
+			waiting += p->slots[i % HVC_PIPE_SLOTS].state == HVC_JOB_QUEUED;
+		if (waiting >= 2 && p->n_threads < p->max_threads &&
+		    pthread_create(&p->threads[p->n_threads], NULL, pipe_worker, p) == 0)
+			p->n_threads++;
+		pthread_cond_signal(&p->work_cv);
+	}
+	pthread_mutex_unlock(&p->mu);
+}
+
+/* How many descriptors the window's queued files hold. */
+int hvc_pipe_open_fds(struct hvc_pipe *p)
+{
+	pthread_mutex_lock(&p->mu);
+	int n = p->open_fds;
+	pthread_mutex_unlock(&p->mu);
+	return n;
+}
+
+/* Whether the window has no room for one more file of size bytes: no slot, too many bytes
+ * read ahead, or (for a file to be opened) its descriptors all taken. */
+bool hvc_pipe_full(struct hvc_pipe *p, uint64_t size, bool opens)
+{
+	uint64_t n = p->tail - p->head;
+	if (n == HVC_PIPE_SLOTS || (n > 0 && p->window_bytes + size > PIPE_BYTES))
+		return true;
+	if (!opens)
+		return false;
+	int fds = hvc_pipe_open_fds(p);
+	return fds > 0 && fds >= p->max_fds;
+}
+
