@@ -1,4 +1,4 @@
-/* The collector's read-ahead window (src/lib/collect.c, "The read-ahead pipeline"): files are
+/* The collector's read-ahead window (src/lib/collect_pipe.c, "The read-ahead pipeline"): files are
  * read, digested and detected on worker threads ahead of the walk, and the collection must be
  * the one a single thread gives (the same order, limits and skip reasons), each file's
  * digest, content and type those of its bytes on disk. Trees are larger than the window (64
