@@ -24,6 +24,15 @@ char *hv_argv_json(const char *const *argv)
 	return out;
 }
 
+/* The store, opened through o->open_store the first time it is needed. */
+static hv_status need_store(hv_store **st, const hv_execute_opts *o)
+{
+	if (*st || !o->open_store)
+		return HV_OK;
+	*st = o->open_store(o->open_store_ctx);
+	return *st ? HV_OK : HV_EIO;
+}
+
 hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 		     hv_run_chunk_fn on_chunk, void *ctx, hv_execution *out)
 {
@@ -72,6 +81,8 @@ hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 	if (!ch || o->changes == HV_CHANGES_AUTO)
 		rc = hv_snapshot_take_mem(st, root, &co, &snap);
 	char *command = NULL;
+	if (rc == HV_OK && !o->no_history)
+		rc = need_store(&st, o);
 	if (rc == HV_OK && !o->no_history) {
 		command = hv_argv_json(o->run.argv);
 		hv_run_start start = {.label = o->label, .command_json = command, .dir = root,
@@ -123,17 +134,31 @@ hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 		if (out->collect_status == HV_OK) {
 			hv_mem_snapshot_free(snap);
 			snap = NULL;
-			out->collect_status = hv_collect_change_set(st, root, &co, &cs, &out->files);
+			/* Nothing produced: no file needs the MIME cache, so the store is not
+			 * opened (nor created) for it. */
+			hv_collect_opts cco = co;
+			if (!st && cs.n == 0 && o->open_store)
+				cco.no_cache = true;
+			else
+				out->collect_status = need_store(&st, o);
+			if (out->collect_status == HV_OK)
+				out->collect_status =
+					hv_collect_change_set(st, root, &cco, &cs, &out->files);
 			hv_change_set_free(&cs);
 		} else if (snap) {
 			out->changes = "snapshot";
 			free(out->changes_note);
 			out->changes_note = strdup(hv_error_last());
-			out->collect_status = hv_collect_since_mem(st, root, &co, snap, &out->files);
+			out->collect_status = need_store(&st, o);
+			if (out->collect_status == HV_OK)
+				out->collect_status =
+					hv_collect_since_mem(st, root, &co, snap, &out->files);
 			hv_mem_snapshot_free(snap);
 		}
 	} else {
-		out->collect_status = hv_collect_since_mem(st, root, &co, snap, &out->files);
+		out->collect_status = need_store(&st, o);
+		if (out->collect_status == HV_OK)
+			out->collect_status = hv_collect_since_mem(st, root, &co, snap, &out->files);
 		hv_mem_snapshot_free(snap);
 	}
 	if (out->collect_status == HV_OK && out->run_id) {
