@@ -1073,6 +1073,31 @@ static void test_no_history_nothing_produced_no_database(void **state)
 	}
 }
 
+/* libmagic's spawner is forked only once a produced file needs examining, after the
+ * command: while an empty run's command runs, harvest's only child is the command itself
+ * (the spawner used to be forked at startup and was a second child). */
+static void test_run_forks_no_spawner_during_command(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	tu_result r;
+	hv_run(&r, &f, NULL, (const char *const[]){"--no-history", NULL},
+	       (const char *const[]){"sh", "-c", "cat /proc/$PPID/task/*/children", NULL});
+	assert_int_equal(r.status, 0);
+	events ev;
+	parse_events(&ev, &r, false);
+	const char *out = tj_str(tj_get(ev.result, "stdout"), NULL);
+	assert_non_null(out);
+	unsigned long a = 0, b = 0;
+	int n = sscanf(out, "%lu %lu", &a, &b);
+	if (n != 1)
+		fail_msg("harvest's children during the run: '%s'", out);
+	events_free(&ev);
+	tu_result_free(&r);
+	fx_close(&f);
+}
+
 /* --no-history with a database that cannot be opened (its parent is a regular file): a run
  * that produced nothing needs no store and succeeds; one that produced a file fails as
  * harvest's (125), naming the database, with the command's result still printed. */
@@ -1711,6 +1736,7 @@ int main(void)
 		cmocka_unit_test(test_no_history),
 		cmocka_unit_test(test_no_history_nothing_produced_no_database),
 		cmocka_unit_test(test_no_history_unopenable_db_only_when_needed),
+		cmocka_unit_test(test_run_forks_no_spawner_during_command),
 		cmocka_unit_test(test_unreadable_output_as_nobody),
 		cmocka_unit_test(test_collect_failure_after_run),
 		cmocka_unit_test(test_sigterm_ends_the_run),
