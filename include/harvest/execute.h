@@ -25,6 +25,11 @@ typedef struct hv_execute_opts {
 	const char *host;         /* the history run's host; NULL: the hostname */
 	bool no_history;          /* record nothing (the snapshot is still taken, then dropped) */
 	hv_changes_mode changes;
+	/* With st NULL: opens the store when the run first needs it (the history, the MIME
+	 * cache of a produced file), or never when nothing needs it. The caller owns (and
+	 * closes) what it returns; NULL fails the run with the message set. */
+	hv_store *(*open_store)(void *ctx);
+	void *open_store_ctx;
 } hv_execute_opts;
 
 typedef struct hv_execution {

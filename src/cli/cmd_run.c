@@ -149,6 +149,22 @@ static void on_signal(int sig)
 	errno = saved;
 }
 
+struct lazy_store {
+	const cli_common *c;
+	hv_store *st;
+};
+
+/* With --no-history the store only holds the MIME cache: opened at the first produced file,
+ * so a run that produced nothing opens (and creates) no database. */
+static hv_store *open_lazily(void *ctx)
+{
+	struct lazy_store *l = ctx;
+	if (!l->st && hv_store_open_with_cache(&l->st, l->c->db, l->c->cache_db,
+					       HV_STORE_NO_HISTORY) != HV_OK)
+		l->st = NULL;
+	return l->st;
+}
+
 /* The run as a self-contained HTML page on stdout: 0, or -1 (message printed). */
 static int print_page(const struct run_cli *r, const hv_execute_opts *eo, const hv_execution *ex)
 {
@@ -243,9 +259,14 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 		eo.run.stdin_fd = STDIN_FILENO;
 	}
 
-	hv_store *st = cli_open_store(c, r->cc.no_history ? HV_STORE_NO_HISTORY : 0);
-	if (!st)
+	struct lazy_store lazy = {.c = c};
+	hv_store *st = NULL;
+	if (r->cc.no_history) {
+		eo.open_store = open_lazily;
+		eo.open_store_ctx = &lazy;
+	} else if (!(st = cli_open_store(c, 0))) {
 		return EXIT_HARVEST_FAILED;
+	}
 	hv_json *j = cli_json_stdout(c);
 	if (!j) {
 		hv_store_close(st);
@@ -312,7 +333,9 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 	}
 	hv_json_free(j);
 	hv_execution_free(&ex);
-	if (hv_store_close(st) != HV_OK) {
+	if (!st)
+		st = lazy.st;
+	if (st && hv_store_close(st) != HV_OK) {
 		cli_error("%s", hv_error_last());
 		if (s != HV_OK)
 			rc = EXIT_HARVEST_FAILED;

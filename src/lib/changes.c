@@ -887,12 +887,28 @@ hv_status hv_changes_stop(hv_changes *c)
 	return HV_OK;
 }
 
+/* Closes every descriptor but keep_a and keep_b (async-signal-safe). */
+static void close_all_but(int keep_a, int keep_b)
+{
+	int lo = keep_a < keep_b ? keep_a : keep_b, hi = keep_a < keep_b ? keep_b : keep_a;
+	if (lo > 0)
+		syscall(SYS_close_range, 0U, (unsigned)lo - 1, 0U);
+	if (hi > lo + 1)
+		syscall(SYS_close_range, (unsigned)lo + 1, (unsigned)hi - 1, 0U);
+	syscall(SYS_close_range, (unsigned)hi + 1, ~0U, 0U);
+}
+
 /* Closes the fanotify descriptor off the run's path. The kernel frees a group's marks after a
  * grace period, which the group's last close waits for (~10 ms, more under load): a run would
  * pay it for nothing. So the last reference goes to a grandchild that holds nothing else and
- * closes it there; ours is then closed at once. Without fork, the close is waited for here. */
+ * closes it there; ours is then closed at once. The grandchild closes only once ours is
+ * closed (the gate pipe's end of EOF): closing first would leave the last close, and its
+ * wait, to us. Without fork, the close is waited for here. */
 static void release_fan(int fan)
 {
+	int gate[2] = {-1, -1};
+	if (pipe2(gate, O_CLOEXEC) != 0)
+		gate[0] = gate[1] = -1;
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -900,11 +916,15 @@ static void release_fan(int fan)
 	if (pid == 0) {
 		/* async-signal-safe calls only: the caller may have threads */
 		if (fork() == 0) {
-			for (int fd = 0; fd < fan && fd < 3; fd++)
-				close(fd);
-			if (fan > 3)
-				syscall(SYS_close_range, 3U, (unsigned)fan - 1, 0U);
-			syscall(SYS_close_range, (unsigned)fan + 1, ~0U, 0U);
+			if (gate[0] >= 0) {
+				close_all_but(fan, gate[0]);
+				char b;
+				while (read(gate[0], &b, 1) < 0 && errno == EINTR)
+					;
+				close(gate[0]);
+			} else {
+				close_all_but(fan, fan);
+			}
 			close(fan);
 		}
 		_exit(0);
@@ -914,6 +934,10 @@ static void release_fan(int fan)
 		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 			;
 	close(fan);
+	if (gate[1] >= 0) {
+		close(gate[1]); /* now the grandchild's close is the last one */
+		close(gate[0]);
+	}
 }
 
 void hv_changes_free(hv_changes *c)

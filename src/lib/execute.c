@@ -2,6 +2,7 @@
 #include "harvest/execute.h"
 #include "harvest/json.h"
 #include "harvest/sys/store.h"
+#include "mime_internal.h"
 #include "changes.h"
 #include "internal.h"
 
@@ -22,6 +23,26 @@ char *hv_argv_json(const char *const *argv)
 	char *out = hv_json_buffer_strdup(j);
 	hv_json_free(j);
 	return out;
+}
+
+/* Files are about to be examined, by the collect's threads, which load libmagic at their
+ * first file. Its workers come from a spawner that must be forked while this process has a
+ * single thread: after the command, the change tracking's thread is joined and the collect's
+ * not started, so it is started then (once; nothing when already running or isolation is
+ * off). A run that produced nothing, seen by the events, forks none. */
+static void before_collect(void)
+{
+	if (hvm_isolation())
+		hvm_spawner_prepare();
+}
+
+/* The store, opened through o->open_store the first time it is needed. */
+static hv_status need_store(hv_store **st, const hv_execute_opts *o)
+{
+	if (*st || !o->open_store)
+		return HV_OK;
+	*st = o->open_store(o->open_store_ctx);
+	return *st ? HV_OK : HV_EIO;
 }
 
 hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
@@ -72,6 +93,8 @@ hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 	if (!ch || o->changes == HV_CHANGES_AUTO)
 		rc = hv_snapshot_take_mem(st, root, &co, &snap);
 	char *command = NULL;
+	if (rc == HV_OK && !o->no_history)
+		rc = need_store(&st, o);
 	if (rc == HV_OK && !o->no_history) {
 		command = hv_argv_json(o->run.argv);
 		hv_run_start start = {.label = o->label, .command_json = command, .dir = root,
@@ -123,17 +146,35 @@ hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 		if (out->collect_status == HV_OK) {
 			hv_mem_snapshot_free(snap);
 			snap = NULL;
-			out->collect_status = hv_collect_change_set(st, root, &co, &cs, &out->files);
+			/* Nothing produced: no file needs the MIME cache, so the store is not
+			 * opened (nor created) for it. */
+			hv_collect_opts cco = co;
+			if (cs.n > 0)
+				before_collect();
+			if (!st && cs.n == 0 && o->open_store)
+				cco.no_cache = true;
+			else
+				out->collect_status = need_store(&st, o);
+			if (out->collect_status == HV_OK)
+				out->collect_status =
+					hv_collect_change_set(st, root, &cco, &cs, &out->files);
 			hv_change_set_free(&cs);
 		} else if (snap) {
 			out->changes = "snapshot";
 			free(out->changes_note);
 			out->changes_note = strdup(hv_error_last());
-			out->collect_status = hv_collect_since_mem(st, root, &co, snap, &out->files);
+			before_collect();
+			out->collect_status = need_store(&st, o);
+			if (out->collect_status == HV_OK)
+				out->collect_status =
+					hv_collect_since_mem(st, root, &co, snap, &out->files);
 			hv_mem_snapshot_free(snap);
 		}
 	} else {
-		out->collect_status = hv_collect_since_mem(st, root, &co, snap, &out->files);
+		before_collect();
+		out->collect_status = need_store(&st, o);
+		if (out->collect_status == HV_OK)
+			out->collect_status = hv_collect_since_mem(st, root, &co, snap, &out->files);
 		hv_mem_snapshot_free(snap);
 	}
 	if (out->collect_status == HV_OK && out->run_id) {

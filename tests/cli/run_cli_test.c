@@ -1037,6 +1037,95 @@ static void test_no_history(void **state)
 	fx_close(&f);
 }
 
+/* --no-history with nothing produced: the store (only a MIME cache then) is never opened,
+ * so no database file is created; a produced file still gets its MIME type through the
+ * cache, which then exists. Both with the kernel's events and with snapshots. */
+static void test_no_history_nothing_produced_no_database(void **state)
+{
+	(void)state;
+	static const char *const modes[] = {"auto", "snapshot"};
+	for (size_t m = 0; m < 2; m++) {
+		fixture f;
+		fx_open(&f);
+		tu_result r;
+		hv_run(&r, &f, NULL, (const char *const[]){"--no-history", "--changes", modes[m], NULL},
+		       (const char *const[]){"true", NULL});
+		assert_int_equal(r.status, 0);
+		events ev;
+		parse_events(&ev, &r, false);
+		assert_int_equal(tj_len(tj_get(ev.result, "output_files")), 0);
+		events_free(&ev);
+		tu_result_free(&r);
+		struct stat sb;
+		/* With snapshots the after-walk still reads the cache: only events skip it. */
+		if (m == 0)
+			assert_int_equal(lstat(f.db, &sb), -1);
+		hv_run(&r, &f, NULL, (const char *const[]){"--no-history", "--changes", modes[m], NULL},
+		       (const char *const[]){"sh", "-c", "printf 'a,b\\n' > t.csv", NULL});
+		assert_int_equal(r.status, 0);
+		parse_events(&ev, &r, false);
+		check_output(find_output(ev.result, "output_files", "t.csv"), f.d, "t.csv",
+			     "text/csv", "mime_type");
+		events_free(&ev);
+		tu_result_free(&r);
+		assert_int_equal(lstat(f.db, &sb), 0);
+		fx_close(&f);
+	}
+}
+
+/* libmagic's spawner is forked only once a produced file needs examining, after the
+ * command: while an empty run's command runs, harvest's only child is the command itself
+ * (the spawner used to be forked at startup and was a second child). */
+static void test_run_forks_no_spawner_during_command(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	tu_result r;
+	hv_run(&r, &f, NULL, (const char *const[]){"--no-history", NULL},
+	       (const char *const[]){"sh", "-c", "cat /proc/$PPID/task/*/children", NULL});
+	assert_int_equal(r.status, 0);
+	events ev;
+	parse_events(&ev, &r, false);
+	const char *out = tj_str(tj_get(ev.result, "stdout"), NULL);
+	assert_non_null(out);
+	unsigned long a = 0, b = 0;
+	int n = sscanf(out, "%lu %lu", &a, &b);
+	if (n != 1)
+		fail_msg("harvest's children during the run: '%s'", out);
+	events_free(&ev);
+	tu_result_free(&r);
+	fx_close(&f);
+}
+
+/* --no-history with a database that cannot be opened (its parent is a regular file): a run
+ * that produced nothing needs no store and succeeds; one that produced a file fails as
+ * harvest's (125), naming the database, with the command's result still printed. */
+static void test_no_history_unopenable_db_only_when_needed(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	tu_write(f.root, "plain", "x", 1);
+	free(f.db);
+	f.db = tu_path(f.root, "plain/h.db");
+	tu_result r;
+	hv_run(&r, &f, NULL, (const char *const[]){"--no-history", NULL},
+	       (const char *const[]){"true", NULL});
+	assert_int_equal(r.status, 0);
+	events ev;
+	parse_events(&ev, &r, false);
+	assert_int_equal(tj_len(tj_get(ev.result, "output_files")), 0);
+	events_free(&ev);
+	tu_result_free(&r);
+	hv_run(&r, &f, NULL, (const char *const[]){"--no-history", NULL},
+	       (const char *const[]){"sh", "-c", "echo hi > t.txt", NULL});
+	assert_int_equal(r.status, 125);
+	assert_non_null(strstr(r.err, "plain/h.db"));
+	tu_result_free(&r);
+	fx_close(&f);
+}
+
 /* A file the command made that harvest cannot read (run as nobody, so root's override does
  * not apply): skipped as error and warned about on stderr (not with --quiet); the other files
  * are collected and the exit status is still the command's. */
@@ -1645,6 +1734,9 @@ int main(void)
 		cmocka_unit_test(test_language_long_program),
 		cmocka_unit_test(test_language_stdin_unreadable),
 		cmocka_unit_test(test_no_history),
+		cmocka_unit_test(test_no_history_nothing_produced_no_database),
+		cmocka_unit_test(test_no_history_unopenable_db_only_when_needed),
+		cmocka_unit_test(test_run_forks_no_spawner_during_command),
 		cmocka_unit_test(test_unreadable_output_as_nobody),
 		cmocka_unit_test(test_collect_failure_after_run),
 		cmocka_unit_test(test_sigterm_ends_the_run),
