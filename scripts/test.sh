@@ -263,6 +263,7 @@ esac
 
 # ---- steps, and the summary ----
 results=()
+failed_logs=()
 skip_list=${HARVEST_TEST_BUILD:-build-test}/skipped-cases
 rm -f "$skip_list"
 overall=0
@@ -272,9 +273,14 @@ step() {
 	local t0 rc=0
 	t0=$(date +%s)
 	echo "test: ==== $name" >&2
+	# Each step's output is also kept, so that the summary can end with the report of a step
+	# that failed (CI shows the end of the output).
+	local log=${HARVEST_TEST_BUILD:-build-test}/step-$name.log
+	mkdir -p "$(dirname "$log")"
+	: >"$log"
 	# In the background, so that set -e holds inside the step (it is off in a function called
 	# as the left side of ||).
-	"$@" &
+	"$@" > >(tee -a "$log") 2> >(tee -a "$log" >&2) &
 	wait $! || rc=$?
 	local secs=$(($(date +%s) - t0))
 	if [ $rc -eq 0 ]; then
@@ -285,6 +291,7 @@ step() {
 		fi
 	else
 		results+=("$(printf '%-9s FAILED  %5d s  (exit %d)' "$name" "$secs" "$rc")")
+		failed_logs+=("$log")
 		overall=1
 	fi
 }
@@ -318,5 +325,9 @@ esac
 echo "test: ==== summary" >&2
 for r in "${results[@]}"; do
 	echo "test: $r" >&2
+done
+for log in "${failed_logs[@]}"; do
+	echo "test: ==== the end of $log" >&2
+	grep -v '^ok \|^ *ok [0-9]' "$log" | tail -n 60 >&2
 done
 exit $overall
