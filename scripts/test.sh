@@ -79,6 +79,18 @@ esac
 # CTEST ARGS select tests; the full run checks everything.
 [ $mode != all ] || [ $# -eq 0 ] || usage
 
+# Every harvest the checks start without --db finds its default database under a data
+# directory of the checks' own, never the user's history (a stale or newer file there would
+# change what they see).
+XDG_DATA_HOME=${HARVEST_TEST_BUILD:-build-test}/data-home
+case $XDG_DATA_HOME in
+/*) ;;
+*) XDG_DATA_HOME=$PWD/$XDG_DATA_HOME ;;
+esac
+rm -rf "$XDG_DATA_HOME"
+mkdir -p "$XDG_DATA_HOME"
+export XDG_DATA_HOME
+
 # ---- step 1: the suite under ASan + UBSan ----
 run_suite() {
 	local build=${HARVEST_TEST_BUILD:-build-test}
