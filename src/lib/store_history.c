@@ -139,7 +139,7 @@ bool hvst_owner_gone(const char *self, const char *owner)
 	return start != 0 && start != them.start;
 }
 
-int hvst_reap_interrupted(hv_store *st)
+hv_status hvst_reap_interrupted(hv_store *st)
 {
 	if (!st->owner)
 		return HV_OK;
