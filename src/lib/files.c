@@ -340,7 +340,7 @@ struct put {
 /* Creates the temporary file in the destination's directory: unnamed (O_TMPFILE) where the
  * file system and /proc allow it, so a killed harvest leaves nothing behind; else a short
  * ".hv-XXXXXX" name. */
-static int create_temp(struct put *p, mode_t mode)
+static hv_status create_temp(struct put *p, mode_t mode)
 {
 	p->tmp[0] = '\0';
 	if (access("/proc/self/fd", X_OK) == 0) {
@@ -750,7 +750,7 @@ static int rm_enter(struct rm *r, struct frame *f)
 
 /* Removes the tree of the directory name in pfd (st: its lstat), depth-first with the
  * explicit stack, never following a symlink. shown: the path for messages. */
-static int remove_tree(int pfd, const char *name, const char *shown, const struct stat *st,
+static hv_status remove_tree(int pfd, const char *name, const char *shown, const struct stat *st,
 		       const hv_remove_opts *o)
 {
 	struct rm r = {.o = o};
