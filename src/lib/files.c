@@ -751,7 +751,7 @@ static int rm_enter(struct rm *r, struct frame *f)
 /* Removes the tree of the directory name in pfd (st: its lstat), depth-first with the
  * explicit stack, never following a symlink. shown: the path for messages. */
 static hv_status remove_tree(int pfd, const char *name, const char *shown, const struct stat *st,
-		       const hv_remove_opts *o)
+			     const hv_remove_opts *o)
 {
 	struct rm r = {.o = o};
 	hv__test_hook_call(HV__HOOK_REMOVE, shown);

@@ -23,7 +23,7 @@ struct hvst_history_ops {
 	const char *name; /* "sqlite", "postgresql" */
 	hv_status (*run_begin)(hv_store *st, const hv_run_start *r, int64_t *run_id);
 	hv_status (*run_finish)(hv_store *st, int64_t run_id, const hv_run_end *end,
-			  const hv_artifact_in *artifacts, size_t n_artifacts);
+				const hv_artifact_in *artifacts, size_t n_artifacts);
 	hv_status (*runs)(hv_store *st, const hv_run_filter *f, hv_run_iter **out);
 	hv_status (*run_next)(hv_run_iter *it, const hv_run_row **out);
 	void (*run_free)(hv_run_iter *it);
@@ -31,13 +31,13 @@ struct hvst_history_ops {
 	hv_status (*artifact_next)(hv_artifact_iter *it, const hv_artifact_row **out);
 	void (*artifact_free)(hv_artifact_iter *it);
 	hv_status (*content_get)(hv_store *st, const char *sha, const char *what, void **data,
-			   size_t *len);
+				 size_t *len);
 	/* The digest of artifact id into sha (HV_ENOTFOUND "no artifact N"). */
 	hv_status (*artifact_sha)(hv_store *st, int64_t id, char sha[65]);
 	/* Deletes the runs, artifacts and contents of a prune; *newest_started gets the start
 	 * time of the newest deleted run (for the snapshot cutoff). */
 	hv_status (*prune_history)(hv_store *st, const hv_prune_opts *opts, hv_prune_result *res,
-			     int64_t *newest_started);
+				   int64_t *newest_started);
 	void (*close)(hv_store *st);
 };
 

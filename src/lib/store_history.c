@@ -353,7 +353,7 @@ static hv_status record_end(hv_store *st, int64_t run_id, const hv_run_end *e)
 }
 
 static hv_status record_artifact(hv_store *st, int64_t run_id, const hv_artifact_in *a,
-			   const char *sha, int64_t now)
+				 const char *sha, int64_t now)
 {
 	sqlite3_stmt *q;
 	int src = SQLITE_DONE;
@@ -405,7 +405,7 @@ static void end_not_recorded(hv_store *st, int64_t run_id, const hv_run_end *end
 }
 
 static hv_status sq_run_finish(hv_store *st, int64_t run_id, const hv_run_end *end,
-			 const hv_artifact_in *artifacts, size_t n_artifacts)
+			       const hv_artifact_in *artifacts, size_t n_artifacts)
 {
 	int rc = HV_OK;
 	char (*shas)[65] = NULL;
@@ -718,7 +718,7 @@ static void bind_filter(sqlite3_stmt *q, const hv_artifact_filter *f, sq_artifac
 #define DENSE_MATCHES 20000
 
 static hv_status query_int(hv_store *st, hv_buf *sql, const hv_artifact_filter *f,
-		     sq_artifact_iter *it, int64_t *out)
+			   sq_artifact_iter *it, int64_t *out)
 {
 	sqlite3_stmt *q = NULL;
 	int rc = prepare_query(st, sql, &q);
@@ -748,7 +748,7 @@ static hv_status query_int(hv_store *st, hv_buf *sql, const hv_artifact_filter *
 enum plan { PLAN_NATURAL, PLAN_SCAN, PLAN_SORT };
 
 static hv_status choose_plan(hv_store *st, const hv_artifact_filter *f, sq_artifact_iter *it,
-		       const hv_buf *where, enum plan *plan)
+			     const hv_buf *where, enum plan *plan)
 {
 	*plan = PLAN_NATURAL;
 	/* An equality on an index that also gives the order, or no filter: SQLite gets it right. */
@@ -874,7 +874,7 @@ static void sq_artifact_free(hv_artifact_iter *base)
 
 /* hv_store_content_get, naming the bytes what (NULL: by their digest) in a mismatch. */
 static hv_status content_get(hv_store *st, const char *sha256_hex, const char *what, void **data,
-		       size_t *len)
+			     size_t *len)
 {
 	*data = NULL;
 	*len = 0;
@@ -993,7 +993,7 @@ static hv_status prune_step(prune_ctx *c, const char *sql, int64_t *r0, int64_t 
 /* Inside a transaction: the next PRUNE_CHUNK_RUNS runs to delete, their artifacts, and the
  * contents that only they had. *runs is 0 when there was nothing left to delete. */
 static hv_status prune_chunk(prune_ctx *c, const char *select_runs, hv_prune_result *res,
-		       int64_t *newest_started, uint64_t *runs)
+			     int64_t *newest_started, uint64_t *runs)
 {
 	hv_store *st = c->st;
 	int64_t n = 0, bytes = 0, newest = 0;
@@ -1109,7 +1109,7 @@ static void prune_vacuum(hv_store *st)
 }
 
 static hv_status sq_prune_history(hv_store *st, const hv_prune_opts *opts, hv_prune_result *res,
-			    int64_t *newest_out)
+				  int64_t *newest_out)
 {
 	bool use_before = opts->has_before || opts->before_ns != 0;
 	int rc;
@@ -1196,7 +1196,7 @@ static hv_status sq_prune_history(hv_store *st, const hv_prune_opts *opts, hv_pr
  * killed processes; each a chunk at a time. live_owner_keeps: a snapshot whose owner is alive
  * is always kept (the history is elsewhere, so the runs in progress cannot be checked here). */
 static hv_status prune_snapshots(hv_store *st, int64_t cutoff, bool live_owner_keeps,
-			   hv_prune_result *res)
+				 hv_prune_result *res)
 {
 	prune_ctx c = {
 		.st = st,

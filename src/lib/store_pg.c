@@ -674,7 +674,7 @@ static hv_status batch_flush(hv_store *st, pg_batch *b, const char *tail, const 
 
 /* recorded: each artifact's recording time (NULL: now). */
 static hv_status pg_record_artifacts(hv_store *st, int64_t run_id, const hv_artifact_in *a, size_t n,
-			       char (*shas)[65], const int64_t *recorded)
+				     char (*shas)[65], const int64_t *recorded)
 {
 	static const char *const ccast[] = {"text", "bigint", "bytea"};
 	static const char *const acast[] = {"bigint", "bytea", "bytea", "text", "bigint",
@@ -721,7 +721,7 @@ static hv_status pg_record_artifacts(hv_store *st, int64_t run_id, const hv_arti
 }
 
 static hv_status pg_run_finish(hv_store *st, int64_t run_id, const hv_run_end *end,
-			 const hv_artifact_in *artifacts, size_t n_artifacts)
+			       const hv_artifact_in *artifacts, size_t n_artifacts)
 {
 	int rc = HV_OK;
 	char (*shas)[65] = NULL;
@@ -1077,7 +1077,7 @@ static void pg_artifact_free(hv_artifact_iter *base)
 /* ---- Contents --------------------------------------------------------------------------- */
 
 static hv_status pg_content_get(hv_store *st, const char *sha, const char *what, void **data,
-			  size_t *len)
+				size_t *len)
 {
 	*data = NULL;
 	*len = 0;
@@ -1136,7 +1136,7 @@ static hv_status pg_artifact_sha(hv_store *st, int64_t id, char sha[65])
 /* One transaction (PostgreSQL readers are not blocked by it; writers that finish a run wait
  * on the contents lock until it commits). */
 static hv_status pg_prune_history(hv_store *st, const hv_prune_opts *opts, hv_prune_result *res,
-			    int64_t *newest)
+				  int64_t *newest)
 {
 	bool use_before = opts->has_before || opts->before_ns != 0;
 	int rc = pg_reap(st);
@@ -1319,7 +1319,7 @@ static hv_status push_run_add(push_run *pr, const hv_artifact_row *r)
 
 /* Copies one ended local run into dst; *added when it was not there already. */
 static hv_status push_one(hv_store *st, hv_store *dst, const char *identity, const hv_run_row *r,
-		    push_run *pr, bool *added)
+			  push_run *pr, bool *added)
 {
 	*added = false;
 	push_run_clear(pr);

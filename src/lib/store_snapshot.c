@@ -298,7 +298,7 @@ static hv_status writer_flush(hv_snapshot_writer *w, bool finish)
 
 /* Queues one row: (parent, name) -> id with s (NULL: a directory not added itself). */
 static hv_status writer_queue(hv_snapshot_writer *w, int64_t parent, const char *name, size_t len,
-			int64_t id, const hv_stat *s, const char *sha)
+			      int64_t id, const hv_stat *s, const char *sha)
 {
 	if (w->n_items == SNAP_BATCH) {
 		int rc = writer_flush(w, false);
@@ -326,7 +326,7 @@ static hv_status writer_queue(hv_snapshot_writer *w, int64_t parent, const char 
 /* The id of the entry (parent, name) as the database has it (after writing what is pending),
  * or 0. */
 static hv_status writer_lookup(hv_snapshot_writer *w, int64_t parent, const char *name, size_t len,
-			 int64_t *id)
+			       int64_t *id)
 {
 	*id = 0;
 	if (w->n_items) {
@@ -395,7 +395,7 @@ static int64_t writer_parent_fast(const hv_snapshot_writer *w, const char *path,
 /* Resolves path's directory (dir_len bytes) component by component, adding the directories
  * that are not there as mode 0 entries; the levels become its components. */
 static hv_status writer_parent_slow(hv_snapshot_writer *w, const char *path, size_t dir_len,
-			      int64_t *parent, size_t *depth)
+				    int64_t *parent, size_t *depth)
 {
 	int64_t pid = 0;
 	size_t d = 0;
