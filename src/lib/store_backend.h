@@ -22,8 +22,10 @@ struct hv_artifact_iter {
 struct hvst_history_ops {
 	const char *name; /* "sqlite", "postgresql" */
 	hv_status (*run_begin)(hv_store *st, const hv_run_start *r, int64_t *run_id);
+	/* The artifacts were checked by hv_store_run_finish, once for every backend: shas[i] is
+	 * artifact i's digest, lower-cased. */
 	hv_status (*run_finish)(hv_store *st, int64_t run_id, const hv_run_end *end,
-				const hv_artifact_in *artifacts, size_t n_artifacts);
+				const hv_artifact_in *artifacts, char (*shas)[65], size_t n_artifacts);
 	hv_status (*runs)(hv_store *st, const hv_run_filter *f, hv_run_iter **out);
 	hv_status (*run_next)(hv_run_iter *it, const hv_run_row **out);
 	void (*run_free)(hv_run_iter *it);
@@ -56,7 +58,6 @@ void hvst_mask_secret(const char *msg, char *out, size_t cap);
 /* Shared by the backends (store_history.c). */
 bool hvst_sha256_hex(const void *p, size_t n, char hex[65]);
 hv_status hvst_verify_content(const void *p, size_t n, const char *sha, const char *what);
-hv_status hvst_check_artifact(const hv_artifact_in *a, char sha[65]);
 /* This machine's host name ("" when unknown) into buf. */
 void hvst_hostname(char *buf, size_t cap);
 

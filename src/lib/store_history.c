@@ -266,8 +266,9 @@ hv_status hvst_verify_content(const void *p, size_t n, const char *sha, const ch
 	return HV_OK;
 }
 
-/* Checks an artifact before the transaction (hashing is slow: not under the write lock). */
-hv_status hvst_check_artifact(const hv_artifact_in *a, char sha[65])
+/* Checks an artifact and puts its digest, lower-cased, in sha: before any backend records it
+ * (hv_store_run_finish). */
+static hv_status check_artifact(const hv_artifact_in *a, char sha[65])
 {
 	if (!a->path || !a->name || !a->mime_type || !a->sha256)
 		return hv_error_set(HV_EUSAGE, "artifact: missing path, name, MIME type or SHA-256");
@@ -405,16 +406,11 @@ static void end_not_recorded(hv_store *st, int64_t run_id, const hv_run_end *end
 }
 
 static hv_status sq_run_finish(hv_store *st, int64_t run_id, const hv_run_end *end,
-			       const hv_artifact_in *artifacts, size_t n_artifacts)
+			       const hv_artifact_in *artifacts, char (*shas)[65], size_t n_artifacts)
 {
-	int rc = HV_OK;
-	char (*shas)[65] = NULL;
-	if (n_artifacts && !(shas = malloc(n_artifacts * sizeof(*shas))))
-		return hv_error_set(HV_ENOMEM, "out of memory");
-	for (size_t i = 0; rc == HV_OK && i < n_artifacts; i++)
-		rc = hvst_check_artifact(&artifacts[i], shas[i]);
 	bool was_open = false;
-	if (rc == HV_OK && (rc = hvst_tx_begin(st)) == HV_OK) {
+	int rc = hvst_tx_begin(st);
+	if (rc == HV_OK) {
 		int64_t now = hv_store_now_ns();
 		rc = check_run_open(st, run_id);
 		was_open = rc == HV_OK;
@@ -427,7 +423,6 @@ static hv_status sq_run_finish(hv_store *st, int64_t run_id, const hv_run_end *e
 		else
 			hvst_tx_rollback(st);
 	}
-	free(shas);
 	if (rc != HV_OK && was_open && !end->end_reason)
 		end_not_recorded(st, run_id, end);
 	return rc;
@@ -1283,7 +1278,20 @@ hv_status hv_store_run_finish(hv_store *st, int64_t run_id, const hv_run_end *en
 	if (!st || !end || (n_artifacts && !artifacts))
 		return hv_error_set(HV_EUSAGE, "hv_store_run_finish: missing argument");
 	int rc = hvst_check_writable(st);
-	return rc != HV_OK ? rc : st->hist->run_finish(st, run_id, end, artifacts, n_artifacts);
+	if (rc != HV_OK)
+		return rc;
+	/* The artifacts are checked here, once for either backend, and before its transaction
+	 * begins: hashing a content is slow, and must not hold the write lock. A bad one
+	 * records nothing, and the run stays open. */
+	char (*shas)[65] = NULL;
+	if (n_artifacts && !(shas = malloc(n_artifacts * sizeof(*shas))))
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	for (size_t i = 0; rc == HV_OK && i < n_artifacts; i++)
+		rc = check_artifact(&artifacts[i], shas[i]);
+	if (rc == HV_OK)
+		rc = st->hist->run_finish(st, run_id, end, artifacts, shas, n_artifacts);
+	free(shas);
+	return rc;
 }
 
 hv_status hv_store_runs(hv_store *st, const hv_run_filter *f, hv_run_iter **out)

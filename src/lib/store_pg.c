@@ -721,16 +721,11 @@ static hv_status pg_record_artifacts(hv_store *st, int64_t run_id, const hv_arti
 }
 
 static hv_status pg_run_finish(hv_store *st, int64_t run_id, const hv_run_end *end,
-			       const hv_artifact_in *artifacts, size_t n_artifacts)
+			       const hv_artifact_in *artifacts, char (*shas)[65], size_t n_artifacts)
 {
 	int rc = HV_OK;
-	char (*shas)[65] = NULL;
-	if (n_artifacts && !(shas = malloc(n_artifacts * sizeof(*shas))))
-		return hv_error_set(HV_ENOMEM, "out of memory");
-	for (size_t i = 0; rc == HV_OK && i < n_artifacts; i++)
-		rc = hvst_check_artifact(&artifacts[i], shas[i]);
 	bool was_open = false;
-	if (rc == HV_OK) {
+	{ /* the transaction */
 		/* See the top of the file: prune waits for this transaction. Both in one round
 		 * trip (the simple protocol takes several statements). */
 		PGresult *r = PQexec(st->pg->c,
@@ -751,7 +746,6 @@ static hv_status pg_run_finish(hv_store *st, int64_t run_id, const hv_run_end *e
 		else
 			pg_rollback(st);
 	}
-	free(shas);
 	if (rc != HV_OK && was_open && !end->end_reason && PQstatus(st->pg->c) == CONNECTION_OK) {
 		/* Ended with none of its artifacts, and saying so; best effort. */
 		hv_error_saved saved;
