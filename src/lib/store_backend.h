@@ -25,7 +25,8 @@ struct hvst_history_ops {
 	/* The artifacts were checked by hv_store_run_finish, once for every backend: shas[i] is
 	 * artifact i's digest, lower-cased. */
 	hv_status (*run_finish)(hv_store *st, int64_t run_id, const hv_run_end *end,
-				const hv_artifact_in *artifacts, char (*shas)[65], size_t n_artifacts);
+				const hv_artifact_in *artifacts, char (*shas)[65],
+				size_t n_artifacts);
 	hv_status (*runs)(hv_store *st, const hv_run_filter *f, hv_run_iter **out);
 	hv_status (*run_next)(hv_run_iter *it, const hv_run_row **out);
 	void (*run_free)(hv_run_iter *it);

@@ -406,7 +406,8 @@ static void end_not_recorded(hv_store *st, int64_t run_id, const hv_run_end *end
 }
 
 static hv_status sq_run_finish(hv_store *st, int64_t run_id, const hv_run_end *end,
-			       const hv_artifact_in *artifacts, char (*shas)[65], size_t n_artifacts)
+			       const hv_artifact_in *artifacts, char (*shas)[65],
+			       size_t n_artifacts)
 {
 	bool was_open = false;
 	int rc = hvst_tx_begin(st);
@@ -959,7 +960,8 @@ typedef struct prune_ctx {
 
 /* Runs one statement binding the named parameters that appear in it: *changes, and the first
  * row's two columns (when asked). */
-static hv_status prune_step(prune_ctx *c, const char *sql, int64_t *r0, int64_t *r1, uint64_t *changes)
+static hv_status prune_step(prune_ctx *c, const char *sql, int64_t *r0, int64_t *r1,
+			    uint64_t *changes)
 {
 	sqlite3_stmt *q = NULL;
 	int src = sqlite3_prepare_v2(c->st->db, sql, -1, &q, NULL);

@@ -673,8 +673,8 @@ static hv_status batch_flush(hv_store *st, pg_batch *b, const char *tail, const 
 }
 
 /* recorded: each artifact's recording time (NULL: now). */
-static hv_status pg_record_artifacts(hv_store *st, int64_t run_id, const hv_artifact_in *a, size_t n,
-				     char (*shas)[65], const int64_t *recorded)
+static hv_status pg_record_artifacts(hv_store *st, int64_t run_id, const hv_artifact_in *a,
+				     size_t n, char (*shas)[65], const int64_t *recorded)
 {
 	static const char *const ccast[] = {"text", "bigint", "bytea"};
 	static const char *const acast[] = {"bigint", "bytea", "bytea", "text", "bigint",
@@ -721,7 +721,8 @@ static hv_status pg_record_artifacts(hv_store *st, int64_t run_id, const hv_arti
 }
 
 static hv_status pg_run_finish(hv_store *st, int64_t run_id, const hv_run_end *end,
-			       const hv_artifact_in *artifacts, char (*shas)[65], size_t n_artifacts)
+			       const hv_artifact_in *artifacts, char (*shas)[65],
+			       size_t n_artifacts)
 {
 	int rc = HV_OK;
 	bool was_open = false;

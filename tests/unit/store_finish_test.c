@@ -101,8 +101,8 @@ static void check_backend(bool pg)
 		hv_artifact_in in[2] = {artifact("ok", hello, "hello"), bad[i].a};
 		hv_status rc = hv_store_run_finish(st, id, &end, in, 2);
 		if (rc != HV_EUSAGE || !strstr(hv_error_last(), bad[i].reason))
-			fail_msg("%s, %s: %d \"%s\", expected HV_EUSAGE \"%s\"", b.name, bad[i].a.name,
-				 rc, hv_error_last(), bad[i].reason);
+			fail_msg("%s, %s: %d \"%s\", expected HV_EUSAGE \"%s\"", b.name,
+				 bad[i].a.name, rc, hv_error_last(), bad[i].reason);
 		bool ended;
 		uint64_t n;
 		run_state(st, id, &ended, &n);
