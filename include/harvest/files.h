@@ -4,7 +4,7 @@
  * - Reading opens the file once (O_NONBLOCK|O_NOCTTY) and checks what it opened with fstat, so
  *   a FIFO, socket or device is refused without hanging; the bytes stream through a bounded
  *   buffer, whatever the file's size.
- * - Writing goes to an unnamed (O_TMPFILE) or short-named (.hv-XXXXXX) temporary file in the
+ * - Writing goes to an unnamed (O_TMPFILE) or short-named (.hv.XXXXXX) temporary file in the
  *   destination's directory, synced, then renamed over the destination: a reader sees the old
  *   file or the whole new one, never a part. Parent directories harvest creates are opened
  *   with O_NOFOLLOW|O_DIRECTORY, so a symlink swapped in for one cannot lead the write

@@ -9,6 +9,7 @@
 #include "harvest/files.h"
 #include "harvest/walk.h"
 #include "internal.h"
+#include "temp_name.h"
 #include "test_hook.h"
 
 #include <dirent.h>
@@ -19,9 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 /* The copy buffer: big enough that syscalls cost little, small enough to be no concern. */
@@ -160,28 +159,6 @@ void hv_file_write_opts_init(hv_file_write_opts *opts)
 	opts->mode = -1;
 	opts->parents = true;
 	opts->sync = true;
-}
-
-/* A short random temporary name, ".hv-" and 6 characters: it fits NAME_MAX beside any
- * destination name, and O_EXCL retries make a collision harmless. */
-static void temp_name(char out[11])
-{
-	static const char chars[] =
-		"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-";
-	unsigned char r[6];
-	if (getrandom(r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r)) {
-		/* No entropy yet (early boot): time and address bits; O_EXCL still keeps it safe. */
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^
-			     (uint64_t)(uintptr_t)out ^ ((uint64_t)getpid() << 40);
-		for (size_t i = 0; i < sizeof(r); i++, x >>= 6)
-			r[i] = (unsigned char)x;
-	}
-	memcpy(out, ".hv-", 4);
-	for (size_t i = 0; i < 6; i++)
-		out[4 + i] = chars[r[i] & 63];
-	out[10] = '\0';
 }
 
 /* The last component of path (after trailing slashes were ruled out) and the length of the
@@ -334,13 +311,13 @@ struct put {
 	int dfd;            /* the destination's directory (O_PATH) */
 	int fd;             /* the temporary file */
 	bool unnamed;       /* fd is an O_TMPFILE file */
-	char tmp[11];       /* its name when it has one ("" otherwise) */
+	char tmp[HV_TEMP_NAME_LEN + 1]; /* its name when it has one ("" otherwise) */
 };
 
 /* Creates the temporary file in the destination's directory: unnamed (O_TMPFILE) where the
  * file system and /proc allow it, so a killed harvest leaves nothing behind; else a short
- * ".hv-XXXXXX" name. */
-static int create_temp(struct put *p, mode_t mode)
+ * temporary name (temp_name.h). */
+static hv_status create_temp(struct put *p, mode_t mode)
 {
 	p->tmp[0] = '\0';
 	if (access("/proc/self/fd", X_OK) == 0) {
@@ -354,8 +331,8 @@ static int create_temp(struct put *p, mode_t mode)
 		if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
 			return hv_error_errno(HV_EIO, p->path, errno);
 	}
-	for (int tries = 0; tries < 100; tries++) {
-		temp_name(p->tmp);
+	for (unsigned tries = 0; tries < 100; tries++) {
+		hv_temp_name(p->tmp, tries);
 		p->fd = openat(p->dfd, p->tmp, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC,
 			       mode);
 		if (p->fd >= 0)
@@ -388,9 +365,9 @@ static hv_status install(struct put *p, bool dest_exists)
 			if (errno != EEXIST)
 				return hv_error_errno(HV_EIO, p->path, errno);
 		}
-		int tries = 0;
+		unsigned tries = 0;
 		for (;;) {
-			temp_name(p->tmp);
+			hv_temp_name(p->tmp, tries);
 			if (link_unnamed(p, p->tmp) == 0)
 				break;
 			if (errno != EEXIST || ++tries == 100) {
@@ -750,8 +727,8 @@ static int rm_enter(struct rm *r, struct frame *f)
 
 /* Removes the tree of the directory name in pfd (st: its lstat), depth-first with the
  * explicit stack, never following a symlink. shown: the path for messages. */
-static int remove_tree(int pfd, const char *name, const char *shown, const struct stat *st,
-		       const hv_remove_opts *o)
+static hv_status remove_tree(int pfd, const char *name, const char *shown, const struct stat *st,
+			     const hv_remove_opts *o)
 {
 	struct rm r = {.o = o};
 	hv__test_hook_call(HV__HOOK_REMOVE, shown);

@@ -63,7 +63,7 @@ int64_t hv_store_now_ns(void)
 	return (int64_t)ts.tv_sec * INT64_C(1000000000) + ts.tv_nsec;
 }
 
-int hvst_db_error(hv_store *st, int rc, const char *what)
+hv_status hvst_db_error(hv_store *st, int rc, const char *what)
 {
 	const char *path = st && st->path ? st->path : "database";
 	const char *raw = st && st->db ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc);
@@ -99,7 +99,7 @@ int hvst_db_error(hv_store *st, int rc, const char *what)
 	}
 }
 
-int hvst_check_failed(hv_store *st, const char *report)
+hv_status hvst_check_failed(hv_store *st, const char *report)
 {
 	/* "*** in database main ***\nPage 3: ..." becomes "Page 3: ...; ...": one line. */
 	static const char banner[] = "*** in database main ***";
@@ -121,7 +121,7 @@ int hvst_check_failed(hv_store *st, const char *report)
 	return hv_error_set(HV_EDB, "%s: database is corrupt (%s)", st->path, line);
 }
 
-int hvst_check_integrity(hv_store *st, bool full)
+hv_status hvst_check_integrity(hv_store *st, bool full)
 {
 	sqlite3_stmt *q = NULL;
 	int src = sqlite3_prepare_v2(st->db, full ? "PRAGMA integrity_check(1)" :
@@ -155,7 +155,7 @@ sqlite3_stmt *hvst_stmt(hv_store *st, enum st_stmt which)
 	return st->stmt[which];
 }
 
-int hvst_exec(hv_store *st, const char *sql, const char *what)
+hv_status hvst_exec(hv_store *st, const char *sql, const char *what)
 {
 	int rc = sqlite3_exec(st->db, sql, NULL, NULL, NULL);
 	return rc == SQLITE_OK ? HV_OK : hvst_db_error(st, rc, what);
@@ -168,7 +168,7 @@ int hvst_step_done(sqlite3_stmt *s)
 	return rc == SQLITE_ROW ? SQLITE_DONE : rc;
 }
 
-static int run_cached(hv_store *st, enum st_stmt which, const char *what)
+static hv_status run_cached(hv_store *st, enum st_stmt which, const char *what)
 {
 	sqlite3_stmt *s = hvst_stmt(st, which);
 	if (!s)
@@ -178,7 +178,7 @@ static int run_cached(hv_store *st, enum st_stmt which, const char *what)
 	return rc == SQLITE_DONE ? HV_OK : hvst_db_error(st, rc, what);
 }
 
-int hvst_tx_begin(hv_store *st)
+hv_status hvst_tx_begin(hv_store *st)
 {
 	if (st->in_tx)
 		return hv_error_set(HV_EUSAGE, "%s: a write transaction is already open", st->path);
@@ -203,7 +203,7 @@ void hvst_tx_rollback(hv_store *st)
 	}
 }
 
-int hvst_tx_commit(hv_store *st)
+hv_status hvst_tx_commit(hv_store *st)
 {
 	int rc = run_cached(st, STMT_COMMIT, "cannot commit");
 	if (rc != HV_OK) {
@@ -216,14 +216,14 @@ int hvst_tx_commit(hv_store *st)
 	return HV_OK;
 }
 
-int hvst_check_writable(hv_store *st)
+hv_status hvst_check_writable(hv_store *st)
 {
 	if (st->readonly)
 		return hv_error_set(HV_EUSAGE, "%s: the database was opened read-only", st->path);
 	return HV_OK;
 }
 
-int hvst_hex_norm(const char *in, bool full, char out[65])
+hv_status hvst_hex_norm(const char *in, bool full, char out[65])
 {
 	size_t n = in ? strlen(in) : 0;
 	if (n == 0 || n > 64 || (full && n != 64))
@@ -273,7 +273,7 @@ int hv_store_path_cmp(const char *a, size_t alen, const char *b, size_t blen)
 	return alen < blen ? -1 : alen > blen ? 1 : 0;
 }
 
-int hvst_query_int(hv_store *st, const char *sql, int64_t *out)
+hv_status hvst_query_int(hv_store *st, const char *sql, int64_t *out)
 {
 	sqlite3_stmt *s;
 	int rc = sqlite3_prepare_v2(st->db, sql, -1, &s, NULL);

@@ -21,23 +21,26 @@ struct hv_artifact_iter {
 
 struct hvst_history_ops {
 	const char *name; /* "sqlite", "postgresql" */
-	int (*run_begin)(hv_store *st, const hv_run_start *r, int64_t *run_id);
-	int (*run_finish)(hv_store *st, int64_t run_id, const hv_run_end *end,
-			  const hv_artifact_in *artifacts, size_t n_artifacts);
-	int (*runs)(hv_store *st, const hv_run_filter *f, hv_run_iter **out);
-	int (*run_next)(hv_run_iter *it, const hv_run_row **out);
+	hv_status (*run_begin)(hv_store *st, const hv_run_start *r, int64_t *run_id);
+	/* The artifacts were checked by hv_store_run_finish, once for every backend: shas[i] is
+	 * artifact i's digest, lower-cased. */
+	hv_status (*run_finish)(hv_store *st, int64_t run_id, const hv_run_end *end,
+				const hv_artifact_in *artifacts, char (*shas)[65],
+				size_t n_artifacts);
+	hv_status (*runs)(hv_store *st, const hv_run_filter *f, hv_run_iter **out);
+	hv_status (*run_next)(hv_run_iter *it, const hv_run_row **out);
 	void (*run_free)(hv_run_iter *it);
-	int (*artifacts)(hv_store *st, const hv_artifact_filter *f, hv_artifact_iter **out);
-	int (*artifact_next)(hv_artifact_iter *it, const hv_artifact_row **out);
+	hv_status (*artifacts)(hv_store *st, const hv_artifact_filter *f, hv_artifact_iter **out);
+	hv_status (*artifact_next)(hv_artifact_iter *it, const hv_artifact_row **out);
 	void (*artifact_free)(hv_artifact_iter *it);
-	int (*content_get)(hv_store *st, const char *sha, const char *what, void **data,
-			   size_t *len);
+	hv_status (*content_get)(hv_store *st, const char *sha, const char *what, void **data,
+				 size_t *len);
 	/* The digest of artifact id into sha (HV_ENOTFOUND "no artifact N"). */
-	int (*artifact_sha)(hv_store *st, int64_t id, char sha[65]);
+	hv_status (*artifact_sha)(hv_store *st, int64_t id, char sha[65]);
 	/* Deletes the runs, artifacts and contents of a prune; *newest_started gets the start
 	 * time of the newest deleted run (for the snapshot cutoff). */
-	int (*prune_history)(hv_store *st, const hv_prune_opts *opts, hv_prune_result *res,
-			     int64_t *newest_started);
+	hv_status (*prune_history)(hv_store *st, const hv_prune_opts *opts, hv_prune_result *res,
+				   int64_t *newest_started);
 	void (*close)(hv_store *st);
 };
 
@@ -48,15 +51,14 @@ extern const hvst_history_ops hvst_pg_history;
 bool hvst_is_pg_uri(const char *s);
 /* Connects st to the PostgreSQL history at uri (creating or upgrading harvest's schema unless
  * st is read-only) and makes it st's history backend. */
-int hvst_pg_open(hv_store *st, const char *uri);
+hv_status hvst_pg_open(hv_store *st, const char *uri);
 /* Copies msg into out (cap bytes) on one line with every password masked: the value of a
  * password= keyword and the password of a URI's user:password@. */
 void hvst_mask_secret(const char *msg, char *out, size_t cap);
 
 /* Shared by the backends (store_history.c). */
 bool hvst_sha256_hex(const void *p, size_t n, char hex[65]);
-int hvst_verify_content(const void *p, size_t n, const char *sha, const char *what);
-int hvst_check_artifact(const hv_artifact_in *a, char sha[65]);
+hv_status hvst_verify_content(const void *p, size_t n, const char *sha, const char *what);
 /* This machine's host name ("" when unknown) into buf. */
 void hvst_hostname(char *buf, size_t cap);
 

@@ -6,15 +6,14 @@
  * replaced atomically. */
 #include "harvest/store.h"
 #include "internal.h"
+#include "temp_name.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 static int write_all(int fd, const unsigned char *p, size_t n)
@@ -48,21 +47,13 @@ static char *split_dir(const char *path, const char **base)
 	return strndup(path, (size_t)(slash - path));
 }
 
-/* A new temporary file ".hv.XXXXXX" in dirfd: short, so it fits wherever a name of NAME_MAX
- * bytes fits. Its name in name[12]; created with mode (less the umask). */
-static int make_temp(int dirfd, char name[12], mode_t mode)
+/* A new temporary file in dirfd, under the short temporary name of temp_name.h (so it fits
+ * wherever a name of NAME_MAX bytes fits). Its name in name; created with mode (less the
+ * umask). */
+static int make_temp(int dirfd, char name[HV_TEMP_NAME_LEN + 1], mode_t mode)
 {
-	static const char digits[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-	for (int attempt = 0; attempt < 100; attempt++) {
-		unsigned char r[6];
-		if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
-			uint64_t t = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16) ^ (uint64_t)attempt;
-			memcpy(r, &t, sizeof(r));
-		}
-		memcpy(name, ".hv.", 4);
-		for (int i = 0; i < 6; i++)
-			name[4 + i] = digits[r[i] % (sizeof(digits) - 1)];
-		name[10] = '\0';
+	for (unsigned attempt = 0; attempt < 100; attempt++) {
+		hv_temp_name(name, attempt);
 		int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
 				mode);
 		if (fd >= 0 || errno != EEXIST)
@@ -78,7 +69,8 @@ static int make_temp(int dirfd, char name[12], mode_t mode)
 struct hv_file_out {
 	int fd;
 	int dirfd;          /* the destination's directory (temporary file only), else -1 */
-	char tmp[12];       /* the temporary file's name in dirfd; "" when writing in place */
+	/* The temporary file's name in dirfd; "" when writing in place. */
+	char tmp[HV_TEMP_NAME_LEN + 1];
 	char *path;         /* the destination as given, for messages */
 	char *base;         /* its last component in dirfd (temporary file only) */
 	bool replace;       /* the temporary file replaces an existing file */

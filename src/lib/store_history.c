@@ -139,7 +139,7 @@ bool hvst_owner_gone(const char *self, const char *owner)
 	return start != 0 && start != them.start;
 }
 
-int hvst_reap_interrupted(hv_store *st)
+hv_status hvst_reap_interrupted(hv_store *st)
 {
 	if (!st->owner)
 		return HV_OK;
@@ -205,7 +205,7 @@ void hvst_hostname(char *buf, size_t cap)
 	buf[cap - 1] = '\0';
 }
 
-static int sq_run_begin(hv_store *st, const hv_run_start *r, int64_t *run_id)
+static hv_status sq_run_begin(hv_store *st, const hv_run_start *r, int64_t *run_id)
 {
 	int rc;
 	char host[256];
@@ -255,7 +255,7 @@ bool hvst_sha256_hex(const void *p, size_t n, char hex[65])
 /* Stored bytes are served only when they still hash to the digest they are stored under: the
  * database is a file that anyone who can write it (the command that ran, too) can edit. what
  * names the bytes in the message ("artifact 3"). */
-int hvst_verify_content(const void *p, size_t n, const char *sha, const char *what)
+hv_status hvst_verify_content(const void *p, size_t n, const char *sha, const char *what)
 {
 	char hex[65];
 	if (!hvst_sha256_hex(p, n, hex))
@@ -266,8 +266,9 @@ int hvst_verify_content(const void *p, size_t n, const char *sha, const char *wh
 	return HV_OK;
 }
 
-/* Checks an artifact before the transaction (hashing is slow: not under the write lock). */
-int hvst_check_artifact(const hv_artifact_in *a, char sha[65])
+/* Checks an artifact and puts its digest, lower-cased, in sha: before any backend records it
+ * (hv_store_run_finish). */
+static hv_status check_artifact(const hv_artifact_in *a, char sha[65])
 {
 	if (!a->path || !a->name || !a->mime_type || !a->sha256)
 		return hv_error_set(HV_EUSAGE, "artifact: missing path, name, MIME type or SHA-256");
@@ -288,7 +289,7 @@ int hvst_check_artifact(const hv_artifact_in *a, char sha[65])
 }
 
 /* Inside the transaction: the run exists and has not finished. */
-static int check_run_open(hv_store *st, int64_t run_id)
+static hv_status check_run_open(hv_store *st, int64_t run_id)
 {
 	sqlite3_stmt *q = NULL;
 	int src = sqlite3_prepare_v2(st->db, "SELECT ended_at_ns IS NULL FROM runs WHERE id = ?1",
@@ -310,7 +311,7 @@ static int check_run_open(hv_store *st, int64_t run_id)
 	return rc;
 }
 
-static int record_end(hv_store *st, int64_t run_id, const hv_run_end *e)
+static hv_status record_end(hv_store *st, int64_t run_id, const hv_run_end *e)
 {
 	sqlite3_stmt *q = NULL;
 	int src = sqlite3_prepare_v2(st->db,
@@ -352,8 +353,8 @@ static int record_end(hv_store *st, int64_t run_id, const hv_run_end *e)
 	return src == SQLITE_DONE ? HV_OK : hvst_db_error(st, src, "cannot finish the run");
 }
 
-static int record_artifact(hv_store *st, int64_t run_id, const hv_artifact_in *a,
-			   const char *sha, int64_t now)
+static hv_status record_artifact(hv_store *st, int64_t run_id, const hv_artifact_in *a,
+				 const char *sha, int64_t now)
 {
 	sqlite3_stmt *q;
 	int src = SQLITE_DONE;
@@ -404,17 +405,13 @@ static void end_not_recorded(hv_store *st, int64_t run_id, const hv_run_end *end
 	hv_error_restore(&saved, saved.status);
 }
 
-static int sq_run_finish(hv_store *st, int64_t run_id, const hv_run_end *end,
-			 const hv_artifact_in *artifacts, size_t n_artifacts)
+static hv_status sq_run_finish(hv_store *st, int64_t run_id, const hv_run_end *end,
+			       const hv_artifact_in *artifacts, char (*shas)[65],
+			       size_t n_artifacts)
 {
-	int rc = HV_OK;
-	char (*shas)[65] = NULL;
-	if (n_artifacts && !(shas = malloc(n_artifacts * sizeof(*shas))))
-		return hv_error_set(HV_ENOMEM, "out of memory");
-	for (size_t i = 0; rc == HV_OK && i < n_artifacts; i++)
-		rc = hvst_check_artifact(&artifacts[i], shas[i]);
 	bool was_open = false;
-	if (rc == HV_OK && (rc = hvst_tx_begin(st)) == HV_OK) {
+	int rc = hvst_tx_begin(st);
+	if (rc == HV_OK) {
 		int64_t now = hv_store_now_ns();
 		rc = check_run_open(st, run_id);
 		was_open = rc == HV_OK;
@@ -427,7 +424,6 @@ static int sq_run_finish(hv_store *st, int64_t run_id, const hv_run_end *end,
 		else
 			hvst_tx_rollback(st);
 	}
-	free(shas);
 	if (rc != HV_OK && was_open && !end->end_reason)
 		end_not_recorded(st, run_id, end);
 	return rc;
@@ -456,7 +452,7 @@ typedef struct sq_artifact_iter {
 
 /* The query built in sql; HV_ENOMEM when any part of it could not be appended (the text
  * would be another query: one without its filters or limit). */
-static int prepare_query(hv_store *st, hv_buf *sql, sqlite3_stmt **q)
+static hv_status prepare_query(hv_store *st, hv_buf *sql, sqlite3_stmt **q)
 {
 	if (!sql->data || sql->failed)
 		return hv_error_set(HV_ENOMEM, "out of memory");
@@ -472,7 +468,7 @@ static int bind_name(sqlite3_stmt *q, const char *name, int64_t v)
 
 static void sq_run_free(hv_run_iter *base);
 
-static int sq_runs(hv_store *st, const hv_run_filter *f, hv_run_iter **out)
+static hv_status sq_runs(hv_store *st, const hv_run_filter *f, hv_run_iter **out)
 {
 	hv_buf sql = {0};
 	int rc = hv_buf_append_str(
@@ -541,7 +537,7 @@ static const char *col_bytes(sqlite3_stmt *q, int col, size_t *len)
 	return p ? p : "";
 }
 
-static int sq_run_next(hv_run_iter *base, const hv_run_row **out)
+static hv_status sq_run_next(hv_run_iter *base, const hv_run_row **out)
 {
 	sq_run_iter *it = (sq_run_iter *)base;
 	int src = sqlite3_step(it->q);
@@ -717,8 +713,8 @@ static void bind_filter(sqlite3_stmt *q, const hv_artifact_filter *f, sq_artifac
 /* How many matches make a filter "dense" when there is a limit. */
 #define DENSE_MATCHES 20000
 
-static int query_int(hv_store *st, hv_buf *sql, const hv_artifact_filter *f,
-		     sq_artifact_iter *it, int64_t *out)
+static hv_status query_int(hv_store *st, hv_buf *sql, const hv_artifact_filter *f,
+			   sq_artifact_iter *it, int64_t *out)
 {
 	sqlite3_stmt *q = NULL;
 	int rc = prepare_query(st, sql, &q);
@@ -747,8 +743,8 @@ static int query_int(hv_store *st, hv_buf *sql, const hv_artifact_filter *f,
  * index scan with a table lookup per row against a sort; measured at a million artifacts). */
 enum plan { PLAN_NATURAL, PLAN_SCAN, PLAN_SORT };
 
-static int choose_plan(hv_store *st, const hv_artifact_filter *f, sq_artifact_iter *it,
-		       const hv_buf *where, enum plan *plan)
+static hv_status choose_plan(hv_store *st, const hv_artifact_filter *f, sq_artifact_iter *it,
+			     const hv_buf *where, enum plan *plan)
 {
 	*plan = PLAN_NATURAL;
 	/* An equality on an index that also gives the order, or no filter: SQLite gets it right. */
@@ -779,7 +775,7 @@ static int choose_plan(hv_store *st, const hv_artifact_filter *f, sq_artifact_it
 
 static void sq_artifact_free(hv_artifact_iter *base);
 
-static int sq_artifacts(hv_store *st, const hv_artifact_filter *f, hv_artifact_iter **out)
+static hv_status sq_artifacts(hv_store *st, const hv_artifact_filter *f, hv_artifact_iter **out)
 {
 	sq_artifact_iter *it = calloc(1, sizeof(*it));
 	if (!it)
@@ -825,7 +821,7 @@ static int sq_artifacts(hv_store *st, const hv_artifact_filter *f, hv_artifact_i
 	return HV_OK;
 }
 
-static int sq_artifact_next(hv_artifact_iter *base, const hv_artifact_row **out)
+static hv_status sq_artifact_next(hv_artifact_iter *base, const hv_artifact_row **out)
 {
 	sq_artifact_iter *it = (sq_artifact_iter *)base;
 	int src = sqlite3_step(it->q);
@@ -873,8 +869,8 @@ static void sq_artifact_free(hv_artifact_iter *base)
 /* ---- Contents ----------------------------------------------------------------------------- */
 
 /* hv_store_content_get, naming the bytes what (NULL: by their digest) in a mismatch. */
-static int content_get(hv_store *st, const char *sha256_hex, const char *what, void **data,
-		       size_t *len)
+static hv_status content_get(hv_store *st, const char *sha256_hex, const char *what, void **data,
+			     size_t *len)
 {
 	*data = NULL;
 	*len = 0;
@@ -912,7 +908,7 @@ static int content_get(hv_store *st, const char *sha256_hex, const char *what, v
 	return rc;
 }
 
-static int sq_artifact_sha(hv_store *st, int64_t artifact_id, char sha[65])
+static hv_status sq_artifact_sha(hv_store *st, int64_t artifact_id, char sha[65])
 {
 	sqlite3_stmt *q = NULL;
 	int src = sqlite3_prepare_v2(st->db, "SELECT sha256 FROM artifacts WHERE id = ?1", -1, &q,
@@ -964,7 +960,8 @@ typedef struct prune_ctx {
 
 /* Runs one statement binding the named parameters that appear in it: *changes, and the first
  * row's two columns (when asked). */
-static int prune_step(prune_ctx *c, const char *sql, int64_t *r0, int64_t *r1, uint64_t *changes)
+static hv_status prune_step(prune_ctx *c, const char *sql, int64_t *r0, int64_t *r1,
+			    uint64_t *changes)
 {
 	sqlite3_stmt *q = NULL;
 	int src = sqlite3_prepare_v2(c->st->db, sql, -1, &q, NULL);
@@ -992,8 +989,8 @@ static int prune_step(prune_ctx *c, const char *sql, int64_t *r0, int64_t *r1, u
 
 /* Inside a transaction: the next PRUNE_CHUNK_RUNS runs to delete, their artifacts, and the
  * contents that only they had. *runs is 0 when there was nothing left to delete. */
-static int prune_chunk(prune_ctx *c, const char *select_runs, hv_prune_result *res,
-		       int64_t *newest_started, uint64_t *runs)
+static hv_status prune_chunk(prune_ctx *c, const char *select_runs, hv_prune_result *res,
+			     int64_t *newest_started, uint64_t *runs)
 {
 	hv_store *st = c->st;
 	int64_t n = 0, bytes = 0, newest = 0;
@@ -1042,7 +1039,7 @@ static int prune_chunk(prune_ctx *c, const char *select_runs, hv_prune_result *r
 }
 
 /* The ids of the snapshots to delete, read out in full before deleting any. */
-static int prune_snapshot_ids(prune_ctx *c, int64_t **ids, size_t *n)
+static hv_status prune_snapshot_ids(prune_ctx *c, int64_t **ids, size_t *n)
 {
 	*ids = NULL;
 	*n = 0;
@@ -1108,8 +1105,8 @@ static void prune_vacuum(hv_store *st)
 	}
 }
 
-static int sq_prune_history(hv_store *st, const hv_prune_opts *opts, hv_prune_result *res,
-			    int64_t *newest_out)
+static hv_status sq_prune_history(hv_store *st, const hv_prune_opts *opts, hv_prune_result *res,
+				  int64_t *newest_out)
 {
 	bool use_before = opts->has_before || opts->before_ns != 0;
 	int rc;
@@ -1195,8 +1192,8 @@ static int sq_prune_history(hv_store *st, const hv_prune_opts *opts, hv_prune_re
 /* Deletes the snapshots as old as the history that went (cutoff), and those abandoned by
  * killed processes; each a chunk at a time. live_owner_keeps: a snapshot whose owner is alive
  * is always kept (the history is elsewhere, so the runs in progress cannot be checked here). */
-static int prune_snapshots(hv_store *st, int64_t cutoff, bool live_owner_keeps,
-			   hv_prune_result *res)
+static hv_status prune_snapshots(hv_store *st, int64_t cutoff, bool live_owner_keeps,
+				 hv_prune_result *res)
 {
 	prune_ctx c = {
 		.st = st,
@@ -1283,7 +1280,20 @@ hv_status hv_store_run_finish(hv_store *st, int64_t run_id, const hv_run_end *en
 	if (!st || !end || (n_artifacts && !artifacts))
 		return hv_error_set(HV_EUSAGE, "hv_store_run_finish: missing argument");
 	int rc = hvst_check_writable(st);
-	return rc != HV_OK ? rc : st->hist->run_finish(st, run_id, end, artifacts, n_artifacts);
+	if (rc != HV_OK)
+		return rc;
+	/* The artifacts are checked here, once for either backend, and before its transaction
+	 * begins: hashing a content is slow, and must not hold the write lock. A bad one
+	 * records nothing, and the run stays open. */
+	char (*shas)[65] = NULL;
+	if (n_artifacts && !(shas = malloc(n_artifacts * sizeof(*shas))))
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	for (size_t i = 0; rc == HV_OK && i < n_artifacts; i++)
+		rc = check_artifact(&artifacts[i], shas[i]);
+	if (rc == HV_OK)
+		rc = st->hist->run_finish(st, run_id, end, artifacts, shas, n_artifacts);
+	free(shas);
+	return rc;
 }
 
 hv_status hv_store_runs(hv_store *st, const hv_run_filter *f, hv_run_iter **out)

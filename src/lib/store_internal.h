@@ -65,27 +65,27 @@ struct hv_store {
 
 /* Sets the last error from a SQLite failure ("<path>: <what>: <reason>") and returns the
  * status: HV_ENOMEM for SQLITE_NOMEM, else HV_EDB. */
-int hvst_db_error(hv_store *st, int rc, const char *what);
+hv_status hvst_db_error(hv_store *st, int rc, const char *what);
 /* HV_EDB "<path>: database is corrupt (<report on one line>)", from a failed
  * integrity_check or quick_check. */
-int hvst_check_failed(hv_store *st, const char *report);
+hv_status hvst_check_failed(hv_store *st, const char *report);
 /* PRAGMA integrity_check (full) or quick_check: HV_OK when it says "ok", else HV_EDB naming
  * the first problem. */
-int hvst_check_integrity(hv_store *st, bool full);
+hv_status hvst_check_integrity(hv_store *st, bool full);
 /* The cached statement `which`, prepared on first use (NULL and an error set on failure). */
 sqlite3_stmt *hvst_stmt(hv_store *st, enum st_stmt which);
 /* The first column of the first row of sql (a PRAGMA or a SELECT without parameters). */
-int hvst_query_int(hv_store *st, const char *sql, int64_t *out);
+hv_status hvst_query_int(hv_store *st, const char *sql, int64_t *out);
 /* Runs SQL without results. */
-int hvst_exec(hv_store *st, const char *sql, const char *what);
+hv_status hvst_exec(hv_store *st, const char *sql, const char *what);
 /* BEGIN IMMEDIATE / COMMIT / ROLLBACK of the handle's one write transaction. */
-int hvst_tx_begin(hv_store *st);
-int hvst_tx_commit(hv_store *st);
+hv_status hvst_tx_begin(hv_store *st);
+hv_status hvst_tx_commit(hv_store *st);
 void hvst_tx_rollback(hv_store *st);
 /* HV_EUSAGE when the handle was opened read-only. */
-int hvst_check_writable(hv_store *st);
+hv_status hvst_check_writable(hv_store *st);
 /* Checks and lower-cases a hex digest of 1..64 digits (exactly 64 when full) into out. */
-int hvst_hex_norm(const char *in, bool full, char out[65]);
+hv_status hvst_hex_norm(const char *in, bool full, char out[65]);
 /* Binds (ptr, len) bytes as a BLOB (an empty one, never NULL, when len is 0). */
 int hvst_bind_bytes(sqlite3_stmt *s, int idx, const void *p, size_t len);
 /* Steps a statement that returns no rows, then resets it: SQLITE_DONE or the error code. */
@@ -103,12 +103,12 @@ char *hvst_owner_self(void);
 bool hvst_owner_gone(const char *self, const char *owner);
 /* Ends the unended runs whose owner is gone (end_reason "interrupted"), in one transaction
  * when there are any. */
-int hvst_reap_interrupted(hv_store *st);
+hv_status hvst_reap_interrupted(hv_store *st);
 
 /* store_schema.c: HV_EDB "<path>: made by a newer harvest (schema version N ...)". */
-int hvst_refuse_newer(hv_store *st, int64_t version);
+hv_status hvst_refuse_newer(hv_store *st, int64_t version);
 /* store_schema.c: runs the missing schema migrations in one write transaction. */
-int hvst_migrate(hv_store *st);
+hv_status hvst_migrate(hv_store *st);
 /* store_mime.c: drops the MIME answers waiting for the next batch. */
 void hvst_mime_pending_free(hv_store *st);
 

@@ -54,7 +54,7 @@ static bool looks_like_uri(const char *path)
 }
 
 /* The default path; *xdg tells whether it is the XDG location (whose directory we create). */
-static int default_path(char **out, bool *xdg, bool skip_env)
+static hv_status default_path(char **out, bool *xdg, bool skip_env)
 {
 	*out = NULL;
 	*xdg = false;
@@ -96,7 +96,7 @@ hv_status hv_store_default_path(char **out)
 }
 
 /* mkdir -p of the directory part of path, each new directory mode 0700. */
-static int make_parent_dirs(const char *path)
+static hv_status make_parent_dirs(const char *path)
 {
 	char *dir = strdup(path);
 	if (!dir)
@@ -141,7 +141,7 @@ enum file_state { FILE_MISSING, FILE_EMPTY, FILE_OURS };
 
 /* Looks at the file before SQLite does: missing, empty, or a harvest database we may open.
  * Anything else is refused here, before anything is written. */
-static int inspect_file(const char *path, enum file_state *state)
+static hv_status inspect_file(const char *path, enum file_state *state)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0) {
@@ -207,7 +207,7 @@ static int parent_dir_writable(const char *path)
 
 /* A writing open needs the file and its directory (for -wal, -shm) writable. Checked before
  * SQLite opens anything, so a read-only database gets a clear message and stays untouched. */
-static int check_writable_location(const char *path)
+static hv_status check_writable_location(const char *path)
 {
 	if (faccessat(AT_FDCWD, path, R_OK | W_OK, AT_EACCESS) != 0)
 		return hv_error_set(HV_EDB, "%s: read-only database (%s)", path, strerror(errno));
@@ -222,7 +222,7 @@ static int check_writable_location(const char *path)
 
 /* ---- Opening ------------------------------------------------------------------------------ */
 
-static int refuse_foreign(hv_store *st)
+static hv_status refuse_foreign(hv_store *st)
 {
 	return hv_error_set(HV_EDB, "%s: not a harvest database (a SQLite database of another "
 			    "application)", st->path);
@@ -233,7 +233,7 @@ static int refuse_foreign(hv_store *st)
  * other process ever sees a SQLite header without it. (Hence no auto_vacuum here: that pragma
  * writes a header of its own first.) Another process may be doing the same: whoever gets the
  * write lock first marks it, the other sees the mark. */
-static int claim_empty_file(hv_store *st)
+static hv_status claim_empty_file(hv_store *st)
 {
 	int rc = hvst_tx_begin(st);
 	if (rc != HV_OK)
@@ -260,7 +260,7 @@ static int claim_empty_file(hv_store *st)
  * creating the schema at the same moment commits either before all of them or after, so a
  * version of 0 and tables seen together are the file's real state, never a half-seen
  * creation. */
-static int check_header(hv_store *st, int64_t *version)
+static hv_status check_header(hv_store *st, int64_t *version)
 {
 	int rc = hvst_exec(st, "BEGIN DEFERRED", "cannot read the database");
 	if (rc != HV_OK)
@@ -293,7 +293,7 @@ static int check_header(hv_store *st, int64_t *version)
  * database harvest keeps in WAL mode gets SQLite's own checks of every page it reads, and
  * `history prune` runs quick_check; a full check at every open would cost every command time
  * in the size of the history. */
-static int check_adopted(hv_store *st)
+static hv_status check_adopted(hv_store *st)
 {
 	sqlite3_stmt *s = NULL;
 	int src = sqlite3_prepare_v2(st->db, "PRAGMA main.journal_mode", -1, &s, NULL);
@@ -308,7 +308,7 @@ static int check_adopted(hv_store *st)
 	return wal ? HV_OK : hvst_check_integrity(st, true);
 }
 
-static int db_open(hv_store *st, const char *file, int oflags)
+static hv_status db_open(hv_store *st, const char *file, int oflags)
 {
 	int rc = sqlite3_open_v2(file, &st->db, oflags | SQLITE_OPEN_NOMUTEX, NULL);
 	if (rc != SQLITE_OK)
@@ -337,7 +337,7 @@ static void db_close(hv_store *st)
 
 /* A read-only open of a database that does not exist (yet): an empty in-memory one with the
  * schema, so queries simply find nothing. */
-static int open_ephemeral(hv_store *st)
+static hv_status open_ephemeral(hv_store *st)
 {
 	if (st->db)
 		db_close(st);
@@ -353,7 +353,7 @@ static int open_ephemeral(hv_store *st)
  * both hold a shared lock while asking for it deadlock: SQLite then fails one at once, without
  * the busy handler. Releasing the statement drops the shared lock, so retrying a little later
  * succeeds; this is bounded by the busy timeout. */
-static int switch_to_wal(hv_store *st)
+static hv_status switch_to_wal(hv_store *st)
 {
 	sqlite3_stmt *s;
 	int src = sqlite3_prepare_v2(st->db, "PRAGMA journal_mode = WAL", -1, &s, NULL);
@@ -384,7 +384,7 @@ static int switch_to_wal(hv_store *st)
 /* Puts the finished database file tmp at path, unless something is there already (then
  * another process was first, and tmp is dropped): never replaces. Errors name the database
  * as it was given (name). */
-static int publish(const char *tmp, const char *path, const char *name)
+static hv_status publish(const char *tmp, const char *path, const char *name)
 {
 	if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0)
 		return HV_OK;
@@ -440,7 +440,7 @@ static char *creation_path(const char *path, int *rc)
 	return NULL;
 }
 
-static int create_database(hv_store *st)
+static hv_status create_database(hv_store *st)
 {
 	int rc = HV_OK;
 	char *target = creation_path(st->path, &rc);
@@ -528,7 +528,7 @@ static char *immutable_uri(const char *path)
 	return b.data;
 }
 
-static int open_file(hv_store *st, enum file_state state)
+static hv_status open_file(hv_store *st, enum file_state state)
 {
 	int rc;
 	if (st->readonly && needs_immutable(st->path)) {
@@ -590,7 +590,7 @@ static int open_file(hv_store *st, enum file_state state)
  * hv_store_run_begin(), snapshots through a TEMP trigger (a trigger of this connection only,
  * holding the owner as a literal), so every snapshot gets its owner in the transaction that
  * creates it, whichever code creates it. */
-static int set_owner(hv_store *st)
+static hv_status set_owner(hv_store *st)
 {
 	st->owner = hvst_owner_self();
 	if (!st->owner)

@@ -202,7 +202,7 @@ void hvst_mask_secret(const char *msg, char *out, size_t cap)
 }
 
 /* HV_EDB "<uri>: <what>: <libpq's reason>", on one line, passwords masked. */
-static int pg_error(hv_store *st, const char *what, const PGresult *res)
+static hv_status pg_error(hv_store *st, const char *what, const PGresult *res)
 {
 	const char *reason = res ? PQresultErrorMessage(res) : "";
 	if (!reason || !*reason)
@@ -263,7 +263,7 @@ static PGresult *pg_run(hv_store *st, const char *sql, const pgp *p, const char 
 	return NULL;
 }
 
-static int pg_exec(hv_store *st, const char *sql, const pgp *p, const char *what)
+static hv_status pg_exec(hv_store *st, const char *sql, const pgp *p, const char *what)
 {
 	PGresult *res = pg_run(st, sql, p, what);
 	PQclear(res);
@@ -311,11 +311,11 @@ static void pg_rollback(hv_store *st)
 
 /* ---- Opening ---------------------------------------------------------------------------- */
 
-static int schema_check_meta(hv_store *st, PGresult *r, int64_t *version);
+static hv_status schema_check_meta(hv_store *st, PGresult *r, int64_t *version);
 
 /* The schema's state: *version (0: no "harvest" schema), or HV_EDB when it is not harvest's.
  * in_tx: inside a transaction, where a failed statement would abort it. */
-static int schema_version(hv_store *st, int64_t *version, bool in_tx)
+static hv_status schema_version(hv_store *st, int64_t *version, bool in_tx)
 {
 	*version = 0;
 	PGresult *r = NULL;
@@ -355,7 +355,7 @@ static int schema_version(hv_store *st, int64_t *version, bool in_tx)
 }
 
 /* The answer of the meta query in r (cleared here): harvest's, and a version it knows? */
-static int schema_check_meta(hv_store *st, PGresult *r, int64_t *version)
+static hv_status schema_check_meta(hv_store *st, PGresult *r, int64_t *version)
 {
 	const char *app = g_text(r, 0, 0), *ver = g_text(r, 0, 1);
 	char *end = NULL;
@@ -376,7 +376,7 @@ static int schema_check_meta(hv_store *st, PGresult *r, int64_t *version)
 
 /* Creates or upgrades the schema under the advisory lock, so that two first-time writers
  * (or two hosts upgrading at once) do not race: the second finds it done. */
-static int migrate(hv_store *st)
+static hv_status migrate(hv_store *st)
 {
 	int64_t v = 0;
 	int rc = pg_exec(st, "BEGIN", NULL, "cannot create the schema");
@@ -420,7 +420,7 @@ static void pg_close(hv_store *st)
 	st->pg = NULL;
 }
 
-static int pg_reap(hv_store *st);
+static hv_status pg_reap(hv_store *st);
 
 static void ignore_notice(void *arg, const char *message)
 {
@@ -428,7 +428,7 @@ static void ignore_notice(void *arg, const char *message)
 	(void)message;
 }
 
-int hvst_pg_open(hv_store *st, const char *uri)
+hv_status hvst_pg_open(hv_store *st, const char *uri)
 {
 	struct hvpg *pg = calloc(1, sizeof(*pg));
 	if (!pg)
@@ -482,7 +482,7 @@ int hvst_pg_open(hv_store *st, const char *uri)
 
 /* ---- Runs ------------------------------------------------------------------------------- */
 
-static int pg_reap(hv_store *st)
+static hv_status pg_reap(hv_store *st)
 {
 	if (!st->owner)
 		return HV_OK;
@@ -505,7 +505,7 @@ static int pg_reap(hv_store *st)
 	return rc;
 }
 
-static int pg_run_begin(hv_store *st, const hv_run_start *r, int64_t *run_id)
+static hv_status pg_run_begin(hv_store *st, const hv_run_start *r, int64_t *run_id)
 {
 	pgp p = {0};
 	p_text(&p, r->host ? r->host : st->pg->host);
@@ -525,7 +525,7 @@ static int pg_run_begin(hv_store *st, const hv_run_start *r, int64_t *run_id)
 }
 
 /* Inside the transaction: the run exists and has not ended (its row locked). */
-static int pg_check_open(hv_store *st, int64_t run_id)
+static hv_status pg_check_open(hv_store *st, int64_t run_id)
 {
 	pgp p = {0};
 	p_int(&p, run_id);
@@ -542,7 +542,7 @@ static int pg_check_open(hv_store *st, int64_t run_id)
 	return rc;
 }
 
-static int pg_record_end(hv_store *st, int64_t run_id, const hv_run_end *e)
+static hv_status pg_record_end(hv_store *st, int64_t run_id, const hv_run_end *e)
 {
 	pgp p = {0};
 	p_int(&p, run_id);
@@ -593,7 +593,7 @@ typedef struct pg_batch {
 	size_t bytes;
 } pg_batch;
 
-static int batch_init(pg_batch *b, int cap)
+static hv_status batch_init(pg_batch *b, int cap)
 {
 	memset(b, 0, sizeof(*b));
 	b->cap = cap;
@@ -650,7 +650,7 @@ static void b_row(pg_batch *b, const char *head, const char *const *casts, int k
 	b->rows++;
 }
 
-static int batch_flush(hv_store *st, pg_batch *b, const char *tail, const char *what)
+static hv_status batch_flush(hv_store *st, pg_batch *b, const char *tail, const char *what)
 {
 	if (!b->rows)
 		return HV_OK;
@@ -673,8 +673,8 @@ static int batch_flush(hv_store *st, pg_batch *b, const char *tail, const char *
 }
 
 /* recorded: each artifact's recording time (NULL: now). */
-static int pg_record_artifacts(hv_store *st, int64_t run_id, const hv_artifact_in *a, size_t n,
-			       char (*shas)[65], const int64_t *recorded)
+static hv_status pg_record_artifacts(hv_store *st, int64_t run_id, const hv_artifact_in *a,
+				     size_t n, char (*shas)[65], const int64_t *recorded)
 {
 	static const char *const ccast[] = {"text", "bigint", "bytea"};
 	static const char *const acast[] = {"bigint", "bytea", "bytea", "text", "bigint",
@@ -720,17 +720,13 @@ static int pg_record_artifacts(hv_store *st, int64_t run_id, const hv_artifact_i
 	return rc;
 }
 
-static int pg_run_finish(hv_store *st, int64_t run_id, const hv_run_end *end,
-			 const hv_artifact_in *artifacts, size_t n_artifacts)
+static hv_status pg_run_finish(hv_store *st, int64_t run_id, const hv_run_end *end,
+			       const hv_artifact_in *artifacts, char (*shas)[65],
+			       size_t n_artifacts)
 {
 	int rc = HV_OK;
-	char (*shas)[65] = NULL;
-	if (n_artifacts && !(shas = malloc(n_artifacts * sizeof(*shas))))
-		return hv_error_set(HV_ENOMEM, "out of memory");
-	for (size_t i = 0; rc == HV_OK && i < n_artifacts; i++)
-		rc = hvst_check_artifact(&artifacts[i], shas[i]);
 	bool was_open = false;
-	if (rc == HV_OK) {
+	{ /* the transaction */
 		/* See the top of the file: prune waits for this transaction. Both in one round
 		 * trip (the simple protocol takes several statements). */
 		PGresult *r = PQexec(st->pg->c,
@@ -751,7 +747,6 @@ static int pg_run_finish(hv_store *st, int64_t run_id, const hv_run_end *end,
 		else
 			pg_rollback(st);
 	}
-	free(shas);
 	if (rc != HV_OK && was_open && !end->end_reason && PQstatus(st->pg->c) == CONNECTION_OK) {
 		/* Ended with none of its artifacts, and saying so; best effort. */
 		hv_error_saved saved;
@@ -779,7 +774,7 @@ typedef struct pg_run_iter {
 	hv_run_row out;
 } pg_run_iter;
 
-static int pg_runs(hv_store *st, const hv_run_filter *f, hv_run_iter **out)
+static hv_status pg_runs(hv_store *st, const hv_run_filter *f, hv_run_iter **out)
 {
 	pg_run_iter *it = calloc(1, sizeof(*it));
 	if (!it)
@@ -832,7 +827,7 @@ static int pg_runs(hv_store *st, const hv_run_filter *f, hv_run_iter **out)
 	return rc;
 }
 
-static int pg_run_next(hv_run_iter *base, const hv_run_row **out)
+static hv_status pg_run_next(hv_run_iter *base, const hv_run_row **out)
 {
 	pg_run_iter *it = (pg_run_iter *)base;
 	if (!it->res || it->row >= PQntuples(it->res))
@@ -914,7 +909,7 @@ static bool glob_to_like(const char *g, hv_buf *b)
 	return !b->failed;
 }
 
-static int pg_artifacts(hv_store *st, const hv_artifact_filter *f, hv_artifact_iter **out)
+static hv_status pg_artifacts(hv_store *st, const hv_artifact_filter *f, hv_artifact_iter **out)
 {
 	pg_artifact_iter *it = calloc(1, sizeof(*it));
 	if (!it)
@@ -1027,7 +1022,7 @@ static int pg_artifacts(hv_store *st, const hv_artifact_filter *f, hv_artifact_i
 	return rc;
 }
 
-static int pg_artifact_next(hv_artifact_iter *base, const hv_artifact_row **out)
+static hv_status pg_artifact_next(hv_artifact_iter *base, const hv_artifact_row **out)
 {
 	pg_artifact_iter *it = (pg_artifact_iter *)base;
 	for (;;) {
@@ -1076,8 +1071,8 @@ static void pg_artifact_free(hv_artifact_iter *base)
 
 /* ---- Contents --------------------------------------------------------------------------- */
 
-static int pg_content_get(hv_store *st, const char *sha, const char *what, void **data,
-			  size_t *len)
+static hv_status pg_content_get(hv_store *st, const char *sha, const char *what, void **data,
+				size_t *len)
 {
 	*data = NULL;
 	*len = 0;
@@ -1112,7 +1107,7 @@ static int pg_content_get(hv_store *st, const char *sha, const char *what, void 
 	return rc;
 }
 
-static int pg_artifact_sha(hv_store *st, int64_t id, char sha[65])
+static hv_status pg_artifact_sha(hv_store *st, int64_t id, char sha[65])
 {
 	if (!st->pg->have_schema)
 		return hv_error_set(HV_ENOTFOUND, "no artifact %lld", (long long)id);
@@ -1135,8 +1130,8 @@ static int pg_artifact_sha(hv_store *st, int64_t id, char sha[65])
 
 /* One transaction (PostgreSQL readers are not blocked by it; writers that finish a run wait
  * on the contents lock until it commits). */
-static int pg_prune_history(hv_store *st, const hv_prune_opts *opts, hv_prune_result *res,
-			    int64_t *newest)
+static hv_status pg_prune_history(hv_store *st, const hv_prune_opts *opts, hv_prune_result *res,
+				  int64_t *newest)
 {
 	bool use_before = opts->has_before || opts->before_ns != 0;
 	int rc = pg_reap(st);
@@ -1256,7 +1251,7 @@ static void push_run_free(push_run *pr)
 	free(pr->bufs);
 }
 
-static int push_run_add(push_run *pr, const hv_artifact_row *r)
+static hv_status push_run_add(push_run *pr, const hv_artifact_row *r)
 {
 	if (pr->n == pr->cap) {
 		size_t cap = pr->cap ? 2 * pr->cap : 64;
@@ -1318,8 +1313,8 @@ static int push_run_add(push_run *pr, const hv_artifact_row *r)
 }
 
 /* Copies one ended local run into dst; *added when it was not there already. */
-static int push_one(hv_store *st, hv_store *dst, const char *identity, const hv_run_row *r,
-		    push_run *pr, bool *added)
+static hv_status push_one(hv_store *st, hv_store *dst, const char *identity, const hv_run_row *r,
+			  push_run *pr, bool *added)
 {
 	*added = false;
 	push_run_clear(pr);

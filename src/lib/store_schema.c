@@ -220,7 +220,7 @@ static const char *const migrations[] = {
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == HV_STORE_SCHEMA_VERSION,
 	       "one migration step per schema version");
 
-int hvst_refuse_newer(hv_store *st, int64_t version)
+hv_status hvst_refuse_newer(hv_store *st, int64_t version)
 {
 	return hv_error_set(HV_EDB, "%s: made by a newer harvest (schema version %lld; this one "
 			    "knows up to %d)", st->path, (long long)version,
@@ -231,9 +231,9 @@ int hvst_refuse_newer(hv_store *st, int64_t version)
  * (the pragma is a no-op inside a transaction, hence around it): a step that rebuilds a table
  * drops the old one, and with them on that drop would first delete, by cascade, every row
  * referring to it. The result is checked (foreign_key_check) before the commit. */
-static int migrate_steps(hv_store *st);
+static hv_status migrate_steps(hv_store *st);
 
-int hvst_migrate(hv_store *st)
+hv_status hvst_migrate(hv_store *st)
 {
 	int rc = hvst_exec(st, "PRAGMA foreign_keys = OFF", "cannot upgrade the schema");
 	if (rc == HV_OK)
@@ -242,7 +242,7 @@ int hvst_migrate(hv_store *st)
 	return rc != HV_OK ? rc : on;
 }
 
-static int migrate_steps(hv_store *st)
+static hv_status migrate_steps(hv_store *st)
 {
 	int rc = hvst_tx_begin(st);
 	if (rc != HV_OK)

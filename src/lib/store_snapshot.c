@@ -152,7 +152,7 @@ static int64_t map_get(snap_map *m, int64_t parent, const char *name, size_t len
 	return map_slot(m, parent, name, len)->id;
 }
 
-static int map_put(snap_map *m, int64_t parent, const char *name, size_t len, int64_t id)
+static hv_status map_put(snap_map *m, int64_t parent, const char *name, size_t len, int64_t id)
 {
 	if (2 * (m->n + 1) > m->cap) {
 		size_t cap = m->cap ? m->cap * 2 : 64;
@@ -235,7 +235,7 @@ int64_t hv_snapshot_writer_created_at(const hv_snapshot_writer *w)
 /* Writes the pending entries in one transaction; with `finish`, marks the snapshot complete in
  * the same transaction. An entry whose (parent, name) is there already fills it in if it was a
  * directory not added itself (mode NULL), and is an entry added twice otherwise. */
-static int writer_flush(hv_snapshot_writer *w, bool finish)
+static hv_status writer_flush(hv_snapshot_writer *w, bool finish)
 {
 	hv_store *st = w->st;
 	sqlite3_stmt *q = hvst_stmt(st, STMT_SNAP_ENTRY_PUT);
@@ -297,8 +297,8 @@ static int writer_flush(hv_snapshot_writer *w, bool finish)
 }
 
 /* Queues one row: (parent, name) -> id with s (NULL: a directory not added itself). */
-static int writer_queue(hv_snapshot_writer *w, int64_t parent, const char *name, size_t len,
-			int64_t id, const hv_stat *s, const char *sha)
+static hv_status writer_queue(hv_snapshot_writer *w, int64_t parent, const char *name, size_t len,
+			      int64_t id, const hv_stat *s, const char *sha)
 {
 	if (w->n_items == SNAP_BATCH) {
 		int rc = writer_flush(w, false);
@@ -325,8 +325,8 @@ static int writer_queue(hv_snapshot_writer *w, int64_t parent, const char *name,
 
 /* The id of the entry (parent, name) as the database has it (after writing what is pending),
  * or 0. */
-static int writer_lookup(hv_snapshot_writer *w, int64_t parent, const char *name, size_t len,
-			 int64_t *id)
+static hv_status writer_lookup(hv_snapshot_writer *w, int64_t parent, const char *name, size_t len,
+			       int64_t *id)
 {
 	*id = 0;
 	if (w->n_items) {
@@ -351,7 +351,7 @@ static int writer_lookup(hv_snapshot_writer *w, int64_t parent, const char *name
 	return rc;
 }
 
-static int writer_level(hv_snapshot_writer *w, size_t depth, size_t end, int64_t id)
+static hv_status writer_level(hv_snapshot_writer *w, size_t depth, size_t end, int64_t id)
 {
 	if (depth == w->levels_cap) {
 		size_t cap = w->levels_cap ? w->levels_cap * 2 : 64;
@@ -394,8 +394,8 @@ static int64_t writer_parent_fast(const hv_snapshot_writer *w, const char *path,
 
 /* Resolves path's directory (dir_len bytes) component by component, adding the directories
  * that are not there as mode 0 entries; the levels become its components. */
-static int writer_parent_slow(hv_snapshot_writer *w, const char *path, size_t dir_len,
-			      int64_t *parent, size_t *depth)
+static hv_status writer_parent_slow(hv_snapshot_writer *w, const char *path, size_t dir_len,
+				    int64_t *parent, size_t *depth)
 {
 	int64_t pid = 0;
 	size_t d = 0;
@@ -510,7 +510,7 @@ hv_status hv_snapshot_writer_abort(hv_snapshot_writer *w)
 }
 
 /* Runs a statement binding ?1 to id, in its own write transaction; *changes gets the rows. */
-static int exec_id(hv_store *st, const char *sql, int64_t id, int *changes)
+static hv_status exec_id(hv_store *st, const char *sql, int64_t id, int *changes)
 {
 	sqlite3_stmt *q = NULL;
 	int src = sqlite3_prepare_v2(st->db, sql, -1, &q, NULL);
@@ -635,7 +635,7 @@ uint64_t hv_snapshot_entries(const hv_snapshot *sn)
 /* Reads the next page of frame f's entries (sorted by name, after the last one read), then
  * resets the statement, so no read transaction stays open between two hv_snapshot_next()
  * calls. */
-static int load_page(hv_snapshot *sn, snap_frame *f)
+static hv_status load_page(hv_snapshot *sn, snap_frame *f)
 {
 	hv_store *st = sn->st;
 	if (!f->page && !(f->page = malloc(SNAP_PAGE * sizeof(*f->page))))

@@ -1,7 +1,11 @@
-/* Test hooks (test_hook.h): one function and context per point, process-wide. */
+/* Test hooks (test_hook.h): one function and context per point, process-wide; and the test
+ * switches, read from the environment once. */
 #include "test_hook.h"
+#include "internal.h"
 
+#include <stdatomic.h>
 #include <stddef.h>
+#include <stdlib.h>
 
 static struct {
 	hv__hook_fn fn;
@@ -23,4 +27,40 @@ void hv__test_hook_call(hv__hook_point p, const char *path)
 {
 	if (hooks[p].fn)
 		hooks[p].fn(hooks[p].ctx, path);
+}
+
+static const char *const switch_vars[HV__SWITCH_COUNT] = {
+	[HV__SWITCH_WALK_BLOCKED] = "HARVEST_TEST_WALK_BLOCKED",
+	[HV__SWITCH_WALK_SLOW_CLAIMS] = "HARVEST_TEST_WALK_SLOW_CLAIMS",
+};
+
+/* Bit s: switch s is on. SWITCHES_READ: the environment was read (so 0 means "not yet"). */
+#define SWITCHES_READ (1u << HV__SWITCH_COUNT)
+_Static_assert(HV__SWITCH_COUNT < 32, "one bit per switch, and one for SWITCHES_READ");
+static atomic_uint switches;
+
+static unsigned read_switches(void)
+{
+	unsigned v = SWITCHES_READ;
+	for (unsigned s = 0; s < HV__SWITCH_COUNT; s++) {
+		const char *e = getenv(switch_vars[s]);
+		if (e && e[0] == '1' && e[1] == '\0')
+			v |= 1u << s;
+	}
+	/* Threads that race here all read the same environment and store the same word. */
+	atomic_store_explicit(&switches, v, memory_order_relaxed);
+	return v;
+}
+
+bool hv__test_switch_on(hv__test_switch s)
+{
+	unsigned v = atomic_load_explicit(&switches, memory_order_relaxed);
+	if (HV_UNLIKELY(v == 0))
+		v = read_switches();
+	return (v >> s) & 1u;
+}
+
+void hv__test_switches_reload(void)
+{
+	read_switches();
 }

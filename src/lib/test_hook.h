@@ -1,8 +1,11 @@
 /* Test hooks: points inside libharvest where a test can run code at the exact moment of a
- * race (swap a file for a symlink right before it is opened...). Not part of the API: neither
+ * race (swap a file for a symlink right before it is opened...), and the switches tests turn
+ * on through the environment. Not part of the API: neither
  * declared in include/ nor exported from the shared library; the tests link the static one. */
 #ifndef HARVEST_TEST_HOOK_H
 #define HARVEST_TEST_HOOK_H
+
+#include <stdbool.h>
 
 typedef enum hv__hook_point {
 	/* The collector, with a file's relative path, right before it opens the file. */
@@ -26,5 +29,27 @@ int hv__test_hook_active(hv__hook_point p);
 
 /* Calls the hook at p, if any, with path. */
 void hv__test_hook_call(hv__hook_point p, const char *path);
+
+/* Test switches: environment variables that make the library take a path a test needs on any
+ * machine (every batch counted as blocked...). Each is on when its variable is exactly "1". */
+typedef enum hv__test_switch {
+	/* HARVEST_TEST_WALK_BLOCKED: the walker counts every batch as slow and blocked, and any
+	 * pool may grow, so tests see workers added mid-walk on any tree. */
+	HV__SWITCH_WALK_BLOCKED,
+	/* HARVEST_TEST_WALK_SLOW_CLAIMS: a walker's worker sleeps 200 us between taking a batch
+	 * and starting it, and the consumer 1 ms between seeing a job claimed and trying to take
+	 * it, so that a worker starts the job in that gap (a preemption there, made likely). */
+	HV__SWITCH_WALK_SLOW_CLAIMS,
+	HV__SWITCH_COUNT
+} hv__test_switch;
+
+/* Whether switch s is on. The environment is read at the first call, every switch at once,
+ * and kept for the process: a production call costs one branch on a cached word, and no
+ * getenv. */
+bool hv__test_switch_on(hv__test_switch s);
+
+/* Reads the switches' variables again: for a test that sets or unsets one after the first
+ * call (while no other thread is in libharvest: setenv is not safe against getenv). */
+void hv__test_switches_reload(void);
 
 #endif

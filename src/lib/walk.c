@@ -20,6 +20,7 @@
  * walk_node.c (nodes), walk_read.c (reading one directory), walk_queue.c (the job queue and
  * the workers); walk_internal.h holds what they share.
  */
+#include "test_hook.h"
 #include "walk_internal.h"
 
 #include <dirent.h>
@@ -331,16 +332,10 @@ hv_status hv_walk_open(hv_walk **out, const char *root, const hv_walk_opts *opts
 	unsigned n = o.threads ? (unsigned)o.threads : (unsigned)hv_default_threads();
 	if (n > MAX_WORKERS)
 		n = MAX_WORKERS;
-	/* Only the default grows; a count asked for is kept. Test-only: with
-	 * HARVEST_TEST_WALK_BLOCKED=1 every batch counts as slow and blocked and any pool may
-	 * grow, so tests see workers added mid-walk on any tree. */
-	const char *assume = getenv("HARVEST_TEST_WALK_BLOCKED");
-	w->assume_blocked = assume && assume[0] == '1' && assume[1] == '\0';
-	/* Test-only: with HARVEST_TEST_WALK_SLOW_CLAIMS=1 a worker sleeps 200 us between taking a
-	 * batch and starting it, and the consumer 1 ms between seeing a job claimed and trying to
-	 * take it, so that a worker starts the job in that gap (a preemption there, made likely). */
-	const char *slow = getenv("HARVEST_TEST_WALK_SLOW_CLAIMS");
-	w->slow_claims = slow && slow[0] == '1' && slow[1] == '\0';
+	/* Only the default grows; a count asked for is kept, unless a test switch (test_hook.h)
+	 * says every batch is blocked. */
+	w->assume_blocked = hv__test_switch_on(HV__SWITCH_WALK_BLOCKED);
+	w->slow_claims = hv__test_switch_on(HV__SWITCH_WALK_SLOW_CLAIMS);
 	w->max_workers = o.threads && !w->assume_blocked ? (int)n : MAX_GROWN_WORKERS;
 	/* One thread means no workers: the consumer reads every directory itself. Under the
 	 * lock, since a started worker may already add others. */

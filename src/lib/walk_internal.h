@@ -119,8 +119,8 @@ struct hv_walk {
 	int idle_workers;           /* waiting on work_cond */
 	atomic_bool consumer_waiting;  /* the consumer waits on done_cond for a listing */
 	atomic_uint_fast64_t grown;    /* workers added because the others were blocked */
-	bool assume_blocked;        /* test-only: treat every batch as blocked */
-	bool slow_claims;           /* test-only: widen the window of a claimed job (see below) */
+	bool assume_blocked;        /* test switch: treat every batch as blocked (test_hook.h) */
+	bool slow_claims;           /* test switch: widen a claimed job's window (test_hook.h) */
 
 	/* The descriptor cache (guarded by lock). */
 	struct dnode *lru_head, *lru_tail;   /* head: most recently used */

@@ -654,7 +654,7 @@ static void test_write_permission_denied_as_nobody(void **state)
 struct temp_seen {
 	const char *dir;
 	int calls;
-	int temps;    /* .hv-XXXXXX files seen while the bytes are read */
+	int temps;    /* .hv.XXXXXX files seen while the bytes are read */
 	int private_; /* ... with no permission for group and others */
 	const char *data;
 };
@@ -671,7 +671,7 @@ static hv_status source_seeing_temp(void *ctx, void *buf, size_t cap, size_t *go
 		return HV_EIO;
 	struct dirent *e;
 	while ((e = readdir(dir))) {
-		if (strncmp(e->d_name, ".hv-", 4) != 0 || strlen(e->d_name) != 10)
+		if (strncmp(e->d_name, ".hv.", 4) != 0 || strlen(e->d_name) != 10)
 			continue;
 		t->temps++;
 		struct stat st;
@@ -686,7 +686,7 @@ static hv_status source_seeing_temp(void *ctx, void *buf, size_t cap, size_t *go
 }
 
 /* Without /proc (hidden by an empty tmpfs in a private mount namespace), O_TMPFILE cannot be
- * named: the write uses a short .hv-XXXXXX name instead. */
+ * named: the write uses a short .hv.XXXXXX name instead. */
 static int named_fallback_fn(void *arg)
 {
 	const char *d = arg;

@@ -8,6 +8,7 @@
  * what differs on stderr and return false; the parent asserts on the child's exit status. */
 #include "testutil.h"
 #include "harvest/walk.h"
+#include "test_hook.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -45,6 +46,16 @@ static const char *show(char *buf, size_t cap, const char *s, size_t len)
 }
 
 #define SHOW(b, s, len) show(b, sizeof(b), s, len)
+
+/* Sets a test switch's variable to value (NULL: unsets it) and has the library read the
+ * switches again: it reads them once per process otherwise. */
+static void set_switch(const char *name, const char *value)
+{
+	int rc = value ? setenv(name, value, 1) : unsetenv(name);
+	if (rc != 0)
+		abort();
+	hv__test_switches_reload();
+}
 
 static hv_ftype mode_type(mode_t m)
 {
@@ -1560,7 +1571,7 @@ static void test_fd_pressure_batches(void **state)
 static void test_consumer_and_worker_race_for_claimed(void **state)
 {
 	(void)state;
-	assert_int_equal(setenv("HARVEST_TEST_WALK_SLOW_CLAIMS", "1", 1), 0);
+	set_switch("HARVEST_TEST_WALK_SLOW_CLAIMS", "1");
 	char *base = tu_mkdtemp();
 	char *root = tu_path(base, "root");
 	mkdir_abs(root);
@@ -1586,7 +1597,7 @@ static void test_consumer_and_worker_race_for_claimed(void **state)
 		batch_walk p = {root, &ref, limits[i]};
 		assert_int_equal(run_child(batch_walk_child, &p), 0);
 	}
-	assert_int_equal(unsetenv("HARVEST_TEST_WALK_SLOW_CLAIMS"), 0);
+	set_switch("HARVEST_TEST_WALK_SLOW_CLAIMS", NULL);
 	recs_free(&ref);
 	tu_rmrf(base);
 	free(root);
@@ -2264,7 +2275,7 @@ static void test_close_early(void **state)
  * at the same places, under descriptor pressure, as nobody, and when closed early. */
 static void test_pool_grows_when_blocked(void **state)
 {
-	assert_int_equal(setenv("HARVEST_TEST_WALK_BLOCKED", "1", 1), 0);
+	set_switch("HARVEST_TEST_WALK_BLOCKED", "1");
 	char *base;
 	char *root = gen_fixture(&base, 7, 3000);
 	recs ref;
@@ -2312,7 +2323,7 @@ static void test_pool_grows_when_blocked(void **state)
 	test_fd_pressure_deep(state);
 	test_unreadable_dirs_as_nobody(state);
 	test_close_early(state);
-	assert_int_equal(unsetenv("HARVEST_TEST_WALK_BLOCKED"), 0);
+	set_switch("HARVEST_TEST_WALK_BLOCKED", NULL);
 }
 
 /* Without the test switch, a warm tree read by a count of workers asked for never grows the
@@ -2321,7 +2332,7 @@ static void test_pool_kept_when_asked(void **state)
 {
 	(void)state;
 	/* (Not left set by a failed test before this one.) */
-	assert_int_equal(unsetenv("HARVEST_TEST_WALK_BLOCKED"), 0);
+	set_switch("HARVEST_TEST_WALK_BLOCKED", NULL);
 	char *base;
 	char *root = gen_fixture(&base, 8, 2000);
 	hv_walk_opts o;
