@@ -387,6 +387,11 @@ void hvw_await_listing(hv_walk *w, struct dnode *n)
 		n->state = JOB_DONE;
 		if (n->counted)
 			w->ahead_entries += n->listing.n;
+		/* Under the test switch a directory the consumer had to read itself counts as
+		 * blocked too: on a loaded machine the workers may not get a batch before the
+		 * consumer has read every directory, and the pool must still be seen growing. */
+		if (w->assume_blocked)
+			grow_locked(w);
 	}
 	if (n->counted) {
 		n->counted = false;
