@@ -687,12 +687,13 @@ PY
 # walk of each, under --changes events (nothing walked) and --changes snapshot (a walk before
 # the command and one after), and a run writing 10 files (1 MiB in all) in the largest under
 # events; then the peak memory of a collect of 10,000 files (~85 MB) with their contents, as
-# json and as jsonl.
+# json and as jsonl. HV_RUN_WS_DIR=DIR builds the workspaces in DIR and keeps them there for the
+# next bench (a 1,000,000-entry tree takes minutes to make); by default they are in the temp dir.
 bench_run_workspace() {
 	local sizes=${HV_RUN_SIZES:-${HV_RUN_ENTRIES:-200000 1000000}} n ws big=$HV_TMP/run-big db=$HV_TMP/run-ws.db
 	local HV_ROUNDS=$((HV_ROUNDS < 5 ? HV_ROUNDS : 5))
 	for n in $sizes; do
-	ws=$HV_TMP/run-ws-$n
+	ws=${HV_RUN_WS_DIR:-$HV_TMP}/run-ws-$n
 	echo
 	echo "== run: cost in a workspace of $n entries, against one walk of it"
 	hv_load
