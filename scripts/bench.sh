@@ -684,15 +684,18 @@ PY
 }
 
 # run -- true in workspaces of HV_RUN_SIZES entries (default 200000 and 1000000) against one
-# walk of each, under --changes events (nothing walked) and --changes snapshot (a walk before
-# the command and one after), and a run writing 10 files (1 MiB in all) in the largest under
+# walk of each, under --changes events (nothing walked), --changes snapshot (a walk before
+# the command and one after) and --changes auto (the default: events, and a walk before the
+# command kept in memory in case they cannot be used), and a run writing 10 files (1 MiB in all) in the largest under
 # events; then the peak memory of a collect of 10,000 files (~85 MB) with their contents, as
-# json and as jsonl.
+# json and as jsonl. HV_RUN_WS_DIR=DIR builds the workspaces in DIR and keeps them there for the
+# next bench (a 1,000,000-entry tree takes minutes to make); by default they are in the temp dir.
+# shellcheck disable=SC2034 # the HV_CMD_* arrays are read by hv_time_rounds
 bench_run_workspace() {
 	local sizes=${HV_RUN_SIZES:-${HV_RUN_ENTRIES:-200000 1000000}} n ws big=$HV_TMP/run-big db=$HV_TMP/run-ws.db
 	local HV_ROUNDS=$((HV_ROUNDS < 5 ? HV_ROUNDS : 5))
 	for n in $sizes; do
-	ws=$HV_TMP/run-ws-$n
+	ws=${HV_RUN_WS_DIR:-$HV_TMP}/run-ws-$n
 	echo
 	echo "== run: cost in a workspace of $n entries, against one walk of it"
 	hv_load
@@ -717,15 +720,23 @@ PY
 	HV_CMD_ws_walk=("$HARVEST" walk --format jsonl "$ws")
 	HV_CMD_ws_events=("$HARVEST" run --no-history --changes events --db "$db" --dir "$ws" -- true)
 	HV_CMD_ws_snap=("$HARVEST" run --no-history --changes snapshot --db "$db" --dir "$ws" -- true)
+	# auto, the default: the events, and the listing from before the run kept in memory
+	HV_CMD_ws_auto=("$HARVEST" run --no-history --changes auto --db "$db" --dir "$ws" -- true)
 	# 10 files, 1 MiB in all, in a directory of the workspace (the same names each round)
 	HV_CMD_ws_ten=("$HARVEST" run --no-history --changes events --db "$db" --dir "$ws" -- sh -c \
 		'mkdir -p out && for i in 0 1 2 3 4 5 6 7 8 9; do head -c 104858 /dev/urandom > out/f$i.bin; done')
-	hv_time_rounds ws_walk ws_events ws_snap ws_ten
+	hv_time_rounds ws_walk ws_events ws_snap ws_auto ws_ten
 	hv_row "command" "median ms" "CPU ms"
 	hv_row "harvest walk WS" "$(hv_ms "${HV_MEDIAN[ws_walk]}")" "$(hv_ms "${HV_CPU[ws_walk]}")"
 	hv_row "harvest run --changes events -- true" "$(hv_ms "${HV_MEDIAN[ws_events]}")" "$(hv_ms "${HV_CPU[ws_events]}")"
 	hv_row "harvest run --changes snapshot -- true" "$(hv_ms "${HV_MEDIAN[ws_snap]}")" "$(hv_ms "${HV_CPU[ws_snap]}")"
+	hv_row "harvest run --changes auto -- true" "$(hv_ms "${HV_MEDIAN[ws_auto]}")" "$(hv_ms "${HV_CPU[ws_auto]}")"
 	hv_row "harvest run --changes events, 10 files / 1 MiB" "$(hv_ms "${HV_MEDIAN[ws_ten]}")" "$(hv_ms "${HV_CPU[ws_ten]}")"
+	# CPU time is what other load on the machine disturbs least
+	hv_row "  CPU ÷ walk's: events / snapshot / auto" \
+		"$(hv_div "${HV_CPU[ws_events]}" "${HV_CPU[ws_walk]}")" \
+		"$(hv_div "${HV_CPU[ws_snap]}" "${HV_CPU[ws_walk]}")" \
+		"$(hv_div "${HV_CPU[ws_auto]}" "${HV_CPU[ws_walk]}")"
 	hv_target "events: run -- true in WS / walk of WS" "$(awk -v a="${HV_MEDIAN[ws_events]}" -v b="${HV_MEDIAN[ws_walk]}" 'BEGIN { printf "%.3f", a / b }')" 0.05
 	hv_target "snapshot: run -- true in WS / walk of WS" "$(awk -v a="${HV_MEDIAN[ws_snap]}" -v b="${HV_MEDIAN[ws_walk]}" 'BEGIN { printf "%.2f", a / b }')" 2.2
 	hv_target "events: 10 files / 1 MiB (ms)" "$(hv_ms "${HV_MEDIAN[ws_ten]}")" 50

@@ -19,6 +19,7 @@
 #include "harvest/sys/store.h"
 #include "harvest/walk.h"
 #include "internal.h"
+#include "test_hook.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -543,6 +544,7 @@ static int fd_where(hv_changes *c, int fd, char **rel)
 	if (n <= 0 || n >= (ssize_t)sizeof(buf) - 1 || buf[0] != '/')
 		return W_UNKNOWN;
 	buf[n] = '\0';
+	hv__test_hook_call(HV__HOOK_CHANGES_RESOLVE, buf);
 	/* The path is trusted only if it names the same object now. */
 	struct stat ls;
 	if (lstat(buf, &ls) != 0 || ls.st_dev != st.st_dev || ls.st_ino != st.st_ino)
@@ -706,9 +708,18 @@ static void take_event(hv_changes *c, const struct fanotify_event_metadata *m)
 		keep = e.obj != 0;
 	} else {
 		keep = dir_relevant(c, e.dir) || dir_relevant(c, e.dir2);
-		/* The deletion of a directory whose events were kept tells where it was. */
+		/* A directory made in one known to be outside root is outside too: placed without
+		 * resolving its handle, which costs a system call or more for every directory that
+		 * other processes make (and often delete at once) anywhere on the file system. If
+		 * it is moved into root later, its rename says so (walked where it then is), as for
+		 * any directory first seen outside. */
+		if (!keep && (e.mask & FAN_CREATE) && (e.mask & FAN_ONDIR) && e.obj && e.dir &&
+		    c->nodes[e.dir - 1].where == W_OUT && c->nodes[e.obj - 1].where == W_UNSEEN)
+			c->nodes[e.obj - 1].where = W_OUT;
+		/* The deletion of a directory whose events were kept tells where it was (one first
+		 * seen outside had none kept). */
 		if (!keep && (e.mask & FAN_DELETE) && (e.mask & FAN_ONDIR) && e.obj &&
-		    c->nodes[e.obj - 1].where != W_UNSEEN)
+		    c->nodes[e.obj - 1].where != W_UNSEEN && c->nodes[e.obj - 1].where != W_OUT)
 			keep = true;
 	}
 	if (!keep) {

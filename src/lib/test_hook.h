@@ -15,6 +15,9 @@ typedef enum hv__hook_point {
 	HV__HOOK_FILE_WRITE,
 	/* hv_remove, with a directory's path right before the tree removal opens it. */
 	HV__HOOK_REMOVE,
+	/* The change tracking, with the path of a handle it resolved (looked up where an event's
+	 * directory is), right after reading it. */
+	HV__HOOK_CHANGES_RESOLVE,
 	HV__HOOK_COUNT
 } hv__hook_point;
 

@@ -148,7 +148,9 @@ static void op(uint64_t *s, const char *root, const char *out, unsigned k)
 		rename(d, e);
 		break;
 	}
-	case 17: { /* a directory moved in from outside, with a file in a subdirectory */
+	case 17: { /* a directory moved in from outside, with a file in a subdirectory, then a
+		    * file made in it and one of the tree's moved into it (made outside, its
+		    * events are not followed: it is walked where it ends) */
 		char d[4096], f[8200], e[4096];
 		snprintf(d, sizeof(d), "%s/dir%u/sub", out, k);
 		mkdirs(d);
@@ -156,7 +158,12 @@ static void op(uint64_t *s, const char *root, const char *out, unsigned k)
 		xwrite_file(f, "x\n", 2, 0644);
 		snprintf(d, sizeof(d), "%s/dir%u", out, k);
 		snprintf(e, sizeof(e), "%s/in-dir%u", root, k);
-		rename(d, e);
+		if (rename(d, e) == 0) {
+			snprintf(f, sizeof(f), "%s/sub/after", e);
+			xwrite_file(f, "after\n", 6, 0644);
+			snprintf(f, sizeof(f), "%s/moved", e);
+			rename(p, f);
+		}
 		break;
 	}
 	case 0: { /* a creation in new deep directories */
