@@ -193,8 +193,9 @@ int cmd_mime(int argc, char **argv)
 	}
 	cli_check_excludes(&c, m.excludes, m.n_excludes);
 	/* Each argument's lstat: the directory decision and, for a file, its answer's. */
-	struct stat *lst = calloc((size_t)npos, sizeof(*lst));
-	int *lerr = calloc((size_t)npos, sizeof(*lerr));
+	size_t nargs = npos > 0 ? (size_t)npos : 1; /* npos > 0 here; never calloc(0) */
+	struct stat *lst = calloc(nargs, sizeof(*lst));
+	int *lerr = calloc(nargs, sizeof(*lerr));
 	if (!lst || !lerr) {
 		cli_error("out of memory");
 		free(lst);

@@ -37,6 +37,7 @@
 	X(archive_write_zip_set_compression_deflate)
 
 /* Each member has the type of a pointer to the function libarchive's headers declare. */
+/* NOLINTNEXTLINE(bugprone-macro-parentheses): f is a declarator here, not an expression */
 #define HV_ARCHIVE_MEMBER(f) __typeof__(f) *f;
 struct hv__archive_api {
 	HV_ARCHIVE_FUNCS(HV_ARCHIVE_MEMBER)

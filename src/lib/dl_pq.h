@@ -28,6 +28,7 @@
 	X(PQstatus)
 
 /* Each member has the type of a pointer to the function libpq-fe.h declares. */
+/* NOLINTNEXTLINE(bugprone-macro-parentheses): f is a declarator here, not an expression */
 #define HV_PQ_MEMBER(f) __typeof__(f) *f;
 struct hv__pq_api {
 	HV_PQ_FUNCS(HV_PQ_MEMBER)
