@@ -2,8 +2,9 @@
  * binary nor libharvest.so names them in its ELF dynamic section (DT_NEEDED), the real
  * libraries load when a PostgreSQL history or an archive is used (the history_pg and archive
  * tests cover what they do), and a library that cannot be loaded (a test-only switch naming a
- * missing file) gives one line naming it and the documented status: 125 and the command not
- * started for run, 1 for a history query, 1 and no half file for an archive. */
+ * missing file, or one without its functions) gives one line naming it and the documented
+ * status: 125 and the command not started for run, 1 for a history query, 1 and no half file
+ * for an archive. */
 #include "testutil.h"
 
 #include <elf.h>
@@ -166,6 +167,16 @@ static void test_libarchive_missing(void **state)
 	expect_one_line(&r, "libharvest-no-such-archive.so", "archive, libarchive missing");
 	struct stat sb;
 	assert_int_not_equal(stat(file, &sb), 0); /* no half file */
+	tu_result_free(&r);
+
+	/* A library that loads but lacks libarchive's functions (zlib, which every harvest
+	 * already maps through libmagic): the missing symbol is named. */
+	assert_int_equal(setenv("HARVEST_TEST_LIBARCHIVE", "libz.so.1", 1), 0);
+	tu_harvest(&r, "archive", tree, "-o", file, NULL);
+	assert_int_equal(r.status, 1);
+	expect_one_line(&r, "cannot load libarchive.so.13: ", "archive, not libarchive");
+	expect_one_line(&r, "undefined symbol: archive_", "archive, not libarchive");
+	assert_int_not_equal(stat(file, &sb), 0);
 	tu_result_free(&r);
 	unsetenv("HARVEST_TEST_LIBARCHIVE");
 
