@@ -76,7 +76,8 @@ timeout_for() {
 cflags=(-std=c11 -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined
 	-fno-sanitize-recover=all -Iinclude -Isrc/lib -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64
 	-DHARVEST_VERSION='"fuzz"' -Wall -Wno-unused-parameter -I"$(pg_config --includedir)")
-libs=(-lmagic -lsqlite3 -lcrypto -larchive -lseccomp -lpq -lpthread)
+# libpq and libarchive are not linked: libharvest opens them with dlopen when first used.
+libs=(-lmagic -lsqlite3 -lcrypto -lseccomp -lpthread)
 
 # The library once, instrumented for coverage (fuzzer-no-link) and the sanitizers.
 objs=()

@@ -14,6 +14,8 @@
 #include "store.h"
 #include "types.h"
 
+#include <sys/stat.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -144,6 +146,15 @@ HV_EXTERN hv_status hv_collect_check_fds(const char *dir, int extra);
  * libmagic's answer; refinement by name (unless opts->raw) is applied after it. */
 HV_EXTERN hv_status hv_mime_detect_cached(hv_store *st, const char *const *paths, size_t n,
 				const hv_mime_opts *opts, hv_mime_result **results);
+
+/* hv_mime_detect_cached() for a caller that has lstat'ed the paths already (`harvest mime`
+ * does, to tell a directory argument from a file), so each path costs one lstat: lstats[i] is
+ * the lstat of paths[i] when errnos[i] is 0, else errnos[i] is the errno of its failed lstat.
+ * With st NULL the paths are examined afresh, as hv_mime_detect_paths() does. */
+HV_EXTERN hv_status hv_mime_detect_cached_lstat(hv_store *st, const char *const *paths,
+						const struct stat *lstats, const int *errnos,
+						size_t n, const hv_mime_opts *opts,
+						hv_mime_result **results);
 
 /* What hv_mime_detect_dir() hands out for each regular file: its path relative to dir and its
  * answer (as hv_mime_detect_cached gives it: mime_type NULL and error set when the file could

@@ -2,6 +2,7 @@
  * below it. */
 #include "cli.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -154,12 +155,14 @@ static void on_walk_warning(void *ctx, const char *message)
 	o->rc = EXIT_WARN;
 }
 
-/* Answers files[0..n): the arguments that are not directories. */
+/* Answers files[0..n): the arguments that are not directories, with their lstat (or its
+ * errno) from the directory decision, so the library does not lstat them again. */
 static int answer_files(struct mime_out *o, hv_store *st, const hv_mime_opts *mo,
-			char *const *files, size_t n)
+			char *const *files, const struct stat *lst, const int *lerr, size_t n)
 {
 	hv_mime_result *res = NULL;
-	hv_status s = hv_mime_detect_cached(st, (const char *const *)files, n, mo, &res);
+	hv_status s = hv_mime_detect_cached_lstat(st, (const char *const *)files, lst, lerr, n, mo,
+						  &res);
 	if (s < 0) {
 		cli_error("%s", hv_error_last());
 		return -1;
@@ -189,6 +192,18 @@ int cmd_mime(int argc, char **argv)
 		return rc < 0 ? EXIT_DONE : rc;
 	}
 	cli_check_excludes(&c, m.excludes, m.n_excludes);
+	/* Each argument's lstat: the directory decision and, for a file, its answer's. */
+	size_t nargs = npos > 0 ? (size_t)npos : 1; /* npos > 0 here; never calloc(0) */
+	struct stat *lst = calloc(nargs, sizeof(*lst));
+	int *lerr = calloc(nargs, sizeof(*lerr));
+	if (!lst || !lerr) {
+		cli_error("out of memory");
+		free(lst);
+		free(lerr);
+		free(pos);
+		free(m.excludes);
+		return EXIT_WARN;
+	}
 	/* libmagic's sandboxed workers are forked by a spawner started now, before the walk's
 	 * threads exist. */
 	hv_magic_set_isolation(true, 0);
@@ -205,6 +220,8 @@ int cmd_mime(int argc, char **argv)
 	if (c.format == FMT_JSON || c.format == FMT_JSONL) {
 		if (!(o.j = cli_json_stdout(&c))) {
 			hv_store_close(st);
+			free(lst);
+			free(lerr);
 			free(pos);
 			free(m.excludes);
 			return EXIT_WARN;
@@ -224,10 +241,19 @@ int cmd_mime(int argc, char **argv)
 	int first = 0; /* the first file argument not answered yet */
 	bool fatal = false;
 	for (int i = 0; i <= npos && !fatal; i++) {
-		struct stat sb;
-		bool is_dir = i < npos && stat(pos[i], &sb) == 0 && S_ISDIR(sb.st_mode);
+		bool is_dir = false;
+		if (i < npos) {
+			lerr[i] = lstat(pos[i], &lst[i]) != 0 ? errno : 0;
+			is_dir = !lerr[i] && S_ISDIR(lst[i].st_mode);
+			/* A symlink to a directory is walked as that directory: only a symlink
+			 * costs a second call. */
+			struct stat target;
+			if (!lerr[i] && S_ISLNK(lst[i].st_mode))
+				is_dir = stat(pos[i], &target) == 0 && S_ISDIR(target.st_mode);
+		}
 		if ((i == npos || is_dir || i - first == CHUNK) && i > first) {
-			fatal = answer_files(&o, st, &m.opts, pos + first, (size_t)(i - first)) != 0;
+			fatal = answer_files(&o, st, &m.opts, pos + first, lst + first, lerr + first,
+					     (size_t)(i - first)) != 0;
 			first = i;
 		}
 		if (!is_dir || fatal)
@@ -265,6 +291,8 @@ int cmd_mime(int argc, char **argv)
 		o.rc = EXIT_WARN;
 	}
 	free(o.joined);
+	free(lst);
+	free(lerr);
 	free(pos);
 	free(m.excludes);
 	return o.rc;

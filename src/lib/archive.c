@@ -2,12 +2,11 @@
  * with libarchive to a file descriptor, streamed in bounded memory. */
 #include "harvest/archive.h"
 
+#include "dl_archive.h"
 #include "harvest/json.h"
 #include "internal.h"
 #include "utf8.h"
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <locale.h>
@@ -149,6 +148,10 @@ static hv_status writer_open(struct writer *wr, int fd, const hv_archive_opts *o
 	wr->o = o;
 	wr->stats = st;
 	wr->zip = o->format == HV_ARCHIVE_ZIP;
+	/* libarchive is loaded on the first archive, not when harvest starts (dl_archive.h). */
+	char why[512];
+	if (hv__archive_load(why, sizeof(why)) != 0)
+		return hv_error_set(HV_EIO, "cannot write the archive: %s", why);
 	/* libarchive reads names in the calling thread's locale: a UTF-8 one makes pax write valid
 	 * UTF-8 names as they are (and the rest with hdrcharset=BINARY) and zip flag them as
 	 * UTF-8. uselocale is per thread, so the caller's locale is untouched elsewhere. */
@@ -206,7 +209,8 @@ static hv_status writer_close(struct writer *wr, int rc)
 		freelocale(wr->utf8_loc);
 	if (wr->c_loc)
 		freelocale(wr->c_loc);
-	archive_entry_free(wr->entry);
+	if (wr->entry) /* NULL when libarchive could not be loaded */
+		archive_entry_free(wr->entry);
 	free(wr->buf);
 	return rc;
 }

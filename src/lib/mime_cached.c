@@ -102,8 +102,10 @@ static bool refine_result(const hv_mime_opts *o, const char *path, hv_mime_resul
 	return true;
 }
 
-hv_status hv_mime_detect_cached(hv_store *st, const char *const *paths, size_t n,
-				const hv_mime_opts *opts, hv_mime_result **results)
+/* lstats NULL: each path is lstat'ed here; else its lstat (or errnos' errno) is the caller's. */
+static hv_status detect_cached(hv_store *st, const char *const *paths, const struct stat *lstats,
+			       const int *errnos, size_t n, const hv_mime_opts *opts,
+			       hv_mime_result **results)
 {
 	hv_mime_opts o;
 	if (opts)
@@ -141,7 +143,14 @@ hv_status hv_mime_detect_cached(hv_store *st, const char *const *paths, size_t n
 	read_begin(st, &began);
 	for (size_t i = 0; i < n; i++) {
 		struct stat s;
-		int err = lstat(paths[i], &s) != 0 ? errno : 0;
+		int err;
+		if (lstats) {
+			err = errnos[i];
+			if (!err)
+				s = lstats[i];
+		} else {
+			err = lstat(paths[i], &s) != 0 ? errno : 0;
+		}
 		if (err || !S_ISREG(s.st_mode)) {
 			rc = answer_without_content(&res[i], paths[i], &s, err);
 			if (rc != HV_OK)
@@ -245,4 +254,17 @@ done:
 	}
 	*results = res;
 	return rc;
+}
+
+hv_status hv_mime_detect_cached(hv_store *st, const char *const *paths, size_t n,
+				const hv_mime_opts *opts, hv_mime_result **results)
+{
+	return detect_cached(st, paths, NULL, NULL, n, opts, results);
+}
+
+hv_status hv_mime_detect_cached_lstat(hv_store *st, const char *const *paths,
+				      const struct stat *lstats, const int *errnos, size_t n,
+				      const hv_mime_opts *opts, hv_mime_result **results)
+{
+	return detect_cached(st, paths, lstats, errnos, n, opts, results);
 }

@@ -5,12 +5,12 @@
  * lock of harvest.contents: every finishing writer takes ROW EXCLUSIVE, prune SHARE ROW
  * EXCLUSIVE, so prune's "no artifact references it" is judged only after every writer that
  * may reference a content has committed, and no writer adds a reference while prune deletes. */
+#include "dl_pq.h"
 #include "store_internal.h"
 
 #include <ctype.h>
 #include <endian.h>
 #include <fnmatch.h>
-#include <libpq-fe.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -414,7 +414,8 @@ static void pg_close(hv_store *st)
 {
 	if (!st->pg)
 		return;
-	PQfinish(st->pg->c);
+	if (st->pg->c) /* NULL when libpq could not be loaded */
+		PQfinish(st->pg->c);
 	free(st->pg->where);
 	free(st->pg);
 	st->pg = NULL;
@@ -443,6 +444,11 @@ hv_status hvst_pg_open(hv_store *st, const char *uri)
 	if (auth && slash_in_userinfo(auth + 3))
 		return hv_error_set(HV_EDB, "%s: cannot connect to the history database: a '/' in"
 				    " the user or password of a URI must be written %%2F", pg->where);
+	/* libpq is loaded on the first PostgreSQL open, not when harvest starts (dl_pq.h). */
+	char why[512];
+	if (hv__pq_load(why, sizeof(why)) != 0)
+		return hv_error_set(HV_EDB, "%s: cannot connect to the history database: %s",
+				    pg->where, why);
 	hvst_hostname(pg->host, sizeof(pg->host));
 	/* Our defaults first: the URI's own settings (later in the list) override them. */
 	const char *keys[6], *vals[6];

@@ -1,0 +1,19 @@
+/* Shared libraries loaded on first use rather than when harvest starts: libpq and libarchive
+ * (with the ~25 libraries they need: Kerberos, LDAP, GnuTLS, ICU, xml2, the compressors...)
+ * serve only the PostgreSQL history and archives, and loading them cost every harvest process
+ * its start-up time. Each is opened with dlopen on its first use and its functions resolved
+ * into a table (dl_pq.h, dl_archive.h); it stays loaded until the process ends. */
+#ifndef HARVEST_DL_H
+#define HARVEST_DL_H
+
+#include <stddef.h>
+
+/* Opens soname (RTLD_NOW | RTLD_LOCAL). In builds with the test hooks, a non-empty
+ * environment variable test_env names the file to open instead (a missing one tests the
+ * failure). NULL on failure with why = "cannot load <soname>: <dlerror's reason>". */
+void *hv__dl_open(const char *soname, const char *test_env, char *why, size_t cap);
+
+/* The address of name in h; NULL with why set when h lacks it. */
+void *hv__dl_sym(void *h, const char *soname, const char *name, char *why, size_t cap);
+
+#endif
