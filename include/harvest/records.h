@@ -101,6 +101,12 @@ HV_EXTERN void hv_record_run_row(hv_json *j, const hv_run_row *r);
  * "name", "mime_type", "size", "sha256", "recorded_at"}. */
 HV_EXTERN void hv_record_artifact_row(hv_json *j, const hv_artifact_row *a);
 
+/* One artifact of an archive's MANIFEST.json: {"path", "mime_type", "size", "sha256",
+ * "archived", "reason"}, reason NULL when the artifact is in the archive, else why it is
+ * not ("not_stored", "reserved", "unsafe_path"). */
+HV_EXTERN void hv_record_manifest_artifact(hv_json *j, const hv_artifact_row *a,
+					   const char *reason);
+
 /* What `history prune` removed: {"runs", "artifacts", "contents", "content_bytes",
  * "snapshots"}. */
 HV_EXTERN void hv_record_prune(hv_json *j, const hv_prune_result *r);

@@ -4,6 +4,7 @@
 
 #include "dl_archive.h"
 #include "harvest/json.h"
+#include "harvest/records.h"
 #include "internal.h"
 #include "utf8.h"
 
@@ -551,23 +552,7 @@ static hv_status plan_run(hv_store *st, int64_t run_id, struct writer *wr, hv_js
 			cap = ncap;
 		}
 		(*plan)[(*n_plan)++] = (struct art_plan){a->artifact_id, reason == NULL};
-		hv_json_object_begin(j);
-		hv_json_key(j, "path");
-		hv_json_string(j, a->path, a->path_len);
-		hv_json_key(j, "mime_type");
-		hv_json_cstring(j, a->mime_type);
-		hv_json_key(j, "size");
-		hv_json_uint(j, a->size);
-		hv_json_key(j, "sha256");
-		hv_json_cstring(j, a->sha256);
-		hv_json_key(j, "archived");
-		hv_json_bool(j, reason == NULL);
-		hv_json_key(j, "reason");
-		if (reason)
-			hv_json_cstring(j, reason);
-		else
-			hv_json_null(j);
-		hv_json_object_end(j);
+		hv_record_manifest_artifact(j, a, reason);
 		if (reason)
 			warnf(wr, "%s: %s, not archived (artifact %lld)", a->path,
 			      !strcmp(reason, "not_stored") ? "content not stored"

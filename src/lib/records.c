@@ -382,6 +382,27 @@ void hv_record_artifact_row(hv_json *j, const hv_artifact_row *a)
 	hv_json_object_end(j);
 }
 
+void hv_record_manifest_artifact(hv_json *j, const hv_artifact_row *a, const char *reason)
+{
+	hv_json_object_begin(j);
+	hv_json_key(j, "path");
+	hv_json_string(j, a->path, a->path_len);
+	hv_json_key(j, "mime_type");
+	hv_json_cstring(j, a->mime_type);
+	hv_json_key(j, "size");
+	hv_json_uint(j, a->size);
+	hv_json_key(j, "sha256");
+	hv_json_cstring(j, a->sha256);
+	hv_json_key(j, "archived");
+	hv_json_bool(j, reason == NULL);
+	hv_json_key(j, "reason");
+	if (reason)
+		hv_json_cstring(j, reason);
+	else
+		hv_json_null(j);
+	hv_json_object_end(j);
+}
+
 void hv_record_prune(hv_json *j, const hv_prune_result *r)
 {
 	hv_json_object_begin(j);
