@@ -174,6 +174,7 @@ struct collector {
 	int magic_status; /* libmagic is loaded when a file first needs it: 1 loaded, <0 failed */
 	int magic_fd;     /* held for libmagic until then (it needs one to load), or -1 */
 	int magic_fd2;    /* and a second: an isolated detector's socket pair takes two */
+	bool no_spool;    /* spool_content, but no temporary file could be made */
 	/* Without a walk (a change set): the current entry's directory and name, and count. */
 	int dir_fd;
 	const char *name;
@@ -256,6 +257,27 @@ static int add_file(struct collector *k, const hv_entry *e, const char *mime, ui
 	return HV_OK;
 }
 
+/* The content of the file just added goes to the collection's temporary file and out of
+ * memory (spool_content). Without a temporary file (none can be made) it stays in memory. */
+static int spool_last(struct collector *k)
+{
+	hv_collection *c = k->c;
+	if (!c->spool && !k->no_spool && hvc_spool_open(&c->spool) != HV_OK) {
+		k->no_spool = true;
+		hvc_warn(k->o, hv_error_last());
+	}
+	if (!c->spool)
+		return HV_OK;
+	hv_output_file *f = &c->files[c->n_files - 1];
+	int rc = hvc_spool_put(c->spool, f->content, f->content_len, &f->spool_off);
+	if (rc != HV_OK)
+		return rc;
+	free(f->content);
+	f->content = NULL;
+	f->spooled = true;
+	return HV_OK;
+}
+
 /* Finishes the head job, in walk order: the limits, the cache, the collection. Returns
  * HV_OK or a fatal status. */
 static int job_finish(struct collector *k, struct hvc_job *j)
@@ -305,6 +327,8 @@ static int job_finish(struct collector *k, struct hvc_job *j)
 	int rc = add_file(k, &e, type, j->len, j->sha, content, content ? j->len : 0, j->change);
 	if (rc == HV_OK && content)
 		j->buf = NULL; /* the collection owns it now */
+	if (rc == HV_OK && content && o->spool_content)
+		rc = spool_last(k);
 	return rc;
 }
 

@@ -135,4 +135,10 @@ void hvc_pipe_push(struct hvc_pipe *p, bool queued);
 int hvc_pipe_open_fds(struct hvc_pipe *p);
 bool hvc_pipe_full(struct hvc_pipe *p, uint64_t size, bool opens);
 
+/* collect_spool.c: the temporary file of spooled contents (hv_collect_opts.spool_content). */
+int hvc_spool_open(hv_content_spool **out);
+/* Appends n bytes; *off gets where they start. */
+int hvc_spool_put(hv_content_spool *s, const void *data, size_t n, uint64_t *off);
+void hvc_spool_close(hv_content_spool *s);
+
 #endif

@@ -68,7 +68,7 @@ static int read_all(int fd, uint64_t expect, uint64_t max, const char *path, uns
  * files itself rather than wait, so a collect of one file starts no thread; workers start
  * when two files wait. The window holds at most HVC_PIPE_SLOTS files and PIPE_BYTES of their
  * sizes (always at least one file), which bounds the memory read ahead. */
-#define PIPE_BYTES (64ull << 20)
+#define PIPE_BYTES (16ull << 20)
 #define PIPE_MIN_FDS_FOR_WORKERS 16
 
 /* The next queued job, claimed; NULL if none. Under mu. */

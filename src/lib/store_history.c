@@ -267,23 +267,53 @@ int hvst_verify_content(const void *p, size_t n, const char *sha, const char *wh
 }
 
 /* Checks an artifact before the transaction (hashing is slow: not under the write lock). */
+/* Whether p (n bytes) is the content a says it is. */
+static int check_bytes(const hv_artifact_in *a, const void *p, size_t n, const char *sha)
+{
+	char hex[65];
+	if (!hvst_sha256_hex(p, n, hex))
+		return hv_error_set(HV_EIO, "%.*s: SHA-256 failed", (int)a->path_len, a->path);
+	if (memcmp(hex, sha, 64) != 0)
+		return hv_error_set(HV_EUSAGE, "%.*s: the content does not match its SHA-256",
+				    (int)a->path_len, a->path);
+	return HV_OK;
+}
+
+/* Checks an artifact before the transaction (hashing is slow: not under the write lock; a
+ * content read through read_content is checked when it is read, by hvst_artifact_bytes). */
 int hvst_check_artifact(const hv_artifact_in *a, char sha[65])
 {
 	if (!a->path || !a->name || !a->mime_type || !a->sha256)
 		return hv_error_set(HV_EUSAGE, "artifact: missing path, name, MIME type or SHA-256");
 	int rc = hvst_hex_norm(a->sha256, true, sha);
-	if (rc != HV_OK || !a->content)
+	if (rc != HV_OK || (!a->content && !a->read_content))
 		return rc;
 	if (a->content_len != a->size)
 		return hv_error_set(HV_EUSAGE, "%.*s: content of %zu bytes for a file of %llu",
 				    (int)a->path_len, a->path, a->content_len,
 				    (unsigned long long)a->size);
-	char hex[65];
-	if (!hvst_sha256_hex(a->content, a->content_len, hex))
-		return hv_error_set(HV_EIO, "%.*s: SHA-256 failed", (int)a->path_len, a->path);
-	if (memcmp(hex, sha, 64) != 0)
-		return hv_error_set(HV_EUSAGE, "%.*s: the content does not match its SHA-256",
-				    (int)a->path_len, a->path);
+	return a->content ? check_bytes(a, a->content, a->content_len, sha) : HV_OK;
+}
+
+int hvst_artifact_bytes(const hv_artifact_in *a, const char *sha, const void **p, void **owned)
+{
+	*owned = NULL;
+	*p = a->content;
+	if (a->content || !a->read_content)
+		return HV_OK;
+	/* One content at a time, however many the run has. */
+	void *buf = malloc(a->content_len ? a->content_len : 1);
+	if (!buf)
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	int rc = a->read_content(a->read_ctx, a, buf);
+	if (rc == HV_OK)
+		rc = check_bytes(a, buf, a->content_len, sha);
+	if (rc != HV_OK) {
+		free(buf);
+		return rc;
+	}
+	*p = buf;
+	*owned = buf;
 	return HV_OK;
 }
 
@@ -357,14 +387,23 @@ static int record_artifact(hv_store *st, int64_t run_id, const hv_artifact_in *a
 {
 	sqlite3_stmt *q;
 	int src = SQLITE_DONE;
-	if (a->content) {
-		if (!(q = hvst_stmt(st, STMT_CONTENT_PUT)))
+	bool stored = a->content || a->read_content;
+	if (stored) {
+		const void *bytes;
+		void *owned;
+		int rc = hvst_artifact_bytes(a, sha, &bytes, &owned);
+		if (rc != HV_OK)
+			return rc;
+		if (!(q = hvst_stmt(st, STMT_CONTENT_PUT))) {
+			free(owned);
 			return hv_error_last_status();
+		}
 		sqlite3_bind_text(q, 1, sha, 64, SQLITE_STATIC);
 		sqlite3_bind_int64(q, 2, (int64_t)a->content_len);
-		hvst_bind_bytes(q, 3, a->content, a->content_len);
+		hvst_bind_bytes(q, 3, bytes, a->content_len);
 		src = hvst_step_done(q);
 		sqlite3_clear_bindings(q);
+		free(owned);
 	}
 	if (src == SQLITE_DONE) {
 		if (!(q = hvst_stmt(st, STMT_ARTIFACT_PUT)))
@@ -376,7 +415,7 @@ static int record_artifact(hv_store *st, int64_t run_id, const hv_artifact_in *a
 		sqlite3_bind_int64(q, 5, (int64_t)a->size);
 		sqlite3_bind_text(q, 6, sha, 64, SQLITE_STATIC);
 		sqlite3_bind_int64(q, 7, now);
-		sqlite3_bind_int(q, 8, a->content != NULL);
+		sqlite3_bind_int(q, 8, stored);
 		if (a->change)
 			sqlite3_bind_text(q, 9, a->change, -1, SQLITE_STATIC);
 		src = hvst_step_done(q);
