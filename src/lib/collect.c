@@ -174,7 +174,6 @@ struct collector {
 	int magic_status; /* libmagic is loaded when a file first needs it: 1 loaded, <0 failed */
 	int magic_fd;     /* held for libmagic until then (it needs one to load), or -1 */
 	int magic_fd2;    /* and a second: an isolated detector's socket pair takes two */
-	bool no_spool;    /* spool_content, but no temporary file could be made */
 	/* Without a walk (a change set): the current entry's directory and name, and count. */
 	int dir_fd;
 	const char *name;
@@ -257,25 +256,15 @@ static int add_file(struct collector *k, const hv_entry *e, const char *mime, ui
 	return HV_OK;
 }
 
-/* The content of the file just added goes to the collection's temporary file and out of
- * memory (spool_content). Without a temporary file (none can be made) it stays in memory. */
-static int spool_last(struct collector *k)
+/* spool_content: the collection's temporary file, which the window reads the files into.
+ * Without one (none can be made: warned about) the contents stay in memory. */
+static void spool_start(struct collector *k, struct hvc_pipe *p)
 {
-	hv_collection *c = k->c;
-	if (!c->spool && !k->no_spool && hvc_spool_open(&c->spool) != HV_OK) {
-		k->no_spool = true;
+	if (!k->o->spool_content || k->o->no_content)
+		return;
+	if (hvc_spool_open(&k->c->spool) != HV_OK)
 		hvc_warn(k->o, hv_error_last());
-	}
-	if (!c->spool)
-		return HV_OK;
-	hv_output_file *f = &c->files[c->n_files - 1];
-	int rc = hvc_spool_put(c->spool, f->content, f->content_len, &f->spool_off);
-	if (rc != HV_OK)
-		return rc;
-	free(f->content);
-	f->content = NULL;
-	f->spooled = true;
-	return HV_OK;
+	p->spool = k->c->spool;
 }
 
 /* Finishes the head job, in walk order: the limits, the cache, the collection. Returns
@@ -323,12 +312,16 @@ static int job_finish(struct collector *k, struct hvc_job *j)
 	if ((j->detected || !j->cached_sha[0]) && !o->no_cache && k->st)
 		hv_store_mime_put_sha(k->st, &j->fs, k->fingerprint, j->raw, j->sha);
 	hv_mime_refine(NULL, e.name, j->raw, &type);
-	unsigned char *content = o->no_content ? NULL : j->buf;
+	unsigned char *content = o->no_content || j->spooled ? NULL : j->buf;
 	int rc = add_file(k, &e, type, j->len, j->sha, content, content ? j->len : 0, j->change);
 	if (rc == HV_OK && content)
 		j->buf = NULL; /* the collection owns it now */
-	if (rc == HV_OK && content && o->spool_content)
-		rc = spool_last(k);
+	if (rc == HV_OK && j->spooled && !o->no_content) {
+		hv_output_file *f = &k->c->files[k->c->n_files - 1];
+		f->spooled = true;
+		f->spool_off = j->spool_off;
+		f->content_len = j->len;
+	}
 	return rc;
 }
 
@@ -646,6 +639,7 @@ static hv_status collect_impl(hv_store *st, const char *dir, const hv_collect_op
 	k.c->compared = compare;
 	struct hvc_pipe pipe;
 	hvc_pipe_init(&pipe, opts, hvc_fd_budget(avail));
+	spool_start(&k, &pipe);
 	const hv_entry *e;
 	while ((rc = hv_walk_next(k.w, &e)) != HV_DONE) {
 		if (rc == HV_WARN) {
@@ -880,6 +874,7 @@ hv_status hv_collect_change_set(hv_store *st, const char *dir, const hv_collect_
 	hvc_db_files_init(&dbf, st);
 	struct hvc_pipe pipe;
 	hvc_pipe_init(&pipe, &o, hvc_fd_budget(avail - 1));
+	spool_start(&k, &pipe);
 	size_t dir_len = SIZE_MAX; /* of the directory k.dir_fd is open on */
 	const char *dir_of = NULL;
 	for (size_t i = 0; i < cs->n && rc == HV_OK; i++) {

@@ -57,13 +57,18 @@ int hvc_spool_open(hv_content_spool **out)
 	return HV_OK;
 }
 
-int hvc_spool_put(hv_content_spool *s, const void *data, size_t n, uint64_t *off)
+uint64_t hvc_spool_reserve(hv_content_spool *s, uint64_t n)
 {
-	*off = s->size;
+	/* Any thread: the workers write the files they read, each into its own region. */
+	return __atomic_fetch_add(&s->size, n, __ATOMIC_RELAXED);
+}
+
+int hvc_spool_write(hv_content_spool *s, uint64_t off, const void *data, size_t n)
+{
 	const char *p = data;
 	size_t done = 0;
 	while (done < n) {
-		ssize_t w = pwrite(s->fd, p + done, n - done, (off_t)(s->size + done));
+		ssize_t w = pwrite(s->fd, p + done, n - done, (off_t)(off + done));
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0)
@@ -71,7 +76,28 @@ int hvc_spool_put(hv_content_spool *s, const void *data, size_t n, uint64_t *off
 					      w < 0 ? errno : ENOSPC);
 		done += (size_t)w;
 	}
-	s->size += n;
+	return HV_OK;
+}
+
+int hvc_spool_put(hv_content_spool *s, const void *data, size_t n, uint64_t *off)
+{
+	*off = hvc_spool_reserve(s, n);
+	return hvc_spool_write(s, *off, data, n);
+}
+
+int hvc_spool_read(const hv_content_spool *s, uint64_t off, void *buf, size_t n)
+{
+	char *p = buf;
+	size_t done = 0;
+	while (done < n) {
+		ssize_t r = pread(s->fd, p + done, n - done, (off_t)(off + done));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return hv_error_errno(HV_EIO, "the temporary file of the contents",
+					      r < 0 ? errno : EIO);
+		done += (size_t)r;
+	}
 	return HV_OK;
 }
 
@@ -95,17 +121,5 @@ hv_status hv_collection_content_read(const hv_collection *c, const hv_output_fil
 		memcpy(buf, f->content + off, n);
 		return HV_OK;
 	}
-	char *p = buf;
-	size_t done = 0;
-	while (done < n) {
-		ssize_t r = pread(c->spool->fd, p + done, n - done,
-				  (off_t)(f->spool_off + off + done));
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return hv_error_errno(HV_EIO, "the temporary file of the contents",
-					      r < 0 ? errno : EIO);
-		done += (size_t)r;
-	}
-	return HV_OK;
+	return hvc_spool_read(c->spool, f->spool_off + off, buf, n);
 }
