@@ -7,10 +7,11 @@
 
 #include <stdlib.h>
 
-static hv_status read_spooled(void *ctx, const hv_artifact_in *a, void *buf)
+static hv_status read_spooled(void *ctx, const hv_artifact_in *a, uint64_t off, void *buf,
+			      size_t n)
 {
 	const hv_collection *c = ctx;
-	return hv_collection_content_read(c, &c->files[a->read_key], 0, buf, a->content_len);
+	return hv_collection_content_read(c, &c->files[a->read_key], off, buf, n);
 }
 
 hv_status hv_collection_record(hv_store *st, const hv_collection *c, const hv_run_start *start,
