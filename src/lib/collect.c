@@ -174,6 +174,7 @@ struct collector {
 	int magic_status; /* libmagic is loaded when a file first needs it: 1 loaded, <0 failed */
 	int magic_fd;     /* held for libmagic until then (it needs one to load), or -1 */
 	int magic_fd2;    /* and a second: an isolated detector's socket pair takes two */
+	bool spool_tried; /* spool_content: the temporary file was made (or could not be) */
 	/* Without a walk (a change set): the current entry's directory and name, and count. */
 	int dir_fd;
 	const char *name;
@@ -260,8 +261,12 @@ static int add_file(struct collector *k, const hv_entry *e, const char *mime, ui
  * Without one (none can be made: warned about) the contents stay in memory. */
 static void spool_start(struct collector *k, struct hvc_pipe *p)
 {
-	if (!k->o->spool_content || k->o->no_content)
+	if (!k->o->spool_content || k->o->no_content || k->spool_tried)
 		return;
+	/* Made for the first file to read (a run that produced nothing makes none), before that
+	 * job is in the window: no worker reads p->spool before it is set, none after it changes
+	 * (it does not). */
+	k->spool_tried = true;
 	if (hvc_spool_open(&k->c->spool) != HV_OK)
 		hvc_warn(k->o, hv_error_last());
 	p->spool = k->c->spool;
@@ -472,6 +477,8 @@ static int collect_entry(struct collector *k, struct hvc_pipe *p, const hv_entry
 			memcpy(j->compare_sha, compare_sha, 65);
 		}
 		rc = open_job(k, e, j, &queued);
+		if (rc == HV_OK && queued)
+			spool_start(k, p);
 	}
 	if (rc != HV_OK) {
 		hvc_job_clear(j);
@@ -639,7 +646,6 @@ static hv_status collect_impl(hv_store *st, const char *dir, const hv_collect_op
 	k.c->compared = compare;
 	struct hvc_pipe pipe;
 	hvc_pipe_init(&pipe, opts, hvc_fd_budget(avail));
-	spool_start(&k, &pipe);
 	const hv_entry *e;
 	while ((rc = hv_walk_next(k.w, &e)) != HV_DONE) {
 		if (rc == HV_WARN) {
@@ -874,7 +880,6 @@ hv_status hv_collect_change_set(hv_store *st, const char *dir, const hv_collect_
 	hvc_db_files_init(&dbf, st);
 	struct hvc_pipe pipe;
 	hvc_pipe_init(&pipe, &o, hvc_fd_budget(avail - 1));
-	spool_start(&k, &pipe);
 	size_t dir_len = SIZE_MAX; /* of the directory k.dir_fd is open on */
 	const char *dir_of = NULL;
 	for (size_t i = 0; i < cs->n && rc == HV_OK; i++) {

@@ -97,9 +97,14 @@ static int read_to_spool(hv_content_spool *s, int fd, uint64_t expect, uint64_t 
 	unsigned char *piece = malloc(SPOOL_PIECE);
 	out->head = malloc(head_cap ? head_cap : 1);
 	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	if (!piece || !out->head || !ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
+		EVP_MD_CTX_free(ctx);
+		free(piece);
+		free(out->head);
+		out->head = NULL;
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	}
 	int rc = HV_OK;
-	if (!piece || !out->head || !ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL))
-		rc = hv_error_set(HV_ENOMEM, "out of memory");
 	while (rc == HV_OK) {
 		ssize_t got = read(fd, piece, SPOOL_PIECE);
 		if (got < 0 && errno == EINTR)

@@ -415,9 +415,14 @@ static int store_read_content(hv_store *st, const hv_artifact_in *a, const char 
 	}
 	unsigned char *piece = malloc(CONTENT_PIECE);
 	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	if (!piece || !ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
+		EVP_MD_CTX_free(ctx);
+		free(piece);
+		if (blob)
+			sqlite3_blob_close(blob);
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	}
 	int rc = HV_OK;
-	if (!piece || !ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL))
-		rc = hv_error_set(HV_ENOMEM, "out of memory");
 	for (size_t off = 0; rc == HV_OK && off < a->content_len;) {
 		size_t n = a->content_len - off < CONTENT_PIECE ? a->content_len - off : CONTENT_PIECE;
 		rc = a->read_content(a->read_ctx, a, off, piece, n);
