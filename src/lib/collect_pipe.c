@@ -2,6 +2,7 @@
 #include "collect_internal.h"
 #include "internal.h"
 #include "mime_internal.h"
+#include "test_hook.h"
 
 #include <errno.h>
 #include <openssl/evp.h>
@@ -121,13 +122,17 @@ static int read_to_spool(hv_content_spool *s, int fd, uint64_t expect, uint64_t 
 			break;
 		}
 		if (out->len + n > room) {
-			/* It grew since its fstat: a region that holds the largest allowed. */
-			uint64_t to = hvc_spool_reserve(s, max);
+			/* It grew since its fstat: a region twice as large (at most max), the
+			 * bytes so far moved there. */
+			uint64_t grown = room > max / 2 ? max : room * 2;
+			if (grown < out->len + n)
+				grown = out->len + n;
+			uint64_t to = hvc_spool_reserve(s, grown);
 			rc = spool_move(s, out->off, to, out->len, piece);
 			if (rc != HV_OK)
 				break;
 			out->off = to;
-			room = max;
+			room = grown;
 			/* (the piece was overwritten by the move: read it again) */
 			if (lseek(fd, (off_t)out->len, SEEK_SET) < 0) {
 				rc = hv_error_errno(HV_EIO, path, errno);
@@ -217,6 +222,7 @@ static void job_read(struct hvc_job *j, const struct hvc_pipe *p, hv_magic *magi
 	hvm_memo *memo = p->memo;
 	struct spooled sp = {0};
 	int rc;
+	hv__test_hook_call(HV__HOOK_COLLECT_BEFORE_READ, j->path);
 	if (p->spool) {
 		rc = read_to_spool(p->spool, j->fd, j->fs.size, o->max_file_bytes,
 				   hv_magic_bytes_max(magic), j->path, &sp, j->sha);

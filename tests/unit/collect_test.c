@@ -59,6 +59,7 @@ static int teardown(void **state)
 	fx *f = *state;
 	alarm(0);
 	hv__test_hook_set(HV__HOOK_COLLECT_BEFORE_OPEN, NULL, NULL);
+	hv__test_hook_set(HV__HOOK_COLLECT_BEFORE_READ, NULL, NULL);
 	for (size_t i = 0; i < 32; i++) {
 		hv_collection_free(g_live[i]);
 		g_live[i] = NULL;
@@ -547,6 +548,84 @@ static void test_spool_content(void **state)
 		assert_non_null(c->files[i].content);
 	}
 	assert_content(c, "a.txt", "hello world\n");
+	cfree(c);
+}
+
+struct grow {
+	const char *root, *target;
+	size_t add;
+	int calls;
+};
+
+static void grow_before_read(void *ctx, const char *path)
+{
+	struct grow *g = ctx;
+	if (strcmp(path, g->target) != 0)
+		return;
+	g->calls++;
+	char *p = tu_path(g->root, path);
+	int fd = open(p, O_WRONLY | O_APPEND | O_CLOEXEC);
+	char *more = tu_xmalloc(g->add);
+	memset(more, 'Z', g->add);
+	if (fd < 0 || write(fd, more, g->add) != (ssize_t)g->add)
+		g->calls = -1000;
+	if (fd >= 0)
+		close(fd);
+	free(more);
+	free(p);
+}
+
+/* A file that grows between its fstat and its read goes to the temporary file whole (its
+ * region there moved to a larger one, more than once if need be), the files around it intact;
+ * grown past max_file_bytes, it is too_large. */
+static void test_spool_file_grows(void **state)
+{
+	fx *f = *state;
+	wr(f, "a.txt", "first\n");
+	wr(f, "b.txt", "0123456789");
+	wr(f, "c.txt", "last\n");
+	struct grow g = {.root = f->root, .target = "b.txt", .add = (256u << 10) * 5 + 3};
+	hv__test_hook_set(HV__HOOK_COLLECT_BEFORE_READ, grow_before_read, &g);
+	hv_collect_opts o;
+	hv_collect_opts_init(&o);
+	o.no_cache = true;
+	o.spool_content = true;
+	o.threads = 1;
+	hv_collection *c = collect(f, &o);
+	assert_int_equal(g.calls, 1);
+	const char *files[] = {"a.txt", "b.txt", "c.txt", NULL};
+	assert_collection(c, files, NULL);
+	const hv_output_file *b = find_file(c, "b.txt");
+	assert_true(b->spooled);
+	assert_int_equal(b->size, 10 + g.add);
+	unsigned char *back = tu_xmalloc(b->content_len);
+	assert_int_equal(hv_collection_content_read(c, b, 0, back, b->content_len), HV_OK);
+	assert_memory_equal(back, "0123456789", 10);
+	for (size_t i = 10; i < b->content_len; i++)
+		if (back[i] != 'Z')
+			fail_msg("byte %zu of the grown file is %d", i, back[i]);
+	char want[65];
+	tu_sha256_hex(back, b->content_len, want);
+	assert_string_equal(b->sha256, want);
+	free(back);
+	for (const char *const *p = (const char *const[]){"a.txt", "c.txt", NULL}; *p; p++) {
+		const hv_output_file *x = find_file(c, *p);
+		char buf[16] = "";
+		assert_int_equal(hv_collection_content_read(c, x, 0, buf, x->content_len), HV_OK);
+		assert_memory_equal(buf, strcmp(*p, "a.txt") ? "last\n" : "first\n", x->content_len);
+	}
+	cfree(c);
+
+	/* Past the limit: too_large, the others still there. */
+	wr(f, "b.txt", "0123456789");
+	g.calls = 0;
+	o.max_file_bytes = 1u << 20;
+	c = collect(f, &o);
+	hv__test_hook_set(HV__HOOK_COLLECT_BEFORE_READ, NULL, NULL);
+	assert_int_equal(g.calls, 1);
+	const char *left[] = {"a.txt", "c.txt", NULL};
+	const skip_want sk[] = {{"b.txt", "too_large"}, {NULL, NULL}};
+	assert_collection(c, left, sk);
 	cfree(c);
 }
 
@@ -2211,6 +2290,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_collect_all, tu_fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_spool_content, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_spool_file_grows, tu_fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_collect_errors, tu_fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_null_opts_are_defaults, tu_fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_since_other_directory, tu_fx_setup, teardown),
