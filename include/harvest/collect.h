@@ -38,6 +38,13 @@ typedef struct hv_collect_opts {
 	/* Called after each entry of the walk with the counts so far (for progress displays);
 	 * may be NULL. Cheap calls only: it sits in the walk's loop. */
 	void (*on_progress)(void *ctx, uint64_t entries, uint64_t files, uint64_t bytes);
+	/* Keep the contents out of memory: each file's bytes are written, as soon as the file is
+	 * final, to an unnamed temporary file (in $TMPDIR, else /tmp) and freed, so a collection
+	 * holds at most the read-ahead window in memory whatever its total size. The files then
+	 * have content NULL and spooled true: read them with hv_collection_content_read(); the
+	 * record writers and hv_collection_record() do. When no temporary file can be made, the
+	 * contents stay in memory (content set, spooled false). */
+	bool spool_content;
 } hv_collect_opts;
 
 /* One artifact: an OutputFile. */
@@ -53,7 +60,13 @@ typedef struct hv_output_file {
 	size_t content_len;
 	const char *change;      /* against a snapshot: "created" (no regular file was at path
 	                          * before) or "modified"; NULL for a collect of everything */
+	bool spooled;            /* the content_len bytes are in the collection's temporary file
+	                          * (spool_content), at spool_off; content is NULL */
+	uint64_t spool_off;
 } hv_output_file;
+
+/* The temporary file of a collection's spooled contents (private). */
+typedef struct hv_content_spool hv_content_spool;
 
 /* A regular file that was in the snapshot and is no longer a regular file at its path. */
 typedef struct hv_deleted_file {
@@ -82,6 +95,7 @@ typedef struct hv_collection {
 	bool compared;           /* collected against a snapshot: change and deleted are known */
 	hv_deleted_file *deleted; /* then: the snapshot's regular files gone, in walk order */
 	size_t n_deleted;
+	hv_content_spool *spool;  /* the spooled contents (spool_content), or NULL */
 } hv_collection;
 
 /* Fills opts with the defaults of SPEC 2. */
@@ -130,6 +144,12 @@ HV_EXTERN char *hv_collection_skipped_json(const hv_collection *c, int kase);
 
 /* The collection's deleted list as a JSON array of paths (malloc'd). */
 HV_EXTERN char *hv_collection_deleted_json(const hv_collection *c);
+
+/* Reads n bytes of f's content (a file of c) from offset off into buf, wherever it is: in memory
+ * or spooled. HV_EUSAGE when f has no content or the range is not inside it; HV_EIO when the
+ * temporary file cannot be read. */
+HV_EXTERN hv_status hv_collection_content_read(const hv_collection *c, const hv_output_file *f,
+					       uint64_t off, void *buf, size_t n);
 
 HV_EXTERN void hv_collection_free(hv_collection *c);
 

@@ -67,6 +67,12 @@ HV_EXTERN void hv_json_bool(hv_json *j, bool v);
 HV_EXTERN void hv_json_null(hv_json *j);
 /* Standard base64 (RFC 4648, with padding) of the bytes, as a JSON string. */
 HV_EXTERN void hv_json_base64(hv_json *j, const void *data, size_t len);
+/* The same string in pieces, for bytes that are not all in memory at once: _begin, then each
+ * piece with _part (every piece but the last a multiple of 3 bytes long: a shorter group is
+ * padded), then _end. The result is that of hv_json_base64 of the pieces joined. */
+HV_EXTERN void hv_json_base64_begin(hv_json *j);
+HV_EXTERN void hv_json_base64_part(hv_json *j, const void *data, size_t len);
+HV_EXTERN void hv_json_base64_end(hv_json *j);
 /* Already-valid JSON text, inserted as one value. */
 HV_EXTERN void hv_json_raw(hv_json *j, const char *text, size_t len);
 

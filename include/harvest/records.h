@@ -50,6 +50,13 @@ HV_EXTERN void hv_record_mime(hv_json *j, const char *path, size_t path_len, con
  * caller can stream a collection's files out as they come. */
 HV_EXTERN void hv_record_output_file(hv_json *j, const hv_output_file *f, bool with_content);
 
+/* File i of c as hv_record_output_file writes it, its content read from c's temporary file
+ * when it was spooled (hv_collect_opts.spool_content), in pieces: never the whole of it in
+ * memory. HV_OK, or the failure to read it (j then holds an unfinished record: its output is
+ * not to be used). hv_record_output_file of a spooled file writes "content": null. */
+HV_EXTERN hv_status hv_record_collection_file(hv_json *j, const hv_collection *c, size_t i,
+					      bool with_content);
+
 /* The skipped list: [{"path", "reason", "size" [, "error"]}...] (size null when unknown). */
 HV_EXTERN void hv_record_skipped(hv_json *j, const hv_skipped_file *skipped, size_t n);
 
@@ -57,12 +64,15 @@ HV_EXTERN void hv_record_skipped(hv_json *j, const hv_skipped_file *skipped, siz
 HV_EXTERN void hv_record_deleted(hv_json *j, const hv_deleted_file *deleted, size_t n);
 
 /* The members "output_files", "skipped" and, when c was compared with a snapshot, "deleted", of
- * an object the caller has begun. */
-HV_EXTERN void hv_record_collection_members(hv_json *j, const hv_collection *c, bool with_content);
+ * an object the caller has begun. Spooled contents are read as hv_record_collection_file
+ * reads them: HV_OK, or the failure to read one (j then holds an unfinished record). */
+HV_EXTERN hv_status hv_record_collection_members(hv_json *j, const hv_collection *c,
+						 bool with_content);
 
-/* `harvest collect`'s object: {"run_id" (null when 0), "output_files", "skipped" [, "deleted"]}. */
-HV_EXTERN void hv_record_collection(hv_json *j, int64_t run_id, const hv_collection *c,
-				   bool with_content);
+/* `harvest collect`'s object: {"run_id" (null when 0), "output_files", "skipped" [, "deleted"]}.
+ * Returns as hv_record_collection_members. */
+HV_EXTERN hv_status hv_record_collection(hv_json *j, int64_t run_id, const hv_collection *c,
+					bool with_content);
 
 /* `harvest snapshot`'s object: {"snapshot_id", "root", "entries"}. */
 HV_EXTERN void hv_record_snapshot(hv_json *j, int64_t snapshot_id, const char *root,
@@ -86,9 +96,10 @@ HV_EXTERN void hv_record_result_end(hv_json *j, const hv_run_end *r, const hv_co
 				   int64_t run_id);
 
 /* The whole ExecutionResult of a run: r with the output files, skipped and deleted lists of c
- * (NULL: none were collected; the lists are then empty). */
-HV_EXTERN void hv_record_result(hv_json *j, const hv_run_end *r, const hv_collection *c,
-			       int64_t run_id, bool with_content);
+ * (NULL: none were collected; the lists are then empty). Returns as
+ * hv_record_collection_members. */
+HV_EXTERN hv_status hv_record_result(hv_json *j, const hv_run_end *r, const hv_collection *c,
+				    int64_t run_id, bool with_content);
 
 /* ---- History ------------------------------------------------------------------------------ */
 

@@ -142,6 +142,16 @@ typedef struct hv_artifact_in {
 	const void *content;      /* the bytes to store (deduplicated by SHA-256), or NULL */
 	size_t content_len;       /* must equal size when content is given */
 	const char *change;       /* "created", "modified", or NULL (a collect of everything) */
+	/* Instead of content (NULL): the content_len bytes are read when they are stored, one
+	 * artifact at a time, by read_content(read_ctx, a, off, buf, n) (n bytes from offset off
+	 * into buf; HV_OK or a failure with its message), so a caller need not hold every content
+	 * at once (a collection's spool): the SQLite history reads them in pieces, never a whole
+	 * content; the PostgreSQL one one whole content at a time. NULL: no content, unless
+	 * content is given. read_key is the reader's own (where the bytes are, for it). */
+	hv_status (*read_content)(void *read_ctx, const struct hv_artifact_in *a, uint64_t off,
+				  void *buf, size_t n);
+	void *read_ctx;
+	uint64_t read_key;
 } hv_artifact_in;
 
 /* Why a run ended, besides the command's own end (hv_run_end.end_reason; NULL there: it ended

@@ -287,6 +287,9 @@ int cmd_collect(int argc, char **argv)
 		cli_collect_free(&k.cc);
 		return EXIT_WARN;
 	}
+	/* The contents wait in a temporary file, not in memory, until they are recorded and
+	 * printed (the page reads them from memory). */
+	k.cc.opts.spool_content = c.format != FMT_HTML;
 	hv_collection *col = NULL;
 	int64_t started_ns = hv_store_now_ns();
 	hv_status s = hv_collect(st, pos[0], &k.cc.opts, &col);
@@ -337,8 +340,13 @@ int cmd_collect(int argc, char **argv)
 			if (col->incomplete || col->warnings)
 				rc = EXIT_WARN;
 		} else if (j) {
-			hv_record_collection(j, run_id, col, !k.cc.opts.no_content);
-			hv_json_newline(j);
+			if (hv_record_collection(j, run_id, col, !k.cc.opts.no_content) != HV_OK) {
+				/* A content could not be read back: not a whole record. */
+				cli_error("%s", hv_error_last());
+				rc = EXIT_WARN;
+			} else {
+				hv_json_newline(j);
+			}
 		}
 		if (c.format != FMT_HTML &&
 		    (cli_json_finish(j) != EXIT_DONE || col->incomplete || col->warnings))

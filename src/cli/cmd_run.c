@@ -287,6 +287,9 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 	struct stream_ctx sc = {.j = j, .events = c->format == FMT_JSONL};
 	cli_hooks hooks;
 	cli_collect_hooks(&r->cc, c, &hooks);
+	/* The contents wait in a temporary file, not in memory, until they are recorded and
+	 * printed (the page reads them from memory). */
+	r->cc.opts.spool_content = c->format != FMT_HTML;
 	eo.collect = r->cc.opts;
 	hv_execution ex;
 	hv_status s = hv_execute(st, r->dir ? r->dir : ".", &eo, on_chunk, &sc, &ex);
@@ -314,8 +317,13 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 		bool page_failed = false;
 		if (c->format == FMT_HTML) {
 			page_failed = print_page(r, &eo, &ex) != 0;
+		} else if (hv_record_result(j, &ex.end, ex.files, ex.run_id,
+					    !eo.collect.no_content) != HV_OK) {
+			/* A content could not be read back: what was written is not a whole
+			 * result. */
+			cli_error("%s", hv_error_last());
+			page_failed = true;
 		} else {
-			hv_record_result(j, &ex.end, ex.files, ex.run_id, !eo.collect.no_content);
 			hv_json_newline(j);
 		}
 		/* The command ran, but harvest could not tell what it produced (or could not

@@ -174,6 +174,7 @@ struct collector {
 	int magic_status; /* libmagic is loaded when a file first needs it: 1 loaded, <0 failed */
 	int magic_fd;     /* held for libmagic until then (it needs one to load), or -1 */
 	int magic_fd2;    /* and a second: an isolated detector's socket pair takes two */
+	bool spool_tried; /* spool_content: the temporary file was made (or could not be) */
 	/* Without a walk (a change set): the current entry's directory and name, and count. */
 	int dir_fd;
 	const char *name;
@@ -256,6 +257,21 @@ static int add_file(struct collector *k, const hv_entry *e, const char *mime, ui
 	return HV_OK;
 }
 
+/* spool_content: the collection's temporary file, which the window reads the files into.
+ * Without one (none can be made: warned about) the contents stay in memory. */
+static void spool_start(struct collector *k, struct hvc_pipe *p)
+{
+	if (!k->o->spool_content || k->o->no_content || k->spool_tried)
+		return;
+	/* Made for the first file to read (a run that produced nothing makes none), before that
+	 * job is in the window: no worker reads p->spool before it is set, none after it changes
+	 * (it does not). */
+	k->spool_tried = true;
+	if (hvc_spool_open(&k->c->spool) != HV_OK)
+		hvc_warn(k->o, hv_error_last());
+	p->spool = k->c->spool;
+}
+
 /* Finishes the head job, in walk order: the limits, the cache, the collection. Returns
  * HV_OK or a fatal status. */
 static int job_finish(struct collector *k, struct hvc_job *j)
@@ -301,10 +317,16 @@ static int job_finish(struct collector *k, struct hvc_job *j)
 	if ((j->detected || !j->cached_sha[0]) && !o->no_cache && k->st)
 		hv_store_mime_put_sha(k->st, &j->fs, k->fingerprint, j->raw, j->sha);
 	hv_mime_refine(NULL, e.name, j->raw, &type);
-	unsigned char *content = o->no_content ? NULL : j->buf;
+	unsigned char *content = o->no_content || j->spooled ? NULL : j->buf;
 	int rc = add_file(k, &e, type, j->len, j->sha, content, content ? j->len : 0, j->change);
 	if (rc == HV_OK && content)
 		j->buf = NULL; /* the collection owns it now */
+	if (rc == HV_OK && j->spooled && !o->no_content) {
+		hv_output_file *f = &k->c->files[k->c->n_files - 1];
+		f->spooled = true;
+		f->spool_off = j->spool_off;
+		f->content_len = j->len;
+	}
 	return rc;
 }
 
@@ -455,6 +477,8 @@ static int collect_entry(struct collector *k, struct hvc_pipe *p, const hv_entry
 			memcpy(j->compare_sha, compare_sha, 65);
 		}
 		rc = open_job(k, e, j, &queued);
+		if (rc == HV_OK && queued)
+			spool_start(k, p);
 	}
 	if (rc != HV_OK) {
 		hvc_job_clear(j);

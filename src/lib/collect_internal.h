@@ -99,6 +99,8 @@ struct hvc_job {
 	unsigned char *buf;
 	size_t len;
 	char sha[65];
+	bool spooled;         /* the len bytes are in the spool at spool_off, buf is NULL */
+	uint64_t spool_off;
 };
 
 struct hvc_pipe {
@@ -111,6 +113,9 @@ struct hvc_pipe {
 	int open_fds, max_fds; /* descriptors held by queued jobs, and their budget */
 	const hv_collect_opts *o;
 	hvm_memo *memo; /* libmagic's answers by SHA-256 (NULL: none kept) */
+	/* spool_content: files are read straight into it, never whole in memory (NULL: into
+	 * memory) */
+	hv_content_spool *spool;
 	pthread_t threads[HVC_PIPE_MAX_THREADS];
 	int n_threads, max_threads;
 	bool stop;
@@ -134,5 +139,15 @@ struct hvc_job *hvc_pipe_slot(struct hvc_pipe *p);
 void hvc_pipe_push(struct hvc_pipe *p, bool queued);
 int hvc_pipe_open_fds(struct hvc_pipe *p);
 bool hvc_pipe_full(struct hvc_pipe *p, uint64_t size, bool opens);
+
+/* collect_spool.c: the temporary file of spooled contents (hv_collect_opts.spool_content). */
+int hvc_spool_open(hv_content_spool **out);
+/* Appends n bytes; *off gets where they start. */
+int hvc_spool_put(hv_content_spool *s, const void *data, size_t n, uint64_t *off);
+/* A region of n bytes of its own (any thread): its offset. */
+uint64_t hvc_spool_reserve(hv_content_spool *s, uint64_t n);
+int hvc_spool_write(hv_content_spool *s, uint64_t off, const void *data, size_t n);
+int hvc_spool_read(const hv_content_spool *s, uint64_t off, void *buf, size_t n);
+void hvc_spool_close(hv_content_spool *s);
 
 #endif

@@ -2,8 +2,10 @@
 #include "collect_internal.h"
 #include "internal.h"
 #include "mime_internal.h"
+#include "test_hook.h"
 
 #include <errno.h>
+#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +58,134 @@ static int read_all(int fd, uint64_t expect, uint64_t max, const char *path, uns
 	return HV_OK;
 }
 
+/* The pieces a file is read in when it goes to the spool. */
+#define SPOOL_PIECE (256u << 10)
+
+/* A spooled read: what read_to_spool() found. */
+struct spooled {
+	uint64_t off, len;  /* where the content is in the spool, and its length */
+	unsigned char *head; /* its first bytes (up to head_max): what libmagic looks at */
+	size_t head_len;
+};
+
+/* Copies the n bytes at from to at, within the spool (a region that grew too small). */
+static int spool_move(hv_content_spool *s, uint64_t from, uint64_t to, uint64_t n,
+		      unsigned char *piece)
+{
+	for (uint64_t done = 0; done < n;) {
+		size_t k = n - done < SPOOL_PIECE ? (size_t)(n - done) : SPOOL_PIECE;
+		int rc = hvc_spool_read(s, from + done, piece, k);
+		if (rc == HV_OK)
+			rc = hvc_spool_write(s, to + done, piece, k);
+		if (rc != HV_OK)
+			return rc;
+		done += k;
+	}
+	return HV_OK;
+}
+
+/* Reads all of fd (a regular file of expected size) into a region of the spool, at most max
+ * bytes, in pieces: the content is never whole in memory. Keeps its first head_max bytes in
+ * out->head and its SHA-256 in sha. HV_OK, HV_WARN when it holds more than max, HV_EIO on a
+ * read or spool error, HV_ENOMEM. */
+static int read_to_spool(hv_content_spool *s, int fd, uint64_t expect, uint64_t max,
+			 size_t head_max, const char *path, struct spooled *out, char sha[65])
+{
+	memset(out, 0, sizeof(*out));
+	uint64_t room = expect < max ? expect : max;
+	out->off = hvc_spool_reserve(s, room);
+	size_t head_cap = room < head_max ? (size_t)room : head_max;
+	unsigned char *piece = malloc(SPOOL_PIECE);
+	out->head = malloc(head_cap ? head_cap : 1);
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	if (!piece || !out->head || !ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
+		EVP_MD_CTX_free(ctx);
+		free(piece);
+		free(out->head);
+		out->head = NULL;
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	}
+	int rc = HV_OK;
+	while (rc == HV_OK) {
+		ssize_t got = read(fd, piece, SPOOL_PIECE);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			rc = hv_error_errno(HV_EIO, path, errno);
+			break;
+		}
+		if (got == 0)
+			break;
+		size_t n = (size_t)got;
+		if (out->len + n > max) {
+			rc = HV_WARN;
+			break;
+		}
+		if (out->len + n > room) {
+			/* It grew since its fstat: a region twice as large (at most max), the
+			 * bytes so far moved there. */
+			uint64_t grown = room > max / 2 ? max : room * 2;
+			if (grown < out->len + n)
+				grown = out->len + n;
+			uint64_t to = hvc_spool_reserve(s, grown);
+			rc = spool_move(s, out->off, to, out->len, piece);
+			if (rc != HV_OK)
+				break;
+			out->off = to;
+			room = grown;
+			/* (the piece was overwritten by the move: read it again) */
+			if (lseek(fd, (off_t)out->len, SEEK_SET) < 0) {
+				rc = hv_error_errno(HV_EIO, path, errno);
+				break;
+			}
+			continue;
+		}
+		rc = hvc_spool_write(s, out->off + out->len, piece, n);
+		if (rc != HV_OK)
+			break;
+		if (out->head_len < head_max) {
+			size_t k = head_max - out->head_len < n ? head_max - out->head_len : n;
+			if (out->head_len + k > head_cap) {
+				size_t cap = head_cap * 2 > head_max ? head_max : head_cap * 2;
+				if (cap < out->head_len + k)
+					cap = out->head_len + k;
+				unsigned char *h = realloc(out->head, cap);
+				if (!h) {
+					rc = hv_error_set(HV_ENOMEM, "out of memory");
+					break;
+				}
+				out->head = h;
+				head_cap = cap;
+			}
+			memcpy(out->head + out->head_len, piece, k);
+			out->head_len += k;
+		}
+		EVP_DigestUpdate(ctx, piece, n);
+		out->len += n;
+	}
+	if (rc == HV_OK) {
+		unsigned char md[EVP_MAX_MD_SIZE];
+		unsigned mdlen = 0;
+		if (EVP_DigestFinal_ex(ctx, md, &mdlen) != 1 || mdlen != 32) {
+			rc = hv_error_set(HV_EIO, "%s: SHA-256 failed", path);
+		} else {
+			static const char digits[] = "0123456789abcdef";
+			for (unsigned i = 0; i < 32; i++) {
+				sha[2 * i] = digits[md[i] >> 4];
+				sha[2 * i + 1] = digits[md[i] & 15];
+			}
+			sha[64] = '\0';
+		}
+	}
+	EVP_MD_CTX_free(ctx);
+	free(piece);
+	if (rc != HV_OK) {
+		free(out->head);
+		out->head = NULL;
+	}
+	return rc;
+}
+
 /* ---- The read-ahead pipeline ----------------------------------------------------------
  *
  * Reading a file, its SHA-256 and above all its detection (libmagic takes about a millisecond
@@ -68,7 +198,7 @@ static int read_all(int fd, uint64_t expect, uint64_t max, const char *path, uns
  * files itself rather than wait, so a collect of one file starts no thread; workers start
  * when two files wait. The window holds at most HVC_PIPE_SLOTS files and PIPE_BYTES of their
  * sizes (always at least one file), which bounds the memory read ahead. */
-#define PIPE_BYTES (64ull << 20)
+#define PIPE_BYTES (16ull << 20)
 #define PIPE_MIN_FDS_FOR_WORKERS 16
 
 /* The next queued job, claimed; NULL if none. Under mu. */
@@ -86,9 +216,26 @@ static struct hvc_job *pipe_claim(struct hvc_pipe *p)
 
 /* Reads a claimed job's file: content, digest, and libmagic's answer unless the cache gave
  * one (or the content shows the racy file unchanged). Runs on any thread; touches only j. */
-static void job_read(struct hvc_job *j, const hv_collect_opts *o, hv_magic *magic, hvm_memo *memo)
+static void job_read(struct hvc_job *j, const struct hvc_pipe *p, hv_magic *magic)
 {
-	int rc = read_all(j->fd, j->fs.size, o->max_file_bytes, j->path, &j->buf, &j->len);
+	const hv_collect_opts *o = p->o;
+	hvm_memo *memo = p->memo;
+	struct spooled sp = {0};
+	int rc;
+	hv__test_hook_call(HV__HOOK_COLLECT_BEFORE_READ, j->path);
+	if (p->spool) {
+		rc = read_to_spool(p->spool, j->fd, j->fs.size, o->max_file_bytes,
+				   hv_magic_bytes_max(magic), j->path, &sp, j->sha);
+		if (rc == HV_OK) {
+			/* Only the head stays in memory, and only until it is detected. */
+			j->buf = sp.head;
+			j->len = sp.head_len;
+			j->spooled = true;
+			j->spool_off = sp.off;
+		}
+	} else {
+		rc = read_all(j->fd, j->fs.size, o->max_file_bytes, j->path, &j->buf, &j->len);
+	}
 	if (rc == HV_WARN) {
 		j->outcome = HVC_READ_TOO_LARGE;
 	} else if (rc == HV_ENOMEM) {
@@ -97,7 +244,8 @@ static void job_read(struct hvc_job *j, const hv_collect_opts *o, hv_magic *magi
 		j->outcome = HVC_READ_ERROR;
 		j->error = strdup(hv_error_last());
 	} else {
-		hv_sha256_hex(j->buf, j->len, j->sha);
+		if (!j->spooled)
+			hv_sha256_hex(j->buf, j->len, j->sha);
 		j->outcome = HVC_READ_OK;
 		if (j->racy && strcmp(j->sha, j->compare_sha) == 0) {
 			j->outcome = HVC_READ_SAME;
@@ -119,6 +267,11 @@ static void job_read(struct hvc_job *j, const hv_collect_opts *o, hv_magic *magi
 		}
 		if (j->outcome == HVC_READ_OK && !j->raw && !j->error && !j->lookup_error)
 			j->outcome = HVC_READ_NOMEM; /* strdup of the error failed */
+		if (j->spooled) {
+			free(j->buf); /* the head: detected now */
+			j->buf = NULL;
+			j->len = sp.len;
+		}
 	}
 	close(j->fd);
 	j->fd = -1;
@@ -134,7 +287,7 @@ static void pipe_step(struct hvc_pipe *p, hv_magic *magic, pthread_cond_t *idle)
 		return;
 	}
 	pthread_mutex_unlock(&p->mu);
-	job_read(j, p->o, magic, p->memo);
+	job_read(j, p, magic);
 	pthread_mutex_lock(&p->mu);
 	p->open_fds--; /* job_read closed it */
 	j->state = HVC_JOB_DONE;

@@ -2,9 +2,17 @@
 #include "harvest/collect.h"
 #include "harvest/json.h"
 #include "harvest/sys/store.h"
+#include "collect_internal.h"
 #include "internal.h"
 
 #include <stdlib.h>
+
+static hv_status read_spooled(void *ctx, const hv_artifact_in *a, uint64_t off, void *buf,
+			      size_t n)
+{
+	const hv_collection *c = ctx;
+	return hv_collection_content_read(c, &c->files[a->read_key], off, buf, n);
+}
 
 hv_status hv_collection_record(hv_store *st, const hv_collection *c, const hv_run_start *start,
 			       const hv_run_end *end, int64_t *run_id)
@@ -43,6 +51,12 @@ hv_status hv_collection_record(hv_store *st, const hv_collection *c, const hv_ru
 		a->content = f->content;
 		a->content_len = f->content_len;
 		a->change = f->change;
+		if (f->spooled) {
+			/* Read back one at a time while the store records them. */
+			a->read_content = read_spooled;
+			a->read_ctx = (void *)c;
+			a->read_key = i;
+		}
 	}
 	hv_run_end e = {0};
 	if (end)
@@ -76,6 +90,7 @@ void hv_collection_free(hv_collection *c)
 	for (size_t i = 0; i < c->n_deleted; i++)
 		free(c->deleted[i].path);
 	free(c->deleted);
+	hvc_spool_close(c->spool);
 	free(c->files);
 	free(c->skipped);
 	free(c->root);

@@ -649,11 +649,9 @@ void hv_json_raw(hv_json *j, const char *text, size_t len)
 static const char base64_alphabet[65] =
 	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-void hv_json_base64(hv_json *j, const void *data, size_t len)
+/* The base64 of len bytes, with the padded last group when len is not a multiple of 3. */
+static void base64_groups(hv_json *j, const unsigned char *s, size_t len)
 {
-	const unsigned char *s = data;
-	begin_value(j);
-	put_char(j, '"');
 	/* Whole groups of 3 bytes, a chunk at a time, straight into the buffer. */
 	size_t whole = len - len % 3;
 	for (size_t i = 0; i < whole;) {
@@ -669,8 +667,8 @@ void hv_json_base64(hv_json *j, const void *data, size_t len)
 		}
 		j->len = (size_t)(o - j->buf);
 	}
-	char *o = room(j, 5);
 	if (len % 3) {
+		char *o = room(j, 4);
 		uint32_t v = (uint32_t)s[whole] << 16;
 		if (len % 3 == 2)
 			v |= (uint32_t)s[whole + 1] << 8;
@@ -679,10 +677,31 @@ void hv_json_base64(hv_json *j, const void *data, size_t len)
 		/* NOLINTNEXTLINE(bugprone-narrowing-conversions): '=' is an int constant in C */
 		o[2] = len % 3 == 2 ? base64_alphabet[v >> 6 & 63] : '=';
 		o[3] = '=';
-		o += 4;
+		j->len = (size_t)(o + 4 - j->buf);
 	}
-	*o++ = '"';
-	j->len = (size_t)(o - j->buf);
+}
+
+void hv_json_base64(hv_json *j, const void *data, size_t len)
+{
+	hv_json_base64_begin(j);
+	base64_groups(j, data, len);
+	hv_json_base64_end(j);
+}
+
+void hv_json_base64_begin(hv_json *j)
+{
+	begin_value(j);
+	put_char(j, '"');
+}
+
+void hv_json_base64_part(hv_json *j, const void *data, size_t len)
+{
+	base64_groups(j, data, len);
+}
+
+void hv_json_base64_end(hv_json *j)
+{
+	put_char(j, '"');
 }
 
 char *hv_json_buffer_strdup(const hv_json *j)

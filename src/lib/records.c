@@ -4,6 +4,7 @@
 #include "internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void hv_record_fileinfo(hv_json *j, const hv_entry *e, int flags)
@@ -61,8 +62,16 @@ void hv_record_mime(hv_json *j, const char *path, size_t path_len, const char *m
 	hv_json_object_end(j);
 }
 
-void hv_record_output_file(hv_json *j, const hv_output_file *f, bool with_content)
+/* The pieces in which a spooled content is read and encoded: a multiple of 3 (whole base64
+ * groups), so that a 32 MiB file costs 768 KiB of memory, not 32 MiB. */
+#define SPOOL_PIECE (3u << 18)
+
+/* An OutputFile of c (NULL: f's content is in memory or none), its content read from c's
+ * spool when it is there. HV_OK, or the read's failure (j then holds an unfinished record). */
+static hv_status output_file(hv_json *j, const hv_collection *c, const hv_output_file *f,
+			     bool with_content)
 {
+	hv_status rc = HV_OK;
 	hv_json_object_begin(j);
 	hv_json_key(j, "name");
 	hv_json_string(j, f->name, f->name_len);
@@ -81,6 +90,25 @@ void hv_record_output_file(hv_json *j, const hv_output_file *f, bool with_conten
 	if (with_content && f->content) {
 		hv_json_key(j, "content");
 		hv_json_base64(j, f->content, f->content_len);
+	} else if (with_content && c && f->spooled) {
+		size_t cap = f->content_len < SPOOL_PIECE ? f->content_len : SPOOL_PIECE;
+		unsigned char *piece = malloc(cap ? cap : 1);
+		if (!piece)
+			return hv_error_set(HV_ENOMEM, "out of memory");
+		hv_json_key(j, "content");
+		hv_json_base64_begin(j);
+		for (size_t off = 0; off < f->content_len;) {
+			size_t n = f->content_len - off < cap ? f->content_len - off : cap;
+			rc = hv_collection_content_read(c, f, off, piece, n);
+			if (rc != HV_OK)
+				break;
+			hv_json_base64_part(j, piece, n);
+			off += n;
+		}
+		free(piece);
+		if (rc != HV_OK)
+			return rc;
+		hv_json_base64_end(j);
 	} else {
 		hv_json_key_null(j, "content");
 	}
@@ -89,6 +117,18 @@ void hv_record_output_file(hv_json *j, const hv_output_file *f, bool with_conten
 		hv_json_enum(j, f->change);
 	}
 	hv_json_object_end(j);
+	return HV_OK;
+}
+
+void hv_record_output_file(hv_json *j, const hv_output_file *f, bool with_content)
+{
+	output_file(j, NULL, f, with_content);
+}
+
+hv_status hv_record_collection_file(hv_json *j, const hv_collection *c, size_t i,
+				    bool with_content)
+{
+	return output_file(j, c, &c->files[i], with_content);
 }
 
 void hv_record_skipped(hv_json *j, const hv_skipped_file *skipped, size_t n)
@@ -124,12 +164,15 @@ void hv_record_deleted(hv_json *j, const hv_deleted_file *deleted, size_t n)
 	hv_json_array_end(j);
 }
 
-void hv_record_collection_members(hv_json *j, const hv_collection *c, bool with_content)
+hv_status hv_record_collection_members(hv_json *j, const hv_collection *c, bool with_content)
 {
 	hv_json_key(j, "output_files");
 	hv_json_array_begin(j);
-	for (size_t i = 0; i < c->n_files; i++)
-		hv_record_output_file(j, &c->files[i], with_content);
+	for (size_t i = 0; i < c->n_files; i++) {
+		hv_status rc = output_file(j, c, &c->files[i], with_content);
+		if (rc != HV_OK)
+			return rc;
+	}
 	hv_json_array_end(j);
 	hv_json_key(j, "skipped");
 	hv_record_skipped(j, c->skipped, c->n_skipped);
@@ -137,6 +180,7 @@ void hv_record_collection_members(hv_json *j, const hv_collection *c, bool with_
 		hv_json_key(j, "deleted");
 		hv_record_deleted(j, c->deleted, c->n_deleted);
 	}
+	return HV_OK;
 }
 
 static void id_member(hv_json *j, const char *key, int64_t id)
@@ -148,12 +192,15 @@ static void id_member(hv_json *j, const char *key, int64_t id)
 		hv_json_null(j);
 }
 
-void hv_record_collection(hv_json *j, int64_t run_id, const hv_collection *c, bool with_content)
+hv_status hv_record_collection(hv_json *j, int64_t run_id, const hv_collection *c,
+			       bool with_content)
 {
 	hv_json_object_begin(j);
 	id_member(j, "run_id", run_id);
-	hv_record_collection_members(j, c, with_content);
-	hv_json_object_end(j);
+	hv_status rc = hv_record_collection_members(j, c, with_content);
+	if (rc == HV_OK)
+		hv_json_object_end(j);
+	return rc;
 }
 
 void hv_record_snapshot(hv_json *j, int64_t snapshot_id, const char *root, uint64_t entries)
@@ -264,15 +311,18 @@ void hv_record_result_end(hv_json *j, const hv_run_end *r, const hv_collection *
 	hv_json_object_end(j);
 }
 
-void hv_record_result(hv_json *j, const hv_run_end *r, const hv_collection *c, int64_t run_id,
-		      bool with_content)
+hv_status hv_record_result(hv_json *j, const hv_run_end *r, const hv_collection *c,
+			   int64_t run_id, bool with_content)
 {
 	hv_record_result_begin(j, r);
 	if (c) {
-		for (size_t i = 0; i < c->n_files; i++)
-			hv_record_output_file(j, &c->files[i], with_content);
+		for (size_t i = 0; i < c->n_files; i++) {
+			hv_status rc = output_file(j, c, &c->files[i], with_content);
+			if (rc != HV_OK)
+				return rc;
+		}
 		hv_record_result_end(j, r, c, run_id);
-		return;
+		return HV_OK;
 	}
 	/* Nothing was collected (collecting failed): empty lists, not missing ones, so a reader
 	 * finds the shape it always finds. */
@@ -280,6 +330,7 @@ void hv_record_result(hv_json *j, const hv_run_end *r, const hv_collection *c, i
 	none.skipped_json = "[]";
 	none.deleted_json = "[]";
 	hv_record_result_end(j, &none, NULL, run_id);
+	return HV_OK;
 }
 
 char *hv_collection_skipped_json(const hv_collection *c, int kase)

@@ -59,6 +59,10 @@ void hvst_mask_secret(const char *msg, char *out, size_t cap);
 /* Shared by the backends (store_history.c). */
 bool hvst_sha256_hex(const void *p, size_t n, char hex[65]);
 hv_status hvst_verify_content(const void *p, size_t n, const char *sha, const char *what);
+/* The bytes of a's content: a->content, or read through a->read_content into *owned (free it)
+ * and checked against sha (HV_EUSAGE when they do not match it). *p NULL: a has none. */
+hv_status hvst_artifact_bytes(const hv_artifact_in *a, const char *sha, const void **p,
+			      void **owned);
 /* This machine's host name ("" when unknown) into buf. */
 void hvst_hostname(char *buf, size_t cap);
 

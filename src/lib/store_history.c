@@ -266,25 +266,55 @@ hv_status hvst_verify_content(const void *p, size_t n, const char *sha, const ch
 	return HV_OK;
 }
 
+/* Whether p (n bytes) is the content a says it is. */
+static hv_status check_bytes(const hv_artifact_in *a, const void *p, size_t n, const char *sha)
+{
+	char hex[65];
+	if (!hvst_sha256_hex(p, n, hex))
+		return hv_error_set(HV_EIO, "%.*s: SHA-256 failed", (int)a->path_len, a->path);
+	if (memcmp(hex, sha, 64) != 0)
+		return hv_error_set(HV_EUSAGE, "%.*s: the content does not match its SHA-256",
+				    (int)a->path_len, a->path);
+	return HV_OK;
+}
+
 /* Checks an artifact and puts its digest, lower-cased, in sha: before any backend records it
- * (hv_store_run_finish). */
+ * (hv_store_run_finish; hashing is slow: not under the write lock). A content read through
+ * read_content is checked when it is read, by hvst_artifact_bytes or store_read_content. */
 static hv_status check_artifact(const hv_artifact_in *a, char sha[65])
 {
 	if (!a->path || !a->name || !a->mime_type || !a->sha256)
 		return hv_error_set(HV_EUSAGE, "artifact: missing path, name, MIME type or SHA-256");
 	int rc = hvst_hex_norm(a->sha256, true, sha);
-	if (rc != HV_OK || !a->content)
+	if (rc != HV_OK || (!a->content && !a->read_content))
 		return rc;
 	if (a->content_len != a->size)
 		return hv_error_set(HV_EUSAGE, "%.*s: content of %zu bytes for a file of %llu",
 				    (int)a->path_len, a->path, a->content_len,
 				    (unsigned long long)a->size);
-	char hex[65];
-	if (!hvst_sha256_hex(a->content, a->content_len, hex))
-		return hv_error_set(HV_EIO, "%.*s: SHA-256 failed", (int)a->path_len, a->path);
-	if (memcmp(hex, sha, 64) != 0)
-		return hv_error_set(HV_EUSAGE, "%.*s: the content does not match its SHA-256",
-				    (int)a->path_len, a->path);
+	return a->content ? check_bytes(a, a->content, a->content_len, sha) : HV_OK;
+}
+
+hv_status hvst_artifact_bytes(const hv_artifact_in *a, const char *sha, const void **p,
+			      void **owned)
+{
+	*owned = NULL;
+	*p = a->content;
+	if (a->content || !a->read_content)
+		return HV_OK;
+	/* One content at a time, however many the run has. */
+	void *buf = malloc(a->content_len ? a->content_len : 1);
+	if (!buf)
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	int rc = a->read_content(a->read_ctx, a, 0, buf, a->content_len);
+	if (rc == HV_OK)
+		rc = check_bytes(a, buf, a->content_len, sha);
+	if (rc != HV_OK) {
+		free(buf);
+		return rc;
+	}
+	*p = buf;
+	*owned = buf;
 	return HV_OK;
 }
 
@@ -353,19 +383,110 @@ static hv_status record_end(hv_store *st, int64_t run_id, const hv_run_end *e)
 	return src == SQLITE_DONE ? HV_OK : hvst_db_error(st, src, "cannot finish the run");
 }
 
+/* The pieces a content read through read_content is stored in. */
+#define CONTENT_PIECE (256u << 10)
+
+/* Stores a content read through a->read_content piece by piece (SQLite's incremental blob
+ * I/O into a zeroblob of its size), checking its SHA-256 as it goes: a content of any size
+ * costs one piece of memory. One already stored is not read at all. */
+static hv_status store_read_content(hv_store *st, const hv_artifact_in *a, const char *sha)
+{
+	sqlite3_stmt *q = NULL;
+	int src = sqlite3_prepare_v2(st->db,
+				     "INSERT OR IGNORE INTO contents(sha256, size, bytes)"
+				     " VALUES (?1, ?2, zeroblob(?2))", -1, &q, NULL);
+	if (src == SQLITE_OK) {
+		sqlite3_bind_text(q, 1, sha, 64, SQLITE_STATIC);
+		sqlite3_bind_int64(q, 2, (int64_t)a->content_len);
+		src = hvst_step_done(q);
+	}
+	sqlite3_finalize(q);
+	if (src != SQLITE_DONE)
+		return hvst_db_error(st, src, "cannot store a content");
+	if (sqlite3_changes(st->db) == 0)
+		return HV_OK; /* already there */
+	sqlite3_blob *blob = NULL;
+	/* (an empty blob cannot be opened: nothing to write, only its digest to check) */
+	src = a->content_len ? sqlite3_blob_open(st->db, "main", "contents", "bytes",
+						 sqlite3_last_insert_rowid(st->db), 1, &blob)
+			     : SQLITE_OK;
+	if (src != SQLITE_OK) {
+		sqlite3_blob_close(blob);
+		return hvst_db_error(st, src, "cannot store a content");
+	}
+	unsigned char *piece = malloc(CONTENT_PIECE);
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	if (!piece || !ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
+		EVP_MD_CTX_free(ctx);
+		free(piece);
+		if (blob)
+			sqlite3_blob_close(blob);
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	}
+	int rc = HV_OK;
+	for (size_t off = 0; rc == HV_OK && off < a->content_len;) {
+		size_t n = a->content_len - off < CONTENT_PIECE ? a->content_len - off : CONTENT_PIECE;
+		rc = a->read_content(a->read_ctx, a, off, piece, n);
+		if (rc != HV_OK)
+			break;
+		EVP_DigestUpdate(ctx, piece, n);
+		src = sqlite3_blob_write(blob, piece, (int)n, (int)off);
+		if (src != SQLITE_OK)
+			rc = hvst_db_error(st, src, "cannot store a content");
+		off += n;
+	}
+	src = blob ? sqlite3_blob_close(blob) : SQLITE_OK;
+	if (rc == HV_OK && src != SQLITE_OK)
+		rc = hvst_db_error(st, src, "cannot store a content");
+	if (rc == HV_OK) {
+		unsigned char md[EVP_MAX_MD_SIZE];
+		unsigned mdlen = 0;
+		char hex[65];
+		static const char digits[] = "0123456789abcdef";
+		if (EVP_DigestFinal_ex(ctx, md, &mdlen) != 1 || mdlen != 32) {
+			rc = hv_error_set(HV_EIO, "%.*s: SHA-256 failed", (int)a->path_len, a->path);
+		} else {
+			for (unsigned i = 0; i < 32; i++) {
+				hex[2 * i] = digits[md[i] >> 4];
+				hex[2 * i + 1] = digits[md[i] & 15];
+			}
+			if (memcmp(hex, sha, 64) != 0)
+				rc = hv_error_set(HV_EUSAGE,
+						  "%.*s: the content does not match its SHA-256",
+						  (int)a->path_len, a->path);
+		}
+	}
+	EVP_MD_CTX_free(ctx);
+	free(piece);
+	return rc; /* (on a failure the caller rolls the transaction back, the row with it) */
+}
+
 static hv_status record_artifact(hv_store *st, int64_t run_id, const hv_artifact_in *a,
 				 const char *sha, int64_t now)
 {
 	sqlite3_stmt *q;
 	int src = SQLITE_DONE;
-	if (a->content) {
-		if (!(q = hvst_stmt(st, STMT_CONTENT_PUT)))
+	bool stored = a->content || a->read_content;
+	if (!a->content && a->read_content) {
+		int rc = store_read_content(st, a, sha);
+		if (rc != HV_OK)
+			return rc;
+	} else if (stored) {
+		const void *bytes;
+		void *owned;
+		int rc = hvst_artifact_bytes(a, sha, &bytes, &owned);
+		if (rc != HV_OK)
+			return rc;
+		if (!(q = hvst_stmt(st, STMT_CONTENT_PUT))) {
+			free(owned);
 			return hv_error_last_status();
+		}
 		sqlite3_bind_text(q, 1, sha, 64, SQLITE_STATIC);
 		sqlite3_bind_int64(q, 2, (int64_t)a->content_len);
-		hvst_bind_bytes(q, 3, a->content, a->content_len);
+		hvst_bind_bytes(q, 3, bytes, a->content_len);
 		src = hvst_step_done(q);
 		sqlite3_clear_bindings(q);
+		free(owned);
 	}
 	if (src == SQLITE_DONE) {
 		if (!(q = hvst_stmt(st, STMT_ARTIFACT_PUT)))
@@ -377,7 +498,7 @@ static hv_status record_artifact(hv_store *st, int64_t run_id, const hv_artifact
 		sqlite3_bind_int64(q, 5, (int64_t)a->size);
 		sqlite3_bind_text(q, 6, sha, 64, SQLITE_STATIC);
 		sqlite3_bind_int64(q, 7, now);
-		sqlite3_bind_int(q, 8, a->content != NULL);
+		sqlite3_bind_int(q, 8, stored);
 		if (a->change)
 			sqlite3_bind_text(q, 9, a->change, -1, SQLITE_STATIC);
 		src = hvst_step_done(q);

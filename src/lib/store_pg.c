@@ -690,15 +690,27 @@ static hv_status pg_record_artifacts(hv_store *st, int64_t run_id, const hv_arti
 	/* Contents first, deduplicated (a digest already stored, by this run or any other, is
 	 * left as it is). */
 	for (size_t i = 0; rc == HV_OK && i < n; i++) {
-		if (!a[i].content)
+		if (!a[i].content && !a[i].read_content)
 			continue;
+		const void *bytes;
+		void *owned = NULL;
+		/* A content read for the occasion goes in a statement of its own, and is freed
+		 * once sent: one at a time, however many the run has. */
+		if (!a[i].content)
+			rc = batch_flush(st, &b, " ON CONFLICT (sha256) DO NOTHING",
+					 "cannot store a content");
+		if (rc == HV_OK)
+			rc = hvst_artifact_bytes(&a[i], shas[i], &bytes, &owned);
+		if (rc != HV_OK)
+			break;
 		b_row(&b, "INSERT INTO harvest.contents(sha256, size, bytes) VALUES ", ccast, 3);
 		b_text(&b, shas[i], 64);
 		b_int(&b, (int64_t)a[i].content_len);
-		b_bytes(&b, a[i].content, a[i].content_len);
-		if (b.rows >= PG_BATCH_ROWS || b.bytes >= PG_BATCH_BYTES)
+		b_bytes(&b, bytes, a[i].content_len);
+		if (owned || b.rows >= PG_BATCH_ROWS || b.bytes >= PG_BATCH_BYTES)
 			rc = batch_flush(st, &b, " ON CONFLICT (sha256) DO NOTHING",
 					 "cannot store a content");
+		free(owned);
 	}
 	if (rc == HV_OK)
 		rc = batch_flush(st, &b, " ON CONFLICT (sha256) DO NOTHING", "cannot store a content");
@@ -713,7 +725,7 @@ static hv_status pg_record_artifacts(hv_store *st, int64_t run_id, const hv_arti
 		b_int(&b, (int64_t)a[i].size);
 		b_text(&b, shas[i], 64);
 		b_int(&b, recorded ? recorded[i] : now);
-		b.v[b.n] = a[i].content ? "\1" : "\0";
+		b.v[b.n] = a[i].content || a[i].read_content ? "\1" : "\0";
 		b.len[b.n] = 1;
 		b.fmt[b.n++] = 1;
 		b_text(&b, a[i].change, a[i].change ? strlen(a[i].change) : 0);

@@ -10,6 +10,9 @@
 typedef enum hv__hook_point {
 	/* The collector, with a file's relative path, right before it opens the file. */
 	HV__HOOK_COLLECT_BEFORE_OPEN,
+	/* The collector, with a file's relative path, after its fstat and right before it reads
+	 * it (on whichever thread reads it). */
+	HV__HOOK_COLLECT_BEFORE_READ,
 	/* hv_file_write, with a parent directory's path right after it created it and before it
 	 * opens it, and with the destination path right before the rename. */
 	HV__HOOK_FILE_WRITE,

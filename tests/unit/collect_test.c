@@ -7,7 +7,9 @@
 #include "testutil.h"
 
 #include "harvest/collect.h"
+#include "harvest/json.h"
 #include "harvest/mime.h"
+#include "harvest/records.h"
 #include "harvest/store.h"
 #include "harvest/sys/store.h"
 #include "test_hook.h"
@@ -57,6 +59,7 @@ static int teardown(void **state)
 	fx *f = *state;
 	alarm(0);
 	hv__test_hook_set(HV__HOOK_COLLECT_BEFORE_OPEN, NULL, NULL);
+	hv__test_hook_set(HV__HOOK_COLLECT_BEFORE_READ, NULL, NULL);
 	for (size_t i = 0; i < 32; i++) {
 		hv_collection_free(g_live[i]);
 		g_live[i] = NULL;
@@ -424,6 +427,206 @@ static void test_collect_all(void **state)
 	c = (hv_collection *)1;
 	assert_int_equal(hv_collect(NULL, f->root, &o, &c), HV_EUSAGE);
 	assert_null(c);
+}
+
+/* Pseudo-random bytes (not compressible, no two files alike). */
+static void write_noise(const fx *f, const char *rel, size_t n, unsigned seed)
+{
+	unsigned char *b = tu_xmalloc(n ? n : 1);
+	uint32_t x = seed * 2654435761u + 1;
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		b[i] = (unsigned char)x;
+	}
+	tu_write(f->root, rel, b, n);
+	free(b);
+}
+
+/* The collection as `harvest collect` prints it. */
+static char *collection_json(const hv_collection *c)
+{
+	hv_json *j = NULL;
+	assert_int_equal(hv_json_new_buffer(&j, HV_CASE_SNAKE), HV_OK);
+	assert_int_equal(hv_record_collection(j, 0, c, true), HV_OK);
+	char *out = hv_json_buffer_strdup(j);
+	hv_json_free(j);
+	return out;
+}
+
+static void count_warning(void *ctx, const char *message)
+{
+	(void)message;
+	(*(int *)ctx)++;
+}
+
+/* spool_content: the same collection, its contents in a temporary file instead of memory
+ * (files larger than the pieces they are read in and than what libmagic looks at included),
+ * read back exactly, printed exactly as from memory, recorded exactly; and, without a place
+ * for the temporary file, in memory after a warning. */
+static void test_spool_content(void **state)
+{
+	fx *f = *state;
+	wr(f, "a.txt", "hello world\n");
+	wr(f, "empty", "");
+	mkd(f, "sub");
+	write_noise(f, "sub/piece.bin", (256u << 10) * 3 + 7, 1);
+	write_noise(f, "sub/big.bin", (9u << 20) + 1, 2); /* more than libmagic's 7 MiB */
+	wr(f, "sub/same.txt", "hello world\n");
+	hv_collect_opts o;
+	hv_collect_opts_init(&o);
+	o.no_cache = true;
+	hv_collection *mem = collect(f, &o);
+	o.spool_content = true;
+	hv_collection *sp = collect(f, &o);
+	assert_int_equal(sp->n_files, 5);
+	assert_int_equal(mem->n_files, sp->n_files);
+	assert_non_null(sp->spool);
+	for (size_t i = 0; i < sp->n_files; i++) {
+		const hv_output_file *a = &mem->files[i], *b = &sp->files[i];
+		assert_string_equal(a->path, b->path);
+		assert_string_equal(a->sha256, b->sha256);
+		assert_string_equal(a->mime_type, b->mime_type);
+		assert_int_equal(a->size, b->size);
+		assert_false(a->spooled);
+		assert_true(b->spooled);
+		assert_null(b->content);
+		assert_int_equal(b->content_len, a->content_len);
+		unsigned char *back = tu_xmalloc(b->content_len + 1);
+		assert_int_equal(hv_collection_content_read(sp, b, 0, back, b->content_len), HV_OK);
+		assert_memory_equal(back, a->content, a->content_len);
+		if (b->content_len > 10) {
+			assert_int_equal(hv_collection_content_read(sp, b, 3, back, 7), HV_OK);
+			assert_memory_equal(back, a->content + 3, 7);
+		}
+		/* Nothing past the end. */
+		assert_int_equal(hv_collection_content_read(sp, b, b->content_len, back, 1),
+				 HV_EUSAGE);
+		assert_int_equal(hv_collection_content_read(mem, a, 1, back, a->content_len),
+				 HV_EUSAGE);
+		free(back);
+	}
+	char *jm = collection_json(mem), *js = collection_json(sp);
+	assert_string_equal(jm, js);
+	free(jm);
+	free(js);
+	/* Recorded from the temporary file: the stored bytes are the file's. */
+	int64_t run = 0;
+	assert_int_equal(hv_collection_record(f->st, sp, NULL, NULL, &run), HV_OK);
+	for (size_t i = 0; i < mem->n_files; i++) {
+		void *data = NULL;
+		size_t len = 0;
+		assert_int_equal(hv_store_content_get(f->st, mem->files[i].sha256, &data, &len),
+				 HV_OK);
+		assert_int_equal(len, mem->files[i].content_len);
+		assert_memory_equal(data, mem->files[i].content, len);
+		free(data);
+	}
+	cfree(sp);
+	cfree(mem);
+
+	/* No place for it: a warning, and the contents in memory. */
+	char *old = getenv("TMPDIR") ? strdup(getenv("TMPDIR")) : NULL;
+	char *nowhere = rp(f, "a.txt"); /* not a directory */
+	setenv("TMPDIR", nowhere, 1);
+	int warned = 0;
+	o.on_warning = count_warning;
+	o.ctx = &warned;
+	hv_collection *c = collect(f, &o);
+	if (old)
+		setenv("TMPDIR", old, 1);
+	else
+		unsetenv("TMPDIR");
+	free(old);
+	free(nowhere);
+	assert_int_equal(warned, 1);
+	assert_null(c->spool);
+	assert_int_equal(c->n_files, 5);
+	for (size_t i = 0; i < c->n_files; i++) {
+		assert_false(c->files[i].spooled);
+		assert_non_null(c->files[i].content);
+	}
+	assert_content(c, "a.txt", "hello world\n");
+	cfree(c);
+}
+
+struct grow {
+	const char *root, *target;
+	size_t add;
+	int calls;
+};
+
+static void grow_before_read(void *ctx, const char *path)
+{
+	struct grow *g = ctx;
+	if (strcmp(path, g->target) != 0)
+		return;
+	g->calls++;
+	char *p = tu_path(g->root, path);
+	int fd = open(p, O_WRONLY | O_APPEND | O_CLOEXEC);
+	char *more = tu_xmalloc(g->add);
+	memset(more, 'Z', g->add);
+	if (fd < 0 || write(fd, more, g->add) != (ssize_t)g->add)
+		g->calls = -1000;
+	if (fd >= 0)
+		close(fd);
+	free(more);
+	free(p);
+}
+
+/* A file that grows between its fstat and its read goes to the temporary file whole (its
+ * region there moved to a larger one, more than once if need be), the files around it intact;
+ * grown past max_file_bytes, it is too_large. */
+static void test_spool_file_grows(void **state)
+{
+	fx *f = *state;
+	wr(f, "a.txt", "first\n");
+	wr(f, "b.txt", "0123456789");
+	wr(f, "c.txt", "last\n");
+	struct grow g = {.root = f->root, .target = "b.txt", .add = (256u << 10) * 5 + 3};
+	hv__test_hook_set(HV__HOOK_COLLECT_BEFORE_READ, grow_before_read, &g);
+	hv_collect_opts o;
+	hv_collect_opts_init(&o);
+	o.no_cache = true;
+	o.spool_content = true;
+	o.threads = 1;
+	hv_collection *c = collect(f, &o);
+	assert_int_equal(g.calls, 1);
+	const char *files[] = {"a.txt", "b.txt", "c.txt", NULL};
+	assert_collection(c, files, NULL);
+	const hv_output_file *b = find_file(c, "b.txt");
+	assert_true(b->spooled);
+	assert_int_equal(b->size, 10 + g.add);
+	unsigned char *back = tu_xmalloc(b->content_len);
+	assert_int_equal(hv_collection_content_read(c, b, 0, back, b->content_len), HV_OK);
+	assert_memory_equal(back, "0123456789", 10);
+	for (size_t i = 10; i < b->content_len; i++)
+		if (back[i] != 'Z')
+			fail_msg("byte %zu of the grown file is %d", i, back[i]);
+	char want[65];
+	tu_sha256_hex(back, b->content_len, want);
+	assert_string_equal(b->sha256, want);
+	free(back);
+	for (const char *const *p = (const char *const[]){"a.txt", "c.txt", NULL}; *p; p++) {
+		const hv_output_file *x = find_file(c, *p);
+		char buf[16] = "";
+		assert_int_equal(hv_collection_content_read(c, x, 0, buf, x->content_len), HV_OK);
+		assert_memory_equal(buf, strcmp(*p, "a.txt") ? "last\n" : "first\n", x->content_len);
+	}
+	cfree(c);
+
+	/* Past the limit: too_large, the others still there. */
+	wr(f, "b.txt", "0123456789");
+	g.calls = 0;
+	o.max_file_bytes = 1u << 20;
+	c = collect(f, &o);
+	hv__test_hook_set(HV__HOOK_COLLECT_BEFORE_READ, NULL, NULL);
+	assert_int_equal(g.calls, 1);
+	const char *left[] = {"a.txt", "c.txt", NULL};
+	const skip_want sk[] = {{"b.txt", "too_large"}, {NULL, NULL}};
+	assert_collection(c, left, sk);
+	cfree(c);
 }
 
 static void test_collect_errors(void **state)
@@ -2086,6 +2289,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_collect_all, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_spool_content, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_spool_file_grows, tu_fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_collect_errors, tu_fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_null_opts_are_defaults, tu_fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_since_other_directory, tu_fx_setup, teardown),

@@ -737,6 +737,50 @@ static void test_base64_rfc4648(void **state)
 	hv_json_free(j);
 }
 
+/* base64 written in pieces (each a multiple of 3 but the last) is that of the whole, for
+ * every way of cutting a short input and random cuts of a large one. */
+static void test_base64_pieces(void **state)
+{
+	(void)state;
+	size_t max = (3 << 16) + 2;
+	unsigned char *data = malloc(max);
+	assert_non_null(data);
+	for (size_t i = 0; i < max; i++)
+		data[i] = (unsigned char)rnd();
+	for (size_t len = 0; len <= max; len = len < 64 ? len + 1 : len * 2 + 1) {
+		if (len > max)
+			len = max;
+		hv_json *whole = new_buffer(HV_CASE_SNAKE);
+		hv_json_array_begin(whole);
+		hv_json_base64(whole, data, len);
+		hv_json_base64(whole, data, len / 2);
+		hv_json *parts = new_buffer(HV_CASE_SNAKE);
+		hv_json_array_begin(parts);
+		for (int twice = 0; twice < 2; twice++) {
+			size_t n = twice ? len / 2 : len;
+			hv_json_base64_begin(parts);
+			for (size_t off = 0; off < n;) {
+				size_t k = 3 * (1 + rnd_below(1000));
+				if (k > n - off)
+					k = n - off;
+				hv_json_base64_part(parts, data + off, k);
+				off += k;
+			}
+			hv_json_base64_end(parts);
+		}
+		size_t wl, pl;
+		const char *w = hv_json_buffer(whole, &wl);
+		const char *p = hv_json_buffer(parts, &pl);
+		assert_int_equal(pl, wl);
+		assert_memory_equal(p, w, wl);
+		hv_json_free(whole);
+		hv_json_free(parts);
+		if (len == max)
+			break;
+	}
+	free(data);
+}
+
 /* Large inputs against OpenSSL's encoder, at every length modulo 3. */
 static void test_base64_large(void **state)
 {
@@ -1057,6 +1101,7 @@ int main(void)
 		cmocka_unit_test(test_integers),
 		cmocka_unit_test(test_base64_rfc4648),
 		cmocka_unit_test(test_base64_large),
+		cmocka_unit_test(test_base64_pieces),
 		cmocka_unit_test(test_fd_writer_pipe),
 		cmocka_unit_test(test_fd_writer_nonblocking),
 		cmocka_unit_test(test_fd_writer_eintr),

@@ -1,0 +1,125 @@
+/* A collection's spooled contents (hv_collect_opts.spool_content): one unnamed temporary file
+ * that the collector appends each final content to, so that what a collect holds in memory
+ * is its read-ahead window, not the sum of its files. The file has no name (O_TMPFILE, else
+ * unlinked at once): nothing is left behind by a harvest that is killed. */
+#include "harvest/collect.h"
+#include "collect_internal.h"
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct hv_content_spool {
+	int fd;
+	uint64_t size; /* bytes written so far: the next content's offset */
+};
+
+/* An unnamed file in dir: O_TMPFILE where the file system has it, else a name removed at
+ * once. -1 with errno set when neither works. */
+static int unnamed_file(const char *dir)
+{
+	int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		return fd;
+	char *tmpl = NULL;
+	if (asprintf(&tmpl, "%s/harvest-spool.XXXXXX", dir) < 0) {
+		errno = ENOMEM;
+		return -1;
+	}
+	fd = mkostemp(tmpl, O_CLOEXEC);
+	if (fd >= 0)
+		unlink(tmpl);
+	free(tmpl);
+	return fd;
+}
+
+int hvc_spool_open(hv_content_spool **out)
+{
+	*out = NULL;
+	const char *dir = getenv("TMPDIR");
+	if (!dir || !*dir)
+		dir = "/tmp";
+	int fd = unnamed_file(dir);
+	if (fd < 0)
+		return hv_error_set(HV_EIO, "%s: no temporary file for the contents (kept in memory): %s",
+				    dir, strerror(errno));
+	hv_content_spool *s = calloc(1, sizeof(*s));
+	if (!s) {
+		close(fd);
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	}
+	s->fd = fd;
+	*out = s;
+	return HV_OK;
+}
+
+uint64_t hvc_spool_reserve(hv_content_spool *s, uint64_t n)
+{
+	/* Any thread: the workers write the files they read, each into its own region. */
+	return __atomic_fetch_add(&s->size, n, __ATOMIC_RELAXED);
+}
+
+int hvc_spool_write(hv_content_spool *s, uint64_t off, const void *data, size_t n)
+{
+	const char *p = data;
+	size_t done = 0;
+	while (done < n) {
+		ssize_t w = pwrite(s->fd, p + done, n - done, (off_t)(off + done));
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return hv_error_errno(HV_EIO, "the temporary file of the contents",
+					      w < 0 ? errno : ENOSPC);
+		done += (size_t)w;
+	}
+	return HV_OK;
+}
+
+int hvc_spool_put(hv_content_spool *s, const void *data, size_t n, uint64_t *off)
+{
+	*off = hvc_spool_reserve(s, n);
+	return hvc_spool_write(s, *off, data, n);
+}
+
+int hvc_spool_read(const hv_content_spool *s, uint64_t off, void *buf, size_t n)
+{
+	char *p = buf;
+	size_t done = 0;
+	while (done < n) {
+		ssize_t r = pread(s->fd, p + done, n - done, (off_t)(off + done));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return hv_error_errno(HV_EIO, "the temporary file of the contents",
+					      r < 0 ? errno : EIO);
+		done += (size_t)r;
+	}
+	return HV_OK;
+}
+
+void hvc_spool_close(hv_content_spool *s)
+{
+	if (!s)
+		return;
+	close(s->fd);
+	free(s);
+}
+
+hv_status hv_collection_content_read(const hv_collection *c, const hv_output_file *f,
+				     uint64_t off, void *buf, size_t n)
+{
+	if (off > f->content_len || n > f->content_len - off ||
+	    (!f->content && !(f->spooled && c->spool)))
+		return hv_error_set(HV_EUSAGE, "%s: no such part of the content", f->path);
+	if (n == 0)
+		return HV_OK;
+	if (f->content) {
+		memcpy(buf, f->content + off, n);
+		return HV_OK;
+	}
+	return hvc_spool_read(c->spool, f->spool_off + off, buf, n);
+}
