@@ -747,6 +747,23 @@ static int collect_root(hv_store *st, const char *dir, const hv_collect_opts *op
 	return HV_OK;
 }
 
+/* The prologue of the collections compared with a state they are given rather than a stored
+ * snapshot (hv_collect_since_mem, hv_collect_change_set): the options (a copy of opts, or the
+ * defaults) without since_snapshot, and the absolute root (malloc'd). */
+static hv_status begin_given_state(hv_store *st, const char *dir, const hv_collect_opts *opts,
+				   hv_collect_opts *o, char **root)
+{
+	if (opts)
+		*o = *opts;
+	else
+		hv_collect_opts_init(o);
+	o->since_snapshot = 0;
+	int rc = collect_root(st, dir, o, root);
+	if (rc != HV_OK || !*root) /* (never one without the other: for the analyzer) */
+		return rc != HV_OK ? rc : hv_error_set(HV_EIO, "%s: no absolute path", dir);
+	return HV_OK;
+}
+
 hv_status hv_collect(hv_store *st, const char *dir, const hv_collect_opts *opts,
 		     hv_collection **out)
 {
@@ -786,15 +803,10 @@ hv_status hv_collect_since_mem(hv_store *st, const char *dir, const hv_collect_o
 {
 	*out = NULL;
 	hv_collect_opts o;
-	if (opts)
-		o = *opts;
-	else
-		hv_collect_opts_init(&o);
-	o.since_snapshot = 0;
-	char *root;
-	int rc = collect_root(st, dir, &o, &root);
-	if (rc != HV_OK || !root) /* (never one without the other: for the analyzer) */
-		return rc != HV_OK ? rc : hv_error_set(HV_EIO, "%s: no absolute path", dir);
+	char *root = NULL;
+	int rc = begin_given_state(st, dir, opts, &o, &root);
+	if (rc != HV_OK)
+		return rc;
 	if (strcmp(m->root, root) != 0) {
 		rc = hv_error_set(HV_EUSAGE, "the snapshot was taken of %s, not of %s", m->root,
 				  root);
@@ -846,15 +858,10 @@ hv_status hv_collect_change_set(hv_store *st, const char *dir, const hv_collect_
 {
 	*out = NULL;
 	hv_collect_opts o;
-	if (opts)
-		o = *opts;
-	else
-		hv_collect_opts_init(&o);
-	o.since_snapshot = 0;
-	char *root;
-	int rc = collect_root(st, dir, &o, &root);
-	if (rc != HV_OK || !root) /* (never one without the other: for the analyzer) */
-		return rc != HV_OK ? rc : hv_error_set(HV_EIO, "%s: no absolute path", dir);
+	char *root = NULL;
+	int rc = begin_given_state(st, dir, opts, &o, &root);
+	if (rc != HV_OK)
+		return rc;
 	struct collector k = {.st = st, .o = &o, .magic_fd = -1, .magic_fd2 = -1, .dir_fd = -1};
 	k.c = calloc(1, sizeof(*k.c));
 	if (!k.c) {

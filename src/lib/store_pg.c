@@ -6,6 +6,7 @@
  * EXCLUSIVE, so prune's "no artifact references it" is judged only after every writer that
  * may reference a content has committed, and no writer adds a reference while prune deletes. */
 #include "dl_pq.h"
+#include "harvest/records.h"
 #include "store_internal.h"
 
 #include <ctype.h>
@@ -1379,22 +1380,12 @@ static hv_status push_one(hv_store *st, hv_store *dst, const char *identity, con
 		PQclear(res);
 	}
 	if (rc == HV_OK && id) {
-		hv_run_end e = {
-			.ended_at_ns = r->ended_at_ns,
-			.has_exit_code = r->has_exit_code,
-			.exit_code = r->exit_code,
-			.timed_out = r->timed_out,
-			.duration_ms = r->duration_ms,
-			.stdout_data = r->stdout_data ? r->stdout_data : "",
-			.stdout_len = r->stdout_len,
-			.stdout_truncated = r->stdout_truncated,
-			.stderr_data = r->stderr_data ? r->stderr_data : "",
-			.stderr_len = r->stderr_len,
-			.stderr_truncated = r->stderr_truncated,
-			.skipped_json = r->skipped_json,
-			.deleted_json = r->deleted_json,
-			.end_reason = r->end_reason,
-		};
+		hv_run_end e;
+		hv_run_row_end(r, &e);
+		if (!e.stdout_data)
+			e.stdout_data = "";
+		if (!e.stderr_data)
+			e.stderr_data = "";
 		rc = pg_record_end(dst, id, &e);
 		if (rc == HV_OK)
 			rc = pg_record_artifacts(dst, id, pr->a, pr->n, pr->shas, pr->recorded);
