@@ -6,7 +6,28 @@
 #ifndef HARVEST_DL_H
 #define HARVEST_DL_H
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
+
+/* A library's table of functions, loaded once per process (dl_pq.c, dl_archive.c): names[i]
+ * is resolved into the function pointer at offs[i] in table. */
+struct hv__dl_lib {
+	const char *soname;
+	const char *test_env; /* see hv__dl_open */
+	const char *const *names;
+	const size_t *offs;
+	size_t n; /* at most HV_DL_MAX_FUNCS */
+	void *table;
+	pthread_mutex_t lock;
+	bool loaded;
+};
+#define HV_DL_MAX_FUNCS 64
+
+/* Loads lib once (thread-safe; a failure is retried on the next call): 0, or -1 with why =
+ * "cannot load <soname>: <reason>". Every symbol is resolved before the table is written, and
+ * the table is written whole, so a failed load leaves no half-filled table behind. */
+int hv__dl_load(struct hv__dl_lib *lib, char *why, size_t cap);
 
 /* Opens soname (RTLD_NOW | RTLD_LOCAL). In builds with the test hooks, a non-empty
  * environment variable test_env names the file to open instead (a missing one tests the

@@ -4,45 +4,28 @@
 
 #include "dl.h"
 
-#include <pthread.h>
-#include <stdbool.h>
-#include <string.h>
+#include <stddef.h>
 
 struct hv__pq_api hv__pq;
 
-static pthread_mutex_t pq_lock = PTHREAD_MUTEX_INITIALIZER;
-static bool pq_loaded;
+#define HV_PQ_NAME(f) #f,
+#define HV_PQ_OFF(f) offsetof(struct hv__pq_api, f),
+static const char *const names[] = {HV_PQ_FUNCS(HV_PQ_NAME)};
+static const size_t offs[] = {HV_PQ_FUNCS(HV_PQ_OFF)};
+#undef HV_PQ_NAME
+#undef HV_PQ_OFF
 
-/* Resolves every symbol into a local table first: hv__pq is written only whole, so a failed
- * load leaves no half-filled table behind. */
-static int resolve(void *h, struct hv__pq_api *api, char *why, size_t cap)
-{
-	void *p;
-#define HV_PQ_RESOLVE(f)                                                                       \
-	if (!(p = hv__dl_sym(h, HV_PQ_SONAME, #f, why, cap)))                                  \
-		return -1;                                                                     \
-	memcpy(&api->f, &p, sizeof(p));
-	HV_PQ_FUNCS(HV_PQ_RESOLVE)
-#undef HV_PQ_RESOLVE
-	return 0;
-}
+static struct hv__dl_lib lib = {
+	.soname = HV_PQ_SONAME,
+	.test_env = "HARVEST_TEST_LIBPQ",
+	.names = names,
+	.offs = offs,
+	.n = sizeof(names) / sizeof(names[0]),
+	.table = &hv__pq,
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+};
 
 int hv__pq_load(char *why, size_t cap)
 {
-	int rc = 0;
-	pthread_mutex_lock(&pq_lock);
-	if (!pq_loaded) {
-		struct hv__pq_api api;
-		void *h = hv__dl_open(HV_PQ_SONAME, "HARVEST_TEST_LIBPQ", why, cap);
-		if (!h || resolve(h, &api, why, cap) != 0) {
-			rc = -1;
-		} else {
-			hv__pq = api;
-			pq_loaded = true;
-		}
-		/* A handle without every symbol is kept open: dlclose of a library that may have
-		 * run constructors is not worth the risk for an error path. */
-	}
-	pthread_mutex_unlock(&pq_lock);
-	return rc;
+	return hv__dl_load(&lib, why, cap);
 }

@@ -412,6 +412,17 @@ void hv_record_run_row(hv_json *j, const hv_run_row *r)
 	hv_json_object_end(j);
 }
 
+/* What a stored artifact is: its MIME type, size and digest (history rows, manifests). */
+static void artifact_type_fields(hv_json *j, const hv_artifact_row *a)
+{
+	hv_json_key(j, "mime_type");
+	hv_json_cstring(j, a->mime_type);
+	hv_json_key(j, "size");
+	hv_json_uint(j, a->size);
+	hv_json_key(j, "sha256");
+	hv_json_cstring(j, a->sha256);
+}
+
 void hv_record_artifact_row(hv_json *j, const hv_artifact_row *a)
 {
 	hv_json_object_begin(j);
@@ -423,12 +434,7 @@ void hv_record_artifact_row(hv_json *j, const hv_artifact_row *a)
 	hv_json_string(j, a->path, a->path_len);
 	hv_json_key(j, "name");
 	hv_json_string(j, a->name, a->name_len);
-	hv_json_key(j, "mime_type");
-	hv_json_cstring(j, a->mime_type);
-	hv_json_key(j, "size");
-	hv_json_uint(j, a->size);
-	hv_json_key(j, "sha256");
-	hv_json_cstring(j, a->sha256);
+	artifact_type_fields(j, a);
 	time_member(j, "recorded_at", true, a->recorded_at_ns);
 	hv_json_object_end(j);
 }
@@ -438,12 +444,7 @@ void hv_record_manifest_artifact(hv_json *j, const hv_artifact_row *a, const cha
 	hv_json_object_begin(j);
 	hv_json_key(j, "path");
 	hv_json_string(j, a->path, a->path_len);
-	hv_json_key(j, "mime_type");
-	hv_json_cstring(j, a->mime_type);
-	hv_json_key(j, "size");
-	hv_json_uint(j, a->size);
-	hv_json_key(j, "sha256");
-	hv_json_cstring(j, a->sha256);
+	artifact_type_fields(j, a);
 	hv_json_key(j, "archived");
 	hv_json_bool(j, reason == NULL);
 	hv_json_key(j, "reason");
