@@ -759,8 +759,12 @@ static hv_status begin_given_state(hv_store *st, const char *dir, const hv_colle
 		hv_collect_opts_init(o);
 	o->since_snapshot = 0;
 	int rc = collect_root(st, dir, o, root);
-	if (rc != HV_OK || !*root) /* (never one without the other: for the analyzer) */
-		return rc != HV_OK ? rc : hv_error_set(HV_EIO, "%s: no absolute path", dir);
+	if (rc != HV_OK)
+		return rc;
+	if (!*root) { /* (never: collect_root gives one or fails; for the analyzer) */
+		hv_error_set(HV_EIO, "%s: no absolute path", dir);
+		return HV_EIO;
+	}
 	return HV_OK;
 }
 
