@@ -314,8 +314,12 @@ static int job_finish(struct collector *k, struct hvc_job *j)
 				   j->lookup_error ? j->lookup_error : j->error);
 	/* A new answer is cached; one cached without the digest (by `harvest mime`) gets it now,
 	 * so a later --no-content collect need not open the file. */
-	if ((j->detected || !j->cached_sha[0]) && !o->no_cache && k->st)
+	if ((j->detected || !j->cached_sha[0]) && !j->warning && !o->no_cache && k->st)
 		hv_store_mime_put_sha(k->st, &j->fs, k->fingerprint, j->raw, j->sha);
+	if (j->warning) {
+		k->c->warnings++;
+		hvc_warn(o, j->warning);
+	}
 	hv_mime_refine(NULL, e.name, j->raw, &type);
 	unsigned char *content = o->no_content || j->spooled ? NULL : j->buf;
 	int rc = add_file(k, &e, type, j->len, j->sha, content, content ? j->len : 0, j->change);

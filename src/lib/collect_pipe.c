@@ -261,6 +261,14 @@ static void job_read(struct hvc_job *j, const struct hvc_pipe *p, hv_magic *magi
 				j->detected = true;
 				if (!j->raw)
 					j->outcome = HVC_READ_NOMEM;
+			} else if (rc == HV_WARN && t) {
+				/* The worker died or hung on it: the file is still an artifact, typed
+				 * octet-stream with a warning, and that answer is neither cached nor
+				 * reused for the same bytes. */
+				j->raw = strdup(t);
+				j->warning = strdup(hv_error_last());
+				if (!j->raw || !j->warning)
+					j->outcome = HVC_READ_NOMEM;
 			} else {
 				j->error = strdup(hv_error_last());
 			}
@@ -321,6 +329,7 @@ void hvc_job_clear(struct hvc_job *j)
 	free(j->path);
 	free(j->error);
 	free(j->lookup_error);
+	free(j->warning);
 	free(j->raw);
 	free(j->buf);
 	memset(j, 0, sizeof(*j));

@@ -1243,10 +1243,57 @@ static void test_xdev(void **state)
 	free(db);
 }
 
+/* libmagic's worker crashing on a produced file: the file is still an artifact, typed
+ * application/octet-stream, with one warning naming it (exit 1), and the other files keep
+ * their answers. That answer is not cached: the next collect, without the fault, types the
+ * file as it is. The crash comes from the test-only switch (a file starting
+ * "HARVEST-TEST-CRASH"). */
+static void test_worker_crash_is_artifact(void **state)
+{
+	(void)state;
+	char *root = tu_mkdtemp();
+	char *db = tu_path(root, "h.db");
+	tu_mkdir(root, "d");
+	char *d = tu_path(root, "d");
+	tu_write(d, "a.txt", "hello\n", 6);
+	tu_write(d, "bad", "HARVEST-TEST-CRASH\n", 19);
+	tu_result r;
+	tj_value *doc;
+	const char *args[] = {"collect", "--no-history", "--db", db, d, NULL};
+	setenv("HARVEST_TEST_WORKER_FAULT", "1", 1);
+	run_json(&r, &doc, args);
+	unsetenv("HARVEST_TEST_WORKER_FAULT");
+	assert_int_equal(r.status, 1);
+	assert_non_null(doc);
+	assert_paths(doc, "a.txt|bad");
+	assert_string_equal(tj_str(tj_get(of_find(doc, "bad"), "mime_type"), NULL),
+			    "application/octet-stream");
+	assert_string_equal(tj_str(tj_get(of_find(doc, "a.txt"), "mime_type"), NULL),
+			    "text/plain");
+	assert_null(skipped_find(doc, "bad"));
+	assert_non_null(strstr(r.err, "bad"));
+	assert_non_null(strstr(r.err, "the libmagic worker was killed by signal"));
+	tj_free(doc);
+	tu_result_free(&r);
+
+	run_json(&r, &doc, args);
+	if (r.status != 0)
+		fail_msg("exit %d: %s", r.status, r.err);
+	assert_string_equal(tj_str(tj_get(of_find(doc, "bad"), "mime_type"), NULL),
+			    "text/plain");
+	tj_free(doc);
+	tu_result_free(&r);
+	free(d);
+	free(db);
+	tu_rmrf(root);
+	free(root);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_output_file_fields),
+		cmocka_unit_test(test_worker_crash_is_artifact),
 		cmocka_unit_test(test_threads),
 		cmocka_unit_test(test_excludes),
 		cmocka_unit_test(test_since),
