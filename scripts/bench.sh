@@ -8,6 +8,8 @@
 #   options: --rounds N (default 5)   --entries N (walk corpus size, default 200000)
 #            --bin PATH (a harvest binary to use instead of building build-bench/harvest)
 #            --keep (leave the temp directory for inspection)
+#            --bfs PATH (the bfs to compare with, default `bfs` on PATH; one of version 3 or
+#                        later, built outside the project, runs with -j2 as the goals state)
 #
 # Method: one warm-up run of every command (so the corpus is in the page cache), then N rounds
 # in which every command runs once, in the same order — interleaved, so load drift hits all
@@ -28,6 +30,7 @@ HV_WALK_ENTRIES=200000
 HARVEST=
 HV_KEEP=0
 HV_ONLY=
+HV_BFS=
 
 die() { echo "bench: $*" >&2; exit 2; }
 
@@ -39,6 +42,7 @@ while [ $# -gt 0 ]; do
 	--entries) HV_WALK_ENTRIES=${2:?}; shift 2 ;;
 	--bin) HARVEST=${2:?}; shift 2 ;;
 	--keep) HV_KEEP=1; shift ;;
+	--bfs) HV_BFS=${2:?--bfs needs a path}; shift 2 ;;
 	--list) printf '%s\n' "${HV_SECTIONS[@]}"; exit 0 ;;
 	-h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown option $1 (see --help)" ;;
@@ -46,6 +50,11 @@ while [ $# -gt 0 ]; do
 done
 [[ $HV_ROUNDS =~ ^[1-9][0-9]*$ ]] || die "--rounds: a positive number"
 [[ $HV_WALK_ENTRIES =~ ^[1-9][0-9]*$ ]] || die "--entries: a positive number"
+if [ -z "$HV_BFS" ]; then
+	HV_BFS=$(command -v bfs || true)
+elif ! [ -x "$HV_BFS" ]; then
+	die "--bfs: $HV_BFS is not executable"
+fi
 
 # ---- common helpers ----
 
@@ -230,8 +239,8 @@ bench_walk() {
 	HV_CMD_hv_name=("$HARVEST" walk --format jsonl "$tree")
 	HV_CMD_find=(find "$tree" -printf '%P\t%y\t%s\n')
 	local names=(hv_none hv_name find)
-	if command -v bfs >/dev/null; then
-		HV_CMD_bfs=(bfs "$tree" -printf '%P\t%y\t%s\n')
+	if [ -n "$HV_BFS" ]; then
+		HV_CMD_bfs=("$HV_BFS" $(hv_bfs_jobs) "$tree" -printf '%P\t%y\t%s\n')
 		names+=(bfs)
 	fi
 	hv_time_rounds "${names[@]}"
@@ -292,7 +301,13 @@ hv_walk_label() {
 	*) echo "$1" ;;
 	esac
 }
-hv_bfs_version() { bfs --version 2>/dev/null | awk 'NR == 1 { print $2; exit }'; }
+hv_bfs_version() { "$HV_BFS" --version 2>/dev/null | awk 'NR == 1 { print $2; exit }'; }
+# bfs 3 and later walk with threads (-j); the goals compare with -j2, this machine's cores.
+hv_bfs_jobs() {
+	local v
+	v=$(hv_bfs_version)
+	if [ "${v%%.*}" -ge 3 ] 2>/dev/null; then echo -j2; fi
+}
 
 # Per walk of the tree $1: system calls, futex calls and context switches of each tool
 # (counted, not timed, so other load on the machine does not change them much). From
