@@ -1,14 +1,21 @@
-/* The process runner: fork + exec with a close-on-exec error pipe, then one poll() loop over
- * the output pipes, the stdin pipe, a pidfd and an optional cancel descriptor.
+/* The process runner: a vfork-style clone + exec with a close-on-exec error pipe, then one
+ * poll() loop over the output pipes, the stdin pipe, a pidfd and an optional cancel descriptor.
  *
- * Why fork + exec and not posix_spawnp: posix_spawnp would do, but (1) its PATH search uses
- * the *caller's* PATH, while `env PATH=... cmd` semantics want the child's; (2) glibc's
- * posix_spawnp does not fall back to /bin/sh for an executable without #! (ENOEXEC), which
- * execvp and every shell do; (3) closing every inherited descriptor needs the non-portable
- * addclosefrom_np. Between fork and exec the child calls only async-signal-safe functions:
- * everything it needs (the PATH candidates, envp, the /bin/sh argv) is built beforehand, and
- * exec failures travel back as an errno through a pipe that exec closes. All signals are
- * blocked around fork() so no handler of the caller runs in the child before it resets them.
+ * Why not posix_spawnp: (1) its PATH search uses the *caller's* PATH, while `env PATH=... cmd`
+ * semantics want the child's; (2) glibc's posix_spawnp does not fall back to /bin/sh for an
+ * executable without #! (ENOEXEC), which execvp and every shell do; (3) closing every
+ * inherited descriptor needs the non-portable addclosefrom_np. So the child is started the way
+ * posix_spawn starts it: clone(CLONE_VM | CLONE_VFORK) on a stack of its own. It shares the
+ * caller's memory, and the calling thread sleeps until it has exec'd or exited, so no page
+ * table is copied (a fork of a process with a dozen libraries mapped costs more than the
+ * command `true` itself) and nothing is copied on write afterwards. Between clone and exec
+ * the child calls only async-signal-safe functions and writes no memory of the caller's but
+ * its own stack and errno (the sleeping thread's): everything it needs (the PATH candidates,
+ * envp, the /bin/sh argv) is built beforehand, and exec failures travel back as an errno
+ * through a pipe that exec closes (a pipe rather than a shared variable, so the same code is
+ * right where the clone is a plain fork, as under valgrind). All signals are blocked around
+ * the clone so no handler of the caller runs in the child, on the caller's memory, before it
+ * resets them.
  *
  * The leader is detected as exited through a pidfd (or waitid(WNOWAIT) polling where
  * pidfd_open is missing) and reaped only at the very end: a zombie leader keeps its pid, and
@@ -20,11 +27,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <dirent.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -190,7 +199,7 @@ static int set_nonblock(int fd)
 	return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
-/* ---- what the child needs, built before fork ------------------------------------------ */
+/* ---- what the child needs, built before it starts ------------------------------------ */
 
 typedef struct spawn_plan {
 	char **envp;        /* environ + additions; strings borrowed */
@@ -318,9 +327,21 @@ static hv_status build_plan(spawn_plan *p, const hv_run_opts *opts)
 	return HV_OK;
 }
 
-/* ---- the child, between fork and exec: async-signal-safe calls only -------------------- */
+/* ---- the child, between clone and exec: async-signal-safe calls only ------------------- */
 
-_Noreturn static void child_fail(const spawn_plan *p, int stage, int err)
+/* The child runs on a stack of its own that the sanitizers know nothing of, and never returns:
+ * no redzone poisoned there may outlive it and be taken for a bug when the pages are reused. */
+#if defined(__GNUC__) || defined(__clang__)
+#define CHILD_CODE __attribute__((no_sanitize_address))
+#else
+#define CHILD_CODE
+#endif
+
+/* The child's stack: what its frames, the libc wrappers and execve need, with room to spare;
+ * only the pages touched are ever allocated. A guard page below it. */
+#define CHILD_STACK_SIZE (128 * 1024)
+
+CHILD_CODE _Noreturn static void child_fail(const spawn_plan *p, int stage, int err)
 {
 	spawn_report r = {stage, err};
 	ssize_t n;
@@ -330,14 +351,14 @@ _Noreturn static void child_fail(const spawn_plan *p, int stage, int err)
 	_exit(127);
 }
 
-_Noreturn static void child_exec(const spawn_plan *p, char *const *argv)
+CHILD_CODE _Noreturn static void child_exec(const spawn_plan *p, char *const *argv)
 {
-	/* Handlers of the caller mean nothing after exec, but would run until then; an ignored
-	 * SIGPIPE or SIGXFSZ would be inherited and surprise the command (Python's subprocess
-	 * resets the same two). Everything else ignored stays ignored, as with nohup. */
-	struct sigaction dfl;
-	memset(&dfl, 0, sizeof(dfl));
-	dfl.sa_handler = SIG_DFL;
+	/* Handlers of the caller mean nothing after exec, but would run until then (on the
+	 * caller's memory); an ignored SIGPIPE or SIGXFSZ would be inherited and surprise the
+	 * command (Python's subprocess resets the same two). Everything else ignored stays
+	 * ignored, as with nohup. Without CLONE_SIGHAND the child has its own copy of the
+	 * dispositions: resetting them here leaves the caller's alone. */
+	struct sigaction dfl = {.sa_handler = SIG_DFL};
 	for (int sig = 1; sig < NSIG; sig++) {
 		struct sigaction cur;
 		if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, NULL, &cur) != 0)
@@ -392,6 +413,43 @@ _Noreturn static void child_exec(const spawn_plan *p, char *const *argv)
 			child_fail(p, 2, err);
 	}
 	child_fail(p, 2, eacces ? EACCES : ENOENT);
+}
+
+typedef struct child_start {
+	spawn_plan *plan;
+	char *const *argv;
+} child_start;
+
+CHILD_CODE static int child_main(void *arg)
+{
+	const child_start *cs = arg;
+	child_exec(cs->plan, cs->argv);
+}
+
+/* Starts the child with clone(CLONE_VM | CLONE_VFORK): it returns once the child has exec'd or
+ * exited. Its pid, or -1 with errno set. */
+static pid_t spawn_child(spawn_plan *plan, char *const *argv)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	size_t guard = page > 0 ? (size_t)page : 4096;
+	size_t len = guard + CHILD_STACK_SIZE;
+	char *stack = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+	if (stack == MAP_FAILED)
+		return -1;
+	if (mprotect(stack, guard, PROT_NONE) != 0) {
+		int err = errno;
+		munmap(stack, len);
+		errno = err;
+		return -1;
+	}
+	child_start cs = {plan, argv};
+	/* The stack grows down on every architecture Linux runs glibc's clone on but HP PA. */
+	pid_t pid = clone(child_main, stack + len, CLONE_VM | CLONE_VFORK | SIGCHLD, &cs);
+	int err = errno;
+	munmap(stack, len); /* the child has exec'd or exited: no one is on it any more */
+	errno = err;
+	return pid;
 }
 
 /* ---- the parent's loop ----------------------------------------------------------------- */
@@ -1175,9 +1233,7 @@ hv_status hv_run(const hv_run_opts *opts, hv_run_chunk_fn on_chunk, void *ctx,
 	sigset_t all, old_mask;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old_mask);
-	r.pid = fork();
-	if (r.pid == 0)
-		child_exec(&plan, (char *const *)opts->argv);
+	r.pid = spawn_child(&plan, (char *const *)opts->argv);
 	int fork_err = errno;
 	pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
 	if (r.pid < 0) {
