@@ -338,8 +338,12 @@ hv_status hv_walk_open(hv_walk **out, const char *root, const hv_walk_opts *opts
 	w->slow_claims = hv__test_switch_on(HV__SWITCH_WALK_SLOW_CLAIMS);
 	w->max_workers = o.threads && !w->assume_blocked ? (int)n : MAX_GROWN_WORKERS;
 	/* One thread means no workers: the consumer reads every directory itself. Under the
-	 * lock, since a started worker may already add others. */
-	if (n > 1) {
+	 * lock, since a started worker may already add others. An empty root has nothing to
+	 * read ahead: no worker either (a run in an empty directory would pay their start and
+	 * end, more than the whole walk). */
+	if (rootn->listing.n == 0) {
+		w->max_workers = 0;
+	} else if (n > 1) {
 		pthread_mutex_lock(&w->lock);
 		for (unsigned i = 0; i < n; i++) {
 			if (pthread_create(&w->workers[w->n_workers], NULL, hvw_worker_main, w) != 0)
