@@ -25,6 +25,7 @@
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -909,12 +910,87 @@ static void close_all_but(int keep_a, int keep_b)
 	syscall(SYS_close_range, (unsigned)hi + 1, ~0U, 0U);
 }
 
+/* The processes below run on stacks the sanitizers know nothing of, and share our memory. */
+#if defined(__GNUC__) || defined(__clang__)
+#define SHARED_VM_CODE __attribute__((no_sanitize_address))
+#else
+#define SHARED_VM_CODE
+#endif
+
+/* The holder of the last reference (see release_fan) shares our memory (CLONE_VM: no page
+ * table is copied) and runs on this stack, kept for it for the life of the process. The
+ * kernel writes the holder's tid into holder_tid before it runs (CLONE_PARENT_SETTID) and
+ * zeroes it once it has exited and will never touch the stack again (CLONE_CHILD_CLEARTID):
+ * 0 means the stack is free. A release while a holder still waits takes the fork path. */
+#define HOLDER_STACK_SIZE (16 * 1024)
+static _Alignas(64) char holder_stack[HOLDER_STACK_SIZE];
+static pid_t holder_tid;
+
+typedef struct fan_release {
+	int fan, gate;
+} fan_release;
+
+/* The holder: keeps fan only, waits for the gate's EOF, closes it and exits. It shares the
+ * errno of a thread of ours that goes on running: raw system calls, none of which can fail
+ * here (all signals are blocked: no EINTR). */
+SHARED_VM_CODE static int holder_main(void *arg)
+{
+	const fan_release *fr = arg;
+	close_all_but(fr->fan, fr->gate);
+	char b;
+	syscall(SYS_read, fr->gate, &b, 1);
+	syscall(SYS_close, fr->gate);
+	syscall(SYS_close, fr->fan);
+	return 0;
+}
+
+/* Between the two clones: starts the holder on holder_stack and exits, so that the holder is
+ * an orphan (adopted and reaped by init or the nearest subreaper) and never our child. Its
+ * exit status says whether the holder was started. */
+SHARED_VM_CODE static int starter_main(void *arg)
+{
+	pid_t pid = clone(holder_main, holder_stack + HOLDER_STACK_SIZE,
+			  CLONE_VM | CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID | SIGCHLD, arg,
+			  &holder_tid, NULL, &holder_tid);
+	if (pid < 0)
+		__atomic_store_n(&holder_tid, 0, __ATOMIC_RELEASE);
+	return pid < 0 ? 1 : 0;
+}
+
+/* Gives the last reference to fan to a holder that shares our memory; false when that cannot
+ * be done (the stack is in use, or the clone is refused, as valgrind refuses CLONE_VM without
+ * CLONE_THREAD) and nothing was started. */
+static bool release_fan_shared(int fan, int gate)
+{
+	pid_t free_stack = 0;
+	if (!__atomic_compare_exchange_n(&holder_tid, &free_stack, -1, false, __ATOMIC_ACQUIRE,
+					 __ATOMIC_RELAXED))
+		return false;
+	/* The starter runs on this frame's stack while this thread sleeps (CLONE_VFORK), until it
+	 * has exited. */
+	_Alignas(64) char starter_stack[8192];
+	fan_release fr = {fan, gate};
+	pid_t pid = clone(starter_main, starter_stack + sizeof(starter_stack),
+			  CLONE_VM | CLONE_VFORK | SIGCHLD, &fr);
+	int st = 1;
+	if (pid > 0)
+		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+			;
+	else
+		__atomic_store_n(&holder_tid, 0, __ATOMIC_RELEASE);
+	/* Where the clone was a fork after all, the holder's slot in our memory was never
+	 * written by it: it stays taken, and later releases take the fork path. */
+	return pid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
 /* Closes the fanotify descriptor off the run's path. The kernel frees a group's marks after a
  * grace period, which the group's last close waits for (~10 ms, more under load): a run would
- * pay it for nothing. So the last reference goes to a grandchild that holds nothing else and
- * closes it there; ours is then closed at once. The grandchild closes only once ours is
+ * pay it for nothing. So the last reference goes to a process (an orphan) that holds nothing
+ * else and closes it there; ours is then closed at once. The holder closes only once ours is
  * closed (the gate pipe's end of EOF): closing first would leave the last close, and its
- * wait, to us. Without fork, the close is waited for here. */
+ * wait, to us. The holder shares our memory when it can: a fork would copy our page tables,
+ * twice (a child to start the orphan), which costs more than a run of `true`. Without fork,
+ * the close is waited for here. */
 static void release_fan(int fan)
 {
 	int gate[2] = {-1, -1};
@@ -923,30 +999,32 @@ static void release_fan(int fan)
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pid_t pid = fork();
-	if (pid == 0) {
-		/* async-signal-safe calls only: the caller may have threads */
-		if (fork() == 0) {
-			if (gate[0] >= 0) {
-				close_all_but(fan, gate[0]);
-				char b;
-				while (read(gate[0], &b, 1) < 0 && errno == EINTR)
-					;
-				close(gate[0]);
-			} else {
-				close_all_but(fan, fan);
+	if (gate[0] < 0 || !release_fan_shared(fan, gate[0])) {
+		pid_t pid = fork();
+		if (pid == 0) {
+			/* async-signal-safe calls only: the caller may have threads */
+			if (fork() == 0) {
+				if (gate[0] >= 0) {
+					close_all_but(fan, gate[0]);
+					char b;
+					while (read(gate[0], &b, 1) < 0 && errno == EINTR)
+						;
+					close(gate[0]);
+				} else {
+					close_all_but(fan, fan);
+				}
+				close(fan);
 			}
-			close(fan);
+			_exit(0);
 		}
-		_exit(0);
+		if (pid > 0)
+			while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+				;
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (pid > 0)
-		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-			;
 	close(fan);
 	if (gate[1] >= 0) {
-		close(gate[1]); /* now the grandchild's close is the last one */
+		close(gate[1]); /* now the holder's close is the last one */
 		close(gate[0]);
 	}
 }
