@@ -103,6 +103,7 @@ struct hv_changes {
 	struct mnt *mnts;
 	size_t n_mnts;
 	char *mounts_before; /* the mount points at or below root, one a line */
+	int mounts_watch;    /* /proc/self/mountinfo opened before mounts_before was read, or -1 */
 	int stop_pipe[2];
 	pthread_t thread;
 	bool thread_started;
@@ -828,6 +829,7 @@ hv_status hv_changes_start(const char *root, const hv_collect_opts *opts, hv_cha
 	if (!c)
 		return hv_error_set(HV_ENOMEM, "out of memory");
 	c->fan = -1;
+	c->mounts_watch = -1;
 	c->stop_pipe[0] = c->stop_pipe[1] = -1;
 	c->root = strdup(root);
 	if (opts)
@@ -850,6 +852,10 @@ hv_status hv_changes_start(const char *root, const hv_collect_opts *opts, hv_cha
 		if (c->fan < 0)
 			rc = hv_error_set(HV_EIO, "fanotify: %s", strerror(errno));
 	}
+	/* Polled after the run: the mount table has not changed since this open unless it says
+	 * so (POLLPRI), and then only is it read again. */
+	if (rc == HV_OK)
+		c->mounts_watch = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
 	if (rc == HV_OK)
 		rc = mounts_below(root, c->root_len, &c->mounts_before);
 	/* The file system of root itself, then each one mounted below it. */
@@ -921,14 +927,22 @@ static void close_all_but(int keep_a, int keep_b)
  * table is copied) and runs on this stack, kept for it for the life of the process. The
  * kernel writes the holder's tid into holder_tid before it runs (CLONE_PARENT_SETTID) and
  * zeroes it once it has exited and will never touch the stack again (CLONE_CHILD_CLEARTID):
- * 0 means the stack is free. A release while a holder still waits takes the fork path. */
+ * 0 means the stack is free. Whoever moves holder_tid from 0 owns the slot: the stack,
+ * holder_args and holder_pid. A release while a holder still waits takes the fork path.
+ *
+ * The holder is our child, but one that sends no signal when it exits: waitpid(-1) without
+ * __WCLONE (or __WALL) never sees it, and no SIGCHLD handler is surprised by it. Its zombie is
+ * reaped by the next release, or by init once we have exited (an adopted child is reparented
+ * with SIGCHLD). */
 #define HOLDER_STACK_SIZE (16 * 1024)
 static _Alignas(64) char holder_stack[HOLDER_STACK_SIZE];
 static pid_t holder_tid;
+static pid_t holder_pid;
 
 typedef struct fan_release {
 	int fan, gate;
 } fan_release;
+static fan_release holder_args;
 
 /* The holder: keeps fan only, waits for the gate's EOF, closes it and exits. It shares the
  * errno of a thread of ours that goes on running: raw system calls, none of which can fail
@@ -944,19 +958,6 @@ SHARED_VM_CODE static int holder_main(void *arg)
 	return 0;
 }
 
-/* Between the two clones: starts the holder on holder_stack and exits, so that the holder is
- * an orphan (adopted and reaped by init or the nearest subreaper) and never our child. Its
- * exit status says whether the holder was started. */
-SHARED_VM_CODE static int starter_main(void *arg)
-{
-	pid_t pid = clone(holder_main, holder_stack + HOLDER_STACK_SIZE,
-			  CLONE_VM | CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID | SIGCHLD, arg,
-			  &holder_tid, NULL, &holder_tid);
-	if (pid < 0)
-		__atomic_store_n(&holder_tid, 0, __ATOMIC_RELEASE);
-	return pid < 0 ? 1 : 0;
-}
-
 /* Gives the last reference to fan to a holder that shares our memory; false when that cannot
  * be done (the stack is in use, or the clone is refused, as valgrind refuses CLONE_VM without
  * CLONE_THREAD) and nothing was started. */
@@ -966,31 +967,32 @@ static bool release_fan_shared(int fan, int gate)
 	if (!__atomic_compare_exchange_n(&holder_tid, &free_stack, -1, false, __ATOMIC_ACQUIRE,
 					 __ATOMIC_RELAXED))
 		return false;
-	/* The starter runs on this frame's stack while this thread sleeps (CLONE_VFORK), until it
-	 * has exited. */
-	_Alignas(64) char starter_stack[8192];
-	fan_release fr = {fan, gate};
-	pid_t pid = clone(starter_main, starter_stack + sizeof(starter_stack),
-			  CLONE_VM | CLONE_VFORK | SIGCHLD, &fr);
-	int st = 1;
-	if (pid > 0)
-		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+	if (holder_pid > 0) {
+		/* The last holder has exited (its tid was cleared): its zombie is ours to reap. */
+		while (waitpid(holder_pid, NULL, __WCLONE) < 0 && errno == EINTR)
 			;
-	else
+		holder_pid = 0;
+	}
+	holder_args = (fan_release){fan, gate};
+	pid_t pid = clone(holder_main, holder_stack + HOLDER_STACK_SIZE,
+			  CLONE_VM | CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID, &holder_args,
+			  &holder_tid, NULL, &holder_tid);
+	if (pid < 0) {
 		__atomic_store_n(&holder_tid, 0, __ATOMIC_RELEASE);
-	/* Where the clone was a fork after all, the holder's slot in our memory was never
-	 * written by it: it stays taken, and later releases take the fork path. */
-	return pid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+		return false;
+	}
+	holder_pid = pid;
+	return true;
 }
 
 /* Closes the fanotify descriptor off the run's path. The kernel frees a group's marks after a
  * grace period, which the group's last close waits for (~10 ms, more under load): a run would
- * pay it for nothing. So the last reference goes to a process (an orphan) that holds nothing
+ * pay it for nothing. So the last reference goes to a process that holds nothing
  * else and closes it there; ours is then closed at once. The holder closes only once ours is
  * closed (the gate pipe's end of EOF): closing first would leave the last close, and its
- * wait, to us. The holder shares our memory when it can: a fork would copy our page tables,
- * twice (a child to start the orphan), which costs more than a run of `true`. Without fork,
- * the close is waited for here. */
+ * wait, to us. The holder shares our memory when it can (see holder_tid): a fork copies our
+ * page tables, twice for the grandchild of the fallback, which costs more than a run of
+ * `true`. Without fork, the close is waited for here. */
 static void release_fan(int fan)
 {
 	int gate[2] = {-1, -1};
@@ -1036,6 +1038,8 @@ void hv_changes_free(hv_changes *c)
 	hv_changes_stop(c);
 	if (c->fan >= 0)
 		release_fan(c->fan);
+	if (c->mounts_watch >= 0)
+		close(c->mounts_watch);
 	for (size_t i = 0; i < c->n_mnts; i++)
 		close(c->mnts[i].fd);
 	for (size_t i = 0; i < c->n_nodes; i++)
@@ -1389,6 +1393,29 @@ static hv_status walk_inodes(const hv_changes *c, const hv_store *st, struct can
 	return rc == HV_DONE ? HV_OK : rc;
 }
 
+/* Whether the mount points at or below root differ from those before the run, in *changed. A
+ * mount table that has not changed at all since mounts_watch was opened is not read again. */
+static hv_status mounts_changed(const hv_changes *c, bool *changed)
+{
+	*changed = false;
+	if (c->mounts_watch >= 0) {
+		struct pollfd pf = {c->mounts_watch, POLLPRI, 0};
+		int got;
+		do
+			got = poll(&pf, 1, 0);
+		while (got < 0 && errno == EINTR);
+		if (got == 0)
+			return HV_OK;
+	}
+	char *mounts_after = NULL;
+	hv_status rc = mounts_below(c->root, c->root_len, &mounts_after);
+	if (rc != HV_OK)
+		return rc;
+	*changed = !(mounts_after && c->mounts_before && strcmp(mounts_after, c->mounts_before) == 0);
+	free(mounts_after);
+	return HV_OK;
+}
+
 static hv_status result_impl(hv_changes *c, const hv_store *st, struct cands *k)
 {
 	if (c->fail_status == HV_ENOMEM)
@@ -1397,13 +1424,11 @@ static hv_status result_impl(hv_changes *c, const hv_store *st, struct cands *k)
 		return lost(c, "reading the events failed");
 	if (c->overflow)
 		return lost(c, "the kernel's event queue overflowed");
-	char *mounts_after = NULL;
-	hv_status rc = mounts_below(c->root, c->root_len, &mounts_after);
+	bool mounts_moved;
+	hv_status rc = mounts_changed(c, &mounts_moved);
 	if (rc != HV_OK)
 		return rc;
-	bool same = mounts_after && c->mounts_before && strcmp(mounts_after, c->mounts_before) == 0;
-	free(mounts_after);
-	if (!same)
+	if (mounts_moved)
 		return lost(c, "a file system was mounted or unmounted below it");
 	struct stat rs;
 	if (stat(c->root, &rs) != 0 || rs.st_dev != c->root_st.st_dev ||
