@@ -1,0 +1,141 @@
+/* What a run costs when it has nothing to do, seen from what it leaves: a walk of an empty
+ * directory starts no thread; the change tracking's descriptor is released to a holder that
+ * leaves the caller no descriptor and at most one child (one that sends no SIGCHLD and that
+ * waitpid(-1) does not see), reaped by the next run; runs that follow each other faster than
+ * the holder closes (the fallback through fork) answer the same. */
+#include "testutil.h"
+#include "harvest/execute.h"
+#include "harvest/walk.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef tu_fx fx;
+
+/* An empty root gives the walk nothing to read ahead: not one worker, even when asked for
+ * four. A root with a subdirectory gets them. */
+static void test_empty_root_walk_starts_no_worker(void **state)
+{
+	fx *f = *state;
+	hv_walk_opts wo;
+	hv_walk_opts_init(&wo);
+	wo.threads = 4;
+	hv_walk *w;
+	assert_int_equal(hv_walk_open(&w, f->root, &wo), HV_OK);
+	assert_int_equal(hv_walk_workers(w, NULL), 0);
+	const hv_entry *e;
+	assert_int_equal(hv_walk_next(w, &e), HV_DONE);
+	assert_int_equal(hv_walk_workers(w, NULL), 0);
+	hv_walk_close(w);
+
+	tu_mkdir(f->root, "sub");
+	tu_write(f->root, "sub/file", "x", 1);
+	assert_int_equal(hv_walk_open(&w, f->root, &wo), HV_OK);
+	assert_true(hv_walk_workers(w, NULL) > 0);
+	int n = 0;
+	while (hv_walk_next(w, &e) == HV_OK)
+		n++;
+	assert_int_equal(n, 2);
+	hv_walk_close(w);
+}
+
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	assert_non_null(d);
+	int n = 0;
+	const struct dirent *de;
+	while ((de = readdir(d)) != NULL)
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* The children of every thread of ours, as the kernel lists them (zombies included). */
+static int count_children(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	assert_non_null(d);
+	int n = 0;
+	const struct dirent *de;
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/self/task/%.20s/children", de->d_name);
+		FILE *fp = fopen(path, "re");
+		assert_non_null(fp);
+		int pid;
+		while (fscanf(fp, "%d", &pid) == 1)
+			n++;
+		fclose(fp);
+	}
+	closedir(d);
+	return n;
+}
+
+static void run_events(fx *f, const char *script, size_t want_files)
+{
+	const char *argv[] = {"sh", "-c", script, NULL};
+	hv_execute_opts o;
+	memset(&o, 0, sizeof(o));
+	hv_run_opts_init(&o.run);
+	hv_collect_opts_init(&o.collect);
+	o.run.argv = argv;
+	o.no_history = true;
+	o.changes = HV_CHANGES_EVENTS;
+	hv_execution ex;
+	assert_int_equal(hv_execute(f->st, f->root, &o, NULL, NULL, &ex), HV_OK);
+	assert_int_equal(ex.collect_status, HV_OK);
+	assert_string_equal(ex.changes, "events");
+	assert_int_equal(ex.run.exit_code, 0);
+	assert_non_null(ex.files);
+	assert_int_equal(ex.files->n_files, want_files);
+	hv_execution_free(&ex);
+}
+
+/* Runs with events, back to back (the next one starts while the last holder may still be
+ * closing: it takes the fork path) and spaced out (the last holder has exited: its zombie is
+ * reaped). Each answers; the caller keeps no descriptor of theirs and never more than one
+ * child, which no waitpid(-1) of the caller's reaps. */
+static void test_release_leaves_no_descriptor_nor_children(void **state)
+{
+	fx *f = *state;
+	/* (fanotify's FAN_MARK_FILESYSTEM needs CAP_SYS_ADMIN: the suite runs as root) */
+	run_events(f, "true", 0); /* the first: whatever is opened once per process */
+	int fds = count_fds();
+	for (int i = 0; i < 6; i++) {
+		char script[64];
+		snprintf(script, sizeof(script), "echo %d > f%d", i, i);
+		run_events(f, script, 1);
+		assert_int_equal(count_fds(), fds);
+		assert_true(count_children() <= 1);
+		/* nothing of ours for a plain waitpid(-1): the holder sends no SIGCHLD */
+		int st;
+		pid_t got = waitpid(-1, &st, WNOHANG);
+		assert_true(got <= 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		usleep(150000); /* the holder's close is over: its zombie waits to be reaped */
+		run_events(f, "true", 0);
+		assert_true(count_children() <= 1);
+	}
+	assert_int_equal(count_fds(), fds);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_empty_root_walk_starts_no_worker, tu_fx_setup,
+						tu_fx_teardown),
+		cmocka_unit_test_setup_teardown(test_release_leaves_no_descriptor_nor_children,
+						tu_fx_setup, tu_fx_teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
