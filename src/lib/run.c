@@ -1091,6 +1091,12 @@ static hv_status become_subreaper(runner *r)
 	if (!was && prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0)
 		return hv_error_errno(HV_ECHILD, "PR_SET_CHILD_SUBREAPER", errno);
 	r->was_subreaper = was;
+	/* No child at all (of any thread of ours, __WALL): nothing to list in /proc. */
+	siginfo_t si;
+	memset(&si, 0, sizeof(si));
+	if (waitid(P_ALL, 0, &si, WEXITED | WSTOPPED | WCONTINUED | WNOHANG | WNOWAIT | __WALL) != 0 &&
+	    errno == ECHILD)
+		return HV_OK;
 	if (own_children(&r->before, &r->n_before))
 		return HV_OK;
 	if (!proc_scan(&r->procs))
