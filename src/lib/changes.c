@@ -40,6 +40,16 @@
 #include <time.h>
 #include <unistd.h>
 
+/* valgrind runs a clone that shares memory only as a thread or a vfork: any other ends the
+ * whole process ("Valgrind does not support general clone()"), so there the holder is forked. */
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define HV_UNDER_VALGRIND() (RUNNING_ON_VALGRIND != 0)
+#endif
+#ifndef HV_UNDER_VALGRIND
+#define HV_UNDER_VALGRIND() false
+#endif
+
 #define EVENT_MASK                                                                           \
 	(FAN_CREATE | FAN_DELETE | FAN_RENAME | FAN_MODIFY | FAN_ATTRIB | FAN_CLOSE_WRITE |      \
 	 FAN_ONDIR)
@@ -951,7 +961,7 @@ SHARED_VM_CODE static int holder_main(void *arg)
 {
 	const fan_release *fr = arg;
 	close_all_but(fr->fan, fr->gate);
-	char b;
+	char b = 0;
 	syscall(SYS_read, fr->gate, &b, 1);
 	syscall(SYS_close, fr->gate);
 	syscall(SYS_close, fr->fan);
@@ -959,12 +969,13 @@ SHARED_VM_CODE static int holder_main(void *arg)
 }
 
 /* Gives the last reference to fan to a holder that shares our memory; false when that cannot
- * be done (the stack is in use, or the clone is refused, as valgrind refuses CLONE_VM without
- * CLONE_THREAD) and nothing was started. */
+ * be done (the stack is in use, the clone is refused, or valgrind runs us) and nothing was
+ * started. */
 static bool release_fan_shared(int fan, int gate)
 {
 	pid_t free_stack = 0;
-	if (!__atomic_compare_exchange_n(&holder_tid, &free_stack, -1, false, __ATOMIC_ACQUIRE,
+	if (HV_UNDER_VALGRIND() ||
+	    !__atomic_compare_exchange_n(&holder_tid, &free_stack, -1, false, __ATOMIC_ACQUIRE,
 					 __ATOMIC_RELAXED))
 		return false;
 	if (holder_pid > 0) {
