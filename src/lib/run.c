@@ -433,8 +433,9 @@ static pid_t spawn_child(spawn_plan *plan, char *const *argv)
 	long page = sysconf(_SC_PAGESIZE);
 	size_t guard = page > 0 ? (size_t)page : 4096;
 	size_t len = guard + CHILD_STACK_SIZE;
-	char *stack = mmap(NULL, len, PROT_READ | PROT_WRITE,
-			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+	int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE;
+	/* cppcheck-suppress invalidFunctionArg ; an anonymous mapping takes fd -1 (mmap(2)) */
+	char *stack = mmap(NULL, len, PROT_READ | PROT_WRITE, flags, -1, 0);
 	if (stack == MAP_FAILED)
 		return -1;
 	if (mprotect(stack, guard, PROT_NONE) != 0) {
