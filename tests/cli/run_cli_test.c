@@ -1229,7 +1229,9 @@ static void test_sigterm_ends_the_run(void **state)
 			"echo hi; echo started > started.txt; exec sleep 60", NULL};
 	double t0 = now_s();
 	pid_t pid = tu_spawn(argv, out, err);
-	while (access(started, F_OK) != 0) {
+	/* Written, not only created: the shell's redirection makes the file before echo writes. */
+	struct stat sst;
+	while (stat(started, &sst) != 0 || sst.st_size == 0) {
 		if (now_s() - t0 > 30) {
 			kill(pid, SIGKILL);
 			tu_wait(pid);
