@@ -125,16 +125,39 @@ hv_status hvst_mime_lookup_refined(hv_store *st, const hv_stat *s, const char *f
 	return status;
 }
 
-/* The keys' order in the table: (dev, ino) as SQLite compares them (signed). */
-static int key_cmp(const void *a, const void *b, void *ctx)
+/* A key's place in the table's order: (dev, ino) as SQLite compares them (signed). */
+typedef struct key_pos {
+	int64_t dev, ino;
+	size_t i;
+} key_pos;
+
+static bool pos_before(const key_pos *a, const key_pos *b)
 {
-	const hvst_mime_key *k = ctx;
-	const hv_stat *x = k[*(const size_t *)a].s, *y = k[*(const size_t *)b].s;
-	int64_t xd = (int64_t)x->dev, yd = (int64_t)y->dev, xi = (int64_t)x->ino,
-		yi = (int64_t)y->ino;
-	if (xd != yd)
-		return xd < yd ? -1 : 1;
-	return xi < yi ? -1 : xi > yi;
+	return a->dev != b->dev ? a->dev < b->dev : a->ino < b->ino;
+}
+
+/* Sorts v[0..n) (tmp: room for n more), a bottom-up merge sort: qsort_r's calls through a
+ * comparison function cost more than the lookups it orders. */
+static void sort_pos(key_pos *v, key_pos *tmp, size_t n)
+{
+	key_pos *src = v, *dst = tmp;
+	for (size_t w = 1; w < n; w *= 2) {
+		for (size_t lo = 0; lo < n; lo += 2 * w) {
+			size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+			size_t a = lo, b = mid, o = lo;
+			while (a < mid && b < hi)
+				dst[o++] = pos_before(&src[b], &src[a]) ? src[b++] : src[a++];
+			while (a < mid)
+				dst[o++] = src[a++];
+			while (b < hi)
+				dst[o++] = src[b++];
+		}
+		key_pos *t = src;
+		src = dst;
+		dst = t;
+	}
+	if (src != v)
+		memcpy(v, src, n * sizeof(*v));
 }
 
 /* Rows of the table passed over without a key before the scan seeks again. */
@@ -152,12 +175,12 @@ hv_status hvst_mime_lookup_many(hv_store *st, const char *fingerprint, const cha
 		memset(keys[i].out, 0, sizeof(*keys[i].out));
 	if (n == 0)
 		return HV_OK;
-	size_t *ord = malloc(n * sizeof(*ord));
+	key_pos *ord = malloc(2 * n * sizeof(*ord));
 	if (!ord)
 		return hv_error_set(HV_ENOMEM, "out of memory");
 	for (size_t i = 0; i < n; i++)
-		ord[i] = i;
-	qsort_r(ord, n, sizeof(*ord), key_cmp, keys);
+		ord[i] = (key_pos){(int64_t)keys[i].s->dev, (int64_t)keys[i].s->ino, i};
+	sort_pos(ord, ord + n, n);
 	static const char sql[] =
 		"SELECT ino, ftype, size, mtime_ns, ctime_ns, fingerprint, mime_type, cached_at_ns,"
 		" sha256, refined_name, refined_type, refine_fp"
@@ -171,16 +194,16 @@ hv_status hvst_mime_lookup_many(hv_store *st, const char *fingerprint, const cha
 	}
 	hv_status status = HV_OK;
 	size_t p = 0;
-#define KEY(x) (keys[ord[(x)]].s)
+#define KEY(x) (&ord[(x)])
 	while (status == HV_OK && p < n) {
-		int64_t dev = (int64_t)KEY(p)->dev;
+		int64_t dev = KEY(p)->dev;
 		bool seek = true;
 		unsigned skipped = 0;
-		while (status == HV_OK && p < n && (int64_t)KEY(p)->dev == dev) {
+		while (status == HV_OK && p < n && KEY(p)->dev == dev) {
 			if (seek) {
 				sqlite3_reset(q);
 				sqlite3_bind_int64(q, 1, dev);
-				sqlite3_bind_int64(q, 2, (int64_t)KEY(p)->ino);
+				sqlite3_bind_int64(q, 2, KEY(p)->ino);
 				seek = false;
 				skipped = 0;
 			}
@@ -188,18 +211,17 @@ hv_status hvst_mime_lookup_many(hv_store *st, const char *fingerprint, const cha
 			if (rc != SQLITE_ROW) {
 				if (rc != SQLITE_DONE)
 					status = hvst_db_error(st, rc, "cannot read the MIME cache");
-				while (p < n && (int64_t)KEY(p)->dev == dev)
+				while (p < n && KEY(p)->dev == dev)
 					p++; /* no row at or after them: misses */
 				break;
 			}
 			int64_t ino = sqlite3_column_int64(q, 0);
-			while (p < n && (int64_t)KEY(p)->dev == dev && (int64_t)KEY(p)->ino < ino)
+			while (p < n && KEY(p)->dev == dev && KEY(p)->ino < ino)
 				p++; /* no row: a miss */
 			bool matched = false;
 			/* Every key with this inode: hard links share their row. */
-			while (status == HV_OK && p < n && (int64_t)KEY(p)->dev == dev &&
-			       (int64_t)KEY(p)->ino == ino) {
-				hvst_mime_key *k = &keys[ord[p++]];
+			while (status == HV_OK && p < n && KEY(p)->dev == dev && KEY(p)->ino == ino) {
+				hvst_mime_key *k = &keys[ord[p++].i];
 				status = take_row(st, q, 1, k->s, fingerprint, k->name, k->name_len,
 						  refine_fp, k->out);
 				matched = true;
