@@ -204,9 +204,17 @@ int cmd_mime(int argc, char **argv)
 		free(m.excludes);
 		return EXIT_WARN;
 	}
-	/* libmagic's sandboxed workers are forked by a spawner started now, before the walk's
-	 * threads exist. */
-	hv_magic_set_isolation(true, 0);
+	/* libmagic's sandboxed workers are forked by a spawner, which must be forked while this
+	 * process has one thread. File arguments fork it at their first cache miss (the library
+	 * does, before its detection threads start), so a fully cached run forks nothing; a
+	 * directory's walk runs threads while it detects, so it is started before the first
+	 * directory is walked. HARVEST_BENCH_MIME_IN_PROCESS=1 runs libmagic in this process
+	 * instead, for scripts/bench.sh to measure what the isolation costs: not for use. */
+	const char *in_process = getenv("HARVEST_BENCH_MIME_IN_PROCESS");
+	bool isolate = !(in_process && strcmp(in_process, "1") == 0);
+	if (!isolate)
+		hv_magic_set_isolation(false, 0);
+	bool spawner_started = false;
 	struct mime_out o = {.c = &c, .rc = EXIT_DONE};
 	hv_store *st = NULL;
 	if (!m.no_cache && hv_store_open_with_cache(&st, c.db, c.cache_db,
@@ -258,6 +266,10 @@ int cmd_mime(int argc, char **argv)
 		}
 		if (!is_dir || fatal)
 			continue;
+		if (isolate && !spawner_started) {
+			hv_magic_set_isolation(true, 0);
+			spawner_started = true;
+		}
 		o.prefix = pos[i];
 		o.prefix_len = strlen(pos[i]);
 		hv_status s = hv_mime_detect_dir(st, pos[i], &m.walk, &m.opts, on_dir_answer, &o);

@@ -540,6 +540,10 @@ static hv_status detect(const char *const *paths, size_t n, const hv_mime_opts *
 	b.results = calloc(n ? n : 1, sizeof(*b.results));
 	if (!b.results)
 		return hv_error_set(HV_ENOMEM, "out of memory");
+	/* The sandboxed workers' spawner is forked now, before this call's threads exist (a
+	 * caller that forked it already, or runs libmagic in-process, pays nothing here). */
+	if (n > 0 && hvm_isolation())
+		hvm_spawner_prepare();
 	hv_magic *m;
 	if ((rc = hv_magic_open(&m, opts->database, opts->extra_flags)) != HV_OK) {
 		free(b.results);

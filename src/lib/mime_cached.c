@@ -132,15 +132,19 @@ static hv_status detect_cached(hv_store *st, const char *const *paths, const str
 	unsigned char *learn = calloc(n ? n : 1, 1);
 	char **raw = calloc(n ? n : 1, sizeof(*raw));
 	char (*sha)[65] = calloc(n ? n : 1, sizeof(*sha));
-	size_t n_miss = 0;
+	hvst_mime_hit *hits = calloc(n ? n : 1, sizeof(*hits));
+	hvst_mime_key *keys = calloc(n ? n : 1, sizeof(*keys));
+	size_t *key_index = calloc(n ? n : 1, sizeof(*key_index));
+	size_t n_miss = 0, n_keys = 0;
 	int overall = HV_OK;
 	bool began = false;
-	if (!res || !miss || !miss_index || !stats || !learn || !raw || !sha) {
+	if (!res || !miss || !miss_index || !stats || !learn || !raw || !sha || !hits || !keys ||
+	    !key_index) {
 		rc = hv_error_set(HV_ENOMEM, "out of memory");
 		goto done;
 	}
-	/* Hits first, on this thread: a lookup is one indexed query, all in one transaction. */
-	read_begin(st, &began);
+	/* Hits first, on this thread: the regular files' lookups, all in one transaction and by
+	 * runs of one statement (hvst_mime_lookup_many). */
 	for (size_t i = 0; i < n; i++) {
 		struct stat s;
 		int err;
@@ -161,21 +165,27 @@ static hv_status detect_cached(hv_store *st, const char *const *paths, const str
 		}
 		HV_STAT_FROM(&s, &stats[i]);
 		const char *name = base_name(paths[i]);
-		hvst_mime_hit hit;
-		rc = hvst_mime_lookup_refined(st, &stats[i], fp, name, strlen(name), rfp, &hit);
-		if (rc != HV_OK)
-			break;
-		if (hit.refined) {
+		keys[n_keys++] = (hvst_mime_key){.s = &stats[i], .name = name,
+						 .name_len = strlen(name), .out = &hits[i]};
+		key_index[n_keys - 1] = i;
+	}
+	read_begin(st, &began);
+	if (rc == HV_OK)
+		rc = hvst_mime_lookup_many(st, fp, rfp, keys, n_keys);
+	for (size_t k = 0; rc == HV_OK && k < n_keys; k++) {
+		size_t i = key_index[k];
+		hvst_mime_hit *hit = &hits[i];
+		if (hit->refined) {
 			/* The same name under the same tables: refined before, nothing to redo. */
-			free(hit.raw);
-			res[i].mime_type = hit.refined;
+			free(hit->raw);
+			res[i].mime_type = hit->refined;
 			res[i].status = HV_OK;
 			learn[i] = LEARN_REFINED;
 			atomic_fetch_add(&refined_hits, 1);
-		} else if (hit.raw) {
-			res[i].mime_type = hit.raw;
+		} else if (hit->raw) {
+			res[i].mime_type = hit->raw;
 			res[i].status = HV_OK;
-			memcpy(sha[i], hit.sha256, sizeof(sha[i]));
+			memcpy(sha[i], hit->sha256, sizeof(sha[i]));
 			learn[i] = rfp ? LEARN_REFINEMENT : LEARN_NOTHING;
 		} else {
 			miss_index[n_miss] = i;
@@ -242,6 +252,9 @@ done:
 			free(raw[i]);
 	free(raw);
 	free(sha);
+	free(hits);
+	free(keys);
+	free(key_index);
 	free(learn);
 	free(miss);
 	free(miss_index);

@@ -4,6 +4,8 @@
 #define HARVEST_MIME_INTERNAL_H
 
 #include "harvest/mime.h"
+#include "harvest/store.h"
+#include "harvest/walk.h"
 #include "internal.h"
 
 #include <sys/types.h>
@@ -39,6 +41,9 @@ void hvm_spawner_prepare(void);
  * when the database cannot be loaded (libmagic's reason). */
 hv_status hvm_worker_start(hvm_worker **out, const char *database, int flags, size_t bytes_max);
 void hvm_worker_stop(hvm_worker *w);
+/* Reads HARVEST_TEST_WORKER_FAULT again (it is read once, at the first spawn): for a test that
+ * sets or unsets it later, while no other thread is in libharvest. */
+void hvm_worker_faults_reload(void);
 /* The worker's process id (-1 when none is running): for tests. */
 pid_t hvm_worker_pid(const hvm_worker *w);
 /* libmagic's answer for the regular file open on fd (fd >= 0, at offset 0: magic_descriptor)
@@ -58,6 +63,21 @@ unsigned hvm_magic_loads(void);
 
 /* How many answers hv_mime_detect_cached() took refined from the cache: for tests. */
 unsigned long hvm_refined_hits(void);
+
+/* ---- The MIME cache's lookups of a batch (store_mime.c) ---- */
+
+struct hvst_mime_hit;
+typedef struct hvst_mime_key {
+	const hv_stat *s;             /* the file's lstat */
+	const char *name;             /* its base name, for the refinement kept with the answer */
+	size_t name_len;
+	struct hvst_mime_hit *out;    /* its answer (hvst_mime_lookup_refined's) */
+} hvst_mime_key;
+/* hvst_mime_lookup_refined() for each of keys[0..n) (refine_fp NULL: no refined answers), read
+ * in the table's order (see store_mime.c), in the caller's read transaction. On failure no key
+ * has an answer. */
+hv_status hvst_mime_lookup_many(hv_store *st, const char *fingerprint, const char *refine_fp,
+				hvst_mime_key *keys, size_t n);
 
 /* ---- libmagic's answers by content within one collect (mime_memo.c) ---- */
 

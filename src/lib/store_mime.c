@@ -1,7 +1,9 @@
 /* The store's MIME cache: answers kept per (dev, ino) under the 2 s rule of SPEC 5, looked up
  * one by one and written in batches. */
 #include "store_internal.h"
+#include "mime_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -54,6 +56,53 @@ hv_status hv_store_mime_lookup_sha(hv_store *st, const hv_stat *s, const char *f
 	return rc;
 }
 
+/* The answer in the current row of q, whose columns from c on are those of STMT_MIME_GET, for
+ * the file s under fingerprint (and the refinement for name under refine_fp), into *out. */
+static hv_status take_row(hv_store *st, sqlite3_stmt *q, int c, const hv_stat *s,
+			  const char *fingerprint, const char *name, size_t name_len,
+			  const char *refine_fp, hvst_mime_hit *out)
+{
+	(void)st;
+	hv_stat cached = {
+		.dev = s->dev,
+		.ino = s->ino,
+		.size = (uint64_t)sqlite3_column_int64(q, c + 1),
+		.mode = (uint32_t)sqlite3_column_int64(q, c + 0),
+		.mtime_ns = sqlite3_column_int64(q, c + 2),
+		.ctime_ns = sqlite3_column_int64(q, c + 3),
+	};
+	const char *fp = (const char *)sqlite3_column_text(q, c + 4);
+	const char *mime = (const char *)sqlite3_column_text(q, c + 5);
+	int64_t cached_at = sqlite3_column_int64(q, c + 6);
+	bool hit = cached.mode == (s->mode & S_IFMT) && cached.size == s->size &&
+		   cached.mtime_ns == s->mtime_ns && cached.ctime_ns == s->ctime_ns && fp &&
+		   strcmp(fp, fingerprint) == 0 && mime && old_enough(&cached, cached_at);
+	if (!hit)
+		return HV_OK;
+	if (!(out->raw = strdup(mime)))
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	const char *sha = (const char *)sqlite3_column_text(q, c + 7);
+	if (sha && strlen(sha) == 64)
+		memcpy(out->sha256, sha, 65);
+	/* The refined answer only for the very name (bytes) and tables it was made for. */
+	const void *rname = sqlite3_column_blob(q, c + 8);
+	size_t rname_len = (size_t)sqlite3_column_bytes(q, c + 8);
+	const char *refined = (const char *)sqlite3_column_text(q, c + 9);
+	const char *rfp = (const char *)sqlite3_column_text(q, c + 10);
+	if (name && refine_fp && rname && rname_len == name_len &&
+	    memcmp(rname, name, name_len) == 0 && refined && rfp && strcmp(rfp, refine_fp) == 0 &&
+	    !(out->refined = strdup(refined)))
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	return HV_OK;
+}
+
+static void hit_clear(hvst_mime_hit *out)
+{
+	free(out->raw);
+	free(out->refined);
+	memset(out, 0, sizeof(*out));
+}
+
 hv_status hvst_mime_lookup_refined(hv_store *st, const hv_stat *s, const char *fingerprint,
 				   const char *name, size_t name_len, const char *refine_fp,
 				   hvst_mime_hit *out)
@@ -66,44 +115,127 @@ hv_status hvst_mime_lookup_refined(hv_store *st, const hv_stat *s, const char *f
 	sqlite3_bind_int64(q, 2, (int64_t)s->ino);
 	int rc = sqlite3_step(q);
 	int status = HV_OK;
-	if (rc == SQLITE_ROW) {
-		hv_stat cached = {
-			.dev = s->dev,
-			.ino = s->ino,
-			.size = (uint64_t)sqlite3_column_int64(q, 1),
-			.mode = (uint32_t)sqlite3_column_int64(q, 0),
-			.mtime_ns = sqlite3_column_int64(q, 2),
-			.ctime_ns = sqlite3_column_int64(q, 3),
-		};
-		const char *fp = (const char *)sqlite3_column_text(q, 4);
-		const char *mime = (const char *)sqlite3_column_text(q, 5);
-		int64_t cached_at = sqlite3_column_int64(q, 6);
-		bool hit = cached.mode == (s->mode & S_IFMT) && cached.size == s->size &&
-			   cached.mtime_ns == s->mtime_ns && cached.ctime_ns == s->ctime_ns &&
-			   fp && strcmp(fp, fingerprint) == 0 && mime && old_enough(&cached, cached_at);
-		if (hit && !(out->raw = strdup(mime)))
-			status = hv_error_set(HV_ENOMEM, "out of memory");
-		const char *sha = (const char *)sqlite3_column_text(q, 7);
-		if (hit && sha && strlen(sha) == 64)
-			memcpy(out->sha256, sha, 65);
-		/* The refined answer only for the very name (bytes) and tables it was made for. */
-		const void *rname = sqlite3_column_blob(q, 8);
-		size_t rname_len = (size_t)sqlite3_column_bytes(q, 8);
-		const char *refined = (const char *)sqlite3_column_text(q, 9);
-		const char *rfp = (const char *)sqlite3_column_text(q, 10);
-		if (hit && out->raw && name && refine_fp && rname && rname_len == name_len &&
-		    memcmp(rname, name, name_len) == 0 && refined && rfp &&
-		    strcmp(rfp, refine_fp) == 0 && !(out->refined = strdup(refined)))
-			status = hv_error_set(HV_ENOMEM, "out of memory");
-	} else if (rc != SQLITE_DONE) {
+	if (rc == SQLITE_ROW)
+		status = take_row(st, q, 0, s, fingerprint, name, name_len, refine_fp, out);
+	else if (rc != SQLITE_DONE)
 		status = hvst_db_error(st, rc, "cannot read the MIME cache");
-	}
 	sqlite3_reset(q);
-	if (status != HV_OK) {
-		free(out->raw);
-		free(out->refined);
-		memset(out, 0, sizeof(*out));
+	if (status != HV_OK)
+		hit_clear(out);
+	return status;
+}
+
+/* A key's place in the table's order: (dev, ino) as SQLite compares them (signed). */
+typedef struct key_pos {
+	int64_t dev, ino;
+	size_t i;
+} key_pos;
+
+static bool pos_before(const key_pos *a, const key_pos *b)
+{
+	return a->dev != b->dev ? a->dev < b->dev : a->ino < b->ino;
+}
+
+/* Sorts v[0..n) (tmp: room for n more), a bottom-up merge sort: qsort_r's calls through a
+ * comparison function cost more than the lookups it orders. */
+static void sort_pos(key_pos *v, key_pos *tmp, size_t n)
+{
+	key_pos *src = v, *dst = tmp;
+	for (size_t w = 1; w < n; w *= 2) {
+		for (size_t lo = 0; lo < n; lo += 2 * w) {
+			size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+			size_t a = lo, b = mid, o = lo;
+			while (a < mid && b < hi)
+				dst[o++] = pos_before(&src[b], &src[a]) ? src[b++] : src[a++];
+			while (a < mid)
+				dst[o++] = src[a++];
+			while (b < hi)
+				dst[o++] = src[b++];
+		}
+		key_pos *t = src;
+		src = dst;
+		dst = t;
 	}
+	if (src != v)
+		memcpy(v, src, n * sizeof(*v));
+}
+
+/* Rows of the table passed over without a key before the scan seeks again. */
+enum { MANY_SKIP = 2 };
+
+/* A merge of the sorted keys with the table, in its key order: each run of a statement costs
+ * SQLite a reset that frees every string it read and a seek from the root, where reading the
+ * next row costs a fraction of that, so rows are read on while the next key's row is at most
+ * MANY_SKIP rows ahead, and the scan seeks again past a wider gap (a cache holding other files
+ * between these). */
+hv_status hvst_mime_lookup_many(hv_store *st, const char *fingerprint, const char *refine_fp,
+				hvst_mime_key *keys, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		memset(keys[i].out, 0, sizeof(*keys[i].out));
+	if (n == 0)
+		return HV_OK;
+	key_pos *ord = malloc(2 * n * sizeof(*ord));
+	if (!ord)
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++)
+		ord[i] = (key_pos){(int64_t)keys[i].s->dev, (int64_t)keys[i].s->ino, i};
+	sort_pos(ord, ord + n, n);
+	static const char sql[] =
+		"SELECT ino, ftype, size, mtime_ns, ctime_ns, fingerprint, mime_type, cached_at_ns,"
+		" sha256, refined_name, refined_type, refine_fp"
+		" FROM mime_cache WHERE dev = ?1 AND ino >= ?2 ORDER BY ino";
+	sqlite3_stmt *q = NULL;
+	int rc = sqlite3_prepare_v2(st->db, sql, -1, &q, NULL);
+	if (rc != SQLITE_OK) {
+		sqlite3_finalize(q);
+		free(ord);
+		return hvst_db_error(st, rc, "cannot read the MIME cache");
+	}
+	hv_status status = HV_OK;
+	size_t p = 0;
+#define KEY(x) (&ord[(x)])
+	while (status == HV_OK && p < n) {
+		int64_t dev = KEY(p)->dev;
+		bool seek = true;
+		unsigned skipped = 0;
+		while (status == HV_OK && p < n && KEY(p)->dev == dev) {
+			if (seek) {
+				sqlite3_reset(q);
+				sqlite3_bind_int64(q, 1, dev);
+				sqlite3_bind_int64(q, 2, KEY(p)->ino);
+				seek = false;
+				skipped = 0;
+			}
+			rc = sqlite3_step(q);
+			if (rc != SQLITE_ROW) {
+				if (rc != SQLITE_DONE)
+					status = hvst_db_error(st, rc, "cannot read the MIME cache");
+				while (p < n && KEY(p)->dev == dev)
+					p++; /* no row at or after them: misses */
+				break;
+			}
+			int64_t ino = sqlite3_column_int64(q, 0);
+			while (p < n && KEY(p)->dev == dev && KEY(p)->ino < ino)
+				p++; /* no row: a miss */
+			bool matched = false;
+			/* Every key with this inode: hard links share their row. */
+			while (status == HV_OK && p < n && KEY(p)->dev == dev && KEY(p)->ino == ino) {
+				hvst_mime_key *k = &keys[ord[p++].i];
+				status = take_row(st, q, 1, k->s, fingerprint, k->name, k->name_len,
+						  refine_fp, k->out);
+				matched = true;
+			}
+			if (!matched && ++skipped > MANY_SKIP)
+				seek = true;
+		}
+	}
+#undef KEY
+	sqlite3_finalize(q);
+	free(ord);
+	if (status != HV_OK)
+		for (size_t i = 0; i < n; i++)
+			hit_clear(keys[i].out);
 	return status;
 }
 

@@ -162,6 +162,30 @@ static void test_faults_buffer_and_fd(void **state)
 	free(dir);
 }
 
+/* HARVEST_TEST_WORKER_FAULT is read once per process, not at each spawn: unset after the first
+ * spawn, a new worker still obeys it, until hvm_worker_faults_reload() reads it again. */
+static void test_faults_switch_read_once(void **state)
+{
+	(void)state;
+	hv_magic *m;
+	const char *t;
+	assert_int_equal(hv_magic_open(&m, NULL, 0), HV_OK); /* a spawn: the switch is read */
+	assert_int_equal(hv_magic_buffer(m, "HARVEST-TEST-CRASH", 18, -1, "x", &t), HV_WARN);
+	hv_magic_close(m);
+	unsetenv("HARVEST_TEST_WORKER_FAULT");
+	assert_int_equal(hv_magic_open(&m, NULL, 0), HV_OK); /* a new worker, the switch as read */
+	assert_int_equal(hv_magic_buffer(m, "HARVEST-TEST-CRASH", 18, -1, "x", &t), HV_WARN);
+	assert_string_equal(t, "application/octet-stream");
+	hv_magic_close(m);
+	hvm_worker_faults_reload();
+	assert_int_equal(hv_magic_open(&m, NULL, 0), HV_OK);
+	assert_int_equal(hv_magic_buffer(m, "HARVEST-TEST-CRASH", 18, -1, "x", &t), HV_OK);
+	assert_string_equal(t, "text/plain");
+	hv_magic_close(m);
+	setenv("HARVEST_TEST_WORKER_FAULT", "1", 1);
+	hvm_worker_faults_reload();
+}
+
 /* The worker holds one descriptor (its socket) and runs under a seccomp filter. */
 static void test_worker_sandboxed(void **state)
 {
@@ -467,6 +491,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_faults_replaced),
 		cmocka_unit_test(test_faults_buffer_and_fd),
+		cmocka_unit_test(test_faults_switch_read_once),
 		cmocka_unit_test(test_worker_sandboxed),
 		cmocka_unit_test(test_isolated_equals_in_process),
 		cmocka_unit_test(test_cached_lazy_and_batched),

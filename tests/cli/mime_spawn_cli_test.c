@@ -1,0 +1,176 @@
+/* `harvest mime` forks libmagic's sandbox spawner only when some file argument misses the
+ * cache: a fully cached run has no child process at all, a run with a miss (or with a
+ * directory argument, whose walk runs threads) has one. Observed from outside: harvest writes
+ * more than a pipe holds, and the test reads a single byte, so harvest is still running (its
+ * spawner, when it forked one, lives until harvest exits) while the test lists its children. */
+#include "testutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* More answers than a pipe holds (each line is some 70 bytes, a pipe 64 KiB). */
+enum { FILES = 2000 };
+
+typedef struct spawn_fx {
+	char *dir;
+	char *db;
+	char *paths[FILES];
+} spawn_fx;
+
+static int fx_setup(void **state)
+{
+	spawn_fx *f = calloc(1, sizeof(*f));
+	assert_non_null(f);
+	f->dir = tu_mkdtemp();
+	f->db = tu_path(f->dir, "h.db");
+	for (size_t i = 0; i < FILES; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "file-%04zu.txt", i);
+		tu_write(f->dir, name, "some words\n", 11);
+		f->paths[i] = tu_path(f->dir, name);
+	}
+	/* The cache takes only files whose change time is more than 2 s old. */
+	sleep(3);
+	*state = f;
+	return 0;
+}
+
+static int fx_teardown(void **state)
+{
+	spawn_fx *f = *state;
+	for (size_t i = 0; i < FILES; i++)
+		free(f->paths[i]);
+	tu_rmrf(f->dir);
+	free(f->dir);
+	free(f->db);
+	free(f);
+	return 0;
+}
+
+/* Runs harvest mime [extra] --db DB [first] PATHS... [last]; returns how many children it had
+ * after its first byte of output (and before it could finish), and its exit status in
+ * *status. Arguments are answered in order, so what follows the first FILES is not reached
+ * yet then. */
+static int children_while_running(spawn_fx *f, const char *extra, const char *first,
+				  const char *last, int *status)
+{
+	const char **argv = calloc(FILES + 8, sizeof(*argv));
+	assert_non_null(argv);
+	size_t n = 0;
+	argv[n++] = HARVEST_BIN;
+	argv[n++] = "mime";
+	if (extra)
+		argv[n++] = extra;
+	argv[n++] = "--db";
+	argv[n++] = f->db;
+	if (first)
+		argv[n++] = first;
+	for (size_t i = 0; i < FILES; i++)
+		argv[n++] = f->paths[i];
+	if (last)
+		argv[n++] = last;
+	argv[n] = NULL;
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		dup2(p[1], 1);
+		int null = open("/dev/null", O_WRONLY);
+		if (null >= 0)
+			dup2(null, 2);
+		close(p[0]);
+		close(p[1]);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	close(p[1]);
+	char c;
+	ssize_t got;
+	while ((got = read(p[0], &c, 1)) < 0 && errno == EINTR)
+		;
+	assert_int_equal(got, 1);
+	/* harvest cannot end before its output is read: its children are those it has now. */
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+	size_t len = 0;
+	char *kids = tu_read_file(path, &len);
+	assert_non_null(kids);
+	int count = 0;
+	for (char *s = strtok(kids, " \n"); s; s = strtok(NULL, " \n"))
+		count++;
+	free(kids);
+	char buf[65536];
+	while ((got = read(p[0], buf, sizeof(buf))) != 0)
+		assert_true(got > 0 || errno == EINTR);
+	close(p[0]);
+	*status = tu_wait(pid);
+	free(argv);
+	return count;
+}
+
+static void test_spawner_only_on_a_miss(void **state)
+{
+	spawn_fx *f = *state;
+	int status;
+	/* Cold: every file misses, so the spawner runs. */
+	assert_int_equal(children_while_running(f, NULL, NULL, NULL, &status), 1);
+	assert_int_equal(status, 0);
+	/* Warm: every answer from the cache, nothing forked. */
+	assert_int_equal(children_while_running(f, NULL, NULL, NULL, &status), 0);
+	assert_int_equal(status, 0);
+	/* --no-cache: libmagic for each file again. */
+	assert_int_equal(children_while_running(f, "--no-cache", NULL, NULL, &status), 1);
+	assert_int_equal(status, 0);
+	/* One file the cache does not hold yet, after the cached ones. */
+	tu_write(f->dir, "new.txt", "new words\n", 10);
+	char *fresh = tu_path(f->dir, "new.txt");
+	assert_int_equal(children_while_running(f, NULL, NULL, fresh, &status), 1);
+	assert_int_equal(status, 0);
+	free(fresh);
+	/* A directory argument: started before its walk, cached or not (here an empty one). */
+	char *sub = tu_path(f->dir, "sub");
+	assert_int_equal(mkdir(sub, 0755), 0);
+	assert_int_equal(children_while_running(f, NULL, sub, NULL, &status), 1);
+	assert_int_equal(status, 0);
+	free(sub);
+}
+
+/* The bench-only switch HARVEST_BENCH_MIME_IN_PROCESS=1 runs libmagic in harvest's process (no
+ * spawner even on a miss), with the same answers. */
+static void test_in_process_switch(void **state)
+{
+	spawn_fx *f = *state;
+	int status;
+	setenv("HARVEST_BENCH_MIME_IN_PROCESS", "1", 1);
+	assert_int_equal(children_while_running(f, "--no-cache", NULL, NULL, &status), 0);
+	unsetenv("HARVEST_BENCH_MIME_IN_PROCESS");
+	assert_int_equal(status, 0);
+	const char *args[] = {"mime", "--no-cache", "--raw", f->paths[0], NULL};
+	tu_result a, b;
+	tu_harvestv(&a, NULL, NULL, args);
+	setenv("HARVEST_BENCH_MIME_IN_PROCESS", "1", 1);
+	tu_harvestv(&b, NULL, NULL, args);
+	unsetenv("HARVEST_BENCH_MIME_IN_PROCESS");
+	assert_int_equal(a.status, 0);
+	assert_int_equal(b.status, 0);
+	assert_string_equal(a.out, b.out);
+	assert_non_null(strstr(a.out, "\"text/plain\""));
+	tu_result_free(&a);
+	tu_result_free(&b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_spawner_only_on_a_miss),
+		cmocka_unit_test(test_in_process_switch),
+	};
+	return cmocka_run_group_tests(tests, fx_setup, fx_teardown);
+}
