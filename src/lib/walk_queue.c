@@ -156,6 +156,7 @@ static size_t take_batch_locked(hv_walk *w, struct batch_job *jobs, size_t max)
 			continue;
 		}
 		n->state = JOB_CLAIMED;
+		hvw_listing_reuse_locked(w, &n->listing);
 		struct batch_job *j = &jobs[k++];
 		memset(j, 0, sizeof(*j));
 		j->n = n;
@@ -381,6 +382,7 @@ void hvw_await_listing(hv_walk *w, struct dnode *n)
 			continue;
 		}
 		n->state = JOB_RUNNING;
+		hvw_listing_reuse_locked(w, &n->listing);
 		pthread_mutex_unlock(&w->lock);
 		hvw_run_job(w, n, w->dents_buf);
 		pthread_mutex_lock(&w->lock);
