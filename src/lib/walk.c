@@ -361,6 +361,8 @@ int hv_walk_openat(hv_walk *w, int flags)
 		errno = EINVAL;
 		return -1;
 	}
+	if (!atomic_load_explicit(&w->keeps_fds, memory_order_relaxed))
+		atomic_store_explicit(&w->keeps_fds, true, memory_order_relaxed);
 	int dfd = hvw_node_fd(w, p, true);
 	if (dfd < 0)
 		return -1;

@@ -122,6 +122,7 @@ struct hv_walk {
 	int max_workers;            /* the pool may grow up to this many (n_workers: fixed) */
 	int idle_workers;           /* waiting on work_cond */
 	atomic_bool consumer_waiting;  /* the consumer waits on done_cond for a listing */
+	atomic_bool keeps_fds;         /* hv_walk_openat was called (see hvw_worker_main) */
 	atomic_uint_fast64_t grown;    /* workers added because the others were blocked */
 	bool assume_blocked;        /* test switch: treat every batch as blocked (test_hook.h) */
 	bool slow_claims;           /* test switch: widen a claimed job's window (test_hook.h) */

@@ -247,6 +247,19 @@ static void grow_locked(hv_walk *w)
 	atomic_fetch_add(&w->grown, 1);
 }
 
+/* Closes the descriptor of a directory just read that has no subdirectory to enter, on the
+ * worker that read it. Nothing opens below it, and closing it later would cost more: the
+ * file system keeps what getdents read with the open file (ext4: a tree of every name), and
+ * freeing that on the consumer, long after and on another CPU, missed the cache on every
+ * node. A walk whose caller opens entries (hv_walk_openat) keeps them all, as the cache
+ * allows, so those opens need no reopening; before its first such call a closed one is
+ * reopened from its parent like an evicted one. */
+static void close_leaf(struct batch_job *j)
+{
+	close(j->fd);
+	j->fd = -1;
+}
+
 /* A worker: takes a batch of jobs, reads them without the lock, hands them back together
  * (at once when the consumer is waiting), and takes the next batch under the same lock.
  *
@@ -313,6 +326,10 @@ void *hvw_worker_main(void *arg)
 					j->fd = hvw_read_dir(w, j->n, pfd, dbuf, false);
 					if (j->fd < 0 && !j->n->listing.err)
 						j->handed_back = true;
+					else if (j->fd >= 0 && !j->n->children &&
+						 !atomic_load_explicit(&w->keeps_fds,
+									memory_order_relaxed))
+						close_leaf(j);
 				}
 				entries += j->n->listing.n + 1;
 			}
