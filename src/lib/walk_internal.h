@@ -121,7 +121,9 @@ struct hv_walk {
 	int n_workers;
 	int max_workers;            /* the pool may grow up to this many (n_workers: fixed) */
 	int idle_workers;           /* waiting on work_cond */
-	atomic_bool consumer_waiting;  /* the consumer waits on done_cond for a listing */
+	/* The node whose listing the consumer waits for on done_cond, or NULL (written under
+	 * lock; read without it by workers deciding whether to hand back early). */
+	struct dnode *_Atomic awaited;
 	atomic_bool keeps_fds;         /* hv_walk_openat was called (see hvw_worker_main) */
 	atomic_uint_fast64_t grown;    /* workers added because the others were blocked */
 	bool assume_blocked;        /* test switch: treat every batch as blocked (test_hook.h) */

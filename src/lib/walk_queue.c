@@ -198,11 +198,25 @@ static void finish_job_locked(hv_walk *w, struct batch_job *j)
 	j->n = NULL;
 }
 
+/* Whether the consumer waits for one of jobs[from..to). */
+static bool awaited_among(hv_walk *w, const struct batch_job *jobs, size_t from, size_t to)
+{
+	const struct dnode *a = atomic_load_explicit(&w->awaited, memory_order_relaxed);
+	for (size_t i = from; a && i < to; i++)
+		if (jobs[i].n == a)
+			return true;
+	return false;
+}
+
+/* Hands back jobs[from..to) (w->lock held), and wakes the consumer only when it waits for
+ * one of them: a wake-up for another directory would only put it back to sleep, at the
+ * price of two context switches. */
 static void finish_jobs_locked(hv_walk *w, struct batch_job *jobs, size_t from, size_t to)
 {
+	bool wake = awaited_among(w, jobs, from, to);
 	for (size_t i = from; i < to; i++)
 		finish_job_locked(w, &jobs[i]);
-	if (atomic_load(&w->consumer_waiting))
+	if (wake)
 		pthread_cond_signal(&w->done_cond);
 	wake_workers_locked(w);
 }
@@ -333,8 +347,8 @@ void *hvw_worker_main(void *arg)
 				}
 				entries += j->n->listing.n + 1;
 			}
-			if (i + 1 < k && atomic_load(&w->consumer_waiting)) {
-				/* The consumer may be waiting for one of these: hand them back now. */
+			if (i + 1 < k && awaited_among(w, jobs, done, i + 1)) {
+				/* The consumer waits for one of these: hand them back now. */
 				pthread_mutex_lock(&w->lock);
 				finish_jobs_locked(w, jobs, done, i + 1);
 				pthread_mutex_unlock(&w->lock);
@@ -393,9 +407,9 @@ void hvw_await_listing(hv_walk *w, struct dnode *n)
 		    (seen == JOB_CLAIMED &&
 		     !atomic_compare_exchange_strong(&n->state, &seen, JOB_RUNNING))) {
 			/* A worker has it; it finishes it or hands it back (JOB_NEW). */
-			atomic_store(&w->consumer_waiting, true);
+			atomic_store(&w->awaited, n);
 			pthread_cond_wait(&w->done_cond, &w->lock);
-			atomic_store(&w->consumer_waiting, false);
+			atomic_store(&w->awaited, NULL);
 			continue;
 		}
 		n->state = JOB_RUNNING;
