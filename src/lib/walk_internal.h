@@ -116,22 +116,21 @@ struct hv_walk {
 	struct dnode **queue;       /* a heap of queued jobs, first in pre-order on top */
 	size_t queue_len, queue_cap;
 	size_t ahead_nodes, ahead_entries;  /* the read-ahead budget in use */
-	bool shutdown;
-	pthread_t workers[MAX_GROWN_WORKERS];
-	int n_workers;
-	int max_workers;            /* the pool may grow up to this many (n_workers: fixed) */
-	int idle_workers;           /* waiting on work_cond */
 	/* The node whose listing the consumer waits for on done_cond, or NULL (written under
 	 * lock; read without it by workers deciding whether to hand back early). */
 	struct dnode *_Atomic awaited;
-	atomic_bool keeps_fds;         /* hv_walk_openat was called (see hvw_worker_main) */
+	pthread_t workers[MAX_GROWN_WORKERS];
 	atomic_uint_fast64_t grown;    /* workers added because the others were blocked */
+	int n_workers;
+	int max_workers;            /* the pool may grow up to this many (n_workers: fixed) */
+	int idle_workers;           /* waiting on work_cond */
+	int n_spare;                /* listings in spare */
+	bool shutdown;
+	atomic_bool keeps_fds;      /* hv_walk_openat was called (see hvw_worker_main) */
 	bool assume_blocked;        /* test switch: treat every batch as blocked (test_hook.h) */
 	bool slow_claims;           /* test switch: widen a claimed job's window (test_hook.h) */
-
 	/* Emptied listings whose buffers the next jobs reuse (guarded by lock). */
 	struct listing spare[SPARE_LISTINGS];
-	int n_spare;
 
 	/* The descriptor cache (guarded by lock). */
 	struct dnode *lru_head, *lru_tail;   /* head: most recently used */
