@@ -276,6 +276,8 @@ bench_walk() {
 	mib_name=$(awk -v k="$rss_name" 'BEGIN { printf "%.1f", k / 1024 }')
 	hv_row "peak RSS, harvest walk --sort none (MiB)" "$mib_none" ""
 	hv_row "peak RSS, harvest walk sorted (MiB)" "$mib_name" ""
+	# The ratios move with what else runs on the machine: quote them with the load.
+	echo "  load average now: $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo "  targets:"
 	hv_target "unsorted time ÷ find" "$(ratio "${HV_MEDIAN[hv_none]}")" 0.75
 	hv_target "sorted time ÷ find" "$(ratio "${HV_MEDIAN[hv_name]}")" 0.85

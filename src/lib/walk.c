@@ -113,7 +113,7 @@ static void pop_frame(hv_walk *w)
 	/* Children left unconsumed (the entry limit was hit, or the walk is closed early). A
 	 * worker may still be reading one; it holds its own reference. */
 	hvw_abandon_children_locked(w, n);
-	hvw_listing_free(&n->listing);
+	hvw_listing_recycle_locked(w, &n->listing);
 	hvw_node_unref_locked(w, n);
 	pthread_mutex_unlock(&w->lock);
 }
@@ -365,6 +365,8 @@ int hv_walk_openat(hv_walk *w, int flags)
 		errno = EINVAL;
 		return -1;
 	}
+	if (!atomic_load_explicit(&w->keeps_fds, memory_order_relaxed))
+		atomic_store_explicit(&w->keeps_fds, true, memory_order_relaxed);
 	int dfd = hvw_node_fd(w, p, true);
 	if (dfd < 0)
 		return -1;
@@ -417,6 +419,7 @@ void hv_walk_close(hv_walk *w)
 	for (size_t i = 0; i < w->queue_len; i++)
 		hvw_node_unref_locked(w, w->queue[i]);
 	w->queue_len = 0;
+	hvw_spares_free(w);
 	pthread_mutex_unlock(&w->lock);
 	free(w->queue);
 	free(w->frames);

@@ -28,6 +28,10 @@
 #define MAX_GROWN_WORKERS 32
 /* Jobs a worker takes from the queue at once, and hands back at once. */
 #define BATCH_MAX 16
+/* Emptied listings kept for reuse (see hvw_listing_recycle_locked), and the largest kept. */
+#define SPARE_LISTINGS 16
+#define SPARE_MAX_RECS 512
+#define SPARE_MAX_NAMES (16 * 1024)
 /* A batch slower than this per entry makes the worker measure whether it is blocked. */
 #define SLOW_NS_PER_ENTRY 10000
 /* ... and counts it blocked when it slept at least once per this many entries. */
@@ -112,15 +116,21 @@ struct hv_walk {
 	struct dnode **queue;       /* a heap of queued jobs, first in pre-order on top */
 	size_t queue_len, queue_cap;
 	size_t ahead_nodes, ahead_entries;  /* the read-ahead budget in use */
-	bool shutdown;
+	/* The node whose listing the consumer waits for on done_cond, or NULL (written under
+	 * lock; read without it by workers deciding whether to hand back early). */
+	struct dnode *_Atomic awaited;
 	pthread_t workers[MAX_GROWN_WORKERS];
+	atomic_uint_fast64_t grown;    /* workers added because the others were blocked */
 	int n_workers;
 	int max_workers;            /* the pool may grow up to this many (n_workers: fixed) */
 	int idle_workers;           /* waiting on work_cond */
-	atomic_bool consumer_waiting;  /* the consumer waits on done_cond for a listing */
-	atomic_uint_fast64_t grown;    /* workers added because the others were blocked */
+	int n_spare;                /* listings in spare */
+	bool shutdown;
+	atomic_bool keeps_fds;      /* hv_walk_openat was called (see hvw_worker_main) */
 	bool assume_blocked;        /* test switch: treat every batch as blocked (test_hook.h) */
 	bool slow_claims;           /* test switch: widen a claimed job's window (test_hook.h) */
+	/* Emptied listings whose buffers the next jobs reuse (guarded by lock). */
+	struct listing spare[SPARE_LISTINGS];
 
 	/* The descriptor cache (guarded by lock). */
 	struct dnode *lru_head, *lru_tail;   /* head: most recently used */
@@ -153,6 +163,9 @@ int hvw_node_fd(hv_walk *w, struct dnode *n, bool patient);
 /* ---- nodes (walk_node.c) ---- */
 struct dnode *hvw_node_new(struct dnode *parent, const char *name, size_t name_len);
 void hvw_listing_free(struct listing *l);
+void hvw_listing_recycle_locked(hv_walk *w, struct listing *l);
+void hvw_listing_reuse_locked(hv_walk *w, struct listing *l);
+void hvw_spares_free(hv_walk *w);
 void hvw_node_unref_locked(hv_walk *w, struct dnode *n);
 void hvw_node_unref(hv_walk *w, struct dnode *n);
 

@@ -44,6 +44,41 @@ void hvw_listing_free(struct listing *l)
 	memset(l, 0, sizeof(*l));
 }
 
+/* Empties l (w->lock held), keeping its buffers for a later job when they are of a common
+ * size: a listing is filled on a worker and emptied on the consumer, and handing the memory
+ * back and forth instead of freeing it saves each directory its reallocs, and the consumer
+ * the frees into the workers' malloc arenas, which take those arenas' locks against the
+ * workers' own allocations. */
+void hvw_listing_recycle_locked(hv_walk *w, struct listing *l)
+{
+	if (w->n_spare == SPARE_LISTINGS || !l->recs || l->cap > SPARE_MAX_RECS ||
+	    l->names.cap > SPARE_MAX_NAMES) {
+		hvw_listing_free(l);
+		return;
+	}
+	struct listing *s = &w->spare[w->n_spare++];
+	memset(s, 0, sizeof(*s));
+	s->recs = l->recs;
+	s->cap = l->cap;
+	s->names.data = l->names.data;
+	s->names.cap = l->names.cap;
+	memset(l, 0, sizeof(*l));
+}
+
+/* Gives the empty listing l the buffers of a spare one, if there is one (w->lock held). */
+void hvw_listing_reuse_locked(hv_walk *w, struct listing *l)
+{
+	if (w->n_spare == 0 || l->recs || l->names.data)
+		return;
+	*l = w->spare[--w->n_spare];
+}
+
+void hvw_spares_free(hv_walk *w)
+{
+	while (w->n_spare > 0)
+		hvw_listing_free(&w->spare[--w->n_spare]);
+}
+
 /* Drops one reference (w->lock held); frees the node, and ancestors it kept alive, at zero.
  * Iterative, so a chain 100,000 levels deep unwinds without recursion. */
 void hvw_node_unref_locked(hv_walk *w, struct dnode *n)
@@ -55,7 +90,7 @@ void hvw_node_unref_locked(hv_walk *w, struct dnode *n)
 			hvw_lru_unlink(w, n);
 			w->open_fds--;
 		}
-		hvw_listing_free(&n->listing);
+		hvw_listing_recycle_locked(w, &n->listing);
 		free(n->children);
 		free(n->name);
 		free(n);

@@ -156,6 +156,7 @@ static size_t take_batch_locked(hv_walk *w, struct batch_job *jobs, size_t max)
 			continue;
 		}
 		n->state = JOB_CLAIMED;
+		hvw_listing_reuse_locked(w, &n->listing);
 		struct batch_job *j = &jobs[k++];
 		memset(j, 0, sizeof(*j));
 		j->n = n;
@@ -197,11 +198,25 @@ static void finish_job_locked(hv_walk *w, struct batch_job *j)
 	j->n = NULL;
 }
 
+/* Whether the consumer waits for one of jobs[from..to). */
+static bool awaited_among(hv_walk *w, const struct batch_job *jobs, size_t from, size_t to)
+{
+	const struct dnode *a = atomic_load_explicit(&w->awaited, memory_order_relaxed);
+	for (size_t i = from; a && i < to; i++)
+		if (jobs[i].n == a)
+			return true;
+	return false;
+}
+
+/* Hands back jobs[from..to) (w->lock held), and wakes the consumer only when it waits for
+ * one of them: a wake-up for another directory would only put it back to sleep, at the
+ * price of two context switches. */
 static void finish_jobs_locked(hv_walk *w, struct batch_job *jobs, size_t from, size_t to)
 {
+	bool wake = awaited_among(w, jobs, from, to);
 	for (size_t i = from; i < to; i++)
 		finish_job_locked(w, &jobs[i]);
-	if (atomic_load(&w->consumer_waiting))
+	if (wake)
 		pthread_cond_signal(&w->done_cond);
 	wake_workers_locked(w);
 }
@@ -244,6 +259,19 @@ static void grow_locked(hv_walk *w)
 	}
 	w->n_workers++;
 	atomic_fetch_add(&w->grown, 1);
+}
+
+/* Closes the descriptor of a directory just read that has no subdirectory to enter, on the
+ * worker that read it. Nothing opens below it, and closing it later would cost more: the
+ * file system keeps what getdents read with the open file (ext4: a tree of every name), and
+ * freeing that on the consumer, long after and on another CPU, missed the cache on every
+ * node. A walk whose caller opens entries (hv_walk_openat) keeps them all, as the cache
+ * allows, so those opens need no reopening; before its first such call a closed one is
+ * reopened from its parent like an evicted one. */
+static void close_leaf(struct batch_job *j)
+{
+	close(j->fd);
+	j->fd = -1;
 }
 
 /* A worker: takes a batch of jobs, reads them without the lock, hands them back together
@@ -312,11 +340,15 @@ void *hvw_worker_main(void *arg)
 					j->fd = hvw_read_dir(w, j->n, pfd, dbuf, false);
 					if (j->fd < 0 && !j->n->listing.err)
 						j->handed_back = true;
+					else if (j->fd >= 0 && !j->n->children &&
+						 !atomic_load_explicit(&w->keeps_fds,
+									memory_order_relaxed))
+						close_leaf(j);
 				}
 				entries += j->n->listing.n + 1;
 			}
-			if (i + 1 < k && atomic_load(&w->consumer_waiting)) {
-				/* The consumer may be waiting for one of these: hand them back now. */
+			if (i + 1 < k && awaited_among(w, jobs, done, i + 1)) {
+				/* The consumer waits for one of these: hand them back now. */
 				pthread_mutex_lock(&w->lock);
 				finish_jobs_locked(w, jobs, done, i + 1);
 				pthread_mutex_unlock(&w->lock);
@@ -375,12 +407,13 @@ void hvw_await_listing(hv_walk *w, struct dnode *n)
 		    (seen == JOB_CLAIMED &&
 		     !atomic_compare_exchange_strong(&n->state, &seen, JOB_RUNNING))) {
 			/* A worker has it; it finishes it or hands it back (JOB_NEW). */
-			atomic_store(&w->consumer_waiting, true);
+			atomic_store(&w->awaited, n);
 			pthread_cond_wait(&w->done_cond, &w->lock);
-			atomic_store(&w->consumer_waiting, false);
+			atomic_store(&w->awaited, NULL);
 			continue;
 		}
 		n->state = JOB_RUNNING;
+		hvw_listing_reuse_locked(w, &n->listing);
 		pthread_mutex_unlock(&w->lock);
 		hvw_run_job(w, n, w->dents_buf);
 		pthread_mutex_lock(&w->lock);

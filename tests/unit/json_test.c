@@ -649,6 +649,88 @@ static void test_keys_and_case(void **state)
 	hv_json_free(j);
 }
 
+/* Keys take their own path (the comma, the quoted name and the colon at once, names shorter
+ * than a word checked as one word): every byte value at every position of keys 1..10 bytes
+ * long, a first and a second member, equal to the oracle's escape of the same bytes. */
+static void test_short_keys_every_byte(void **state)
+{
+	(void)state;
+	char key[16], want[2 * (6 * 10 + 2) + 16];
+	hv_json *j = new_buffer(HV_CASE_SNAKE);
+	for (size_t len = 1; len <= 10; len++) {
+		for (size_t pos = 0; pos < len; pos++) {
+			for (unsigned c = 1; c < 256; c++) { /* a key is a C string: no NUL */
+				for (size_t k = 0; k < len; k++)
+					key[k] = (char)('a' + (k % 26));
+				key[pos] = (char)c;
+				key[len] = '\0';
+				hv_json_buffer_reset(j);
+				hv_json_object_begin(j);
+				hv_json_key(j, key);
+				hv_json_int(j, 1);
+				hv_json_key(j, key);
+				hv_json_int(j, 2);
+				hv_json_object_end(j);
+				char esc[6 * 10 + 3];
+				size_t n = oracle_escape((const unsigned char *)key, len, esc);
+				snprintf(want, sizeof(want), "{%.*s:1,%.*s:2}", (int)n, esc, (int)n, esc);
+				assert_output(j, want);
+			}
+		}
+	}
+	hv_json_free(j);
+}
+
+/* Short strings and keys written through an fd writer so that each lands at every offset
+ * around the end of its 64 KiB buffer: what reaches the file is what a memory writer
+ * makes of the same calls. */
+static void test_short_strings_at_buffer_end(void **state)
+{
+	(void)state;
+	static const char *const names[] = {"a", "ab", "a\"b", "abcdefg", "\x01" "bc", "\xc3\xa9t\xe9",
+					    "abcdefgh", "f8_a_tml_mp.json"};
+	for (size_t shift = 0; shift < 24; shift++) {
+		char path[] = "/tmp/hv-json-end-XXXXXX";
+		int fd = mkstemp(path);
+		assert_true(fd >= 0);
+		unlink(path);
+		hv_json *f = NULL;
+		assert_int_equal(hv_json_new_fd(&f, fd, HV_CASE_SNAKE), HV_OK);
+		hv_json *m = new_buffer(HV_CASE_SNAKE);
+		hv_json *both[2] = {f, m};
+		for (int w = 0; w < 2; w++) {
+			/* Padding that leaves the buffer (64 KiB) shift + 24 bytes short of full,
+			 * then records of short keys and strings across its end. */
+			char pad[1024];
+			memset(pad, 'p', sizeof(pad));
+			size_t fill = 64 * 1024 - 24 - shift;
+			while (fill > 0) {
+				size_t k = fill > sizeof(pad) + 2 ? sizeof(pad) : fill - 2;
+				hv_json_string(both[w], pad, k);
+				fill -= k + 2;
+			}
+			for (size_t i = 0; i < 40; i++) {
+				const char *s = names[i % (sizeof(names) / sizeof(names[0]))];
+				hv_json_object_begin(both[w]);
+				hv_json_key(both[w], i % 2 ? "is_dir" : "n");
+				hv_json_string(both[w], s, strlen(s));
+				hv_json_object_end(both[w]);
+			}
+		}
+		assert_int_equal(hv_json_flush(f), HV_OK);
+		size_t mlen = 0;
+		const char *mtext = hv_json_buffer(m, &mlen);
+		char *got = malloc(mlen + 1);
+		assert_non_null(got);
+		assert_int_equal(pread(fd, got, mlen + 1, 0), (ssize_t)mlen);
+		assert_memory_equal(got, mtext, mlen);
+		free(got);
+		hv_json_free(f);
+		hv_json_free(m);
+		close(fd);
+	}
+}
+
 static void test_buffer_reset(void **state)
 {
 	(void)state;
@@ -1097,6 +1179,8 @@ int main(void)
 		cmocka_unit_test(test_structure),
 		cmocka_unit_test(test_deep_nesting),
 		cmocka_unit_test(test_keys_and_case),
+		cmocka_unit_test(test_short_keys_every_byte),
+		cmocka_unit_test(test_short_strings_at_buffer_end),
 		cmocka_unit_test(test_buffer_reset),
 		cmocka_unit_test(test_integers),
 		cmocka_unit_test(test_base64_rfc4648),

@@ -12,6 +12,8 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <poll.h>
+#include <sys/inotify.h>
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <limits.h>
@@ -1851,6 +1853,122 @@ static void test_openat(void **state)
 	free(base);
 }
 
+/* ---- descriptors of directories with nothing to enter ------------------------------------- */
+
+#define LEAVES 24
+
+/* Reads inotify events from ifd until want_open opens and want_close closes have arrived on
+ * the watches (or nothing comes for 10 s: a failure, not a measure of speed), counting them
+ * per watch. */
+static void read_events(int ifd, int want_open, int want_close, int opened[], int closed[],
+			const int wd[], int n_wd)
+{
+	int n_open = 0, n_close = 0;
+	for (int i = 0; i < n_wd; i++) {
+		n_open += opened[i];
+		n_close += closed[i];
+	}
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	while (n_open < want_open || n_close < want_close) {
+		struct pollfd p = {.fd = ifd, .events = POLLIN};
+		if (poll(&p, 1, 10000) <= 0)
+			break;
+		ssize_t n = read(ifd, buf, sizeof(buf));
+		for (ssize_t off = 0; n > 0 && off < n;) {
+			const struct inotify_event *ev = (const struct inotify_event *)(buf + off);
+			off += (ssize_t)(sizeof(*ev) + ev->len);
+			for (int i = 0; i < n_wd; i++) {
+				if (wd[i] != ev->wd)
+					continue;
+				if (ev->mask & IN_OPEN) {
+					opened[i]++;
+					n_open++;
+				}
+				if (ev->mask & IN_CLOSE_NOWRITE) {
+					closed[i]++;
+					n_close++;
+				}
+			}
+		}
+	}
+}
+
+/* A directory with no subdirectory to enter, read ahead by a worker, is closed at once by
+ * that worker (while the consumer has not reached it) unless the walk's caller has opened an
+ * entry through hv_walk_openat; either way the records are the reference's, and files in
+ * the closed ones still open through hv_walk_openat (reopened from the parent). */
+static void test_leaf_dirs_closed_when_read_ahead(void **state)
+{
+	(void)state;
+	char *base = tu_mkdtemp();
+	char *root = tu_path(base, "root");
+	mkdir_abs(root);
+	write_self(root, "0first");
+	for (int i = 0; i < LEAVES; i++) {
+		char rel[64];
+		snprintf(rel, sizeof(rel), "d%02d", i);
+		tu_mkdir(root, rel);
+		snprintf(rel, sizeof(rel), "d%02d/f", i);
+		write_self(root, rel);
+	}
+	recs ref;
+	assert_true(ref_build(&ref, root, &REF_ALL));
+	for (int opens = 0; opens < 2; opens++) {
+		int ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+		assert_true(ifd >= 0);
+		int wd[LEAVES], opened[LEAVES] = {0}, closed[LEAVES] = {0};
+		for (int i = 0; i < LEAVES; i++) {
+			char rel[64];
+			snprintf(rel, sizeof(rel), "d%02d", i);
+			char *d = tu_path(root, rel);
+			wd[i] = inotify_add_watch(ifd, d, IN_OPEN | IN_CLOSE_NOWRITE | IN_ONLYDIR);
+			assert_true(wd[i] >= 0);
+			free(d);
+		}
+		hv_walk_opts o;
+		opts_threads(&o, 2, HV_SORT_NAME);
+		hv_walk *w;
+		assert_int_equal(hv_walk_open(&w, root, &o), HV_OK);
+		const hv_entry *e;
+		assert_int_equal(hv_walk_next(w, &e), HV_OK);
+		assert_string_equal(e->path, "0first");
+		if (opens)
+			assert_true(check_file_content(w, e));
+		/* The consumer stays on the first record: only the workers read the others, and
+		 * close each at once (without opens), or keep them all (with). */
+		read_events(ifd, LEAVES, opens ? 0 : LEAVES, opened, closed, wd, LEAVES);
+		if (opens) {
+			/* A short look for closes that should not come: one would follow its
+			 * directory's read at once. */
+			struct pollfd p = {.fd = ifd, .events = POLLIN};
+			if (poll(&p, 1, 200) > 0)
+				read_events(ifd, LEAVES, 1, opened, closed, wd, LEAVES);
+		}
+		for (int i = 0; i < LEAVES; i++) {
+			assert_int_equal(opened[i], 1);
+			assert_int_equal(closed[i], opens ? 0 : 1);
+		}
+		/* The rest of the walk: the reference's records, every file opening. */
+		recs got = {0};
+		rec_from_entry(recs_push(&got), e);
+		hv_status st;
+		while ((st = hv_walk_next(w, &e)) == HV_OK) {
+			if (e->type == HV_FT_FILE)
+				assert_true(check_file_content(w, e));
+			rec_from_entry(recs_push(&got), e);
+		}
+		assert_int_equal(st, HV_DONE);
+		assert_true(recs_equal(&got, &ref, opens ? "leaves kept" : "leaves closed"));
+		recs_free(&got);
+		hv_walk_close(w);
+		close(ifd);
+	}
+	recs_free(&ref);
+	tu_rmrf(base);
+	free(root);
+	free(base);
+}
+
 /* ---- safety: a directory swapped for a symlink mid-walk ------------------------------------ */
 
 static void swap_walk(const char *base, const char *root, int threads, bool real_dir)
@@ -2380,6 +2498,7 @@ int main(void)
 		cmocka_unit_test(test_unreadable_dirs_as_nobody),
 		cmocka_unit_test(test_two_walks_two_threads),
 		cmocka_unit_test(test_close_early),
+		cmocka_unit_test(test_leaf_dirs_closed_when_read_ahead),
 		cmocka_unit_test(test_pool_grows_when_blocked),
 		cmocka_unit_test(test_pool_kept_when_asked),
 	};
