@@ -15,8 +15,8 @@
  * to WAL. A database already in WAL mode is not fully checked at every open (that would cost
  * time in the size of the history): a damaged page is found when a command reads it, and
  * hv_store_prune runs quick_check first. A missing or empty (0-byte) file is a new database (a missing one is
- * built complete under a temporary name beside it, "<path>.init-XXXXXX", and renamed into
- * place, so no process ever sees it half made).
+ * built complete under a temporary name beside it, ".hv.XXXXXX" (10 bytes: a name of
+ * NAME_MAX bytes works too), and renamed into place, so no process ever sees it half made).
  *
  * Paths are file names, never SQLite URIs: ":memory:" (a history that would vanish with the
  * handle) and names starting with "file:" are refused with HV_EUSAGE; "./file:x.db" names

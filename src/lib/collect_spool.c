@@ -5,10 +5,10 @@
 #include "harvest/collect.h"
 #include "collect_internal.h"
 #include "internal.h"
+#include "temp_name.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -25,15 +25,12 @@ static int unnamed_file(const char *dir)
 	int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
 	if (fd >= 0)
 		return fd;
-	char *tmpl = NULL;
-	if (asprintf(&tmpl, "%s/harvest-spool.XXXXXX", dir) < 0) {
-		errno = ENOMEM;
-		return -1;
-	}
-	fd = mkostemp(tmpl, O_CLOEXEC);
+	/* the one temporary name of temp_name.h, for the moment before the unlink */
+	char *tmp = NULL;
+	fd = hv_temp_create_in(dir, &tmp, O_RDWR, 0600);
 	if (fd >= 0)
-		unlink(tmpl);
-	free(tmpl);
+		unlink(tmp);
+	free(tmp);
 	return fd;
 }
 
