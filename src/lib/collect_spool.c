@@ -34,7 +34,7 @@ static int unnamed_file(const char *dir)
 	return fd;
 }
 
-int hvc_spool_open(hv_content_spool **out)
+hv_status hvc_spool_open(hv_content_spool **out)
 {
 	*out = NULL;
 	const char *dir = getenv("TMPDIR");
@@ -60,7 +60,7 @@ uint64_t hvc_spool_reserve(hv_content_spool *s, uint64_t n)
 	return __atomic_fetch_add(&s->size, n, __ATOMIC_RELAXED);
 }
 
-int hvc_spool_write(hv_content_spool *s, uint64_t off, const void *data, size_t n)
+hv_status hvc_spool_write(hv_content_spool *s, uint64_t off, const void *data, size_t n)
 {
 	const char *p = data;
 	size_t done = 0;
@@ -76,13 +76,13 @@ int hvc_spool_write(hv_content_spool *s, uint64_t off, const void *data, size_t 
 	return HV_OK;
 }
 
-int hvc_spool_put(hv_content_spool *s, const void *data, size_t n, uint64_t *off)
+hv_status hvc_spool_put(hv_content_spool *s, const void *data, size_t n, uint64_t *off)
 {
 	*off = hvc_spool_reserve(s, n);
 	return hvc_spool_write(s, *off, data, n);
 }
 
-int hvc_spool_read(const hv_content_spool *s, uint64_t off, void *buf, size_t n)
+hv_status hvc_spool_read(const hv_content_spool *s, uint64_t off, void *buf, size_t n)
 {
 	char *p = buf;
 	size_t done = 0;
@@ -106,8 +106,8 @@ void hvc_spool_close(hv_content_spool *s)
 	free(s);
 }
 
-hv_status hv_collection_content_read(const hv_collection *c, const hv_output_file *f,
-				     uint64_t off, void *buf, size_t n)
+hv_status hv_collection_content_read(const hv_collection *c, const hv_output_file *f, uint64_t off,
+				     void *buf, size_t n)
 {
 	if (off > f->content_len || n > f->content_len - off ||
 	    (!f->content && !(f->spooled && c->spool)))
