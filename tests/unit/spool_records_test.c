@@ -57,6 +57,9 @@ static int teardown(void **state)
 	return 0;
 }
 
+/* base64 of notes.txt, "hello from the spool\nsecond line\n", as its record has it */
+#define NOTES_CONTENT "\"content\":\"aGVsbG8gZnJvbSB0aGUgc3Bvb2wKc2Vjb25kIGxpbmUK\""
+
 /* The files of f's tree, their contents spooled or in memory (no store: no cache). */
 static hv_collection *collect(const fx *f, bool spool)
 {
@@ -118,8 +121,7 @@ static void test_output_file_spooled(void **state)
 	size_t idx = (size_t)(notes - c->files);
 	assert_int_equal(hv_record_collection_file(j, c, idx, true), HV_OK);
 	got = hv_json_buffer(j, &len);
-	/* base64 of "hello from the spool\nsecond line\n" */
-	assert_non_null(strstr(got, "\"content\":\"aGVsbG8gZnJvbSB0aGUgc3Bvb2wKc2Vjb25kIGxpbmUK\""));
+	assert_non_null(strstr(got, NOTES_CONTENT));
 	hv_json_free(j);
 	hv_collection_free(c);
 
@@ -127,7 +129,7 @@ static void test_output_file_spooled(void **state)
 	assert_int_equal(hv_json_new_buffer(&j, HV_CASE_SNAKE), HV_OK);
 	assert_int_equal(hv_record_output_file(j, file_named(c, "notes.txt"), true), HV_OK);
 	got = hv_json_buffer(j, &len);
-	assert_non_null(strstr(got, "\"content\":\"aGVsbG8gZnJvbSB0aGUgc3Bvb2wKc2Vjb25kIGxpbmUK\""));
+	assert_non_null(strstr(got, NOTES_CONTENT));
 	hv_json_free(j);
 	hv_collection_free(c);
 }
