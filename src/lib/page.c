@@ -1179,7 +1179,10 @@ static hv_status read_spooled(const pw *w, const hv_collection *c, const hv_outp
 	hv_status rc = hv_collection_content_read(c, f, 0, buf, f->content_len);
 	if (rc != HV_OK) {
 		free(buf);
-		return rc;
+		/* The reason names the temporary file: say which artifact's content it was. */
+		char reason[512];
+		snprintf(reason, sizeof(reason), "%s", hv_error_last());
+		return hv_error_set(rc, "%.*s: %s", (int)f->path_len, f->path, reason);
 	}
 	*out = buf;
 	return HV_OK;

@@ -683,8 +683,8 @@ static hv_status batch_flush(hv_store *st, pg_batch *b, const char *tail, const 
 #define PG_CONTENT_PIECE (1u << 20)
 
 /* Whether this session may make the temporary table the pieces go through (the TEMP privilege
- * on the database, which PostgreSQL grants to every role unless it was revoked): 1 yes, 0 no
- * (contents are then sent whole, one at a time), or a failure. */
+ * on the database, which PostgreSQL grants to every role unless it was revoked) in *may (no:
+ * contents are then sent whole, one at a time). HV_OK, or the query's failure. */
 static hv_status pg_may_stream(hv_store *st, bool *may)
 {
 	*may = false;

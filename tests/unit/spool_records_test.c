@@ -230,7 +230,11 @@ static void test_page_spool_unreadable(void **state)
 	assert_int_equal(ftruncate(spool_fd(f), 0), 0);
 	sink s = {0};
 	assert_int_equal(hv_page_write_collection(&run_row, sp, NULL, sink_write, &s), HV_EIO);
-	assert_non_null(strstr(hv_error_last(), "temporary file of the contents"));
+	/* The artifact whose content could not be read, and why. */
+	const char *first = sp->files[0].path;
+	if (strncmp(hv_error_last(), first, strlen(first)) != 0 ||
+	    !strstr(hv_error_last(), ": the temporary file of the contents: "))
+		fail_msg("message: %s", hv_error_last());
 	free(s.p);
 	hv_collection_free(sp);
 }
