@@ -60,7 +60,8 @@ HV_EXTERN hv_status hv_page_write_run(hv_store *st, int64_t run_id, const hv_pag
 /* Writes the page of a run that is described by run (its with_output fields included; its
  * skipped_json and artifacts are not used) and produced the collection c (may be NULL: no
  * files). run->run_id 0 means the run was not recorded: contents too large to embed are then
- * only named. */
+ * only named. Spooled contents (hv_collect_opts.spool_content) are read from c's temporary
+ * file, one file at a time (HV_EIO, the page cut short, when that read fails). */
 HV_EXTERN hv_status hv_page_write_collection(const hv_run_row *run, const hv_collection *c,
 				   const hv_page_opts *o, hv_page_write_fn fn, void *ctx);
 

@@ -47,13 +47,16 @@ HV_EXTERN void hv_record_mime(hv_json *j, const char *path, size_t path_len, con
 /* {"name", "path", "mime_type", "size", "sha256", "content" [, "change"]}: one OutputFile.
  * content is base64, or null when with_content is false or the file has none; sha256 null when
  * empty; change only when known (a collect against a snapshot). One file at a time, so a
- * caller can stream a collection's files out as they come. */
-HV_EXTERN void hv_record_output_file(hv_json *j, const hv_output_file *f, bool with_content);
+ * caller can stream a collection's files out as they come. HV_OK; HV_EUSAGE, with nothing
+ * written, for a spooled file (hv_collect_opts.spool_content) with with_content: its content is
+ * in its collection's temporary file, which hv_record_collection_file reads. */
+HV_EXTERN hv_status hv_record_output_file(hv_json *j, const hv_output_file *f,
+					  bool with_content);
 
 /* File i of c as hv_record_output_file writes it, its content read from c's temporary file
  * when it was spooled (hv_collect_opts.spool_content), in pieces: never the whole of it in
  * memory. HV_OK, or the failure to read it (j then holds an unfinished record: its output is
- * not to be used). hv_record_output_file of a spooled file writes "content": null. */
+ * not to be used). */
 HV_EXTERN hv_status hv_record_collection_file(hv_json *j, const hv_collection *c, size_t i,
 					      bool with_content);
 

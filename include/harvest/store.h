@@ -15,8 +15,8 @@
  * to WAL. A database already in WAL mode is not fully checked at every open (that would cost
  * time in the size of the history): a damaged page is found when a command reads it, and
  * hv_store_prune runs quick_check first. A missing or empty (0-byte) file is a new database (a missing one is
- * built complete under a temporary name beside it, "<path>.init-XXXXXX", and renamed into
- * place, so no process ever sees it half made).
+ * built complete under a temporary name beside it, ".hv.XXXXXX" (10 bytes: a name of
+ * NAME_MAX bytes works too), and renamed into place, so no process ever sees it half made).
  *
  * Paths are file names, never SQLite URIs: ":memory:" (a history that would vanish with the
  * handle) and names starting with "file:" are refused with HV_EUSAGE; "./file:x.db" names
@@ -145,8 +145,9 @@ typedef struct hv_artifact_in {
 	/* Instead of content (NULL): the content_len bytes are read when they are stored, one
 	 * artifact at a time, by read_content(read_ctx, a, off, buf, n) (n bytes from offset off
 	 * into buf; HV_OK or a failure with its message), so a caller need not hold every content
-	 * at once (a collection's spool): the SQLite history reads them in pieces, never a whole
-	 * content; the PostgreSQL one one whole content at a time. NULL: no content, unless
+	 * at once (a collection's spool): both histories read them in pieces, never a whole
+	 * content (the PostgreSQL one through a temporary table of its session; where the role
+	 * may not make one, one whole content at a time). NULL: no content, unless
 	 * content is given. read_key is the reader's own (where the bytes are, for it). */
 	hv_status (*read_content)(void *read_ctx, const struct hv_artifact_in *a, uint64_t off,
 				  void *buf, size_t n);

@@ -39,9 +39,27 @@ void hv_collect_opts_init(hv_collect_opts *opts)
 	opts->max_total_bytes = DEFAULT_MAX_TOTAL_BYTES;
 }
 
+const hv_collect_opts *hvc_opts_or_defaults(const hv_collect_opts *opts,
+					    hv_collect_opts *defaults)
+{
+	if (opts)
+		return opts;
+	hv_collect_opts_init(defaults);
+	return defaults;
+}
+
+hv_status hvc_abs_root(const char *dir, char **root)
+{
+	*root = realpath(dir, NULL);
+	if (*root)
+		return HV_OK;
+	int err = errno;
+	return hv_error_errno(err == ENOENT || err == ENOTDIR ? HV_ENOTDIR : HV_EIO, dir, err);
+}
+
 /* The walk of a collect or a snapshot: default excludes unless include_hidden. */
-int hv_collect_walk_open(hv_walk **w, const char *dir, const hv_collect_opts *o,
-			 hv_walk_sort sort)
+hv_status hv_collect_walk_open(hv_walk **w, const char *dir, const hv_collect_opts *o,
+			       hv_walk_sort sort)
 {
 	size_t n = o->n_excludes + 1;
 	const char **excl = calloc(n, sizeof(*excl));
@@ -88,7 +106,7 @@ static int free_fds(int *limit)
 
 /* HV_OK when the walk has the descriptors it needs below dir, and extra more; *avail gets
  * the free count. */
-int hvc_check_fds(const char *dir, int extra, int *avail)
+hv_status hvc_check_fds(const char *dir, int extra, int *avail)
 {
 	int limit;
 	*avail = free_fds(&limit);
@@ -189,8 +207,8 @@ static int entry_openat(const struct collector *k, int flags)
 	return openat(k->dir_fd, k->name, flags | O_NOFOLLOW | O_CLOEXEC);
 }
 
-static int add_skipped(struct collector *k, const hv_entry *e, const char *reason, bool has_size,
-		       uint64_t size, const char *error)
+static hv_status add_skipped(struct collector *k, const hv_entry *e, const char *reason,
+			     bool has_size, uint64_t size, const char *error)
 {
 	hv_collection *c = k->c;
 	if (c->n_skipped == k->skipped_cap) {
@@ -221,8 +239,9 @@ static int add_skipped(struct collector *k, const hv_entry *e, const char *reaso
 	return HV_OK;
 }
 
-static int add_file(struct collector *k, const hv_entry *e, const char *mime, uint64_t size,
-		    const char *sha, unsigned char *content, size_t content_len, const char *change)
+static hv_status add_file(struct collector *k, const hv_entry *e, const char *mime, uint64_t size,
+			  const char *sha, unsigned char *content, size_t content_len,
+			  const char *change)
 {
 	hv_collection *c = k->c;
 	if (c->n_files == k->files_cap) {
@@ -274,7 +293,7 @@ static void spool_start(struct collector *k, struct hvc_pipe *p)
 
 /* Finishes the head job, in walk order: the limits, the cache, the collection. Returns
  * HV_OK or a fatal status. */
-static int job_finish(struct collector *k, struct hvc_job *j)
+static hv_status job_finish(struct collector *k, struct hvc_job *j)
 {
 	const hv_collect_opts *o = k->o;
 	hv_entry e = {0};
@@ -335,7 +354,7 @@ static int job_finish(struct collector *k, struct hvc_job *j)
 }
 
 /* Finishes the jobs at the head that are done (wait: at least one, waiting for it). */
-static int pipe_drain(struct collector *k, struct hvc_pipe *p, bool wait)
+static hv_status pipe_drain(struct collector *k, struct hvc_pipe *p, bool wait)
 {
 	struct hvc_job *j;
 	while ((j = hvc_pipe_head(p, k->magic, wait)) != NULL) {
@@ -362,7 +381,7 @@ static int pipe_drain(struct collector *k, struct hvc_pipe *p, bool wait)
  * key); else the file is opened relative to its directory, checked with fstat (a file swapped
  * after the walk saw it is never read) and its cached answer looked up. *queued: it is to be
  * read. */
-static int open_job(struct collector *k, const hv_entry *e, struct hvc_job *j, bool *queued)
+static hv_status open_job(struct collector *k, const hv_entry *e, struct hvc_job *j, bool *queued)
 {
 	const hv_collect_opts *o = k->o;
 	if (k->magic_status == 0) {
@@ -441,9 +460,9 @@ static int open_job(struct collector *k, const hv_entry *e, struct hvc_job *j, b
 /* Puts the walker's current entry e into the window: skipped for early_reason (unless NULL),
  * else opened and queued for reading (or decided at once when it cannot be). compare_sha: the
  * snapshot's digest of this racy file, or NULL. */
-static int collect_entry(struct collector *k, struct hvc_pipe *p, const hv_entry *e,
-			 const char *early_reason, const char *error, const char *compare_sha,
-			 const char *change)
+static hv_status collect_entry(struct collector *k, struct hvc_pipe *p, const hv_entry *e,
+			       const char *early_reason, const char *error, const char *compare_sha,
+			       const char *change)
 {
 	const hv_collect_opts *o = k->o;
 	uint64_t size = early_reason ? 0 : e->lst.size;
@@ -530,7 +549,7 @@ struct since {
 	const hv_store *st;
 };
 
-static int since_next(struct since *s, const hv_snapshot_entry **out)
+static hv_status since_next(struct since *s, const hv_snapshot_entry **out)
 {
 	if (s->sn)
 		return hv_snapshot_next(s->sn, out);
@@ -548,7 +567,7 @@ static int since_next(struct since *s, const hv_snapshot_entry **out)
 /* The snapshot's entry x is not a regular file any more: deleted, if it was one (the
  * database's own files are never artifacts, so never deleted ones either; known by name here,
  * as the inode of a file deleted since may be the database's now). */
-static int note_gone(struct collector *k, const struct since *s, const hv_snapshot_entry *x)
+static hv_status note_gone(struct collector *k, const struct since *s, const hv_snapshot_entry *x)
 {
 	if (!S_ISREG(x->st.mode))
 		return HV_OK;
@@ -578,8 +597,8 @@ static int note_gone(struct collector *k, const struct since *s, const hv_snapsh
 /* Advances the cursor to e's path (NULL e: to the end): the matching entry in *match, or
  * NULL. Every entry passed over is one the walk did not see: gone. The walk and the snapshot
  * come in the same order (pre-order, names bytewise), so one pass suffices. */
-static int since_match(struct collector *k, struct since *s, const hv_entry *e,
-		       const hv_snapshot_entry **match)
+static hv_status since_match(struct collector *k, struct since *s, const hv_entry *e,
+			     const hv_snapshot_entry **match)
 {
 	*match = NULL;
 	while (!s->at_end) {
@@ -738,17 +757,13 @@ static hv_status collect_impl(hv_store *st, const char *dir, const hv_collect_op
 	return HV_OK;
 }
 
-static int collect_root(hv_store *st, const char *dir, const hv_collect_opts *opts, char **root)
+static hv_status collect_root(hv_store *st, const char *dir, const hv_collect_opts *opts,
+			      char **root)
 {
 	*root = NULL;
 	if (!st && (opts->since_snapshot > 0 || !opts->no_cache))
 		return hv_error_set(HV_EUSAGE, "collect: a store is needed for --since and the cache");
-	*root = realpath(dir, NULL);
-	if (!*root) {
-		int err = errno;
-		return hv_error_errno(err == ENOENT || err == ENOTDIR ? HV_ENOTDIR : HV_EIO, dir, err);
-	}
-	return HV_OK;
+	return hvc_abs_root(dir, root);
 }
 
 /* The prologue of the collections compared with a state they are given rather than a stored
@@ -757,10 +772,8 @@ static int collect_root(hv_store *st, const char *dir, const hv_collect_opts *op
 static hv_status begin_given_state(hv_store *st, const char *dir, const hv_collect_opts *opts,
 				   hv_collect_opts *o, char **root)
 {
-	if (opts)
-		*o = *opts;
-	else
-		hv_collect_opts_init(o);
+	hv_collect_opts defaults;
+	*o = *hvc_opts_or_defaults(opts, &defaults);
 	o->since_snapshot = 0;
 	int rc = collect_root(st, dir, o, root);
 	if (rc != HV_OK)
@@ -777,10 +790,7 @@ hv_status hv_collect(hv_store *st, const char *dir, const hv_collect_opts *opts,
 {
 	*out = NULL;
 	hv_collect_opts defaults;
-	if (!opts) {
-		hv_collect_opts_init(&defaults);
-		opts = &defaults;
-	}
+	opts = hvc_opts_or_defaults(opts, &defaults);
 	char *root;
 	int rc = collect_root(st, dir, opts, &root);
 	if (rc != HV_OK || !root) /* (never one without the other: for the analyzer) */
@@ -844,7 +854,7 @@ static int open_parent(int root_fd, const char *rel, size_t dir_len)
 }
 
 /* The deleted list of a change set, copied into c. */
-static int copy_deleted(hv_collection *c, const hv_change_set *cs)
+static hv_status copy_deleted(hv_collection *c, const hv_change_set *cs)
 {
 	if (!cs->n_deleted)
 		return HV_OK;

@@ -17,8 +17,8 @@
 /* Opens the walk a collect or a snapshot of dir makes with o: its excludes, and the default
  * ones (names starting with '.', and __pycache__) unless o->include_hidden; its threads and
  * xdev. `harvest mime DIR` walks the same way. */
-int hv_collect_walk_open(hv_walk **w, const char *dir, const hv_collect_opts *o,
-			 hv_walk_sort sort);
+hv_status hv_collect_walk_open(hv_walk **w, const char *dir, const hv_collect_opts *o,
+			       hv_walk_sort sort);
 
 /* ---- Descriptors ----
  *
@@ -123,8 +123,15 @@ struct hvc_pipe {
 };
 
 
-/* collect.c: the descriptors, the warnings, and the database's own files. */
-int hvc_check_fds(const char *dir, int extra, int *avail);
+/* collect.c: the prologue of every collect and snapshot, the descriptors, the warnings, and the
+ * database's own files. */
+/* opts, or when it is NULL the defaults (hv_collect_opts_init), made in *defaults. */
+const hv_collect_opts *hvc_opts_or_defaults(const hv_collect_opts *opts,
+					    hv_collect_opts *defaults);
+/* The absolute path of dir (realpath, malloc'd in *root): HV_ENOTDIR when it is missing or
+ * not a directory, HV_EIO for any other failure, the error naming dir. */
+hv_status hvc_abs_root(const char *dir, char **root);
+hv_status hvc_check_fds(const char *dir, int extra, int *avail);
 void hvc_warn(const hv_collect_opts *o, const char *msg);
 void hvc_db_files_init(struct hvc_db_files *d, const hv_store *st);
 bool hvc_is_db_file(const struct hvc_db_files *d, const hv_stat *s);
@@ -142,13 +149,13 @@ int hvc_pipe_open_fds(struct hvc_pipe *p);
 bool hvc_pipe_full(struct hvc_pipe *p, uint64_t size, bool opens);
 
 /* collect_spool.c: the temporary file of spooled contents (hv_collect_opts.spool_content). */
-int hvc_spool_open(hv_content_spool **out);
+hv_status hvc_spool_open(hv_content_spool **out);
 /* Appends n bytes; *off gets where they start. */
-int hvc_spool_put(hv_content_spool *s, const void *data, size_t n, uint64_t *off);
+hv_status hvc_spool_put(hv_content_spool *s, const void *data, size_t n, uint64_t *off);
 /* A region of n bytes of its own (any thread): its offset. */
 uint64_t hvc_spool_reserve(hv_content_spool *s, uint64_t n);
-int hvc_spool_write(hv_content_spool *s, uint64_t off, const void *data, size_t n);
-int hvc_spool_read(const hv_content_spool *s, uint64_t off, void *buf, size_t n);
+hv_status hvc_spool_write(hv_content_spool *s, uint64_t off, const void *data, size_t n);
+hv_status hvc_spool_read(const hv_content_spool *s, uint64_t off, void *buf, size_t n);
 void hvc_spool_close(hv_content_spool *s);
 
 #endif

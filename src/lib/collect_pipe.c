@@ -14,8 +14,8 @@
 
 /* Reads all of fd (a regular file of expected size) into a new buffer, at most max bytes:
  * HV_OK, HV_WARN when it holds more than max, HV_EIO on a read error. */
-static int read_all(int fd, uint64_t expect, uint64_t max, const char *path, unsigned char **out,
-		    size_t *len)
+static hv_status read_all(int fd, uint64_t expect, uint64_t max, const char *path,
+			  unsigned char **out, size_t *len)
 {
 	size_t cap = (size_t)(expect < max ? expect : max) + 1;
 	unsigned char *buf = malloc(cap);
@@ -69,8 +69,8 @@ struct spooled {
 };
 
 /* Copies the n bytes at from to at, within the spool (a region that grew too small). */
-static int spool_move(hv_content_spool *s, uint64_t from, uint64_t to, uint64_t n,
-		      unsigned char *piece)
+static hv_status spool_move(hv_content_spool *s, uint64_t from, uint64_t to, uint64_t n,
+			    unsigned char *piece)
 {
 	for (uint64_t done = 0; done < n;) {
 		size_t k = n - done < SPOOL_PIECE ? (size_t)(n - done) : SPOOL_PIECE;
@@ -88,8 +88,8 @@ static int spool_move(hv_content_spool *s, uint64_t from, uint64_t to, uint64_t 
  * bytes, in pieces: the content is never whole in memory. Keeps its first head_max bytes in
  * out->head and its SHA-256 in sha. HV_OK, HV_WARN when it holds more than max, HV_EIO on a
  * read or spool error, HV_ENOMEM. */
-static int read_to_spool(hv_content_spool *s, int fd, uint64_t expect, uint64_t max,
-			 size_t head_max, const char *path, struct spooled *out, char sha[65])
+static hv_status read_to_spool(hv_content_spool *s, int fd, uint64_t expect, uint64_t max,
+			       size_t head_max, const char *path, struct spooled *out, char sha[65])
 {
 	memset(out, 0, sizeof(*out));
 	uint64_t room = expect < max ? expect : max;

@@ -13,11 +13,11 @@
 #include <unistd.h>
 
 /* Where a snapshot walk puts each entry: the store's writer or memory. */
-typedef int (*snap_add_fn)(void *ctx, const hv_entry *e, const char *sha);
+typedef hv_status (*snap_add_fn)(void *ctx, const hv_entry *e, const char *sha);
 
 /* The walk of a snapshot taken at time at (ns): each entry, with its SHA-256 when racy. */
-static int snapshot_walk(const char *root, const hv_collect_opts *opts, int64_t at,
-			 hv_walk_sort sort, snap_add_fn add, void *ctx, uint64_t *entries)
+static hv_status snapshot_walk(const char *root, const hv_collect_opts *opts, int64_t at,
+			       hv_walk_sort sort, snap_add_fn add, void *ctx, uint64_t *entries)
 {
 	hv_walk *w;
 	int rc = hv_collect_walk_open(&w, root, opts, sort);
@@ -60,20 +60,18 @@ static int snapshot_walk(const char *root, const hv_collect_opts *opts, int64_t 
 	return rc == HV_DONE ? HV_OK : rc;
 }
 
-static int writer_add(void *ctx, const hv_entry *e, const char *sha)
+static hv_status writer_add(void *ctx, const hv_entry *e, const char *sha)
 {
 	return hv_snapshot_writer_add(ctx, e->path, e->path_len, &e->lst, sha);
 }
 
-static int snapshot_prepare(const char *dir, char **root)
+static hv_status snapshot_prepare(const char *dir, char **root)
 {
-	*root = realpath(dir, NULL);
-	if (!*root) {
-		int err = errno;
-		return hv_error_errno(err == ENOENT || err == ENOTDIR ? HV_ENOTDIR : HV_EIO, dir, err);
-	}
+	int rc = hvc_abs_root(dir, root);
+	if (rc != HV_OK)
+		return rc;
 	int avail;
-	int rc = hvc_check_fds(dir, 0, &avail);
+	rc = hvc_check_fds(dir, 0, &avail);
 	if (rc != HV_OK) {
 		free(*root);
 		*root = NULL;
@@ -81,16 +79,13 @@ static int snapshot_prepare(const char *dir, char **root)
 	return rc;
 }
 
-hv_status hv_snapshot_take(hv_store *st, const char *dir, const hv_collect_opts *opts,
-			   int64_t *id, uint64_t *entries, char **root_out)
+hv_status hv_snapshot_take(hv_store *st, const char *dir, const hv_collect_opts *opts, int64_t *id,
+			   uint64_t *entries, char **root_out)
 {
 	if (root_out)
 		*root_out = NULL;
 	hv_collect_opts defaults;
-	if (!opts) {
-		hv_collect_opts_init(&defaults);
-		opts = &defaults;
-	}
+	opts = hvc_opts_or_defaults(opts, &defaults);
 	char *root;
 	int rc = snapshot_prepare(dir, &root);
 	if (rc != HV_OK)
@@ -129,7 +124,7 @@ hv_status hv_snapshot_take(hv_store *st, const char *dir, const hv_collect_opts 
 	return HV_OK;
 }
 
-static int mem_add(void *ctx, const hv_entry *e, const char *sha)
+static hv_status mem_add(void *ctx, const hv_entry *e, const char *sha)
 {
 	hv_mem_snapshot *m = ctx;
 	/* The database's own files are never artifacts: not there to compare against either. */
@@ -171,10 +166,7 @@ hv_status hv_snapshot_take_mem(hv_store *st, const char *dir, const hv_collect_o
 {
 	*out = NULL;
 	hv_collect_opts defaults;
-	if (!opts) {
-		hv_collect_opts_init(&defaults);
-		opts = &defaults;
-	}
+	opts = hvc_opts_or_defaults(opts, &defaults);
 	hv_mem_snapshot *m = calloc(1, sizeof(*m));
 	if (!m)
 		return hv_error_set(HV_ENOMEM, "out of memory");

@@ -5,10 +5,10 @@
 #include "harvest/collect.h"
 #include "collect_internal.h"
 #include "internal.h"
+#include "temp_name.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -25,19 +25,16 @@ static int unnamed_file(const char *dir)
 	int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
 	if (fd >= 0)
 		return fd;
-	char *tmpl = NULL;
-	if (asprintf(&tmpl, "%s/harvest-spool.XXXXXX", dir) < 0) {
-		errno = ENOMEM;
-		return -1;
-	}
-	fd = mkostemp(tmpl, O_CLOEXEC);
+	/* the one temporary name of temp_name.h, for the moment before the unlink */
+	char *tmp = NULL;
+	fd = hv_temp_create_in(dir, &tmp, O_RDWR, 0600);
 	if (fd >= 0)
-		unlink(tmpl);
-	free(tmpl);
+		unlink(tmp);
+	free(tmp);
 	return fd;
 }
 
-int hvc_spool_open(hv_content_spool **out)
+hv_status hvc_spool_open(hv_content_spool **out)
 {
 	*out = NULL;
 	const char *dir = getenv("TMPDIR");
@@ -63,7 +60,7 @@ uint64_t hvc_spool_reserve(hv_content_spool *s, uint64_t n)
 	return __atomic_fetch_add(&s->size, n, __ATOMIC_RELAXED);
 }
 
-int hvc_spool_write(hv_content_spool *s, uint64_t off, const void *data, size_t n)
+hv_status hvc_spool_write(hv_content_spool *s, uint64_t off, const void *data, size_t n)
 {
 	const char *p = data;
 	size_t done = 0;
@@ -79,13 +76,13 @@ int hvc_spool_write(hv_content_spool *s, uint64_t off, const void *data, size_t 
 	return HV_OK;
 }
 
-int hvc_spool_put(hv_content_spool *s, const void *data, size_t n, uint64_t *off)
+hv_status hvc_spool_put(hv_content_spool *s, const void *data, size_t n, uint64_t *off)
 {
 	*off = hvc_spool_reserve(s, n);
 	return hvc_spool_write(s, *off, data, n);
 }
 
-int hvc_spool_read(const hv_content_spool *s, uint64_t off, void *buf, size_t n)
+hv_status hvc_spool_read(const hv_content_spool *s, uint64_t off, void *buf, size_t n)
 {
 	char *p = buf;
 	size_t done = 0;
@@ -109,8 +106,8 @@ void hvc_spool_close(hv_content_spool *s)
 	free(s);
 }
 
-hv_status hv_collection_content_read(const hv_collection *c, const hv_output_file *f,
-				     uint64_t off, void *buf, size_t n)
+hv_status hv_collection_content_read(const hv_collection *c, const hv_output_file *f, uint64_t off,
+				     void *buf, size_t n)
 {
 	if (off > f->content_len || n > f->content_len - off ||
 	    (!f->content && !(f->spooled && c->spool)))

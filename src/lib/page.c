@@ -1158,6 +1158,36 @@ int hv_page_write_file(void *file, const void *data, size_t len)
 	return 0;
 }
 
+/* f's content when it is in c's temporary file (hv_collect_opts.spool_content): read for the
+ * page one file at a time (malloc'd in *out), unless the page will only name it (too large to
+ * embed: *out stays NULL). *spooled says whether f is spooled at all. HV_OK, or the read's
+ * failure. */
+static hv_status read_spooled(const pw *w, const hv_collection *c, const hv_output_file *f,
+			      unsigned char **out, bool *spooled)
+{
+	*out = NULL;
+	*spooled = !f->content && f->spooled && c->spool;
+	if (!*spooled)
+		return HV_OK;
+	char sep = ',';
+	view v = view_of(f->mime_type, f->name, f->name_len, &sep);
+	if ((v == V_IMAGE || v == V_DOWNLOAD) && f->content_len > w->embed_max)
+		return HV_OK;
+	unsigned char *buf = malloc(f->content_len ? f->content_len : 1);
+	if (!buf)
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	hv_status rc = hv_collection_content_read(c, f, 0, buf, f->content_len);
+	if (rc != HV_OK) {
+		free(buf);
+		/* The reason names the temporary file: say which artifact's content it was. */
+		char reason[512];
+		snprintf(reason, sizeof(reason), "%s", hv_error_last());
+		return hv_error_set(rc, "%.*s: %s", (int)f->path_len, f->path, reason);
+	}
+	*out = buf;
+	return HV_OK;
+}
+
 hv_status hv_page_write_collection(const hv_run_row *run, const hv_collection *c,
 				   const hv_page_opts *o, hv_page_write_fn fn, void *ctx)
 {
@@ -1173,8 +1203,14 @@ hv_status hv_page_write_collection(const hv_run_row *run, const hv_collection *c
 	page_head(w, run, o, n);
 	page_outputs(w, run);
 	page_artifacts_title(w, n);
-	for (size_t i = 0; i < n; i++) {
+	hv_status rc = HV_OK;
+	for (size_t i = 0; i < n && rc == HV_OK; i++) {
 		const hv_output_file *f = &c->files[i];
+		unsigned char *read = NULL;
+		bool spooled;
+		rc = read_spooled(w, c, f, &read, &spooled);
+		if (rc != HV_OK)
+			break;
 		hv_artifact_row a = {
 			.run_id = run->run_id,
 			.path = f->path,
@@ -1190,7 +1226,18 @@ hv_status hv_page_write_collection(const hv_run_row *run, const hv_collection *c
 		};
 		if (f->content && f->content_len == 0)
 			a.content = "";
+		if (spooled) {
+			/* (not read when only its length is shown: "" stands for it, as for an
+			 * empty content) */
+			a.content_stored = true;
+			a.content = read ? (const void *)read : (const void *)"";
+		}
 		page_artifact(w, &a);
+		free(read);
+	}
+	if (rc != HV_OK) {
+		free(w);
+		return rc;
 	}
 	if (c && c->n_skipped) {
 		char *sk = hv_collection_skipped_json(c, HV_CASE_SNAKE);

@@ -120,9 +120,17 @@ static hv_status output_file(hv_json *j, const hv_collection *c, const hv_output
 	return HV_OK;
 }
 
-void hv_record_output_file(hv_json *j, const hv_output_file *f, bool with_content)
+hv_status hv_record_output_file(hv_json *j, const hv_output_file *f, bool with_content)
 {
-	output_file(j, NULL, f, with_content);
+	/* A spooled content is in its collection's temporary file, which f alone does not reach:
+	 * refused before anything is written, rather than written as "content": null (a file
+	 * that looks as if it had none). */
+	if (with_content && f->spooled && !f->content)
+		return hv_error_set(HV_EUSAGE,
+				    "%.*s: the content is in the collection's temporary file"
+				    " (spool_content): write it with hv_record_collection_file",
+				    (int)f->path_len, f->path);
+	return output_file(j, NULL, f, with_content);
 }
 
 hv_status hv_record_collection_file(hv_json *j, const hv_collection *c, size_t i,
@@ -550,7 +558,9 @@ hv_status hv_record_history_result(hv_json *j, hv_store *st, int64_t run_id, boo
 		while ((rc = hv_artifact_iter_next(ai, &a)) == HV_OK) {
 			hv_output_file of;
 			output_file_of_row(a, &of);
-			hv_record_output_file(j, &of, with_content);
+			rc = output_file(j, NULL, &of, with_content); /* (in memory: cannot fail) */
+			if (rc != HV_OK)
+				break;
 		}
 		if (rc == HV_DONE)
 			rc = HV_OK;

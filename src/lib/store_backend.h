@@ -63,6 +63,12 @@ hv_status hvst_verify_content(const void *p, size_t n, const char *sha, const ch
  * and checked against sha (HV_EUSAGE when they do not match it). *p NULL: a has none. */
 hv_status hvst_artifact_bytes(const hv_artifact_in *a, const char *sha, const void **p,
 			      void **owned);
+/* a's content read through a->read_content in pieces of at most cap bytes, each handed to
+ * put(ctx, piece, n) in order, its SHA-256 checked against sha as it goes (HV_EUSAGE when the
+ * whole does not match: the caller then undoes what put did). One piece in memory, whatever
+ * the content's size. HV_OK, or the first failure of the read, of put or of the check. */
+hv_status hvst_artifact_pieces(const hv_artifact_in *a, const char *sha, size_t cap,
+			       hv_status (*put)(void *ctx, const void *piece, size_t n), void *ctx);
 /* This machine's host name ("" when unknown) into buf. */
 void hvst_hostname(char *buf, size_t cap);
 

@@ -47,22 +47,6 @@ static char *split_dir(const char *path, const char **base)
 	return strndup(path, (size_t)(slash - path));
 }
 
-/* A new temporary file in dirfd, under the short temporary name of temp_name.h (so it fits
- * wherever a name of NAME_MAX bytes fits). Its name in name; created with mode (less the
- * umask). */
-static int make_temp(int dirfd, char name[HV_TEMP_NAME_LEN + 1], mode_t mode)
-{
-	for (unsigned attempt = 0; attempt < 100; attempt++) {
-		hv_temp_name(name, attempt);
-		int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-				mode);
-		if (fd >= 0 || errno != EEXIST)
-			return fd;
-	}
-	errno = EEXIST;
-	return -1;
-}
-
 /* An output being written: into a temporary file of the destination's directory that commit
  * renames into place, or into what the destination already is (a device, a FIFO, a shared
  * regular file). */
@@ -174,7 +158,9 @@ static hv_status out_open(hv_file_out **out, const char *path, int flags)
 			o->replace = exists;
 			o->mode = exists ? sb.st_mode & 07777 : 0;
 			o->regular = true;
-			o->fd = make_temp(o->dirfd, o->tmp, exists ? 0600 : 0666);
+			/* the short temporary name of temp_name.h: it fits wherever a name of
+			 * NAME_MAX bytes fits */
+			o->fd = hv_temp_create_at(o->dirfd, o->tmp, O_WRONLY, exists ? 0600 : 0666);
 			if (o->fd < 0) {
 				o->tmp[0] = '\0';
 				rc = fail(path, errno);

@@ -318,6 +318,46 @@ hv_status hvst_artifact_bytes(const hv_artifact_in *a, const char *sha, const vo
 	return HV_OK;
 }
 
+hv_status hvst_artifact_pieces(const hv_artifact_in *a, const char *sha, size_t cap,
+			       hv_status (*put)(void *ctx, const void *piece, size_t n), void *ctx)
+{
+	unsigned char *piece = malloc(cap ? cap : 1);
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	if (!piece || !md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) {
+		EVP_MD_CTX_free(md);
+		free(piece);
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	}
+	hv_status rc = HV_OK;
+	for (size_t off = 0; rc == HV_OK && off < a->content_len;) {
+		size_t n = a->content_len - off < cap ? a->content_len - off : cap;
+		rc = a->read_content(a->read_ctx, a, off, piece, n);
+		if (rc == HV_OK) {
+			EVP_DigestUpdate(md, piece, n);
+			rc = put(ctx, piece, n);
+		}
+		off += n;
+	}
+	unsigned char d[EVP_MAX_MD_SIZE];
+	unsigned dlen = 0;
+	if (rc == HV_OK && (EVP_DigestFinal_ex(md, d, &dlen) != 1 || dlen != 32))
+		rc = hv_error_set(HV_EIO, "%.*s: SHA-256 failed", (int)a->path_len, a->path);
+	if (rc == HV_OK) {
+		static const char digits[] = "0123456789abcdef";
+		char hex[65];
+		for (unsigned i = 0; i < 32; i++) {
+			hex[2 * i] = digits[d[i] >> 4];
+			hex[2 * i + 1] = digits[d[i] & 15];
+		}
+		if (memcmp(hex, sha, 64) != 0)
+			rc = hv_error_set(HV_EUSAGE, "%.*s: the content does not match its SHA-256",
+					  (int)a->path_len, a->path);
+	}
+	EVP_MD_CTX_free(md);
+	free(piece);
+	return rc;
+}
+
 /* Inside the transaction: the run exists and has not finished. */
 static hv_status check_run_open(hv_store *st, int64_t run_id)
 {
@@ -386,6 +426,23 @@ static hv_status record_end(hv_store *st, int64_t run_id, const hv_run_end *e)
 /* The pieces a content read through read_content is stored in. */
 #define CONTENT_PIECE (256u << 10)
 
+/* Where store_read_content's pieces go: the blob, at the offset reached so far. */
+struct blob_put {
+	hv_store *st;
+	sqlite3_blob *blob;
+	size_t off;
+};
+
+static hv_status blob_put_piece(void *ctx, const void *piece, size_t n)
+{
+	struct blob_put *bp = ctx;
+	int src = sqlite3_blob_write(bp->blob, piece, (int)n, (int)bp->off);
+	if (src != SQLITE_OK)
+		return hvst_db_error(bp->st, src, "cannot store a content");
+	bp->off += n;
+	return HV_OK;
+}
+
 /* Stores a content read through a->read_content piece by piece (SQLite's incremental blob
  * I/O into a zeroblob of its size), checking its SHA-256 as it goes: a content of any size
  * costs one piece of memory. One already stored is not read at all. */
@@ -414,50 +471,11 @@ static hv_status store_read_content(hv_store *st, const hv_artifact_in *a, const
 		sqlite3_blob_close(blob);
 		return hvst_db_error(st, src, "cannot store a content");
 	}
-	unsigned char *piece = malloc(CONTENT_PIECE);
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	if (!piece || !ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
-		EVP_MD_CTX_free(ctx);
-		free(piece);
-		if (blob)
-			sqlite3_blob_close(blob);
-		return hv_error_set(HV_ENOMEM, "out of memory");
-	}
-	int rc = HV_OK;
-	for (size_t off = 0; rc == HV_OK && off < a->content_len;) {
-		size_t n = a->content_len - off < CONTENT_PIECE ? a->content_len - off : CONTENT_PIECE;
-		rc = a->read_content(a->read_ctx, a, off, piece, n);
-		if (rc != HV_OK)
-			break;
-		EVP_DigestUpdate(ctx, piece, n);
-		src = sqlite3_blob_write(blob, piece, (int)n, (int)off);
-		if (src != SQLITE_OK)
-			rc = hvst_db_error(st, src, "cannot store a content");
-		off += n;
-	}
+	struct blob_put bp = {.st = st, .blob = blob};
+	int rc = hvst_artifact_pieces(a, sha, CONTENT_PIECE, blob_put_piece, &bp);
 	src = blob ? sqlite3_blob_close(blob) : SQLITE_OK;
 	if (rc == HV_OK && src != SQLITE_OK)
 		rc = hvst_db_error(st, src, "cannot store a content");
-	if (rc == HV_OK) {
-		unsigned char md[EVP_MAX_MD_SIZE];
-		unsigned mdlen = 0;
-		char hex[65];
-		static const char digits[] = "0123456789abcdef";
-		if (EVP_DigestFinal_ex(ctx, md, &mdlen) != 1 || mdlen != 32) {
-			rc = hv_error_set(HV_EIO, "%.*s: SHA-256 failed", (int)a->path_len, a->path);
-		} else {
-			for (unsigned i = 0; i < 32; i++) {
-				hex[2 * i] = digits[md[i] >> 4];
-				hex[2 * i + 1] = digits[md[i] & 15];
-			}
-			if (memcmp(hex, sha, 64) != 0)
-				rc = hv_error_set(HV_EUSAGE,
-						  "%.*s: the content does not match its SHA-256",
-						  (int)a->path_len, a->path);
-		}
-	}
-	EVP_MD_CTX_free(ctx);
-	free(piece);
 	return rc; /* (on a failure the caller rolls the transaction back, the row with it) */
 }
 

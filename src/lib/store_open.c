@@ -11,6 +11,7 @@
  * keep newer header fields (user_version) in its -wal file only: those are checked again
  * through SQLite. */
 #include "store_internal.h"
+#include "temp_name.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -446,19 +447,20 @@ static hv_status create_database(hv_store *st)
 	char *target = creation_path(st->path, &rc);
 	if (!target)
 		return rc;
-	size_t n = strlen(target);
-	char *tmp = malloc(n + 16);
-	if (!tmp) {
-		free(target);
-		return hv_error_set(HV_ENOMEM, "out of memory");
-	}
-	memcpy(tmp, target, n);
-	memcpy(tmp + n, ".init-XXXXXX", 13);
-	int fd = mkostemp(tmp, O_CLOEXEC);
+	/* In the directory the database goes to (the rename must not cross file systems), under
+	 * the one temporary name of temp_name.h: 10 bytes, so a database name of NAME_MAX bytes
+	 * can be made too (a "<name>.init-XXXXXX" could not). */
+	const char *slash = strrchr(target, '/');
+	char *dir = !slash ? strdup(".")
+		    : slash == target ? strdup("/")
+				      : strndup(target, (size_t)(slash - target));
+	char *tmp = NULL;
+	int fd = dir ? hv_temp_create_in(dir, &tmp, O_RDWR, 0600) : -1;
+	int err = dir ? errno : ENOMEM;
+	free(dir);
 	if (fd < 0) {
 		rc = hv_error_set(HV_EDB, "%s: cannot create the database: %s", st->path,
-				  strerror(errno));
-		free(tmp);
+				  strerror(err));
 		free(target);
 		return rc;
 	}

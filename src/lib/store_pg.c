@@ -679,6 +679,81 @@ static hv_status batch_flush(hv_store *st, pg_batch *b, const char *tail, const 
 	return rc;
 }
 
+/* The pieces a content read through read_content is sent in: one statement each. */
+#define PG_CONTENT_PIECE (1u << 20)
+
+/* Whether this session may make the temporary table the pieces go through (the TEMP privilege
+ * on the database, which PostgreSQL grants to every role unless it was revoked) in *may (no:
+ * contents are then sent whole, one at a time). HV_OK, or the query's failure. */
+static hv_status pg_may_stream(hv_store *st, bool *may)
+{
+	*may = false;
+	PGresult *r = pg_run(st, "SELECT has_database_privilege(current_database(), 'TEMP')", NULL,
+			     "cannot store a content");
+	if (!r)
+		return hv_error_last_status();
+	*may = PQntuples(r) == 1 && PQgetlength(r, 0, 0) == 1 && PQgetvalue(r, 0, 0)[0] == 1;
+	PQclear(r);
+	return HV_OK;
+}
+
+struct pg_piece_put {
+	hv_store *st;
+	int64_t seq;
+};
+
+static hv_status pg_put_piece(void *ctx, const void *piece, size_t n)
+{
+	struct pg_piece_put *pp = ctx;
+	pgp p = {0};
+	p_int(&p, pp->seq++);
+	p_bytes(&p, piece, n);
+	return pg_exec(pp->st,
+		       "INSERT INTO pg_temp.harvest_content_pieces(seq, bytes)"
+		       " VALUES ($1::bigint, $2::bytea)",
+		       &p, "cannot store a content");
+}
+
+/* Stores a content read through a->read_content piece by piece, as the SQLite history does:
+ * each piece goes into a temporary table of this session as it is read (its SHA-256 checked as
+ * it goes), and the server joins them into the content's row in one statement, so a content
+ * of any size costs one piece of this process's memory. One already stored is not read. */
+static hv_status pg_store_pieces(hv_store *st, const hv_artifact_in *a, const char *sha)
+{
+	pgp p = {0};
+	p_text(&p, sha);
+	PGresult *r = pg_run(st, "SELECT 1 FROM harvest.contents WHERE sha256 = $1::text", &p,
+			     "cannot store a content");
+	if (!r)
+		return hv_error_last_status();
+	bool stored = PQntuples(r) > 0;
+	PQclear(r);
+	if (stored)
+		return HV_OK;
+	/* Dropped at the end of the transaction, whichever way it ends: nothing outlives it. */
+	hv_status rc = pg_exec(st,
+			       "CREATE TEMP TABLE IF NOT EXISTS harvest_content_pieces"
+			       " (seq bigint PRIMARY KEY, bytes bytea NOT NULL) ON COMMIT DROP",
+			       NULL, "cannot store a content");
+	struct pg_piece_put pp = {.st = st};
+	if (rc == HV_OK)
+		rc = hvst_artifact_pieces(a, sha, PG_CONTENT_PIECE, pg_put_piece, &pp);
+	if (rc != HV_OK)
+		return rc; /* (the caller rolls the transaction back, the pieces with it) */
+	/* A writer that stored the same content meanwhile wins, as with ON CONFLICT below in
+	 * pg_record_artifacts; the pieces are deleted in the same statement, for the next one. */
+	pgp q = {0};
+	p_text(&q, sha);
+	p_int(&q, (int64_t)a->content_len);
+	return pg_exec(st,
+		       "WITH p AS (DELETE FROM pg_temp.harvest_content_pieces RETURNING seq, bytes)"
+		       " INSERT INTO harvest.contents(sha256, size, bytes)"
+		       " SELECT $1::text, $2::bigint,"
+		       " coalesce(string_agg(bytes, ''::bytea ORDER BY seq), ''::bytea) FROM p"
+		       " ON CONFLICT (sha256) DO NOTHING",
+		       &q, "cannot store a content");
+}
+
 /* recorded: each artifact's recording time (NULL: now). */
 static hv_status pg_record_artifacts(hv_store *st, int64_t run_id, const hv_artifact_in *a,
 				     size_t n, char (*shas)[65], const int64_t *recorded)
@@ -688,6 +763,7 @@ static hv_status pg_record_artifacts(hv_store *st, int64_t run_id, const hv_arti
 					    "text", "bigint", "boolean", "text"};
 	pg_batch b;
 	int rc = batch_init(&b, PG_BATCH_ROWS * 9);
+	int may_stream = -1; /* asked when a content is first read: -1 not yet */
 	/* Contents first, deduplicated (a digest already stored, by this run or any other, is
 	 * left as it is). */
 	for (size_t i = 0; rc == HV_OK && i < n; i++) {
@@ -695,11 +771,22 @@ static hv_status pg_record_artifacts(hv_store *st, int64_t run_id, const hv_arti
 			continue;
 		const void *bytes;
 		void *owned = NULL;
-		/* A content read for the occasion goes in a statement of its own, and is freed
-		 * once sent: one at a time, however many the run has. */
-		if (!a[i].content)
+		/* A content read for the occasion goes in statements of its own: in pieces where
+		 * the session may make a temporary table, else whole and freed once sent (one at a
+		 * time, however many the run has). */
+		if (!a[i].content) {
 			rc = batch_flush(st, &b, " ON CONFLICT (sha256) DO NOTHING",
 					 "cannot store a content");
+			if (rc == HV_OK && may_stream < 0) {
+				bool may;
+				rc = pg_may_stream(st, &may);
+				may_stream = may;
+			}
+			if (rc == HV_OK && may_stream) {
+				rc = pg_store_pieces(st, &a[i], shas[i]);
+				continue;
+			}
+		}
 		if (rc == HV_OK)
 			rc = hvst_artifact_bytes(&a[i], shas[i], &bytes, &owned);
 		if (rc != HV_OK)

@@ -1,12 +1,18 @@
 /* The temporary name of a file harvest writes before putting it in place (put's fallback when
- * O_TMPFILE cannot be named, history get -o, archive -o): one spelling, so a user, a test or
- * a cleanup script that looks for what a killed harvest left behind looks for one pattern. */
+ * O_TMPFILE cannot be named, history get -o, archive -o, a new database before its rename into
+ * place) or only needs for a moment (the collector's spool where O_TMPFILE is missing): one
+ * spelling, so a user, a test or a cleanup script that looks for what a killed harvest left
+ * behind looks for one pattern. */
 #ifndef HARVEST_TEMP_NAME_H
 #define HARVEST_TEMP_NAME_H
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,6 +47,59 @@ static inline void hv_temp_name(char out[HV_TEMP_NAME_LEN + 1], unsigned attempt
 	for (size_t i = 0; i < sizeof(r); i++)
 		out[HV_TEMP_PREFIX_LEN + i] = chars[r[i] & 63];
 	out[HV_TEMP_NAME_LEN] = '\0';
+}
+
+/* How many names hv_temp_create_at draws before it gives up with EEXIST: a directory that
+ * full of temporary files is a fault to report, not to loop on. */
+#define HV_TEMP_ATTEMPTS 100
+
+/* Creates a new file under a fresh temporary name in dirfd (AT_FDCWD: the current directory),
+ * opened with flags (O_WRONLY or O_RDWR, and any more) and O_CREAT | O_EXCL | O_NOFOLLOW |
+ * O_CLOEXEC, mode less the umask; draws another name while one is taken. Its name in name.
+ * The descriptor, or -1 with errno set (and name undefined). */
+static inline int hv_temp_create_at(int dirfd, char name[HV_TEMP_NAME_LEN + 1], int flags,
+				    mode_t mode)
+{
+	for (unsigned attempt = 0; attempt < HV_TEMP_ATTEMPTS; attempt++) {
+		hv_temp_name(name, attempt);
+		int fd = openat(dirfd, name, flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+				mode);
+		if (fd >= 0 || errno != EEXIST)
+			return fd;
+	}
+	errno = EEXIST;
+	return -1;
+}
+
+/* hv_temp_create_at for a directory given by its path: the file is dir/.hv.XXXXXX, its path
+ * malloc'd in *path (the caller frees it; NULL on failure). -1 with errno set. */
+static inline int hv_temp_create_in(const char *dir, char **path, int flags, mode_t mode)
+{
+	*path = NULL;
+	size_t n = strlen(dir);
+	char *p = malloc(n + 1 + HV_TEMP_NAME_LEN + 1);
+	if (!p) {
+		errno = ENOMEM;
+		return -1;
+	}
+	int fd = -1;
+	int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		memcpy(p, dir, n);
+		p[n] = '/';
+		fd = hv_temp_create_at(dfd, p + n + 1, flags, mode);
+		int err = errno;
+		close(dfd);
+		errno = err;
+	}
+	if (fd < 0) {
+		int err = errno;
+		free(p);
+		errno = err;
+		return -1;
+	}
+	*path = p;
+	return fd;
 }
 
 #endif
