@@ -563,7 +563,7 @@ static int wait_answer(hvm_worker *w, size_t *n)
 			 (worker_clock(w, &cpu0) || worker_cpu(w->pid, &st0, &cpu0));
 	for (;;) {
 		int64_t left = deadline - now_ms();
-		if (left < 0) {
+		if (left <= 0) {
 			char st = 0;
 			int64_t cpu = 0, clock_cpu = 0;
 			if (have_cpu0 && deadline < start + 6 * limit && worker_cpu(w->pid, &st, &cpu) &&
@@ -580,7 +580,7 @@ static int wait_answer(hvm_worker *w, size_t *n)
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r == 0)
-			return 0;
+			continue; /* the deadline: extended above if the worker only waited for a core */
 		if (r < 0)
 			return -1;
 		ssize_t got = recv(w->sock, w->msg, w->msg_cap, MSG_DONTWAIT);
