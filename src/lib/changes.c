@@ -96,6 +96,11 @@ struct tid_state {
 	size_t pending_idx, pending_count;
 	uint32_t count_obj; /* the thread's last event, when a kept link count: its file */
 	size_t count_idx;
+	/* The same for a rename that was dropped (kept aside in maybe, by seq + 1). */
+	uint64_t mrename;
+	uint64_t mpending;
+	uint32_t mpending_obj;
+	size_t mpending_count;
 };
 
 struct mnt {
@@ -144,6 +149,8 @@ struct hv_changes {
 	 * since by a rename still queued. That rename takes them back. */
 	struct ev *maybe;
 	size_t n_maybe, cap_maybe;
+	const char *why;  /* why the result failed for want of a state before the run */
+	bool best_effort; /* hv_changes_result_since(): what the events tell, nothing refused */
 };
 
 static int64_t coarse_now_ns(void)
@@ -291,6 +298,8 @@ static int mount_fd(const hv_changes *c, uint64_t fsid)
 			return c->mnts[i].fd;
 	return -1;
 }
+
+static const char *name_at(const hv_changes *c, uint32_t off);
 
 /* ---- handles ---- */
 
@@ -624,8 +633,10 @@ static bool node_abspath(const hv_changes *c, uint32_t id, char *buf)
 static bool below_followed(const hv_changes *c, uint32_t id, uint32_t only)
 {
 	char p[PATH_BUF], q[PATH_BUF];
+	/* Deleted since it was placed outside (a tree being removed): it may have been below
+	 * one, and keeping its events costs little. */
 	if (!node_abspath(c, id, p))
-		return false;
+		return true;
 	for (size_t i = 0; i < c->n_followed; i++) {
 		uint32_t f = only ? only : c->followed[i];
 		if (node_abspath(c, f, q) && below(p, q, strlen(q)))
@@ -656,6 +667,8 @@ static hv_status ev_push(hv_changes *c, struct ev **v, size_t *n, size_t *cap,
 /* A directory of root moved out of it: its events are kept from now on, and those dropped
  * since the queue was last empty that are below it now are taken back (read after it had
  * moved, they may be of when it was still in root). Their order is their seq. */
+static bool dir_relevant(hv_changes *c, uint32_t d);
+
 static void follow(hv_changes *c, uint32_t obj)
 {
 	if (c->n_followed == c->cap_followed) {
@@ -669,30 +682,21 @@ static void follow(hv_changes *c, uint32_t obj)
 		c->cap_followed = cap;
 	}
 	c->followed[c->n_followed++] = obj;
+	/* What was placed outside may have been placed from a directory read late (this one,
+	 * still in root when its events happened, or one made in it, placed by one step up):
+	 * everything outside is placed again when next seen. */
+	for (size_t i = 0; i < c->n_nodes; i++)
+		if (c->nodes[i].where == W_OUT)
+			c->nodes[i].where = W_UNSEEN;
 	c->nodes[obj - 1].where = W_IN;
 	size_t kept = 0;
 	for (size_t i = 0; i < c->n_maybe; i++) {
 		struct ev *m = &c->maybe[i];
-		bool back = false;
-		for (int k = 0; k < 2 && !back; k++) {
-			uint32_t d = k ? m->dir2 : m->dir;
-			if (!d)
-				continue;
-			struct node *n = &c->nodes[d - 1];
-			if (n->where != W_OUT || below_followed(c, d, obj)) {
-				n->where = W_IN;
-				back = true;
-			}
-		}
+		bool back = dir_relevant(c, m->dir);
+		back = dir_relevant(c, m->dir2) || back;
 		if (!back) {
 			c->maybe[kept++] = *m;
 			continue;
-		}
-		/* Read late, the thread's order of its rename over a file and the replaced file's
-		 * count is lost: it may have replaced something. */
-		if (m->mask & FAN_RENAME) {
-			m->over = true;
-			m->over_obj = 0;
 		}
 		if (ev_push(c, &c->evs, &c->n_evs, &c->cap_evs, m) != HV_OK)
 			return;
@@ -747,6 +751,14 @@ static struct tid_state *tid_get(hv_changes *c, int32_t tid)
 }
 
 /* Follows each thread's events (all of them, kept or not) to tell renames over a file. */
+static struct ev *maybe_find(hv_changes *c, uint64_t seq)
+{
+	for (size_t i = c->n_maybe; i-- > 0;)
+		if (c->maybe[i].seq == seq)
+			return &c->maybe[i];
+	return NULL;
+}
+
 static void track_thread(hv_changes *c, const struct ev *e, bool kept)
 {
 	struct tid_state *t = tid_get(c, e->tid ? e->tid : -1);
@@ -755,23 +767,53 @@ static void track_thread(hv_changes *c, const struct ev *e, bool kept)
 		return;
 	}
 	bool linkcount = !e->dir && !e->dir2 && (e->mask & FAN_ATTRIB) && e->obj;
+	/* A directory's own attribute event (its handle and "."): after a rename by the same
+	 * thread, the count of the empty directory the rename replaced. */
+	uint32_t dir_count = e->dir && !e->dir2 && (e->mask & FAN_ATTRIB) && (e->mask & FAN_ONDIR) &&
+				     !strcmp(name_at(c, e->name), ".")
+			     ? e->dir
+			     : 0;
+	uint32_t count = linkcount ? e->obj : dir_count;
 	if (t->pending && (e->mask & (FAN_DELETE | FAN_CREATE)) && e->obj == t->pending) {
 		c->evs[t->pending_idx].over = false; /* an unlink's or a link's count, not it */
 		c->evs[t->pending_idx].over_obj = 0;
 		c->evs[t->pending_idx].over_dir = false;
 		c->evs[t->pending_count].paired = false;
 	}
+	if (t->mpending_obj && (e->mask & (FAN_DELETE | FAN_CREATE)) && e->obj == t->mpending_obj) {
+		struct ev *m = maybe_find(c, t->mpending);
+		if (m) {
+			m->over = false;
+			m->over_obj = 0;
+			m->over_dir = false;
+		}
+		c->evs[t->mpending_count].paired = false;
+	}
+	t->mpending_obj = 0;
 	/* An unlink or a link: the count first, then the name's event of the same file. */
 	if (kept && t->count_obj && (e->mask & (FAN_DELETE | FAN_CREATE)) && e->obj == t->count_obj)
 		c->evs[t->count_idx].paired = true;
+	if (count && kept && t->mrename) {
+		struct ev *m = maybe_find(c, t->mrename - 1);
+		if (m && m->obj != count) {
+			m->over = true;
+			m->over_obj = count;
+			m->over_dir = (e->mask & FAN_ONDIR) != 0;
+			c->evs[c->n_evs - 1].paired = true;
+			t->mpending = m->seq;
+			t->mpending_obj = count;
+			t->mpending_count = c->n_evs - 1;
+		}
+	}
+	t->mrename = !kept && (e->mask & FAN_RENAME) ? e->seq + 1 : 0;
 	t->pending = 0;
 	t->count_obj = 0;
-	if (linkcount && kept && t->last_rename && e->obj != c->evs[t->last_idx].obj) {
+	if (count && kept && t->last_rename && count != c->evs[t->last_idx].obj) {
 		c->evs[t->last_idx].over = true;
-		c->evs[t->last_idx].over_obj = e->obj;
+		c->evs[t->last_idx].over_obj = count;
 		c->evs[t->last_idx].over_dir = (e->mask & FAN_ONDIR) != 0;
 		c->evs[c->n_evs - 1].paired = true; /* the replaced file's count */
-		t->pending = e->obj;
+		t->pending = count;
 		t->pending_idx = t->last_idx;
 		t->pending_count = c->n_evs - 1;
 	}
@@ -1371,8 +1413,9 @@ static int lstat_below(const hv_changes *c, const char *rel, struct stat *st)
 	}
 }
 
-static hv_status lost(const hv_changes *c, const char *why)
+static hv_status lost(hv_changes *c, const char *why)
 {
+	c->why = why;
 	return hv_error_set(HV_EIO,
 			    "%s: the change events cannot tell what the run changed (%s); nothing is "
 			    "reported rather than something wrong: use --changes snapshot",
@@ -1437,6 +1480,10 @@ static hv_status walk_inodes(const hv_changes *c, const hv_store *st, struct can
 
 enum { B_UNSET = 0, B_IN, B_NONE, B_UNKNOWN };
 
+/* Events that change neither a name nor what it names (a close after writing, maybe
+ * nothing written: an mmap write is told by the ctime). */
+#define QUIET_MASK (FAN_CLOSE_WRITE | FAN_ONDIR)
+
 /* Every named event, of any directory, in (directory, name, seq) order. */
 struct fslot {
 	uint32_t dir;
@@ -1489,7 +1536,7 @@ static hv_status fslots_build(struct recon *r)
 		return hv_error_set(HV_ENOMEM, "out of memory");
 	for (size_t i = 0; i < c->n_evs; i++) {
 		const struct ev *e = &c->evs[i];
-		if (e->dir && *name_at(c, e->name))
+		if (e->dir && *name_at(c, e->name) && strcmp(name_at(c, e->name), "."))
 			r->fs[r->nfs++] = (struct fslot){e->dir, e->name, e->seq, (uint32_t)i,
 							 (e->mask & FAN_CREATE) != 0};
 		if (e->dir2 && (e->mask & FAN_RENAME))
@@ -1665,6 +1712,13 @@ static int first_kind(const struct recon *r, size_t lo, uint32_t *obj)
 		if (!(e->mask & FAN_RENAME) || !e->over)
 			return K_NOTHING;
 		if (e->over_obj && e->over_dir) {
+			/* A directory a rename replaced is gone: one still there was only changed by
+			 * the same thread after the rename (a chmod), and nothing was replaced. */
+			int fd = node_open_dir(r->c, e->over_obj);
+			if (fd >= 0) {
+				close(fd);
+				return K_NOTHING;
+			}
 			*obj = e->over_obj;
 			return K_DIR;
 		}
@@ -1761,7 +1815,6 @@ static void before_list(struct recon *r, uint32_t id, const char *prefix, unsign
 			free(p);
 		}
 		closedir(d);
-		close(fd);
 	}
 	/* Names with events: their first event says what was there. */
 	size_t lo = 0, hi = r->nfs;
@@ -1781,8 +1834,13 @@ static void before_list(struct recon *r, uint32_t id, const char *prefix, unsign
 		uint32_t obj;
 		int k = first_kind(r, i, &obj);
 		char *p = k == K_NOTHING ? NULL : join(prefix, name_at(c, r->fs[i].name));
+		/* Only closed after writing: the name still names what it named before. */
+		struct stat st;
+		bool quiet = !(mask & ~QUIET_MASK) && fd >= 0 &&
+			     fstatat(fd, name_at(c, r->fs[i].name), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+			     S_ISREG(st.st_mode);
 		if (k == K_FILE)
-			rent_add(r, &r->before, p, NULL, mask);
+			rent_add(r, &r->before, p, quiet ? &st : NULL, mask);
 		else if (k == K_DIR && p && !excluded(c, NULL, p))
 			before_list(r, obj, p, depth + 1);
 		else if (k == K_UNKNOWN)
@@ -1791,6 +1849,8 @@ static void before_list(struct recon *r, uint32_t id, const char *prefix, unsign
 			free(p);
 		i = j;
 	}
+	if (fd >= 0)
+		close(fd);
 }
 
 /* What was at rel (a region's root) before the run, into r->before. */
@@ -1816,6 +1876,11 @@ static void before_region(struct recon *r, const char *rel)
 		if (lo < hi) {
 			k = first_kind(r, lo, &obj);
 			mask = fslot_mask(r, cur, comp);
+			int fd = !(mask & ~QUIET_MASK) ? node_open_dir(c, cur) : -1;
+			have_st = fd >= 0 && fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+				  S_ISREG(st.st_mode);
+			if (fd >= 0)
+				close(fd);
 		} else {
 			int fd = node_open_dir(c, cur);
 			if (fd < 0) {
@@ -2016,7 +2081,7 @@ static hv_status regions_find(struct recon *r, bool *any)
 		node_resolve(c, id);
 		o = &c->nodes[i];
 		if (rc == HV_OK && o->where_end == W_UNKNOWN)
-			rc = lost(c, "a directory's handle could not be resolved");
+			rc = lost(c, "a renamed directory's handle could not be resolved");
 		else if (rc == HV_OK && node_in(o))
 			rc = root_add(r, o->path);
 	}
@@ -2039,8 +2104,6 @@ static hv_status regions_find(struct recon *r, bool *any)
 	r->n_roots = kept;
 	return HV_OK;
 }
-
-#define QUIET_MASK (FAN_CLOSE_WRITE | FAN_ONDIR)
 
 /* The regions compared path-wise: produced and deleted files into k. */
 static hv_status regions_compare(struct recon *r, const hv_store *st, struct cands *k)
@@ -2105,10 +2168,13 @@ static void recon_free(struct recon *r)
 	rents_free(&r->after);
 }
 
-static hv_status result_impl(hv_changes *c, const hv_store *st, struct cands *k)
+/* The checks of what no event can tell (HV_OK: none of it happened). */
+static hv_status result_checks(hv_changes *c)
 {
 	if (c->fail_status == HV_ENOMEM)
 		return hv_error_set(HV_ENOMEM, "out of memory");
+	if (hv__test_switch_on(HV__SWITCH_CHANGES_LOST))
+		return lost(c, "HARVEST_TEST_CHANGES_LOST");
 	if (c->fail_status != HV_OK)
 		return lost(c, "reading the events failed");
 	if (c->overflow)
@@ -2125,6 +2191,14 @@ static hv_status result_impl(hv_changes *c, const hv_store *st, struct cands *k)
 	if (stat(c->root, &rs) != 0 || rs.st_dev != c->root_st.st_dev ||
 	    rs.st_ino != c->root_st.st_ino)
 		return lost(c, "the directory itself was moved or replaced");
+	return HV_OK;
+}
+
+static hv_status result_impl(hv_changes *c, const hv_store *st, struct cands *k)
+{
+	hv_status rc = c->best_effort ? HV_OK : result_checks(c);
+	if (rc != HV_OK)
+		return rc;
 	/* Where deleted and created directories were. */
 	for (size_t i = 0; i < c->n_evs; i++) {
 		const struct ev *e = &c->evs[i];
@@ -2147,8 +2221,9 @@ static hv_status result_impl(hv_changes *c, const hv_store *st, struct cands *k)
 	}
 	/* Directories of root renamed or replaced: their places compared path-wise. */
 	struct recon r = {.c = c};
-	bool any;
-	rc = regions_find(&r, &any);
+	bool any = false;
+	if (!c->best_effort)
+		rc = regions_find(&r, &any);
 	if (rc == HV_OK && any)
 		rc = regions_compare(&r, st, k);
 	if (rc != HV_OK) {
@@ -2186,6 +2261,9 @@ static hv_status result_impl(hv_changes *c, const hv_store *st, struct cands *k)
 		}
 		const struct node *d = e->dir ? &c->nodes[e->dir - 1] : NULL;
 		const struct node *d2 = e->dir2 ? &c->nodes[e->dir2 - 1] : NULL;
+		if (((d && d->where_end == W_UNKNOWN) || (d2 && d2->where_end == W_UNKNOWN)) &&
+		    c->best_effort)
+			continue;
 		if ((d && d->where_end == W_UNKNOWN) || (d2 && d2->where_end == W_UNKNOWN)) {
 			rc = lost(c, "a directory's handle could not be resolved");
 			break;
@@ -2195,7 +2273,7 @@ static hv_status result_impl(hv_changes *c, const hv_store *st, struct cands *k)
 			/* A directory made during the run holds only what the run made, each with
 			 * its own events, which resolve to where it is now. Any other (one of root
 			 * or one moved in from outside) is a region, compared above. */
-			if (!e->obj) {
+			if (!e->obj && !c->best_effort) {
 				rc = lost(c, "a directory was renamed and the event does not say which");
 				break;
 			}
@@ -2270,12 +2348,92 @@ static hv_status result_impl(hv_changes *c, const hv_store *st, struct cands *k)
 	return rc;
 }
 
-hv_status hv_changes_result(hv_changes *c, const hv_store *st, hv_change_set *out)
+/* The files below root whose ctime is not older than the start of tracking, and every file
+ * below a directory whose ctime is not (renamed in or within: its files keep their times),
+ * into k, replacing what the events proposed; their change is "created" when the events say
+ * the name was not there before, else "modified". One walk. */
+static hv_status walk_since(hv_changes *c, const hv_store *st, struct cands *k)
+{
+	if (k->n > 1)
+		qsort(k->v, k->n, sizeof(*k->v), cand_cmp);
+	struct cands nk = {0};
+	hv_walk_opts wo;
+	hv_walk_opts_init(&wo);
+	wo.threads = c->opts.threads;
+	wo.no_hidden = !c->opts.include_hidden;
+	wo.excludes = (const char *const *)c->opts.excludes;
+	wo.n_excludes = c->opts.n_excludes;
+	hv_walk *w;
+	hv_status rc = hv_walk_open(&w, c->root, &wo);
+	if (rc != HV_OK)
+		return rc;
+	bool *fresh = NULL; /* by depth: the directory at that depth on the path is new */
+	size_t cap = 0;
+	const hv_entry *e;
+	while ((rc = hv_walk_next(w, &e)) != HV_DONE) {
+		if (rc == HV_WARN)
+			continue;
+		if (rc != HV_OK)
+			break;
+		if (!e->have_lstat)
+			continue;
+		size_t d = (size_t)e->depth;
+		if (d + 1 > cap) {
+			size_t ncap = (d + 1) * 2;
+			bool *nf = realloc(fresh, ncap * sizeof(*nf));
+			if (!nf) {
+				rc = hv_error_set(HV_ENOMEM, "out of memory");
+				break;
+			}
+			fresh = nf;
+			cap = ncap;
+		}
+		/* Walk order: a directory's entries follow it, so fresh[d - 1] is the parent's. */
+		bool under = d > 1 && fresh[d - 1];
+		bool is_new = under || e->lst.ctime_ns >= c->start_ns;
+		if (S_ISDIR(e->lst.mode)) {
+			fresh[d] = is_new;
+			continue;
+		}
+		if (!S_ISREG(e->lst.mode) || !is_new || excluded(c, st, e->path))
+			continue;
+		const char *change = "modified";
+		size_t lo = 0, hi = k->n;
+		while (lo < hi) {
+			size_t m = lo + (hi - lo) / 2;
+			int n = hv_store_path_cmp(k->v[m].path, strlen(k->v[m].path), e->path,
+						  e->path_len);
+			if (n < 0)
+				lo = m + 1;
+			else
+				hi = m;
+		}
+		if (lo < k->n && !strcmp(k->v[lo].path, e->path))
+			change = k->v[lo].change;
+		rc = cand_add(&nk, strdup(e->path), change, false, 0);
+		if (rc != HV_OK)
+			break;
+	}
+	hv_walk_close(w);
+	free(fresh);
+	for (size_t i = 0; i < k->n; i++)
+		free(k->v[i].path);
+	free(k->v);
+	k->v = nk.v;
+	k->n = nk.n;
+	k->cap = nk.cap;
+	return rc == HV_DONE ? HV_OK : rc;
+}
+
+static hv_status result_finish(hv_changes *c, const hv_store *st, hv_change_set *out,
+			       bool since)
 {
 	memset(out, 0, sizeof(*out));
 	out->start_ns = c->start_ns;
 	struct cands k = {0};
 	hv_status rc = result_impl(c, st, &k);
+	if (rc == HV_OK && since)
+		rc = walk_since(c, st, &k);
 	if (rc == HV_OK) {
 		/* In walk order, each path once (a name with several links may come twice). */
 		if (k.n > 1)
@@ -2323,6 +2481,26 @@ hv_status hv_changes_result(hv_changes *c, const hv_store *st, hv_change_set *ou
 		return hv_error_restore(&saved, rc);
 	}
 	return HV_OK;
+}
+
+hv_status hv_changes_result(hv_changes *c, const hv_store *st, hv_change_set *out)
+{
+	c->why = NULL;
+	c->best_effort = false;
+	return result_finish(c, st, out, false);
+}
+
+hv_status hv_changes_result_since(hv_changes *c, const hv_store *st, hv_change_set *out)
+{
+	c->best_effort = true;
+	hv_status rc = result_finish(c, st, out, true);
+	c->best_effort = false;
+	return rc;
+}
+
+const char *hv_changes_why(const hv_changes *c)
+{
+	return c->why;
 }
 
 void hv_change_set_free(hv_change_set *s)
