@@ -1536,7 +1536,7 @@ static hv_status fslots_build(struct recon *r)
 		return hv_error_set(HV_ENOMEM, "out of memory");
 	for (size_t i = 0; i < c->n_evs; i++) {
 		const struct ev *e = &c->evs[i];
-		if (e->dir && *name_at(c, e->name) && strcmp(name_at(c, e->name), "."))
+		if (e->dir && *name_at(c, e->name) && strcmp(name_at(c, e->name), ".") != 0)
 			r->fs[r->nfs++] = (struct fslot){e->dir, e->name, e->seq, (uint32_t)i,
 							 (e->mask & FAN_CREATE) != 0};
 		if (e->dir2 && (e->mask & FAN_RENAME))
@@ -1620,84 +1620,137 @@ static int node_open_dir(const hv_changes *c, uint32_t id)
 	return fd;
 }
 
-/* Where directory id was before the run: B_IN with its bpath, B_NONE (not in root, or not
- * there), B_UNKNOWN. */
-static int before_path(struct recon *r, uint32_t id, unsigned depth)
+/* One step up from directory id towards where it was before the run: B_UNSET with its
+ * parent then (*parent) and its name in it (*name, malloc'd), or its final state. */
+static int before_step(struct recon *r, uint32_t id, uint32_t *parent, char **name)
 {
 	hv_changes *c = r->c;
-	struct node *n = &c->nodes[id - 1];
-	if (n->bstate != B_UNSET)
-		return n->bstate;
-	if (id == r->root_id) {
-		n->bpath = strdup("");
-		return n->bstate = n->bpath ? B_IN : B_UNKNOWN;
-	}
-	if (n->created)
-		return n->bstate = B_NONE;
-	if (depth > 100000)
-		return n->bstate = B_UNKNOWN;
-	uint32_t parent = 0;
-	char *name = NULL;
+	const struct node *n = &c->nodes[id - 1];
+	*parent = 0;
+	*name = NULL;
 	if (n->first_ren) {
 		const struct ev *e = &c->evs[n->first_ren - 1];
-		parent = e->dir;
-		name = strdup(name_at(c, e->name));
+		*parent = e->dir;
+		*name = strdup(name_at(c, e->name));
 	} else if (n->del_parent) {
-		parent = n->del_parent;
-		name = strdup(name_at(c, n->del_name));
+		*parent = n->del_parent;
+		*name = strdup(name_at(c, n->del_name));
 	} else if (n->replaced) {
 		const struct ev *e = &c->evs[n->replaced - 1];
-		parent = e->dir2;
-		name = strdup(name_at(c, e->name2));
+		*parent = e->dir2;
+		*name = strdup(name_at(c, e->name2));
 	} else {
 		/* Neither moved nor deleted: in its parent of now, under its name of now. */
 		int fd = node_open(c, n);
 		if (fd < 0)
-			return c->nodes[id - 1].bstate = B_UNKNOWN;
-		char link[64], buf[PATH_BUF];
+			return B_UNKNOWN;
+		char link[64], *buf = malloc(PATH_BUF);
 		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-		ssize_t len = readlink(link, buf, sizeof(buf) - 1);
+		ssize_t len = buf ? readlink(link, buf, PATH_BUF - 1) : -1;
 		int up = openat(fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
 		struct stat s1, s2;
 		bool top = up >= 0 && fstat(fd, &s1) == 0 && fstat(up, &s2) == 0 &&
 			   s1.st_dev == s2.st_dev && s1.st_ino == s2.st_ino;
 		close(fd);
+		int state = B_UNSET;
 		if (len <= 0 || buf[0] != '/' || up < 0) {
-			if (up >= 0)
-				close(up);
-			return c->nodes[id - 1].bstate = B_UNKNOWN;
+			state = B_UNKNOWN;
+		} else if (top) {
+			state = B_NONE; /* the top: root was not above */
+		} else {
+			buf[len] = '\0';
+			/* Every file system at or below root is marked: an unmarked parent is
+			 * outside. */
+			struct statfs sf;
+			uint64_t fsid = 0;
+			if (fstatfs(up, &sf) == 0)
+				memcpy(&fsid, &sf.f_fsid, sizeof(fsid));
+			if (mount_fd(c, fsid) < 0) {
+				state = B_NONE;
+			} else if (!(*parent = fd_node(c, up))) {
+				state = B_UNKNOWN;
+			} else {
+				*name = strdup(strrchr(buf, '/') + 1);
+			}
 		}
-		buf[len] = '\0';
-		if (top) {
+		if (up >= 0)
 			close(up);
-			return c->nodes[id - 1].bstate = B_NONE; /* the top: root was not above */
+		free(buf);
+		if (state != B_UNSET)
+			return state;
+	}
+	return *name ? B_UNSET : B_UNKNOWN;
+}
+
+/* Where directory id was before the run: B_IN with its bpath, B_NONE (not in root, or not
+ * there), B_UNKNOWN. Climbs to a directory whose place is known, then down again. */
+static int before_path(struct recon *r, uint32_t id)
+{
+	hv_changes *c = r->c;
+	uint32_t *chain = NULL;
+	char **names = NULL;
+	size_t len = 0, cap = 0;
+	uint32_t cur = id;
+	int top;
+	for (;;) {
+		struct node *n = &c->nodes[cur - 1];
+		if (n->bstate != B_UNSET) {
+			top = n->bstate;
+			break;
 		}
-		/* Every file system at or below root is marked: an unmarked parent is outside. */
-		struct statfs sf;
-		uint64_t fsid = 0;
-		if (fstatfs(up, &sf) == 0)
-			memcpy(&fsid, &sf.f_fsid, sizeof(fsid));
-		parent = mount_fd(c, fsid) >= 0 ? fd_node(c, up) : 0;
-		close(up);
-		if (mount_fd(c, fsid) < 0)
-			return c->nodes[id - 1].bstate = B_NONE;
-		if (!parent)
-			return c->nodes[id - 1].bstate = B_UNKNOWN;
-		name = strdup(strrchr(buf, '/') + 1);
+		if (cur == r->root_id) {
+			n->bpath = strdup("");
+			top = n->bstate = n->bpath ? B_IN : B_UNKNOWN;
+			break;
+		}
+		if (n->created) {
+			top = n->bstate = B_NONE;
+			break;
+		}
+		uint32_t parent;
+		char *name;
+		int st = before_step(r, cur, &parent, &name);
+		if (st == B_UNSET && len == cap) {
+			size_t ncap = cap ? cap * 2 : 16;
+			uint32_t *nc = realloc(chain, ncap * sizeof(*nc));
+			char **nn = nc ? realloc(names, ncap * sizeof(*nn)) : NULL;
+			if (nc)
+				chain = nc;
+			if (nn) {
+				names = nn;
+				cap = ncap;
+			} else {
+				free(name);
+				st = B_UNKNOWN;
+			}
+		}
+		if (st != B_UNSET) {
+			top = c->nodes[cur - 1].bstate = st;
+			break;
+		}
+		c->nodes[cur - 1].bstate = B_UNKNOWN; /* a cycle's guard until it is known */
+		chain[len] = cur;
+		names[len++] = name;
+		cur = parent;
 	}
-	if (!name)
-		return c->nodes[id - 1].bstate = B_UNKNOWN;
-	c->nodes[id - 1].bstate = B_UNKNOWN; /* a cycle's guard while the parent is looked at */
-	int ps = before_path(r, parent, depth + 1);
-	n = &c->nodes[id - 1];
-	if (ps == B_IN) {
-		n->bpath = join(c->nodes[parent - 1].bpath, name);
-		n->bstate = n->bpath ? B_IN : B_UNKNOWN;
-	} else {
-		n->bstate = ps;
+	/* Down: each is its parent's place and its name. */
+	while (len > 0) {
+		len--;
+		struct node *n = &c->nodes[chain[len] - 1];
+		const struct node *p = &c->nodes[cur - 1];
+		if (top == B_IN) {
+			n->bpath = join(p->bpath, names[len]);
+			n->bstate = n->bpath ? B_IN : B_UNKNOWN;
+			top = n->bstate;
+		} else {
+			n->bstate = top;
+		}
+		free(names[len]);
+		cur = chain[len];
 	}
-	free(name);
-	return n->bstate;
+	free(chain);
+	free(names);
+	return c->nodes[id - 1].bstate;
 }
 
 enum { K_NOTHING, K_FILE, K_DIR, K_UNKNOWN };
@@ -1754,13 +1807,43 @@ static bool rent_add(struct recon *r, struct rents *l, char *path, const struct 
 	return true;
 }
 
-/* The regular files directory id held before the run, below prefix. */
-static void before_list(struct recon *r, uint32_t id, const char *prefix, unsigned depth)
+/* Directories still to list (before_list), each with its path. */
+struct todo {
+	uint32_t *id;
+	char **path;
+	size_t n, cap;
+};
+
+static void todo_push(struct recon *r, struct todo *t, uint32_t id, char *path)
+{
+	if (path && t->n == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 16;
+		uint32_t *ni = realloc(t->id, cap * sizeof(*ni));
+		if (ni)
+			t->id = ni;
+		char **np = ni ? realloc(t->path, cap * sizeof(*np)) : NULL;
+		if (np) {
+			t->path = np;
+			t->cap = cap;
+		}
+	}
+	if (!path || t->n == t->cap) {
+		free(path);
+		r->lost = "out of memory";
+		return;
+	}
+	t->id[t->n] = id;
+	t->path[t->n++] = path;
+}
+
+/* The regular files directory id held before the run, below prefix; its subdirectories
+ * into t. */
+static void before_list_one(struct recon *r, struct todo *t, uint32_t id, const char *prefix)
 {
 	hv_changes *c = r->c;
 	if (r->lost)
 		return;
-	if (c->nodes[id - 1].visited || depth > 4096) {
+	if (c->nodes[id - 1].visited) {
 		r->lost = "a directory was found twice where it was before the run";
 		return;
 	}
@@ -1782,6 +1865,8 @@ static void before_list(struct recon *r, uint32_t id, const char *prefix, unsign
 			return;
 		}
 		const struct dirent *de;
+		/* cppcheck-suppress readdirCalled ; d is this call's own stream: readdir is
+		 * then thread-safe (glibc, POSIX 2024), and readdir_r is deprecated */
 		while (!r->lost && (de = readdir(d)) != NULL) {
 			if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 				continue;
@@ -1807,10 +1892,12 @@ static void before_list(struct recon *r, uint32_t id, const char *prefix, unsign
 				uint32_t sub = sfd >= 0 ? fd_node(c, sfd) : 0;
 				if (sfd >= 0)
 					close(sfd);
-				if (sub)
-					before_list(r, sub, p, depth + 1);
-				else if (sfd >= 0)
+				if (sub) {
+					todo_push(r, t, sub, p);
+					p = NULL;
+				} else if (sfd >= 0) {
 					r->lost = "a directory gives no file handle";
+				}
 			}
 			free(p);
 		}
@@ -1841,16 +1928,34 @@ static void before_list(struct recon *r, uint32_t id, const char *prefix, unsign
 			     S_ISREG(st.st_mode);
 		if (k == K_FILE)
 			rent_add(r, &r->before, p, quiet ? &st : NULL, mask);
-		else if (k == K_DIR && p && !excluded(c, NULL, p))
-			before_list(r, obj, p, depth + 1);
-		else if (k == K_UNKNOWN)
+		else if (k == K_DIR && p && !excluded(c, NULL, p)) {
+			todo_push(r, t, obj, p);
+			p = NULL;
+		} else if (k == K_UNKNOWN) {
 			r->lost = "what a directory held before the run is in no event";
+		}
 		if (k != K_FILE)
 			free(p);
 		i = j;
 	}
 	if (fd >= 0)
 		close(fd);
+}
+
+/* The regular files directory id held before the run, below prefix, and below its
+ * subdirectories then (a stack, not a recursion: trees may be deep). */
+static void before_list(struct recon *r, uint32_t id, const char *prefix)
+{
+	struct todo t = {0};
+	todo_push(r, &t, id, strdup(prefix));
+	while (t.n > 0) {
+		t.n--;
+		char *p = t.path[t.n];
+		before_list_one(r, &t, t.id[t.n], p);
+		free(p);
+	}
+	free(t.id);
+	free(t.path);
 }
 
 /* What was at rel (a region's root) before the run, into r->before. */
@@ -1919,26 +2024,47 @@ static void before_region(struct recon *r, const char *rel)
 			break;
 		p = slash + 1;
 	}
-	before_list(r, cur, rel, 0);
+	before_list(r, cur, rel);
 }
 
-/* The regular files below dir (a descriptor of root/rel) now. */
-static void after_list(struct recon *r, int fd, const char *rel, unsigned depth)
+/* A descriptor of directory root/rel, each component opened with O_NOFOLLOW; -1 if none. */
+static int open_below(const hv_changes *c, const char *rel)
+{
+	int fd = open(c->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	const char *p = rel;
+	while (fd >= 0 && *p) {
+		const char *slash = strchr(p, '/');
+		char *comp = strndup(p, slash ? (size_t)(slash - p) : strlen(p));
+		int nfd = comp ? openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+		free(comp);
+		close(fd);
+		fd = nfd;
+		if (!slash)
+			break;
+		p = slash + 1;
+	}
+	return fd;
+}
+
+/* The regular files of directory root/rel now, its subdirectories into t (ids unused). */
+static void after_list_one(struct recon *r, struct todo *t, const char *rel)
 {
 	hv_changes *c = r->c;
-	if (depth > 4096) {
-		r->lost = "a directory is too deep";
-		return;
-	}
+	int fd = open_below(c, rel);
+	if (fd < 0)
+		return; /* gone */
 	uint32_t id = fd_node(c, fd);
 	int dfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
 	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
 	if (!d) {
 		if (dfd >= 0)
 			close(dfd);
-		return; /* gone */
+		close(fd);
+		return;
 	}
 	const struct dirent *de;
+	/* cppcheck-suppress readdirCalled ; d is this call's own stream: readdir is then
+	 * thread-safe (glibc, POSIX 2024), and readdir_r is deprecated */
 	while (!r->lost && (de = readdir(d)) != NULL) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
@@ -1950,55 +2076,44 @@ static void after_list(struct recon *r, int fd, const char *rel, unsigned depth)
 			r->lost = "out of memory";
 			break;
 		}
-		if (S_ISREG(st.st_mode)) {
+		if (S_ISREG(st.st_mode))
 			rent_add(r, &r->after, p, &st, id ? fslot_mask(r, id, de->d_name) : ~0u);
-			continue;
-		}
-		if (S_ISDIR(st.st_mode) && !excluded(c, NULL, p)) {
-			int sfd = openat(fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (sfd >= 0) {
-				after_list(r, sfd, p, depth + 1);
-				close(sfd);
-			}
-		}
-		free(p);
+		else if (S_ISDIR(st.st_mode) && !excluded(c, NULL, p))
+			todo_push(r, t, 0, p);
+		else
+			free(p);
 	}
 	closedir(d);
+	close(fd);
 }
 
 static void after_region(struct recon *r, const char *rel)
 {
 	hv_changes *c = r->c;
-	int fd = open(c->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	const char *p = rel;
-	while (fd >= 0) {
-		const char *slash = strchr(p, '/');
-		char *comp = strndup(p, slash ? (size_t)(slash - p) : strlen(p));
-		if (!comp) {
-			close(fd);
-			r->lost = "out of memory";
-			return;
-		}
-		struct stat st;
-		if (!slash && fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) {
-			uint32_t id = fd_node(c, fd);
-			rent_add(r, &r->after, strdup(rel), &st, id ? fslot_mask(r, id, comp) : ~0u);
-			free(comp);
-			close(fd);
-			return;
-		}
-		int nfd = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		free(comp);
-		close(fd);
-		fd = nfd;
-		if (!slash)
-			break;
-		p = slash + 1;
+	/* A regular file at rel itself. */
+	const char *slash = strrchr(rel, '/');
+	char *parent = slash ? strndup(rel, (size_t)(slash - rel)) : strdup("");
+	int pfd = parent ? open_below(c, parent) : -1;
+	free(parent);
+	struct stat st;
+	if (pfd >= 0 && fstatat(pfd, slash ? slash + 1 : rel, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    S_ISREG(st.st_mode)) {
+		uint32_t id = fd_node(c, pfd);
+		rent_add(r, &r->after, strdup(rel), &st,
+			 id ? fslot_mask(r, id, slash ? slash + 1 : rel) : ~0u);
 	}
-	if (fd < 0)
-		return; /* nothing there now */
-	after_list(r, fd, rel, 0);
-	close(fd);
+	if (pfd >= 0)
+		close(pfd);
+	struct todo t = {0};
+	todo_push(r, &t, 0, strdup(rel));
+	while (t.n > 0) {
+		t.n--;
+		char *p = t.path[t.n];
+		after_list_one(r, &t, p);
+		free(p);
+	}
+	free(t.id);
+	free(t.path);
 }
 
 static int rent_cmp(const void *a, const void *b)
@@ -2071,7 +2186,7 @@ static hv_status regions_find(struct recon *r, bool *any)
 		const struct node *o = &c->nodes[i];
 		if ((!o->first_ren && !o->replaced) || o->created)
 			continue;
-		int b = before_path(r, id, 0);
+		int b = before_path(r, id);
 		if (b == B_UNKNOWN) {
 			rc = lost(c, "where a renamed directory was before the run is not known");
 			break;
@@ -2125,12 +2240,14 @@ static hv_status regions_compare(struct recon *r, const hv_store *st, struct can
 		const struct rent *b = i < r->before.n ? &r->before.v[i] : NULL;
 		const struct rent *a = j < r->after.n ? &r->after.v[j] : NULL;
 		int cmp = !b ? 1 : !a ? -1 : strcmp(b->path, a->path);
-		const char *path = cmp <= 0 ? b->path : a->path;
-		if (i > 0 && cmp <= 0 && !strcmp(r->before.v[i - 1].path, b->path)) {
+		const char *path = b && cmp <= 0 ? b->path : a ? a->path : NULL;
+		if (!path)
+			break;
+		if (b && i > 0 && cmp <= 0 && !strcmp(r->before.v[i - 1].path, b->path)) {
 			i++; /* a path found twice: once is enough */
 			continue;
 		}
-		if (j > 0 && cmp >= 0 && !strcmp(r->after.v[j - 1].path, a->path)) {
+		if (a && j > 0 && cmp >= 0 && !strcmp(r->after.v[j - 1].path, a->path)) {
 			j++;
 			continue;
 		}
@@ -2222,8 +2339,13 @@ static hv_status result_impl(hv_changes *c, const hv_store *st, struct cands *k)
 	/* Directories of root renamed or replaced: their places compared path-wise. */
 	struct recon r = {.c = c};
 	bool any = false;
-	if (!c->best_effort)
-		rc = regions_find(&r, &any);
+	rc = regions_find(&r, &any);
+	if (c->best_effort) {
+		/* Only to leave the places of renamed directories out of the deletions: a name's
+		 * path there is not where it was before the run. */
+		rc = HV_OK;
+		any = false;
+	}
 	if (rc == HV_OK && any)
 		rc = regions_compare(&r, st, k);
 	if (rc != HV_OK) {
@@ -2241,7 +2363,7 @@ static hv_status result_impl(hv_changes *c, const hv_store *st, struct cands *k)
 		const struct ev *e = &c->evs[i];
 		if (!e->dir && !e->dir2) {
 			/* A link count changed: the file's other names changed too. */
-			if (!e->obj || !e->paired)
+			if (!e->obj || !e->paired || !c->nodes)
 				continue;
 			int fd = node_open(c, &c->nodes[e->obj - 1]);
 			struct stat st2;
