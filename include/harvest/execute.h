@@ -40,8 +40,11 @@ typedef struct hv_execution {
 	                           * could not be recorded completely (collect_status) */
 	int collect_status;       /* HV_OK, or why collecting or recording failed */
 	bool recording_failed;    /* collecting worked, recording it did not (collect_status) */
-	const char *changes;      /* how the changes were found: "events" or "snapshot" */
-	char *changes_note;       /* auto chose snapshot: why events could not be used, else NULL */
+	const char *changes;      /* how the changes were found: "events", "snapshot", or "ctime"
+	                           * (auto, when the events could not tell: the files changed
+	                           * since the run started) */
+	char *changes_note;       /* auto chose snapshot: why events could not be used; "ctime":
+	                           * why the events could not tell; else NULL */
 } hv_execution;
 
 /* Runs o->run.argv in dir (realpath'd; HV_ENOTDIR when it is not a directory) as described

@@ -299,7 +299,12 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 		cli_error("%s", hv_error_last());
 		rc = EXIT_HARVEST_FAILED;
 	} else {
-		if (ex.changes_note)
+		if (ex.changes_note && !strcmp(ex.changes, "ctime"))
+			cli_warn(c,
+				 "change events incomplete (%s): reporting the files changed since the "
+				 "run started; deleted files may be missing",
+				 ex.changes_note);
+		else if (ex.changes_note)
 			cli_warn(c, "change events not used, comparing snapshots: %s", ex.changes_note);
 		if (ex.run.message)
 			cli_warn(c, "%s", ex.run.message + (strncmp(ex.run.message, "harvest: ", 9)

@@ -21,6 +21,7 @@
 #include "internal.h"
 #include "test_hook.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -73,6 +74,12 @@ struct node {
 	bool created;        /* a directory created during the run */
 	bool resolving;      /* guard while its path is built */
 	bool done;           /* path, where_end final */
+	/* Where it was before the run (a directory renamed or replaced during it). */
+	uint32_t first_ren;  /* 1 + the event of its first rename (by seq), 0: none */
+	uint32_t replaced;   /* 1 + the rename event that replaced it, 0: none */
+	int bstate;          /* B_*: before_path() computed */
+	char *bpath;         /* its path before the run, relative to root (B_IN) */
+	bool visited;        /* guard of before_list() */
 };
 
 struct ev {
@@ -82,7 +89,10 @@ struct ev {
 	uint32_t obj;       /* 1 + node of the object itself */
 	uint32_t name, name2;
 	bool over;          /* a rename that replaced a file at its new name */
+	bool over_dir;      /* what it replaced was a directory (over_obj) */
 	bool paired;        /* a link count event that goes with a kept name's event */
+	uint32_t over_obj;  /* 1 + node of what a rename replaced, 0: not known */
+	uint64_t seq;       /* the order the kernel queued it in (events kept late go last) */
 };
 
 /* What a thread's last events were: the kernel reports a rename over a file as the rename,
@@ -97,6 +107,11 @@ struct tid_state {
 	size_t pending_idx, pending_count;
 	uint32_t count_obj; /* the thread's last event, when a kept link count: its file */
 	size_t count_idx;
+	/* The same for a rename that was dropped (kept aside in maybe, by seq + 1). */
+	uint64_t mrename;
+	uint64_t mpending;
+	uint32_t mpending_obj;
+	size_t mpending_count;
 };
 
 struct mnt {
@@ -136,6 +151,18 @@ struct hv_changes {
 	size_t n_outside, cap_outside;
 	struct tid_state *tids;
 	size_t n_tids, cap_tids;
+	uint64_t seq;
+	/* Directories that were in root and were moved out of it during the run: their events
+	 * are kept wherever they are, to know what they held before. */
+	uint32_t *followed;
+	size_t n_followed, cap_followed;
+	/* The events dropped (outside root) since the queue was last empty: one read late may
+	 * have placed outside a directory that was in root when the event happened, moved out
+	 * since by a rename still queued. That rename takes them back. */
+	struct ev *maybe;
+	size_t n_maybe, cap_maybe;
+	const char *why;  /* why the result failed for want of a state before the run */
+	bool best_effort; /* hv_changes_result_since(): what the events tell, nothing refused */
 };
 
 static int64_t coarse_now_ns(void)
@@ -283,6 +310,8 @@ static int mount_fd(const hv_changes *c, uint64_t fsid)
 			return c->mnts[i].fd;
 	return -1;
 }
+
+static const char *name_at(const hv_changes *c, uint32_t off);
 
 /* ---- handles ---- */
 
@@ -594,6 +623,99 @@ static uint32_t add_name(hv_changes *c, const char *name)
 	return off;
 }
 
+/* The absolute path of node id now, into buf (size PATH_BUF); false if it has none. */
+#define PATH_BUF 8192
+static bool node_abspath(const hv_changes *c, uint32_t id, char *buf)
+{
+	int fd = node_open(c, &c->nodes[id - 1]);
+	if (fd < 0)
+		return false;
+	char link[64];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(link, buf, PATH_BUF - 1);
+	struct stat st;
+	bool ok = n > 0 && buf[0] == '/' && fstat(fd, &st) == 0 && st.st_nlink > 0;
+	close(fd);
+	if (ok)
+		buf[n] = '\0';
+	return ok;
+}
+
+/* Whether directory id is now at or below a followed directory (only: when not 0). */
+static bool below_followed(const hv_changes *c, uint32_t id, uint32_t only)
+{
+	char p[PATH_BUF], q[PATH_BUF];
+	/* Deleted since it was placed outside (a tree being removed): it may have been below
+	 * one, and keeping its events costs little. */
+	if (!node_abspath(c, id, p))
+		return true;
+	for (size_t i = 0; i < c->n_followed; i++) {
+		uint32_t f = only ? only : c->followed[i];
+		if (node_abspath(c, f, q) && below(p, q, strlen(q)))
+			return true;
+		if (only)
+			break;
+	}
+	return false;
+}
+
+static hv_status ev_push(hv_changes *c, struct ev **v, size_t *n, size_t *cap,
+			 const struct ev *e)
+{
+	if (*n == *cap) {
+		size_t ncap = *cap ? *cap * 2 : 256;
+		struct ev *ne = realloc(*v, ncap * sizeof(*ne));
+		if (!ne) {
+			c->fail_status = HV_ENOMEM;
+			return HV_ENOMEM;
+		}
+		*v = ne;
+		*cap = ncap;
+	}
+	(*v)[(*n)++] = *e;
+	return HV_OK;
+}
+
+/* A directory of root moved out of it: its events are kept from now on, and those dropped
+ * since the queue was last empty that are below it now are taken back (read after it had
+ * moved, they may be of when it was still in root). Their order is their seq. */
+static bool dir_relevant(hv_changes *c, uint32_t d);
+
+static void follow(hv_changes *c, uint32_t obj)
+{
+	if (c->n_followed == c->cap_followed) {
+		size_t cap = c->cap_followed ? c->cap_followed * 2 : 16;
+		uint32_t *nf = realloc(c->followed, cap * sizeof(*nf));
+		if (!nf) {
+			c->fail_status = HV_ENOMEM;
+			return;
+		}
+		c->followed = nf;
+		c->cap_followed = cap;
+	}
+	c->followed[c->n_followed++] = obj;
+	/* What was placed outside may have been placed from a directory read late (this one,
+	 * still in root when its events happened, or one made in it, placed by one step up):
+	 * everything outside is placed again when next seen. */
+	for (size_t i = 0; i < c->n_nodes; i++)
+		if (c->nodes[i].where == W_OUT)
+			c->nodes[i].where = W_UNSEEN;
+	c->nodes[obj - 1].where = W_IN;
+	size_t kept = 0;
+	for (size_t i = 0; i < c->n_maybe; i++) {
+		struct ev *m = &c->maybe[i];
+		bool back = dir_relevant(c, m->dir);
+		back = dir_relevant(c, m->dir2) || back;
+		if (!back) {
+			c->maybe[kept++] = *m;
+			continue;
+		}
+		if (ev_push(c, &c->evs, &c->n_evs, &c->cap_evs, m) != HV_OK)
+			return;
+	}
+	c->n_maybe = kept;
+}
+
 /* Whether an event with these directories (1 + node, 0: none) may concern root. */
 static bool dir_relevant(hv_changes *c, uint32_t d)
 {
@@ -604,6 +726,8 @@ static bool dir_relevant(hv_changes *c, uint32_t d)
 		char *rel;
 		n->where = node_where(c, n, &rel);
 		free(rel);
+		if (n->where == W_OUT && c->n_followed && below_followed(c, d, 0))
+			n->where = W_IN;
 	}
 	return n->where != W_OUT;
 }
@@ -639,6 +763,14 @@ static struct tid_state *tid_get(hv_changes *c, int32_t tid)
 }
 
 /* Follows each thread's events (all of them, kept or not) to tell renames over a file. */
+static struct ev *maybe_find(hv_changes *c, uint64_t seq)
+{
+	for (size_t i = c->n_maybe; i-- > 0;)
+		if (c->maybe[i].seq == seq)
+			return &c->maybe[i];
+	return NULL;
+}
+
 static void track_thread(hv_changes *c, const struct ev *e, bool kept)
 {
 	struct tid_state *t = tid_get(c, e->tid ? e->tid : -1);
@@ -647,19 +779,53 @@ static void track_thread(hv_changes *c, const struct ev *e, bool kept)
 		return;
 	}
 	bool linkcount = !e->dir && !e->dir2 && (e->mask & FAN_ATTRIB) && e->obj;
+	/* A directory's own attribute event (its handle and "."): after a rename by the same
+	 * thread, the count of the empty directory the rename replaced. */
+	uint32_t dir_count = e->dir && !e->dir2 && (e->mask & FAN_ATTRIB) && (e->mask & FAN_ONDIR) &&
+				     !strcmp(name_at(c, e->name), ".")
+			     ? e->dir
+			     : 0;
+	uint32_t count = linkcount ? e->obj : dir_count;
 	if (t->pending && (e->mask & (FAN_DELETE | FAN_CREATE)) && e->obj == t->pending) {
 		c->evs[t->pending_idx].over = false; /* an unlink's or a link's count, not it */
+		c->evs[t->pending_idx].over_obj = 0;
+		c->evs[t->pending_idx].over_dir = false;
 		c->evs[t->pending_count].paired = false;
 	}
+	if (t->mpending_obj && (e->mask & (FAN_DELETE | FAN_CREATE)) && e->obj == t->mpending_obj) {
+		struct ev *m = maybe_find(c, t->mpending);
+		if (m) {
+			m->over = false;
+			m->over_obj = 0;
+			m->over_dir = false;
+		}
+		c->evs[t->mpending_count].paired = false;
+	}
+	t->mpending_obj = 0;
 	/* An unlink or a link: the count first, then the name's event of the same file. */
 	if (kept && t->count_obj && (e->mask & (FAN_DELETE | FAN_CREATE)) && e->obj == t->count_obj)
 		c->evs[t->count_idx].paired = true;
+	if (count && kept && t->mrename) {
+		struct ev *m = maybe_find(c, t->mrename - 1);
+		if (m && m->obj != count) {
+			m->over = true;
+			m->over_obj = count;
+			m->over_dir = (e->mask & FAN_ONDIR) != 0;
+			c->evs[c->n_evs - 1].paired = true;
+			t->mpending = m->seq;
+			t->mpending_obj = count;
+			t->mpending_count = c->n_evs - 1;
+		}
+	}
+	t->mrename = !kept && (e->mask & FAN_RENAME) ? e->seq + 1 : 0;
 	t->pending = 0;
 	t->count_obj = 0;
-	if (linkcount && kept && t->last_rename && e->obj != c->evs[t->last_idx].obj) {
+	if (count && kept && t->last_rename && count != c->evs[t->last_idx].obj) {
 		c->evs[t->last_idx].over = true;
+		c->evs[t->last_idx].over_obj = count;
+		c->evs[t->last_idx].over_dir = (e->mask & FAN_ONDIR) != 0;
 		c->evs[c->n_evs - 1].paired = true; /* the replaced file's count */
-		t->pending = e->obj;
+		t->pending = count;
 		t->pending_idx = t->last_idx;
 		t->pending_count = c->n_evs - 1;
 	}
@@ -719,7 +885,8 @@ static void take_event(hv_changes *c, const struct fanotify_event_metadata *m)
 		 * pay for freeing it. */
 		keep = e.obj != 0;
 	} else {
-		keep = dir_relevant(c, e.dir) || dir_relevant(c, e.dir2);
+		bool r1 = dir_relevant(c, e.dir), r2 = dir_relevant(c, e.dir2);
+		keep = r1 || r2;
 		/* A directory made in one known to be outside root is outside too: placed without
 		 * resolving its handle, which costs a system call or more for every directory that
 		 * other processes make (and often delete at once) anywhere on the file system. If
@@ -734,7 +901,11 @@ static void take_event(hv_changes *c, const struct fanotify_event_metadata *m)
 		    c->nodes[e.obj - 1].where != W_UNSEEN && c->nodes[e.obj - 1].where != W_OUT)
 			keep = true;
 	}
+	e.seq = c->seq++;
 	if (!keep) {
+		if ((e.dir || e.dir2) &&
+		    ev_push(c, &c->maybe, &c->n_maybe, &c->cap_maybe, &e) != HV_OK)
+			return;
 		track_thread(c, &e, false);
 		return;
 	}
@@ -750,6 +921,10 @@ static void take_event(hv_changes *c, const struct fanotify_event_metadata *m)
 	}
 	c->evs[c->n_evs++] = e;
 	track_thread(c, &e, true);
+	/* A directory moved from root to outside it: followed (see follow()). */
+	if ((e.mask & FAN_RENAME) && (e.mask & FAN_ONDIR) && e.obj && e.dir && e.dir2 &&
+	    c->nodes[e.dir - 1].where != W_OUT && c->nodes[e.dir2 - 1].where == W_OUT)
+		follow(c, e.obj);
 }
 
 /* Takes the events in buf[0..n); how many there were. */
@@ -780,16 +955,30 @@ static size_t take_events(hv_changes *c, const char *buf, ssize_t n)
 static ssize_t read_some(hv_changes *c, char *buf)
 {
 	for (;;) {
+		uint64_t seq0 = c->seq;
 		ssize_t n = read(c->fan, buf, READ_BUF);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0 && errno == EAGAIN)
+		if (n < 0 && errno == EAGAIN) {
+			c->n_maybe = 0;
 			return 0;
+		}
 		if (n < 0) {
 			c->fail_status = HV_EIO;
 			return -1;
 		}
-		return (ssize_t)take_events(c, buf, n);
+		size_t got = take_events(c, buf, n);
+		/* A read that did not fill the buffer emptied the queue: a rename that moved out
+		 * a directory before an event dropped earlier than this read was resolved has
+		 * been read by now (follow() took those back). */
+		if (n < READ_BUF - 8192) {
+			size_t kept = 0;
+			for (size_t i = 0; i < c->n_maybe; i++)
+				if (c->maybe[i].seq >= seq0)
+					c->maybe[kept++] = c->maybe[i];
+			c->n_maybe = kept;
+		}
+		return (ssize_t)got;
 	}
 }
 
@@ -1053,8 +1242,10 @@ void hv_changes_free(hv_changes *c)
 		close(c->mounts_watch);
 	for (size_t i = 0; i < c->n_mnts; i++)
 		close(c->mnts[i].fd);
-	for (size_t i = 0; i < c->n_nodes; i++)
+	for (size_t i = 0; i < c->n_nodes; i++) {
 		free(c->nodes[i].path);
+		free(c->nodes[i].bpath);
+	}
 	if (c->stop_pipe[0] >= 0)
 		close(c->stop_pipe[0]);
 	if (c->stop_pipe[1] >= 0)
@@ -1068,6 +1259,8 @@ void hv_changes_free(hv_changes *c)
 	free(c->fail_msg);
 	free(c->tids);
 	free(c->outside);
+	free(c->followed);
+	free(c->maybe);
 	free(c->root);
 	free(c);
 }
@@ -1167,7 +1360,8 @@ static int slot_cmp(const void *a, const void *b, void *ctx)
 	int n = strcmp(name_at(c, x->name), name_at(c, y->name));
 	if (n)
 		return n;
-	return x->ev < y->ev ? -1 : x->ev > y->ev ? 1 : 0;
+	uint64_t sx = c->evs[x->ev].seq, sy = c->evs[y->ev].seq;
+	return sx < sy ? -1 : sx > sy ? 1 : 0;
 }
 
 /* The collect's excludes and the database's own files: never artifacts, never deleted. */
@@ -1312,8 +1506,9 @@ static int lstat_below(const hv_changes *c, const char *rel, struct stat *st)
 	}
 }
 
-static hv_status lost(const hv_changes *c, const char *why)
+static hv_status lost(hv_changes *c, const char *why)
 {
+	c->why = why;
 	return hv_error_set(HV_EIO,
 			    "%s: the change events cannot tell what the run changed (%s); nothing is "
 			    "reported rather than something wrong: use --changes snapshot",
@@ -1334,45 +1529,6 @@ static int str_cmp(const void *a, const void *b)
 }
 
 /* One walk for the names of files with several links whose link count or content changed. */
-/* The regular files of a directory moved into root during the run, at rel: all created. */
-static hv_status walk_moved_in(const hv_changes *c, const hv_store *st, struct cands *k,
-			       const char *rel)
-{
-	char *abs = NULL;
-	if (asprintf(&abs, "%s%s%s", c->root, c->root_len > 1 ? "/" : "", rel) < 0)
-		return hv_error_set(HV_ENOMEM, "out of memory");
-	hv_walk_opts wo;
-	hv_walk_opts_init(&wo);
-	wo.sort = HV_SORT_NONE;
-	wo.threads = 1;
-	hv_walk *w;
-	hv_status rc = hv_walk_open(&w, abs, &wo);
-	free(abs);
-	if (rc == HV_ENOTDIR)
-		return HV_OK; /* gone again */
-	if (rc != HV_OK)
-		return rc;
-	const hv_entry *e;
-	while ((rc = hv_walk_next(w, &e)) != HV_DONE) {
-		if (rc == HV_WARN)
-			continue;
-		if (rc != HV_OK)
-			break;
-		if (!e->have_lstat || S_ISDIR(e->lst.mode))
-			continue;
-		char *p = join(rel, e->path);
-		if (p && excluded(c, st, p)) {
-			free(p);
-			continue;
-		}
-		rc = cand_add(k, p, "created", false, 1);
-		if (rc != HV_OK)
-			break;
-	}
-	hv_walk_close(w);
-	return rc == HV_DONE ? HV_OK : rc;
-}
-
 static hv_status walk_inodes(const hv_changes *c, const hv_store *st, struct cands *k)
 {
 	hv_walk_opts wo;
@@ -1427,10 +1583,831 @@ static hv_status mounts_changed(const hv_changes *c, bool *changed)
 	return HV_OK;
 }
 
-static hv_status result_impl(hv_changes *c, const hv_store *st, struct cands *k)
+/* ---- directories of root renamed or replaced during the run ----
+ *
+ * What such a directory held before the run is rebuilt from the kernel's handles: its
+ * descriptor now (open_by_handle_at, wherever it is on its file system), listed through
+ * that descriptor, corrected by the events under its handle (a name whose first event is an
+ * appearance was not there before; one whose first event is anything else was; a name
+ * without events was there as it is now), subdirectories by their handles (a deleted one
+ * held exactly the names its events removed). The paths it covered before and covers now
+ * are then compared path-wise, as a snapshot would: the files below those paths before the
+ * run against those below them now. */
+
+enum { B_UNSET = 0, B_IN, B_NONE, B_UNKNOWN };
+
+/* Events that change neither a name nor what it names (a close after writing, maybe
+ * nothing written: an mmap write is told by the ctime). */
+#define QUIET_MASK (FAN_CLOSE_WRITE | FAN_ONDIR)
+
+/* Every named event, of any directory, in (directory, name, seq) order. */
+struct fslot {
+	uint32_t dir;
+	uint32_t name;
+	uint64_t seq;
+	uint32_t ev;
+	bool appear;
+};
+
+struct rent {
+	char *path;
+	uint64_t dev, ino;
+	bool known;    /* dev and ino are the file's before the run (no event touched it) */
+	uint32_t mask; /* the events of its name */
+};
+
+struct rents {
+	struct rent *v;
+	size_t n, cap;
+};
+
+struct recon {
+	hv_changes *c;
+	struct fslot *fs;
+	size_t nfs;
+	uint32_t root_id;
+	char **roots;
+	size_t n_roots;
+	struct rents before, after;
+	const char *lost; /* why the before state cannot be told, NULL: it can */
+};
+
+static int fslot_cmp(const void *a, const void *b, void *ctx)
+{
+	const hv_changes *c = ctx;
+	const struct fslot *x = a, *y = b;
+	if (x->dir != y->dir)
+		return x->dir < y->dir ? -1 : 1;
+	int n = strcmp(name_at(c, x->name), name_at(c, y->name));
+	if (n)
+		return n;
+	return x->seq < y->seq ? -1 : x->seq > y->seq ? 1 : 0;
+}
+
+static hv_status fslots_build(struct recon *r)
+{
+	hv_changes *c = r->c;
+	r->fs = calloc(c->n_evs * 2 + 1, sizeof(*r->fs));
+	if (!r->fs)
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	for (size_t i = 0; i < c->n_evs; i++) {
+		const struct ev *e = &c->evs[i];
+		if (e->dir && *name_at(c, e->name) && strcmp(name_at(c, e->name), ".") != 0)
+			r->fs[r->nfs++] = (struct fslot){e->dir, e->name, e->seq, (uint32_t)i,
+							 (e->mask & FAN_CREATE) != 0};
+		if (e->dir2 && (e->mask & FAN_RENAME))
+			r->fs[r->nfs++] = (struct fslot){e->dir2, e->name2, e->seq, (uint32_t)i, true};
+	}
+	if (r->nfs > 1)
+		qsort_r(r->fs, r->nfs, sizeof(*r->fs), fslot_cmp, c);
+	return HV_OK;
+}
+
+/* The slots of (dir, name): [*lo, *hi). */
+static void fslot_range(const struct recon *r, uint32_t dir, const char *name, size_t *lo,
+			size_t *hi)
+{
+	size_t a = 0, b = r->nfs;
+	while (a < b) {
+		size_t m = a + (b - a) / 2;
+		const struct fslot *s = &r->fs[m];
+		int k = s->dir != dir ? (s->dir < dir ? -1 : 1) : strcmp(name_at(r->c, s->name), name);
+		if (k < 0)
+			a = m + 1;
+		else
+			b = m;
+	}
+	*lo = a;
+	while (a < r->nfs && r->fs[a].dir == dir && !strcmp(name_at(r->c, r->fs[a].name), name))
+		a++;
+	*hi = a;
+}
+
+static uint32_t fslot_mask(const struct recon *r, uint32_t dir, const char *name)
+{
+	size_t lo, hi;
+	fslot_range(r, dir, name, &lo, &hi);
+	uint32_t m = 0;
+	for (size_t i = lo; i < hi; i++)
+		m |= r->c->evs[r->fs[i].ev].mask;
+	return m;
+}
+
+/* The node of the directory open at fd (interned: may move c->nodes); 0 if none. */
+static uint32_t fd_node(hv_changes *c, int fd)
+{
+	struct statfs sf;
+	struct {
+		struct file_handle fh;
+		unsigned char buf[MAX_FH];
+	} h;
+	h.fh.handle_bytes = MAX_FH;
+	int mnt_id;
+	if (fstatfs(fd, &sf) != 0 || name_to_handle_at(fd, "", &h.fh, &mnt_id, AT_EMPTY_PATH) != 0)
+		return 0;
+	uint64_t fsid;
+	memcpy(&fsid, &sf.f_fsid, sizeof(fsid));
+	return intern(c, fsid, &h.fh);
+}
+
+/* A readable descriptor of directory node id, wherever it is; -1 (ESTALE: deleted). */
+static int node_open_dir(const hv_changes *c, uint32_t id)
+{
+	const struct node *n = &c->nodes[id - 1];
+	int mfd = mount_fd(c, n->fsid);
+	if (mfd < 0) {
+		errno = EXDEV;
+		return -1;
+	}
+	struct {
+		struct file_handle fh;
+		unsigned char buf[MAX_FH];
+	} h;
+	h.fh.handle_bytes = n->len;
+	h.fh.handle_type = n->type;
+	memcpy(h.fh.f_handle, n->h, n->len);
+	int fd = open_by_handle_at(mfd, &h.fh, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct stat st;
+	if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_nlink == 0)) {
+		close(fd);
+		errno = ESTALE;
+		return -1;
+	}
+	return fd;
+}
+
+/* One step up from directory id towards where it was before the run: B_UNSET with its
+ * parent then (*parent) and its name in it (*name, malloc'd), or its final state. */
+static int before_step(struct recon *r, uint32_t id, uint32_t *parent, char **name)
+{
+	hv_changes *c = r->c;
+	const struct node *n = &c->nodes[id - 1];
+	*parent = 0;
+	*name = NULL;
+	if (n->first_ren) {
+		const struct ev *e = &c->evs[n->first_ren - 1];
+		*parent = e->dir;
+		*name = strdup(name_at(c, e->name));
+	} else if (n->del_parent) {
+		*parent = n->del_parent;
+		*name = strdup(name_at(c, n->del_name));
+	} else if (n->replaced) {
+		const struct ev *e = &c->evs[n->replaced - 1];
+		*parent = e->dir2;
+		*name = strdup(name_at(c, e->name2));
+	} else {
+		/* Neither moved nor deleted: in its parent of now, under its name of now. */
+		int fd = node_open(c, n);
+		if (fd < 0)
+			return B_UNKNOWN;
+		char link[64], *buf = malloc(PATH_BUF);
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		ssize_t len = buf ? readlink(link, buf, PATH_BUF - 1) : -1;
+		int up = openat(fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		struct stat s1, s2;
+		bool top = up >= 0 && fstat(fd, &s1) == 0 && fstat(up, &s2) == 0 &&
+			   s1.st_dev == s2.st_dev && s1.st_ino == s2.st_ino;
+		close(fd);
+		int state = B_UNSET;
+		if (len <= 0 || buf[0] != '/' || up < 0) {
+			state = B_UNKNOWN;
+		} else if (top) {
+			state = B_NONE; /* the top: root was not above */
+		} else {
+			buf[len] = '\0';
+			/* Every file system at or below root is marked: an unmarked parent is
+			 * outside. */
+			struct statfs sf;
+			uint64_t fsid = 0;
+			if (fstatfs(up, &sf) == 0)
+				memcpy(&fsid, &sf.f_fsid, sizeof(fsid));
+			if (mount_fd(c, fsid) < 0) {
+				state = B_NONE;
+			} else if (!(*parent = fd_node(c, up))) {
+				state = B_UNKNOWN;
+			} else {
+				*name = strdup(strrchr(buf, '/') + 1);
+			}
+		}
+		if (up >= 0)
+			close(up);
+		free(buf);
+		if (state != B_UNSET)
+			return state;
+	}
+	return *name ? B_UNSET : B_UNKNOWN;
+}
+
+/* Where directory id was before the run: B_IN with its bpath, B_NONE (not in root, or not
+ * there), B_UNKNOWN. Climbs to a directory whose place is known, then down again. */
+static int before_path(struct recon *r, uint32_t id)
+{
+	hv_changes *c = r->c;
+	uint32_t *chain = NULL;
+	char **names = NULL;
+	size_t len = 0, cap = 0;
+	uint32_t cur = id;
+	int top;
+	for (;;) {
+		struct node *n = &c->nodes[cur - 1];
+		if (n->bstate != B_UNSET) {
+			top = n->bstate;
+			break;
+		}
+		if (cur == r->root_id) {
+			n->bpath = strdup("");
+			top = n->bstate = n->bpath ? B_IN : B_UNKNOWN;
+			break;
+		}
+		if (n->created) {
+			top = n->bstate = B_NONE;
+			break;
+		}
+		uint32_t parent;
+		char *name;
+		int st = before_step(r, cur, &parent, &name);
+		if (st == B_UNSET && len == cap) {
+			size_t ncap = cap ? cap * 2 : 16;
+			uint32_t *nc = realloc(chain, ncap * sizeof(*nc));
+			char **nn = nc ? realloc(names, ncap * sizeof(*nn)) : NULL;
+			if (nc)
+				chain = nc;
+			if (nn) {
+				names = nn;
+				cap = ncap;
+			} else {
+				free(name);
+				st = B_UNKNOWN;
+			}
+		}
+		if (st != B_UNSET) {
+			top = c->nodes[cur - 1].bstate = st;
+			break;
+		}
+		c->nodes[cur - 1].bstate = B_UNKNOWN; /* a cycle's guard until it is known */
+		chain[len] = cur;
+		names[len++] = name;
+		cur = parent;
+	}
+	/* Down: each is its parent's place and its name. */
+	while (len > 0) {
+		len--;
+		struct node *n = &c->nodes[chain[len] - 1];
+		const struct node *p = &c->nodes[cur - 1];
+		if (top == B_IN) {
+			n->bpath = join(p->bpath, names[len]);
+			n->bstate = n->bpath ? B_IN : B_UNKNOWN;
+			top = n->bstate;
+		} else {
+			n->bstate = top;
+		}
+		free(names[len]);
+		cur = chain[len];
+	}
+	free(chain);
+	free(names);
+	return c->nodes[id - 1].bstate;
+}
+
+enum { K_NOTHING, K_FILE, K_DIR, K_UNKNOWN };
+
+/* What the first event of a name says was there before the run (K_DIR: *obj). */
+static int first_kind(const struct recon *r, size_t lo, uint32_t *obj)
+{
+	const struct fslot *s = &r->fs[lo];
+	const struct ev *e = &r->c->evs[s->ev];
+	*obj = 0;
+	if (s->appear) {
+		if (!(e->mask & FAN_RENAME) || !e->over)
+			return K_NOTHING;
+		if (e->over_obj && e->over_dir) {
+			/* A directory a rename replaced is gone: one still there was only changed by
+			 * the same thread after the rename (a chmod), and nothing was replaced. */
+			int fd = node_open_dir(r->c, e->over_obj);
+			if (fd >= 0) {
+				close(fd);
+				return K_NOTHING;
+			}
+			*obj = e->over_obj;
+			return K_DIR;
+		}
+		if (e->over_obj)
+			return K_FILE;
+		return (e->mask & FAN_ONDIR) ? K_UNKNOWN : K_FILE;
+	}
+	if (e->mask & FAN_ONDIR) {
+		*obj = e->obj;
+		return e->obj ? K_DIR : K_UNKNOWN;
+	}
+	return K_FILE;
+}
+
+static bool rent_add(struct recon *r, struct rents *l, char *path, const struct stat *st,
+		     uint32_t mask)
+{
+	if (path && l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		struct rent *nv = realloc(l->v, cap * sizeof(*nv));
+		if (nv) {
+			l->v = nv;
+			l->cap = cap;
+		}
+	}
+	if (!path || l->n == l->cap) {
+		free(path);
+		r->lost = "out of memory";
+		return false;
+	}
+	l->v[l->n++] = (struct rent){path, st ? st->st_dev : 0, st ? st->st_ino : 0, st != NULL,
+				     mask};
+	return true;
+}
+
+/* Directories still to list (before_list), each with its path. */
+struct todo {
+	uint32_t *id;
+	char **path;
+	size_t n, cap;
+};
+
+static void todo_push(struct recon *r, struct todo *t, uint32_t id, char *path)
+{
+	if (path && t->n == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 16;
+		uint32_t *ni = realloc(t->id, cap * sizeof(*ni));
+		if (ni)
+			t->id = ni;
+		char **np = ni ? realloc(t->path, cap * sizeof(*np)) : NULL;
+		if (np) {
+			t->path = np;
+			t->cap = cap;
+		}
+	}
+	if (!path || t->n == t->cap) {
+		free(path);
+		r->lost = "out of memory";
+		return;
+	}
+	t->id[t->n] = id;
+	t->path[t->n++] = path;
+}
+
+/* The regular files directory id held before the run, below prefix; its subdirectories
+ * into t. */
+static void before_list_one(struct recon *r, struct todo *t, uint32_t id, const char *prefix)
+{
+	hv_changes *c = r->c;
+	if (r->lost)
+		return;
+	if (c->nodes[id - 1].visited) {
+		r->lost = "a directory was found twice where it was before the run";
+		return;
+	}
+	c->nodes[id - 1].visited = true;
+	int fd = node_open_dir(c, id);
+	if (fd < 0 && errno != ESTALE && errno != ENOENT) {
+		r->lost = "a directory's handle could not be opened";
+		return;
+	}
+	if (fd >= 0) {
+		/* Names without events: there before as they are now. */
+		int dfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+		DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+		if (!d) {
+			if (dfd >= 0)
+				close(dfd);
+			close(fd);
+			r->lost = "a directory could not be listed";
+			return;
+		}
+		const struct dirent *de;
+		/* cppcheck-suppress readdirCalled ; d is this call's own stream: readdir is
+		 * then thread-safe (glibc, POSIX 2024), and readdir_r is deprecated */
+		while (!r->lost && (de = readdir(d)) != NULL) {
+			if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+				continue;
+			size_t lo, hi;
+			fslot_range(r, id, de->d_name, &lo, &hi);
+			if (lo < hi)
+				continue;
+			struct stat st;
+			if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+				continue; /* gone since: its deletion is an event of after the run */
+			char *p = join(prefix, de->d_name);
+			if (!p) {
+				r->lost = "out of memory";
+				break;
+			}
+			if (S_ISREG(st.st_mode)) {
+				rent_add(r, &r->before, p, &st, 0);
+				continue;
+			}
+			if (S_ISDIR(st.st_mode) && !excluded(c, NULL, p)) {
+				int sfd = openat(fd, de->d_name,
+						 O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+				uint32_t sub = sfd >= 0 ? fd_node(c, sfd) : 0;
+				if (sfd >= 0)
+					close(sfd);
+				if (sub) {
+					todo_push(r, t, sub, p);
+					p = NULL;
+				} else if (sfd >= 0) {
+					r->lost = "a directory gives no file handle";
+				}
+			}
+			free(p);
+		}
+		closedir(d);
+	}
+	/* Names with events: their first event says what was there. */
+	size_t lo = 0, hi = r->nfs;
+	while (lo < hi) {
+		size_t m = lo + (hi - lo) / 2;
+		if (r->fs[m].dir < id)
+			lo = m + 1;
+		else
+			hi = m;
+	}
+	for (size_t i = lo; !r->lost && i < r->nfs && r->fs[i].dir == id;) {
+		size_t j = i;
+		uint32_t mask = 0;
+		while (j < r->nfs && r->fs[j].dir == id &&
+		       !strcmp(name_at(c, r->fs[j].name), name_at(c, r->fs[i].name)))
+			mask |= c->evs[r->fs[j++].ev].mask;
+		uint32_t obj;
+		int k = first_kind(r, i, &obj);
+		char *p = k == K_NOTHING ? NULL : join(prefix, name_at(c, r->fs[i].name));
+		/* Only closed after writing: the name still names what it named before. */
+		struct stat st;
+		bool quiet = !(mask & ~QUIET_MASK) && fd >= 0 &&
+			     fstatat(fd, name_at(c, r->fs[i].name), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+			     S_ISREG(st.st_mode);
+		if (k == K_FILE)
+			rent_add(r, &r->before, p, quiet ? &st : NULL, mask);
+		else if (k == K_DIR && p && !excluded(c, NULL, p)) {
+			todo_push(r, t, obj, p);
+			p = NULL;
+		} else if (k == K_UNKNOWN) {
+			r->lost = "what a directory held before the run is in no event";
+		}
+		if (k != K_FILE)
+			free(p);
+		i = j;
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
+/* The regular files directory id held before the run, below prefix, and below its
+ * subdirectories then (a stack, not a recursion: trees may be deep). */
+static void before_list(struct recon *r, uint32_t id, const char *prefix)
+{
+	struct todo t = {0};
+	todo_push(r, &t, id, strdup(prefix));
+	while (t.n > 0) {
+		t.n--;
+		char *p = t.path[t.n];
+		before_list_one(r, &t, t.id[t.n], p);
+		free(p);
+	}
+	free(t.id);
+	free(t.path);
+}
+
+/* What was at rel (a region's root) before the run, into r->before. */
+static void before_region(struct recon *r, const char *rel)
+{
+	hv_changes *c = r->c;
+	uint32_t cur = r->root_id;
+	const char *p = rel;
+	for (;;) {
+		const char *slash = strchr(p, '/');
+		size_t n = slash ? (size_t)(slash - p) : strlen(p);
+		char *comp = strndup(p, n);
+		if (!comp) {
+			r->lost = "out of memory";
+			return;
+		}
+		size_t lo, hi;
+		fslot_range(r, cur, comp, &lo, &hi);
+		int k;
+		uint32_t obj = 0, mask = 0;
+		struct stat st;
+		bool have_st = false;
+		if (lo < hi) {
+			k = first_kind(r, lo, &obj);
+			mask = fslot_mask(r, cur, comp);
+			int fd = !(mask & ~QUIET_MASK) ? node_open_dir(c, cur) : -1;
+			have_st = fd >= 0 && fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+				  S_ISREG(st.st_mode);
+			if (fd >= 0)
+				close(fd);
+		} else {
+			int fd = node_open_dir(c, cur);
+			if (fd < 0) {
+				k = fd < 0 && (errno == ESTALE || errno == ENOENT) ? K_NOTHING
+										  : K_UNKNOWN;
+			} else if (fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+				k = K_NOTHING;
+			} else if (S_ISDIR(st.st_mode)) {
+				int sfd = openat(fd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+				obj = sfd >= 0 ? fd_node(c, sfd) : 0;
+				if (sfd >= 0)
+					close(sfd);
+				k = obj ? K_DIR : K_UNKNOWN;
+			} else {
+				k = S_ISREG(st.st_mode) ? K_FILE : K_NOTHING;
+				have_st = true;
+			}
+			if (fd >= 0)
+				close(fd);
+		}
+		free(comp);
+		if (k == K_UNKNOWN) {
+			r->lost = "what was at a renamed directory's place before the run is in no event";
+			return;
+		}
+		if (k == K_NOTHING)
+			return;
+		if (k == K_FILE) {
+			/* A file there: only at the region's root itself is it one of its files. */
+			if (!slash)
+				rent_add(r, &r->before, strdup(rel), have_st ? &st : NULL, mask);
+			return;
+		}
+		cur = obj;
+		if (!slash)
+			break;
+		p = slash + 1;
+	}
+	before_list(r, cur, rel);
+}
+
+/* A descriptor of directory root/rel, each component opened with O_NOFOLLOW; -1 if none. */
+static int open_below(const hv_changes *c, const char *rel)
+{
+	int fd = open(c->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	const char *p = rel;
+	while (fd >= 0 && *p) {
+		const char *slash = strchr(p, '/');
+		char *comp = strndup(p, slash ? (size_t)(slash - p) : strlen(p));
+		int nfd = comp ? openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+		free(comp);
+		close(fd);
+		fd = nfd;
+		if (!slash)
+			break;
+		p = slash + 1;
+	}
+	return fd;
+}
+
+/* The regular files of directory root/rel now, its subdirectories into t (ids unused). */
+static void after_list_one(struct recon *r, struct todo *t, const char *rel)
+{
+	hv_changes *c = r->c;
+	int fd = open_below(c, rel);
+	if (fd < 0)
+		return; /* gone */
+	uint32_t id = fd_node(c, fd);
+	int dfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	if (!d) {
+		if (dfd >= 0)
+			close(dfd);
+		close(fd);
+		return;
+	}
+	const struct dirent *de;
+	/* cppcheck-suppress readdirCalled ; d is this call's own stream: readdir is then
+	 * thread-safe (glibc, POSIX 2024), and readdir_r is deprecated */
+	while (!r->lost && (de = readdir(d)) != NULL) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		struct stat st;
+		if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+			continue;
+		char *p = join(rel, de->d_name);
+		if (!p) {
+			r->lost = "out of memory";
+			break;
+		}
+		if (S_ISREG(st.st_mode))
+			rent_add(r, &r->after, p, &st, id ? fslot_mask(r, id, de->d_name) : ~0u);
+		else if (S_ISDIR(st.st_mode) && !excluded(c, NULL, p))
+			todo_push(r, t, 0, p);
+		else
+			free(p);
+	}
+	closedir(d);
+	close(fd);
+}
+
+static void after_region(struct recon *r, const char *rel)
+{
+	hv_changes *c = r->c;
+	/* A regular file at rel itself. */
+	const char *slash = strrchr(rel, '/');
+	char *parent = slash ? strndup(rel, (size_t)(slash - rel)) : strdup("");
+	int pfd = parent ? open_below(c, parent) : -1;
+	free(parent);
+	struct stat st;
+	if (pfd >= 0 && fstatat(pfd, slash ? slash + 1 : rel, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    S_ISREG(st.st_mode)) {
+		uint32_t id = fd_node(c, pfd);
+		rent_add(r, &r->after, strdup(rel), &st,
+			 id ? fslot_mask(r, id, slash ? slash + 1 : rel) : ~0u);
+	}
+	if (pfd >= 0)
+		close(pfd);
+	struct todo t = {0};
+	todo_push(r, &t, 0, strdup(rel));
+	while (t.n > 0) {
+		t.n--;
+		char *p = t.path[t.n];
+		after_list_one(r, &t, p);
+		free(p);
+	}
+	free(t.id);
+	free(t.path);
+}
+
+static int rent_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct rent *)a)->path, ((const struct rent *)b)->path);
+}
+
+static void rents_free(struct rents *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i].path);
+	free(l->v);
+	memset(l, 0, sizeof(*l));
+}
+
+/* Whether rel is at or below one of the regions' roots. */
+static bool in_region(const struct recon *r, const char *rel)
+{
+	for (size_t i = 0; i < r->n_roots; i++)
+		if (below(rel, r->roots[i], strlen(r->roots[i])))
+			return true;
+	return false;
+}
+
+static hv_status root_add(struct recon *r, const char *rel)
+{
+	char **nv = realloc(r->roots, (r->n_roots + 1) * sizeof(*nv));
+	if (!nv)
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	r->roots = nv;
+	if (!(nv[r->n_roots] = strdup(rel)))
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	r->n_roots++;
+	return HV_OK;
+}
+
+/* The regions: the places before and after the run of every directory of root renamed or
+ * replaced during it (HV_EIO through lost() when one cannot be placed). */
+static hv_status regions_find(struct recon *r, bool *any)
+{
+	hv_changes *c = r->c;
+	*any = false;
+	for (size_t i = 0; i < c->n_evs; i++) {
+		const struct ev *e = &c->evs[i];
+		if (!(e->mask & FAN_RENAME))
+			continue;
+		if ((e->mask & FAN_ONDIR) && e->obj) {
+			struct node *o = &c->nodes[e->obj - 1];
+			if (!o->first_ren || c->evs[o->first_ren - 1].seq > e->seq)
+				o->first_ren = (uint32_t)i + 1;
+			*any = true;
+		}
+		if (e->over && e->over_obj && e->over_dir) {
+			struct node *o = &c->nodes[e->over_obj - 1];
+			if (!o->replaced)
+				o->replaced = (uint32_t)i + 1;
+			*any = true;
+		}
+	}
+	if (!*any)
+		return HV_OK;
+	hv_status rc = fslots_build(r);
+	int rfd = rc == HV_OK ? open(c->root, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+	if (rc == HV_OK && (rfd < 0 || !(r->root_id = fd_node(c, rfd))))
+		rc = lost(c, "the directory gives no file handle");
+	if (rfd >= 0)
+		close(rfd);
+	for (size_t i = 0; rc == HV_OK && i < c->n_nodes; i++) {
+		uint32_t id = (uint32_t)i + 1;
+		const struct node *o = &c->nodes[i];
+		if ((!o->first_ren && !o->replaced) || o->created)
+			continue;
+		int b = before_path(r, id);
+		if (b == B_UNKNOWN) {
+			rc = lost(c, "where a renamed directory was before the run is not known");
+			break;
+		}
+		if (b == B_IN)
+			rc = root_add(r, c->nodes[id - 1].bpath);
+		node_resolve(c, id);
+		o = &c->nodes[i];
+		if (rc == HV_OK && o->where_end == W_UNKNOWN)
+			rc = lost(c, "a renamed directory's handle could not be resolved");
+		else if (rc == HV_OK && node_in(o))
+			rc = root_add(r, o->path);
+	}
+	for (size_t i = 0; rc == HV_OK && i < r->n_roots; i++)
+		if (!*r->roots[i])
+			rc = lost(c, "the directory itself was moved or replaced");
+	if (rc != HV_OK)
+		return rc;
+	/* The outermost only: a region holds those below it. */
+	if (r->n_roots > 1)
+		qsort(r->roots, r->n_roots, sizeof(*r->roots), cmp_str);
+	size_t kept = 0;
+	for (size_t i = 0; i < r->n_roots; i++) {
+		if (kept && below(r->roots[i], r->roots[kept - 1], strlen(r->roots[kept - 1]))) {
+			free(r->roots[i]);
+			continue;
+		}
+		r->roots[kept++] = r->roots[i];
+	}
+	r->n_roots = kept;
+	return HV_OK;
+}
+
+/* The regions compared path-wise: produced and deleted files into k. */
+static hv_status regions_compare(struct recon *r, const hv_store *st, struct cands *k)
+{
+	hv_changes *c = r->c;
+	for (size_t i = 0; !r->lost && i < r->n_roots; i++) {
+		before_region(r, r->roots[i]);
+		after_region(r, r->roots[i]);
+	}
+	if (r->lost)
+		return lost(c, r->lost);
+	if (r->before.n > 1)
+		qsort(r->before.v, r->before.n, sizeof(*r->before.v), rent_cmp);
+	if (r->after.n > 1)
+		qsort(r->after.v, r->after.n, sizeof(*r->after.v), rent_cmp);
+	hv_status rc = HV_OK;
+	size_t i = 0, j = 0;
+	while (rc == HV_OK && (i < r->before.n || j < r->after.n)) {
+		const struct rent *b = i < r->before.n ? &r->before.v[i] : NULL;
+		const struct rent *a = j < r->after.n ? &r->after.v[j] : NULL;
+		int cmp = !b ? 1 : !a ? -1 : strcmp(b->path, a->path);
+		const char *path = b && cmp <= 0 ? b->path : a ? a->path : NULL;
+		if (!path)
+			break;
+		if (b && i > 0 && cmp <= 0 && !strcmp(r->before.v[i - 1].path, b->path)) {
+			i++; /* a path found twice: once is enough */
+			continue;
+		}
+		if (a && j > 0 && cmp >= 0 && !strcmp(r->after.v[j - 1].path, a->path)) {
+			j++;
+			continue;
+		}
+		if (!excluded(c, st, path)) {
+			if (cmp < 0) {
+				rc = del_add(k, strdup(path));
+			} else if (cmp > 0) {
+				rc = cand_add(k, strdup(path), "created", false, 0);
+			} else {
+				/* The same file, untouched, is unchanged; opened for writing only, it
+				 * is changed when its ctime says so; anything else changed it. */
+				bool same = b->known && a->known && b->dev == a->dev && b->ino == a->ino;
+				bool quiet = !(b->mask & ~QUIET_MASK) && !(a->mask & ~QUIET_MASK);
+				if (!same || !quiet)
+					rc = cand_add(k, strdup(path), "modified", false, 0);
+				else if (b->mask || a->mask)
+					rc = cand_add(k, strdup(path), "modified", true, 0);
+			}
+		}
+		if (cmp <= 0)
+			i++;
+		if (cmp >= 0)
+			j++;
+	}
+	return rc;
+}
+
+static void recon_free(struct recon *r)
+{
+	free(r->fs);
+	for (size_t i = 0; i < r->n_roots; i++)
+		free(r->roots[i]);
+	free(r->roots);
+	rents_free(&r->before);
+	rents_free(&r->after);
+}
+
+/* The checks of what no event can tell (HV_OK: none of it happened). */
+static hv_status result_checks(hv_changes *c)
 {
 	if (c->fail_status == HV_ENOMEM)
 		return hv_error_set(HV_ENOMEM, "out of memory");
+	if (hv__test_switch_on(HV__SWITCH_CHANGES_LOST))
+		return lost(c, "HARVEST_TEST_CHANGES_LOST");
 	if (c->fail_status != HV_OK)
 		return lost(c, "reading the events failed");
 	if (c->overflow)
@@ -1445,6 +2422,14 @@ static hv_status result_impl(hv_changes *c, const hv_store *st, struct cands *k)
 	if (stat(c->root, &rs) != 0 || rs.st_dev != c->root_st.st_dev ||
 	    rs.st_ino != c->root_st.st_ino)
 		return lost(c, "the directory itself was moved or replaced");
+	return HV_OK;
+}
+
+static hv_status result_impl(hv_changes *c, const hv_store *st, struct cands *k)
+{
+	hv_status rc = c->best_effort ? HV_OK : result_checks(c);
+	if (rc != HV_OK)
+		return rc;
 	/* Where deleted and created directories were. */
 	for (size_t i = 0; i < c->n_evs; i++) {
 		const struct ev *e = &c->evs[i];
@@ -1465,16 +2450,34 @@ static hv_status result_impl(hv_changes *c, const hv_store *st, struct cands *k)
 		if (e->dir2)
 			node_resolve(c, e->dir2);
 	}
+	/* Directories of root renamed or replaced: their places compared path-wise. */
+	struct recon r = {.c = c};
+	bool any = false;
+	rc = regions_find(&r, &any);
+	if (c->best_effort) {
+		/* Only to leave the places of renamed directories out of the deletions: a name's
+		 * path there is not where it was before the run. */
+		rc = HV_OK;
+		any = false;
+	}
+	if (rc == HV_OK && any)
+		rc = regions_compare(&r, st, k);
+	if (rc != HV_OK) {
+		recon_free(&r);
+		return rc;
+	}
 	/* The slots, each event of each in order. */
 	struct slot *sl = calloc(c->n_evs * 2 + 1, sizeof(*sl));
-	if (!sl)
+	if (!sl) {
+		recon_free(&r);
 		return hv_error_set(HV_ENOMEM, "out of memory");
+	}
 	size_t ns = 0;
 	for (size_t i = 0; i < c->n_evs && rc == HV_OK; i++) {
 		const struct ev *e = &c->evs[i];
 		if (!e->dir && !e->dir2) {
 			/* A link count changed: the file's other names changed too. */
-			if (!e->obj || !e->paired)
+			if (!e->obj || !e->paired || !c->nodes)
 				continue;
 			int fd = node_open(c, &c->nodes[e->obj - 1]);
 			struct stat st2;
@@ -1494,30 +2497,22 @@ static hv_status result_impl(hv_changes *c, const hv_store *st, struct cands *k)
 		}
 		const struct node *d = e->dir ? &c->nodes[e->dir - 1] : NULL;
 		const struct node *d2 = e->dir2 ? &c->nodes[e->dir2 - 1] : NULL;
+		if (((d && d->where_end == W_UNKNOWN) || (d2 && d2->where_end == W_UNKNOWN)) &&
+		    c->best_effort)
+			continue;
 		if ((d && d->where_end == W_UNKNOWN) || (d2 && d2->where_end == W_UNKNOWN)) {
 			rc = lost(c, "a directory's handle could not be resolved");
 			break;
 		}
 		bool in1 = d && node_in(d), in2 = d2 && node_in(d2);
 		if ((e->mask & FAN_RENAME) && (e->mask & FAN_ONDIR) && (in1 || in2)) {
-			struct node *o = e->obj ? &c->nodes[e->obj - 1] : NULL;
 			/* A directory made during the run holds only what the run made, each with
-			 * its own events, which resolve to where it is now. One moved in from
-			 * outside brings everything in it: all created. A directory that was in root
-			 * before the run and moved within it or out would need what it held before
-			 * the run, which nothing recorded. */
-			if (o && o->created)
-				continue;
-			if (!o || in1) {
-				rc = lost(c, "a directory that was there before the run was renamed or "
-					     "moved");
+			 * its own events, which resolve to where it is now. Any other (one of root
+			 * or one moved in from outside) is a region, compared above. */
+			if (!e->obj && !c->best_effort) {
+				rc = lost(c, "a directory was renamed and the event does not say which");
 				break;
 			}
-			node_resolve(c, e->obj);
-			if (o->where_end == W_IN && !excluded(c, st, o->path))
-				rc = walk_moved_in(c, st, k, o->path);
-			if (rc != HV_OK)
-				break;
 			continue;
 		}
 		if (e->mask & FAN_RENAME) {
@@ -1534,6 +2529,7 @@ static hv_status result_impl(hv_changes *c, const hv_store *st, struct cands *k)
 	}
 	if (rc != HV_OK) {
 		free(sl);
+		recon_free(&r);
 		return rc;
 	}
 	if (ns > 1)
@@ -1560,7 +2556,7 @@ static hv_status result_impl(hv_changes *c, const hv_store *st, struct cands *k)
 			rc = hv_error_set(HV_ENOMEM, "out of memory");
 			break;
 		}
-		if (excluded(c, st, rel)) {
+		if (excluded(c, st, rel) || in_region(&r, rel)) {
 			free(rel);
 			i = j;
 			continue;
@@ -1582,17 +2578,98 @@ static hv_status result_impl(hv_changes *c, const hv_store *st, struct cands *k)
 		i = j;
 	}
 	free(sl);
+	recon_free(&r);
 	if (rc == HV_OK && k->n_inodes)
 		rc = walk_inodes(c, st, k);
 	return rc;
 }
 
-hv_status hv_changes_result(hv_changes *c, const hv_store *st, hv_change_set *out)
+/* The files below root whose ctime is not older than the start of tracking, and every file
+ * below a directory whose ctime is not (renamed in or within: its files keep their times),
+ * into k, replacing what the events proposed; their change is "created" when the events say
+ * the name was not there before, else "modified". One walk. */
+static hv_status walk_since(hv_changes *c, const hv_store *st, struct cands *k)
+{
+	if (k->n > 1)
+		qsort(k->v, k->n, sizeof(*k->v), cand_cmp);
+	struct cands nk = {0};
+	hv_walk_opts wo;
+	hv_walk_opts_init(&wo);
+	wo.threads = c->opts.threads;
+	wo.no_hidden = !c->opts.include_hidden;
+	wo.excludes = (const char *const *)c->opts.excludes;
+	wo.n_excludes = c->opts.n_excludes;
+	hv_walk *w;
+	hv_status rc = hv_walk_open(&w, c->root, &wo);
+	if (rc != HV_OK)
+		return rc;
+	bool *fresh = NULL; /* by depth: the directory at that depth on the path is new */
+	size_t cap = 0;
+	const hv_entry *e;
+	while ((rc = hv_walk_next(w, &e)) != HV_DONE) {
+		if (rc == HV_WARN)
+			continue;
+		if (rc != HV_OK)
+			break;
+		if (!e->have_lstat)
+			continue;
+		size_t d = (size_t)e->depth;
+		if (d + 1 > cap) {
+			size_t ncap = (d + 1) * 2;
+			bool *nf = realloc(fresh, ncap * sizeof(*nf));
+			if (!nf) {
+				rc = hv_error_set(HV_ENOMEM, "out of memory");
+				break;
+			}
+			fresh = nf;
+			cap = ncap;
+		}
+		/* Walk order: a directory's entries follow it, so fresh[d - 1] is the parent's. */
+		bool under = d > 1 && fresh[d - 1];
+		bool is_new = under || e->lst.ctime_ns >= c->start_ns;
+		if (S_ISDIR(e->lst.mode)) {
+			fresh[d] = is_new;
+			continue;
+		}
+		if (!S_ISREG(e->lst.mode) || !is_new || excluded(c, st, e->path))
+			continue;
+		const char *change = "modified";
+		size_t lo = 0, hi = k->n;
+		while (lo < hi) {
+			size_t m = lo + (hi - lo) / 2;
+			int n = hv_store_path_cmp(k->v[m].path, strlen(k->v[m].path), e->path,
+						  e->path_len);
+			if (n < 0)
+				lo = m + 1;
+			else
+				hi = m;
+		}
+		if (lo < k->n && !strcmp(k->v[lo].path, e->path))
+			change = k->v[lo].change;
+		rc = cand_add(&nk, strdup(e->path), change, false, 0);
+		if (rc != HV_OK)
+			break;
+	}
+	hv_walk_close(w);
+	free(fresh);
+	for (size_t i = 0; i < k->n; i++)
+		free(k->v[i].path);
+	free(k->v);
+	k->v = nk.v;
+	k->n = nk.n;
+	k->cap = nk.cap;
+	return rc == HV_DONE ? HV_OK : rc;
+}
+
+static hv_status result_finish(hv_changes *c, const hv_store *st, hv_change_set *out,
+			       bool since)
 {
 	memset(out, 0, sizeof(*out));
 	out->start_ns = c->start_ns;
 	struct cands k = {0};
 	hv_status rc = result_impl(c, st, &k);
+	if (rc == HV_OK && since)
+		rc = walk_since(c, st, &k);
 	if (rc == HV_OK) {
 		/* In walk order, each path once (a name with several links may come twice). */
 		if (k.n > 1)
@@ -1640,6 +2717,26 @@ hv_status hv_changes_result(hv_changes *c, const hv_store *st, hv_change_set *ou
 		return hv_error_restore(&saved, rc);
 	}
 	return HV_OK;
+}
+
+hv_status hv_changes_result(hv_changes *c, const hv_store *st, hv_change_set *out)
+{
+	c->why = NULL;
+	c->best_effort = false;
+	return result_finish(c, st, out, false);
+}
+
+hv_status hv_changes_result_since(hv_changes *c, const hv_store *st, hv_change_set *out)
+{
+	c->best_effort = true;
+	hv_status rc = result_finish(c, st, out, true);
+	c->best_effort = false;
+	return rc;
+}
+
+const char *hv_changes_why(const hv_changes *c)
+{
+	return c->why;
 }
 
 void hv_change_set_free(hv_change_set *s)

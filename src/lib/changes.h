@@ -38,6 +38,16 @@ hv_status hv_changes_stop(hv_changes *c);
  * message says why. st (may be NULL) names the database files to leave out. */
 hv_status hv_changes_result(hv_changes *c, const hv_store *st, hv_change_set *out);
 
+/* After hv_changes_result() failed for want of a state from before the run (HV_EIO; the
+ * reason in hv_changes_why()): every regular file whose ctime is not older than the start of
+ * tracking, and every file below a directory whose ctime is not, by one walk of root;
+ * deleted: what the events show (others may be missing). */
+hv_status hv_changes_result_since(hv_changes *c, const hv_store *st, hv_change_set *out);
+
+/* Why the last hv_changes_result() failed for want of a state from before the run (a short
+ * phrase), NULL if it did not. */
+const char *hv_changes_why(const hv_changes *c);
+
 void hv_change_set_free(hv_change_set *s);
 void hv_changes_free(hv_changes *c);
 

@@ -87,10 +87,10 @@ hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 		rc = HV_OK;
 	}
 	out->changes = ch ? "events" : "snapshot";
-	/* auto also keeps the listing before the run in memory: what the events cannot place
-	 * (an overflow, a directory that was there before and is renamed, a mount) is then
-	 * answered by the comparison instead of refused. --changes events alone walks nothing. */
-	if (!ch || o->changes == HV_CHANGES_AUTO)
+	/* With events nothing is listed before the run, under auto too: what the events cannot
+	 * tell (an overflow, a mount below root...) is answered after it by the files changed
+	 * since it started. */
+	if (!ch)
 		rc = hv_snapshot_take_mem(st, root, &co, &snap);
 	char *command = NULL;
 	if (rc == HV_OK && !o->no_history)
@@ -142,6 +142,15 @@ hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 		hv_change_set cs;
 		hv_changes_stop(ch);
 		out->collect_status = hv_changes_result(ch, st, &cs);
+		const char *why = hv_changes_why(ch);
+		if (out->collect_status == HV_EIO && why && o->changes == HV_CHANGES_AUTO) {
+			out->changes = "ctime";
+			free(out->changes_note);
+			out->changes_note = strdup(why);
+			out->collect_status = out->changes_note
+						      ? hv_changes_result_since(ch, st, &cs)
+						      : hv_error_set(HV_ENOMEM, "out of memory");
+		}
 		hv_changes_free(ch);
 		if (out->collect_status == HV_OK) {
 			hv_mem_snapshot_free(snap);
@@ -159,16 +168,6 @@ hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 				out->collect_status =
 					hv_collect_change_set(st, root, &cco, &cs, &out->files);
 			hv_change_set_free(&cs);
-		} else if (snap) {
-			out->changes = "snapshot";
-			free(out->changes_note);
-			out->changes_note = strdup(hv_error_last());
-			before_collect();
-			out->collect_status = need_store(&st, o);
-			if (out->collect_status == HV_OK)
-				out->collect_status =
-					hv_collect_since_mem(st, root, &co, snap, &out->files);
-			hv_mem_snapshot_free(snap);
 		}
 	} else {
 		before_collect();

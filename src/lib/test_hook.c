@@ -32,6 +32,7 @@ void hv__test_hook_call(hv__hook_point p, const char *path)
 static const char *const switch_vars[HV__SWITCH_COUNT] = {
 	[HV__SWITCH_WALK_BLOCKED] = "HARVEST_TEST_WALK_BLOCKED",
 	[HV__SWITCH_WALK_SLOW_CLAIMS] = "HARVEST_TEST_WALK_SLOW_CLAIMS",
+	[HV__SWITCH_CHANGES_LOST] = "HARVEST_TEST_CHANGES_LOST",
 };
 
 /* Bit s: switch s is on. SWITCHES_READ: the environment was read (so 0 means "not yet"). */

@@ -1,5 +1,6 @@
 /* The differential test of how `harvest run` finds what a command changed: the same random
- * workloads under --changes events, under --changes snapshot and against an oracle written
+ * workloads under --changes events, under --changes snapshot, under the default (auto: the
+ * events as root, the snapshots as nobody) and against an oracle written
  * here (a listing of the tree before and after the run, with content hashes), which must all
  * give the same produced and deleted sets.
  *
@@ -9,7 +10,10 @@
  * same-size rewrites within the same clock tick, times set into the past, renames into, out
  * of and within the tree and over existing files, hard links, writes through mmap,
  * truncations, chmod only, deletions, deletion and re-creation under the same name,
- * directories made during the run and renamed, directories moved in from outside, a
+ * directories made during the run and renamed, directories moved in from outside,
+ * directories of the tree before the run renamed within it, moved out of it (and removed
+ * there, or changed there and moved back), renamed and back, renamed then changed, a
+ * subdirectory of a renamed one moved elsewhere, a rename over an empty directory, a
  * background process (setsid) still writing when the command exits, and a second process
  * outside the run writing in the tree meanwhile.
  *
@@ -127,6 +131,104 @@ static void make_tree(uint64_t seed, const char *root, bool tmpfs)
 	xwrite_file(a, "linked\n", 7, 0644);
 	if (link(a, b) != 0)
 		fail_msg("link %s: %s", b, strerror(errno));
+	/* an empty directory, for a rename over it */
+	snprintf(a, sizeof(a), "%s/a/empty", root);
+	mkdirs(a);
+}
+
+/* A directory of the tree before the run, by number. */
+static const char *const old_dirs[] = {"a", "a/b", "c", "c/d", "c/d/e", "a/empty"};
+
+static void old_dir(char *out, size_t n, const char *root, uint64_t *s)
+{
+	snprintf(out, n, "%s/%s", root, old_dirs[rnd(s, sizeof(old_dirs) / sizeof(old_dirs[0]))]);
+}
+
+/* Directories of the tree before the run renamed and moved (what they held before is in no
+ * event but their handles'). */
+static void dir_op(uint64_t *s, const char *root, const char *out, unsigned k)
+{
+	char d[4096], e[4096], f[8200];
+	old_dir(d, sizeof(d), root, s);
+	switch (rnd(s, 8)) {
+	case 0: /* renamed within the tree */
+		snprintf(e, sizeof(e), "%s/r%u", root, k);
+		rename(d, e);
+		break;
+	case 1: /* moved out of the tree */
+		snprintf(e, sizeof(e), "%s/o%u", out, k);
+		rename(d, e);
+		break;
+	case 2: { /* moved out, then removed there */
+		snprintf(e, sizeof(e), "%s/rm%u", out, k);
+		if (rename(d, e) == 0) {
+			char cmd[8300];
+			snprintf(cmd, sizeof(cmd), "rm -rf '%s'", e);
+			if (system(cmd) != 0) {
+				/* the listing says what happened */
+			}
+		}
+		break;
+	}
+	case 3: /* renamed, then back */
+		snprintf(e, sizeof(e), "%s/back%u", root, k);
+		if (rename(d, e) == 0)
+			rename(e, d);
+		break;
+	case 4: /* renamed, then its files changed, deleted, added */
+		snprintf(e, sizeof(e), "%s/ch%u", root, k);
+		if (rename(d, e) == 0) {
+			DIR *dd = opendir(e);
+			const struct dirent *de;
+			unsigned n = 0;
+			while (dd && (de = readdir(dd)) != NULL) {
+				if (de->d_name[0] != 'f')
+					continue;
+				snprintf(f, sizeof(f), "%s/%s", e, de->d_name);
+				if (n++ % 2)
+					unlink(f);
+				else
+					xwrite_file(f, "changed\n", 8, 0644);
+			}
+			if (dd)
+				closedir(dd);
+			snprintf(f, sizeof(f), "%s/added%u", e, k);
+			xwrite_file(f, "added\n", 6, 0644);
+		}
+		break;
+	case 5: /* renamed, then a subdirectory of it moved elsewhere */
+		snprintf(e, sizeof(e), "%s/p%u", root, k);
+		if (rename(d, e) == 0) {
+			DIR *dd = opendir(e);
+			const struct dirent *de;
+			while (dd && (de = readdir(dd)) != NULL) {
+				struct stat st;
+				snprintf(f, sizeof(f), "%s/%s", e, de->d_name);
+				if (de->d_name[0] == '.' || lstat(f, &st) != 0 || !S_ISDIR(st.st_mode))
+					continue;
+				char g[4096];
+				snprintf(g, sizeof(g), "%s/sub%u", root, k);
+				rename(f, g);
+				break;
+			}
+			if (dd)
+				closedir(dd);
+		}
+		break;
+	case 6: { /* renamed over an existing empty directory */
+		snprintf(e, sizeof(e), "%s/a/empty", root);
+		rename(d, e);
+		break;
+	}
+	default: /* moved out, changed there, moved back */
+		snprintf(e, sizeof(e), "%s/away%u", out, k);
+		if (rename(d, e) == 0) {
+			snprintf(f, sizeof(f), "%s/f%u", e, k);
+			xwrite_file(f, "away\n", 5, 0644);
+			rename(e, d);
+		}
+		break;
+	}
 }
 
 /* ---- the operations, run by the command ---- */
@@ -137,7 +239,11 @@ static void op(uint64_t *s, const char *root, const char *out, unsigned k)
 	unsigned i = rnd(s, N_FILES), j = rnd(s, N_FILES);
 	file_path(p, sizeof(p), root, i);
 	file_path(q, sizeof(q), root, j);
-	switch (rnd(s, 18)) {
+	switch (rnd(s, 20)) {
+	case 18:
+	case 19:
+		dir_op(s, root, out, k);
+		break;
 	case 16: { /* a directory made during the run, filled, then renamed within the tree */
 		char d[4096], e[4096], f[8200];
 		snprintf(d, sizeof(d), "%s/a/mk%u", root, k);
@@ -641,6 +747,7 @@ static void check(uint64_t seed, const char *mode, bool as_nobody, const char *w
 
 #define N_SEEDS 200        /* workloads as root, under each mode */
 #define N_SEEDS_NOBODY 32  /* as nobody */
+#define N_SEEDS_AUTO 96    /* the default as root: the events path, on other seeds */
 
 /* The seeds: 1..n, or HV_DIFF_SEEDS=FIRST:COUNT to run others (a failure prints its seed). */
 static void seeds(uint64_t dflt_first, uint64_t dflt_n, uint64_t *first, uint64_t *n)
@@ -662,6 +769,16 @@ static void test_events_against_oracle(void **state)
 	seeds(1, N_SEEDS, &first, &n);
 	for (uint64_t seed = first; seed < first + n; seed += BATCH)
 		check(seed, "events", false, NULL);
+}
+
+/* The default, as root: the events, with nothing walked before the run. */
+static void test_auto_against_oracle(void **state)
+{
+	(void)state;
+	uint64_t first, n;
+	seeds(2001, N_SEEDS_AUTO, &first, &n);
+	for (uint64_t seed = first; seed < first + n; seed += BATCH)
+		check(seed, "auto", false, NULL);
 }
 
 static void test_snapshot_against_oracle(void **state)
@@ -694,81 +811,6 @@ static void test_nobody_events_refused(void **state)
 	assert_non_null(strchr(o.err, '\n'));
 	assert_null(strchr(strchr(o.err, '\n') + 1, '\n')); /* one line */
 	outcome_free(&o);
-}
-
-/* A directory that was there before the run, renamed: what it held before is known to no
- * event, so --changes events refuses to answer (one line, exit 125) rather than answer
- * wrong, and --changes snapshot answers. */
-static void test_events_dir_rename_refused(void **state)
-{
-	(void)state;
-	char *base = tu_mkdtemp();
-	char *root = tu_path(base, "w");
-	char *db = tu_path(base, "h.db");
-	mkdirs(root);
-	tu_mkdir(root, "old");
-	tu_write(root, "old/f", "f\n", 2);
-	const char *args[] = {"run", "--db", db, "--no-history", "--format", "json", "--dir", root,
-			      "--changes", "events", "--", "mv", "old", "new", NULL};
-	tu_result r;
-	tu_harvestv(&r, NULL, NULL, args);
-	assert_int_equal(r.status, 125);
-	assert_non_null(strstr(r.err, "a directory that was there before the run was renamed"));
-	assert_non_null(strstr(r.err, "use --changes snapshot"));
-	assert_int_equal(strchr(r.err, '\n') - r.err + 1, (long)r.err_len);
-	tu_result_free(&r);
-	const char *back[] = {"run", "--db", db, "--no-history", "--format", "json", "--dir", root,
-			      "--changes", "snapshot", "--", "mv", "new", "old", NULL};
-	tu_harvestv(&r, NULL, NULL, back);
-	assert_int_equal(r.status, 0);
-	tj_value *doc = tj_parse(r.out, r.out_len);
-	assert_non_null(doc);
-	const tj_value *files = tj_get(doc, "output_files");
-	assert_int_equal(tj_len(files), 1);
-	assert_string_equal(tj_str(tj_get(tj_at(files, 0), "path"), NULL), "old/f");
-	assert_int_equal(tj_len(tj_get(doc, "deleted")), 1);
-	assert_string_equal(tj_str(tj_at(tj_get(doc, "deleted"), 0), NULL), "new/f");
-	tj_free(doc);
-	tu_result_free(&r);
-	tu_rmrf(base);
-	free(root);
-	free(db);
-	free(base);
-}
-
-/* The default (auto) keeps the listing before the run as well: a directory that was there
- * before and is renamed, which events alone refuse, is answered by the comparison, with one
- * warning line, and the same files as --changes snapshot reports. */
-static void test_auto_dir_rename_compares(void **state)
-{
-	(void)state;
-	char *base = tu_mkdtemp();
-	char *root = tu_path(base, "w");
-	char *db = tu_path(base, "h.db");
-	mkdirs(root);
-	tu_mkdir(root, "old");
-	tu_write(root, "old/f", "f\n", 2);
-	const char *args[] = {"run", "--db", db, "--no-history", "--format", "json", "--dir", root,
-			      "--", "mv", "old", "new", NULL};
-	tu_result r;
-	tu_harvestv(&r, NULL, NULL, args);
-	assert_int_equal(r.status, 0);
-	assert_non_null(strstr(r.err, "change events not used, comparing snapshots: "));
-	assert_non_null(strstr(r.err, "a directory that was there before the run was renamed"));
-	assert_int_equal(strchr(r.err, '\n') - r.err + 1, (long)r.err_len);
-	tj_value *doc = tj_parse(r.out, r.out_len);
-	assert_non_null(doc);
-	const tj_value *files = tj_get(doc, "output_files");
-	assert_int_equal(tj_len(files), 1);
-	assert_string_equal(tj_str(tj_get(tj_at(files, 0), "path"), NULL), "new/f");
-	assert_int_equal(tj_len(tj_get(doc, "deleted")), 1);
-	assert_string_equal(tj_str(tj_at(tj_get(doc, "deleted"), 0), NULL), "old/f");
-	tj_free(doc);
-	tu_result_free(&r);
-	tu_rmrf(base);
-	free(root);
-	free(db);
-	free(base);
 }
 
 /* A --changes value that is none of the three: a usage error, 125 as for every run usage
@@ -839,10 +881,9 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_events_against_oracle),
 		cmocka_unit_test(test_snapshot_against_oracle),
+		cmocka_unit_test(test_auto_against_oracle),
 		cmocka_unit_test(test_nobody_auto_falls_back),
 		cmocka_unit_test(test_nobody_events_refused),
-		cmocka_unit_test(test_events_dir_rename_refused),
-		cmocka_unit_test(test_auto_dir_rename_compares),
 		cmocka_unit_test(test_changes_bad_value),
 		cmocka_unit_test(test_events_mount_during_run_refused),
 	};

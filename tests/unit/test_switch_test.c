@@ -8,6 +8,7 @@
 static const char *const vars[HV__SWITCH_COUNT] = {
 	[HV__SWITCH_WALK_BLOCKED] = "HARVEST_TEST_WALK_BLOCKED",
 	[HV__SWITCH_WALK_SLOW_CLAIMS] = "HARVEST_TEST_WALK_SLOW_CLAIMS",
+	[HV__SWITCH_CHANGES_LOST] = "HARVEST_TEST_CHANGES_LOST",
 };
 
 /* Runs first, so the library has not looked yet: the first call reads the environment. */
