@@ -267,8 +267,9 @@ static size_t tree_reads(const char *log, const char *root)
 static void test_default_walks_nothing(void **state)
 {
 	(void)state;
+	/* scripts/deps.sh installs strace: without it this check fails rather than pass unseen */
 	if (access("/usr/bin/strace", X_OK) != 0)
-		skip();
+		fail_msg("/usr/bin/strace is needed to count the run's getdents64 calls");
 	struct tree t;
 	tree_make(&t);
 	char *log = tu_path(t.base, "strace.log");

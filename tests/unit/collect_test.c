@@ -119,9 +119,23 @@ static void next_tick(void)
 	sleep_s(0.05);
 }
 
+/* Every warning of a collect that does not look at them itself, on the test's output: when a
+ * count of warnings is not the one expected, the log says which they were. */
+static void print_warning(void *ctx, const char *message)
+{
+	(void)ctx;
+	print_message("collect warning: %s\n", message);
+}
+
 static hv_collection *collect_st(hv_store *st, const char *dir, const hv_collect_opts *o)
 {
 	hv_collection *c = NULL;
+	hv_collect_opts shown;
+	if (o && !o->on_warning) {
+		shown = *o;
+		shown.on_warning = print_warning;
+		o = &shown;
+	}
 	int rc = hv_collect(st, dir, o, &c);
 	if (rc != HV_OK)
 		fail_msg("hv_collect(%s): %d %s", dir, rc, hv_error_last());
