@@ -377,8 +377,8 @@ static uint32_t intern(hv_changes *c, uint64_t fsid, const struct file_handle *f
 	return (uint32_t)c->n_nodes;
 }
 
-/* Opens the node's object (O_PATH); -1 with errno. */
-static int node_open(const hv_changes *c, const struct node *n)
+/* Opens the node's object with flags (O_CLOEXEC added); -1 with errno. */
+static int node_open_flags(const hv_changes *c, const struct node *n, int flags)
 {
 	int mfd = mount_fd(c, n->fsid);
 	if (mfd < 0) {
@@ -392,7 +392,13 @@ static int node_open(const hv_changes *c, const struct node *n)
 	h.fh.handle_bytes = n->len;
 	h.fh.handle_type = n->type;
 	memcpy(h.fh.f_handle, n->h, n->len);
-	return open_by_handle_at(mfd, &h.fh, O_PATH | O_CLOEXEC);
+	return open_by_handle_at(mfd, &h.fh, flags | O_CLOEXEC);
+}
+
+/* Opens the node's object (O_PATH); -1 with errno. */
+static int node_open(const hv_changes *c, const struct node *n)
+{
+	return node_open_flags(c, n, O_PATH);
 }
 
 static uint64_t devino_hash(uint64_t dev, uint64_t ino)
@@ -1713,20 +1719,7 @@ static uint32_t fd_node(hv_changes *c, int fd)
 /* A readable descriptor of directory node id, wherever it is; -1 (ESTALE: deleted). */
 static int node_open_dir(const hv_changes *c, uint32_t id)
 {
-	const struct node *n = &c->nodes[id - 1];
-	int mfd = mount_fd(c, n->fsid);
-	if (mfd < 0) {
-		errno = EXDEV;
-		return -1;
-	}
-	struct {
-		struct file_handle fh;
-		unsigned char buf[MAX_FH];
-	} h;
-	h.fh.handle_bytes = n->len;
-	h.fh.handle_type = n->type;
-	memcpy(h.fh.f_handle, n->h, n->len);
-	int fd = open_by_handle_at(mfd, &h.fh, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = node_open_flags(c, &c->nodes[id - 1], O_RDONLY | O_DIRECTORY);
 	struct stat st;
 	if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_nlink == 0)) {
 		close(fd);
