@@ -16,7 +16,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <locale.h>
 #include <magic.h>
+#include <malloc.h>
 #include <poll.h>
 #include <pthread.h>
 #include <seccomp.h>
@@ -98,7 +101,7 @@ bool hvm_isolation(void)
 
 /* Test-only faults, chosen by the first bytes of the file (so a test can mix good and bad
  * files in one run) and enabled by HARVEST_TEST_WORKER_FAULT=1 in builds with tests. */
-enum fault { FAULT_NONE, FAULT_CRASH, FAULT_HANG, FAULT_OPEN };
+enum fault { FAULT_NONE, FAULT_CRASH, FAULT_HANG, FAULT_OPEN, FAULT_LIBC };
 
 static enum fault fault_of(const unsigned char *b, size_t n)
 {
@@ -112,6 +115,8 @@ static enum fault fault_of(const unsigned char *b, size_t n)
 		return FAULT_HANG;
 	if (memcmp(b + p, "OPEN", 4) == 0)
 		return FAULT_OPEN;
+	if (memcmp(b + p, "LIBC", 4) == 0)
+		return FAULT_LIBC;
 	return FAULT_NONE;
 }
 
@@ -129,6 +134,25 @@ static void do_fault(enum fault f)
 		if (fd >= 0)
 			close(fd);
 		_exit(3); /* the filter failed to stop it: a distinct exit the test detects */
+	}
+	case FAULT_LIBC: {
+		/* Not a fault: what libmagic may ask of libc on hostile bytes, which libc would
+		 * otherwise do lazily with an open (see prepare_libc); the file is then typed. */
+		void *block[64];
+		for (size_t i = 0; i < 64; i++) {
+			block[i] = malloc(100000);
+			if (block[i])
+				memset(block[i], 1, 100000);
+		}
+		for (size_t i = 64; i-- > 0;)
+			free(block[i]);
+		time_t t = time(NULL);
+		struct tm tm;
+		char when[64];
+		if (localtime_r(&t, &tm) && ctime_r(&t, when))
+			(void)mktime(&tm);
+		(void)strerror(ENOENT);
+		break;
 	}
 	default:
 		break;
@@ -155,6 +179,7 @@ static int install_filter(void)
 		SCMP_SYS(tgkill),      SCMP_SYS(clock_gettime), SCMP_SYS(getrandom),
 		SCMP_SYS(fcntl),       SCMP_SYS(pause),         SCMP_SYS(nanosleep),
 		SCMP_SYS(clock_nanosleep), SCMP_SYS(sigaltstack), SCMP_SYS(sched_yield),
+		SCMP_SYS(sched_getaffinity), /* malloc counts the CPUs, else reads /sys */
 	};
 	static const int kill[] = {
 		SCMP_SYS(open),     SCMP_SYS(openat),  SCMP_SYS(openat2),  SCMP_SYS(creat),
@@ -172,6 +197,25 @@ static int install_filter(void)
 		rc = seccomp_load(ctx);
 	seccomp_release(ctx);
 	return rc;
+}
+
+/* What libc does lazily with an open, done before the filter, which would kill the worker at
+ * that open:
+ * - a thread's malloc arena, the first time its heap shrinks, reads
+ *   /proc/sys/vm/overcommit_memory (the worker uses one when the spawner was forked by a thread
+ *   other than the main one): the worker's heaps are never trimmed, its memory is the OS's
+ *   again when it exits;
+ * - localtime_r(), ctime_r() and mktime() (libmagic's dates, as in CDF properties) read the
+ *   zone file each time TZ is unset: it is read now, TZ pinned to it;
+ * - strerror() and regerror() look for translations unless the messages' locale is "C". */
+static void prepare_libc(void)
+{
+	mallopt(M_TRIM_THRESHOLD, INT_MAX);
+	if (!getenv("TZ"))
+		setenv("TZ", ":/etc/localtime", 1);
+	tzset();
+	uselocale(LC_GLOBAL_LOCALE);
+	setlocale(LC_MESSAGES, "C");
 }
 
 static void child_answer(int sock, uint32_t kind, int err, const char *s)
@@ -210,6 +254,7 @@ static void child_main(int sock, const char *database, int flags, bool faults)
 	size_t cap = sizeof(struct req) + bytes_max;
 	unsigned char *msg = malloc(cap);
 	/* The database is loaded: from here on the filter refuses every open. */
+	prepare_libc();
 	if (!msg || (!HV_UNDER_VALGRIND() && install_filter() != 0)) {
 		child_answer(sock, ANS_ERROR, 0, "cannot install the seccomp filter");
 		_exit(0);
