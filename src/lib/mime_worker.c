@@ -210,12 +210,12 @@ static int install_filter(void)
  * - strerror() and regerror() look for translations unless the messages' locale is "C". */
 static void prepare_libc(void)
 {
-	mallopt(M_TRIM_THRESHOLD, INT_MAX);
+	(void)mallopt(M_TRIM_THRESHOLD, INT_MAX);
 	if (!getenv("TZ"))
-		setenv("TZ", ":/etc/localtime", 1);
+		(void)setenv("TZ", ":/etc/localtime", 1);
 	tzset();
-	uselocale(LC_GLOBAL_LOCALE);
-	setlocale(LC_MESSAGES, "C");
+	(void)uselocale(LC_GLOBAL_LOCALE);
+	(void)setlocale(LC_MESSAGES, "C");
 }
 
 static void child_answer(int sock, uint32_t kind, int err, const char *s)
