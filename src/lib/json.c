@@ -393,37 +393,23 @@ static inline __attribute__((always_inline)) char *escape_units(char *o, const u
 		if (i >= stop)
 			break;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-		if (stop < 8 && stop - i >= 2) {
-			/* A short string (a key, a short name): no word fits inside it, so its
-			 * bytes are gathered into one with two overlapping loads and the rest
-			 * filled with a plain byte; a flag in the filler is a borrow from a real
+		if (stop - i >= 2) {
+			/* A short tail of r bytes (2..7: no word fits). Gathered into the low
+			 * bytes of one word: the word that ends at stop shifted down when the
+			 * string has 8 bytes before stop (the bytes below i, already written,
+			 * shifted out), else two overlapping loads inside it. The rest is filled
+			 * with a plain byte, so a flag there can only be a borrow from a real
 			 * byte below it, which the byte-wise path then sorts out. */
 			size_t r = stop - i;
-			uint64_t w = load_short(s + i, r) | (ONES * 'a') << (8 * r);
-			uint64_t m = word_needs_escape(w);
-			memcpy(o, &w, 8); /* room: 6 bytes a unit, r >= 2 units */
-			if (!m) {
-				o += r;
-				i = stop;
-				break;
-			}
-			size_t k = plain_prefix(m);
-			o += k;
-			i += k;
-			goto bytewise;
-		}
-#endif
-		if (stop - i >= 2 && stop >= 8) {
-			/* A short tail: the word that ends at stop, overlapping bytes already
-			 * written, with their flags shifted out. A flag left in the tail may be a
-			 * borrow from a byte below it; the byte-wise path then sorts it out. */
-			size_t r = stop - i;
 			uint64_t w;
-			memcpy(&w, s + stop - 8, 8);
+			if (stop >= 8) {
+				memcpy(&w, s + stop - 8, 8);
+				w >>= 8 * (8 - r);
+			} else {
+				w = load_short(s + i, r);
+			}
+			w |= (ONES * 'a') << (8 * r);
 			uint64_t m = word_needs_escape(w);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-			m >>= 8 * (8 - r);
-			w >>= 8 * (8 - r);
 			memcpy(o, &w, 8); /* room: 6 bytes a unit, r >= 2 units */
 			if (!m) {
 				o += r;
@@ -433,10 +419,8 @@ static inline __attribute__((always_inline)) char *escape_units(char *o, const u
 			size_t k = plain_prefix(m);
 			o += k;
 			i += k;
-#else
-			(void)m;
-#endif
 		}
+#endif
 	bytewise:;
 		unsigned c = s[i];
 		char e = byte_class[c];

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 /* ---- helpers ---------------------------------------------------------------------- */
@@ -345,6 +346,45 @@ static void test_every_byte_every_position(void **state)
 			}
 		}
 	}
+}
+
+/* The short tails (2..7 bytes after the last whole word, or a whole string under 8 bytes)
+ * are read as one word, by two overlapping loads or by the word that ends the string: each
+ * string 1..24 bytes long lies against an unmapped page, ending at one (so a load past its
+ * end faults) and starting at one (so a load before it faults), with every byte value at
+ * every position of its last 8 bytes, and the output is the oracle's, byte for byte. */
+static void test_short_tails_at_page_edges(void **state)
+{
+	(void)state;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	unsigned char *map = mmap(NULL, 3 * page, PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(map != MAP_FAILED);
+	assert_int_equal(mprotect(map, page, PROT_NONE), 0);
+	assert_int_equal(mprotect(map + 2 * page, page, PROT_NONE), 0);
+	unsigned char *first = map + page, *end = map + 2 * page;
+	for (size_t len = 1; len <= 24; len++) {
+		unsigned char *places[2] = {end - len, first};
+		for (int at = 0; at < 2; at++) {
+			unsigned char *s = places[at];
+			size_t from = len > 8 ? len - 8 : 0;
+			for (size_t pos = from; pos < len; pos++) {
+				for (unsigned c = 0; c < 256; c++) {
+					for (size_t k = 0; k < len; k++)
+						s[k] = (unsigned char)('a' + (k % 26));
+					s[pos] = (unsigned char)c;
+					check_string(s, len);
+					/* and a second one to escape just before it, whose
+					 * borrow could flag a plain byte of the tail */
+					if (pos > 0 && c % 5 == 0) {
+						s[pos - 1] = (unsigned char)(c % 2 ? '"' : 0x1f);
+						check_string(s, len);
+					}
+				}
+			}
+		}
+	}
+	munmap(map, 3 * page);
 }
 
 /* Long strings, longer than one pass through the writer's buffer, with bytes to escape and
@@ -1173,6 +1213,7 @@ int main(void)
 		cmocka_unit_test(test_exact_escapes),
 		cmocka_unit_test(test_oracle_exhaustive),
 		cmocka_unit_test(test_every_byte_every_position),
+		cmocka_unit_test(test_short_tails_at_page_edges),
 		cmocka_unit_test(test_long_strings),
 		cmocka_unit_test(test_random_roundtrip),
 		cmocka_unit_test(test_escape_snprintf),
