@@ -577,12 +577,17 @@ static void put_name(hv_json *j, const char *snake)
 	j->len = (size_t)(o - j->buf);
 }
 
-void hv_json_key(hv_json *j, const char *snake_key)
+/* Keys up to this long take hv_json_key's one-pass path. */
+#define KEY_FAST_MAX 32
+
+/* hv_json_key for any key: camel case, long keys, keys with bytes to escape. Kept out of
+ * hv_json_key, whose fast path then saves no registers. */
+static __attribute__((noinline)) void key_general(hv_json *j, const char *snake_key)
 {
 	size_t n = strlen(snake_key);
 	if (j->kase != HV_CASE_CAMEL && n <= STRING_CHUNK) {
-		/* The common case, once per member of every record: the comma, the quoted
-		 * name and the colon through one room() request. */
+		/* Up to a pass long: the comma, the quoted name and the colon through one
+		 * room() request. */
 		char *o = room(j, 6 * n + 4);
 		if (j->has_member)
 			*o++ = ',';
@@ -601,6 +606,76 @@ void hv_json_key(hv_json *j, const char *snake_key)
 	j->has_member = true;
 	put_name(j, snake_key);
 	put_char(j, ':');
+	j->after_key = true;
+}
+
+void hv_json_key(hv_json *j, const char *snake_key)
+{
+	if (HV_LIKELY(j->kase != HV_CASE_CAMEL)) {
+		/* The common case, once per member of every record: a key is a short literal with
+		 * nothing to escape. It is copied while its end is looked for (no strlen, no
+		 * word-at-a-time setup, which cost more than the copy on 4-byte keys), the comma,
+		 * quotes and colon with it, through one room() request. A longer key, or one with
+		 * a byte to escape, is written again by key_general over what this left (j->len
+		 * is only set on success). */
+		char *o = room(j, KEY_FAST_MAX + 4);
+		if (j->has_member)
+			*o++ = ',';
+		*o++ = '"';
+		const unsigned char *k = (const unsigned char *)snake_key;
+		for (size_t i = 0; i < KEY_FAST_MAX; i++) {
+			unsigned c = k[i];
+			o[i] = (char)c; /* room: KEY_FAST_MAX + 4 */
+			if (HV_LIKELY(!byte_class[c]))
+				continue;
+			if (c != 0)
+				break; /* a byte to escape */
+			o[i] = '"';
+			o[i + 1] = ':';
+			j->len = (size_t)(o + i + 2 - j->buf);
+			j->has_member = true;
+			j->after_key = true;
+			return;
+		}
+	}
+	key_general(j, snake_key);
+}
+
+void hv__json_key_plain(hv_json *j, const char *key, size_t len)
+{
+	if (HV_UNLIKELY(j->kase == HV_CASE_CAMEL || len < 2 || len > 16)) {
+		hv_json_key(j, key);
+		return;
+	}
+	char *o = room(j, 16 + 4);
+	if (j->has_member)
+		*o++ = ',';
+	*o++ = '"';
+	/* 2..16 bytes as two loads that overlap in the middle, stored the same way. */
+	if (len >= 8) {
+		uint64_t a, b;
+		memcpy(&a, key, 8);
+		memcpy(&b, key + len - 8, 8);
+		memcpy(o, &a, 8);
+		memcpy(o + len - 8, &b, 8);
+	} else if (len >= 4) {
+		uint32_t a, b;
+		memcpy(&a, key, 4);
+		memcpy(&b, key + len - 4, 4);
+		memcpy(o, &a, 4);
+		memcpy(o + len - 4, &b, 4);
+	} else {
+		uint16_t a, b;
+		memcpy(&a, key, 2);
+		memcpy(&b, key + len - 2, 2);
+		memcpy(o, &a, 2);
+		memcpy(o + len - 2, &b, 2);
+	}
+	o += len;
+	*o++ = '"';
+	*o++ = ':';
+	j->len = (size_t)(o - j->buf);
+	j->has_member = true;
 	j->after_key = true;
 }
 
