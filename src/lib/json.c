@@ -15,6 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #define FD_BUFFER_SIZE (64 * 1024)
 /* Input bytes escaped per room() request: at most 6 output bytes each, so one chunk's
@@ -317,6 +320,18 @@ static inline uint64_t word_needs_escape(uint64_t w)
 	return t & HIGHS;
 }
 
+#if defined(__SSE2__)
+/* The bytes of v that need attention, bit k for byte k: below 0x20 or >= 0x80 (a signed
+ * compare: those are the bytes below 0x20 as signed chars), '"' or '\\'. Exact. */
+static inline unsigned sse_needs_escape(__m128i v)
+{
+	__m128i ctl = _mm_cmplt_epi8(v, _mm_set1_epi8(0x20));
+	__m128i quote = _mm_cmpeq_epi8(v, _mm_set1_epi8('"'));
+	__m128i bslash = _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'));
+	return (unsigned)_mm_movemask_epi8(_mm_or_si128(ctl, _mm_or_si128(quote, bslash)));
+}
+#endif
+
 /* The class of each byte: 0 = written as is; 'u' = \u00XX; '8' = a byte >= 0x80, the start
  * of a UTF-8 sequence or not; else the letter after '\'. One load and one test per byte in
  * the byte-wise path. */
@@ -374,8 +389,24 @@ static inline __attribute__((always_inline)) char *escape_units(char *o, const u
 {
 	size_t i = *pi;
 	while (i < stop) {
-		/* Plain ASCII eight bytes at a time: most names and paths are all plain. A word
-		 * with a byte to escape still gives its plain first bytes at once. */
+		/* Plain ASCII sixteen bytes at a time (SSE2, part of every x86-64), then eight:
+		 * most names and paths are all plain. A block with a byte to escape still gives
+		 * its plain first bytes at once. */
+#if defined(__SSE2__)
+		while (i + 16 <= stop) {
+			__m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+			unsigned m = sse_needs_escape(v);
+			_mm_storeu_si128((__m128i *)(void *)o, v); /* room: 6 bytes a unit, 16 units */
+			if (m) {
+				size_t k = (size_t)__builtin_ctz(m);
+				o += k;
+				i += k;
+				goto bytewise;
+			}
+			o += 16;
+			i += 16;
+		}
+#endif
 		while (i + 8 <= stop) {
 			uint64_t w;
 			memcpy(&w, s + i, 8);
