@@ -31,6 +31,12 @@ typedef struct hv_error_saved {
 void hv_error_save(hv_error_saved *saved);
 hv_status hv_error_restore(const hv_error_saved *saved, hv_status status);
 
+/* hv_json_key for a key the caller knows is plain ASCII (nothing to escape), with its
+ * length: no scan for its end, no escaping. HV_JSON_KEY(j, "name") takes a literal's. */
+struct hv_json;
+void hv__json_key_plain(struct hv_json *j, const char *key, size_t len);
+#define HV_JSON_KEY(j, lit) hv__json_key_plain((j), "" lit "", sizeof(lit) - 1)
+
 /* A growing byte buffer. Always NUL-terminated after the first append. */
 typedef struct hv_buf {
 	char *data;

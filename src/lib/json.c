@@ -15,6 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #define FD_BUFFER_SIZE (64 * 1024)
 /* Input bytes escaped per room() request: at most 6 output bytes each, so one chunk's
@@ -317,6 +320,18 @@ static inline uint64_t word_needs_escape(uint64_t w)
 	return t & HIGHS;
 }
 
+#if defined(__SSE2__)
+/* The bytes of v that need attention, bit k for byte k: below 0x20 or >= 0x80 (a signed
+ * compare: those are the bytes below 0x20 as signed chars), '"' or '\\'. Exact. */
+static inline unsigned sse_needs_escape(__m128i v)
+{
+	__m128i ctl = _mm_cmplt_epi8(v, _mm_set1_epi8(0x20));
+	__m128i quote = _mm_cmpeq_epi8(v, _mm_set1_epi8('"'));
+	__m128i bslash = _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'));
+	return (unsigned)_mm_movemask_epi8(_mm_or_si128(ctl, _mm_or_si128(quote, bslash)));
+}
+#endif
+
 /* The class of each byte: 0 = written as is; 'u' = \u00XX; '8' = a byte >= 0x80, the start
  * of a UTF-8 sequence or not; else the letter after '\'. One load and one test per byte in
  * the byte-wise path. */
@@ -374,8 +389,24 @@ static inline __attribute__((always_inline)) char *escape_units(char *o, const u
 {
 	size_t i = *pi;
 	while (i < stop) {
-		/* Plain ASCII eight bytes at a time: most names and paths are all plain. A word
-		 * with a byte to escape still gives its plain first bytes at once. */
+		/* Plain ASCII sixteen bytes at a time (SSE2, part of every x86-64), then eight:
+		 * most names and paths are all plain. A block with a byte to escape still gives
+		 * its plain first bytes at once. */
+#if defined(__SSE2__)
+		while (i + 16 <= stop) {
+			__m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+			unsigned m = sse_needs_escape(v);
+			_mm_storeu_si128((__m128i *)(void *)o, v); /* room: 6 bytes a unit, 16 units */
+			if (m) {
+				size_t k = (size_t)__builtin_ctz(m);
+				o += k;
+				i += k;
+				goto bytewise;
+			}
+			o += 16;
+			i += 16;
+		}
+#endif
 		while (i + 8 <= stop) {
 			uint64_t w;
 			memcpy(&w, s + i, 8);
@@ -393,37 +424,23 @@ static inline __attribute__((always_inline)) char *escape_units(char *o, const u
 		if (i >= stop)
 			break;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-		if (stop < 8 && stop - i >= 2) {
-			/* A short string (a key, a short name): no word fits inside it, so its
-			 * bytes are gathered into one with two overlapping loads and the rest
-			 * filled with a plain byte; a flag in the filler is a borrow from a real
+		if (stop - i >= 2) {
+			/* A short tail of r bytes (2..7: no word fits). Gathered into the low
+			 * bytes of one word: the word that ends at stop shifted down when the
+			 * string has 8 bytes before stop (the bytes below i, already written,
+			 * shifted out), else two overlapping loads inside it. The rest is filled
+			 * with a plain byte, so a flag there can only be a borrow from a real
 			 * byte below it, which the byte-wise path then sorts out. */
 			size_t r = stop - i;
-			uint64_t w = load_short(s + i, r) | (ONES * 'a') << (8 * r);
-			uint64_t m = word_needs_escape(w);
-			memcpy(o, &w, 8); /* room: 6 bytes a unit, r >= 2 units */
-			if (!m) {
-				o += r;
-				i = stop;
-				break;
-			}
-			size_t k = plain_prefix(m);
-			o += k;
-			i += k;
-			goto bytewise;
-		}
-#endif
-		if (stop - i >= 2 && stop >= 8) {
-			/* A short tail: the word that ends at stop, overlapping bytes already
-			 * written, with their flags shifted out. A flag left in the tail may be a
-			 * borrow from a byte below it; the byte-wise path then sorts it out. */
-			size_t r = stop - i;
 			uint64_t w;
-			memcpy(&w, s + stop - 8, 8);
+			if (stop >= 8) {
+				memcpy(&w, s + stop - 8, 8);
+				w >>= 8 * (8 - r);
+			} else {
+				w = load_short(s + i, r);
+			}
+			w |= (ONES * 'a') << (8 * r);
 			uint64_t m = word_needs_escape(w);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-			m >>= 8 * (8 - r);
-			w >>= 8 * (8 - r);
 			memcpy(o, &w, 8); /* room: 6 bytes a unit, r >= 2 units */
 			if (!m) {
 				o += r;
@@ -433,10 +450,8 @@ static inline __attribute__((always_inline)) char *escape_units(char *o, const u
 			size_t k = plain_prefix(m);
 			o += k;
 			i += k;
-#else
-			(void)m;
-#endif
 		}
+#endif
 	bytewise:;
 		unsigned c = s[i];
 		char e = byte_class[c];
@@ -593,12 +608,17 @@ static void put_name(hv_json *j, const char *snake)
 	j->len = (size_t)(o - j->buf);
 }
 
-void hv_json_key(hv_json *j, const char *snake_key)
+/* Keys up to this long take hv_json_key's one-pass path. */
+#define KEY_FAST_MAX 32
+
+/* hv_json_key for any key: camel case, long keys, keys with bytes to escape. Kept out of
+ * hv_json_key, whose fast path then saves no registers. */
+static __attribute__((noinline)) void key_general(hv_json *j, const char *snake_key)
 {
 	size_t n = strlen(snake_key);
 	if (j->kase != HV_CASE_CAMEL && n <= STRING_CHUNK) {
-		/* The common case, once per member of every record: the comma, the quoted
-		 * name and the colon through one room() request. */
+		/* Up to a pass long: the comma, the quoted name and the colon through one
+		 * room() request. */
 		char *o = room(j, 6 * n + 4);
 		if (j->has_member)
 			*o++ = ',';
@@ -617,6 +637,76 @@ void hv_json_key(hv_json *j, const char *snake_key)
 	j->has_member = true;
 	put_name(j, snake_key);
 	put_char(j, ':');
+	j->after_key = true;
+}
+
+void hv_json_key(hv_json *j, const char *snake_key)
+{
+	if (HV_LIKELY(j->kase != HV_CASE_CAMEL)) {
+		/* The common case, once per member of every record: a key is a short literal with
+		 * nothing to escape. It is copied while its end is looked for (no strlen, no
+		 * word-at-a-time setup, which cost more than the copy on 4-byte keys), the comma,
+		 * quotes and colon with it, through one room() request. A longer key, or one with
+		 * a byte to escape, is written again by key_general over what this left (j->len
+		 * is only set on success). */
+		char *o = room(j, KEY_FAST_MAX + 4);
+		if (j->has_member)
+			*o++ = ',';
+		*o++ = '"';
+		const unsigned char *k = (const unsigned char *)snake_key;
+		for (size_t i = 0; i < KEY_FAST_MAX; i++) {
+			unsigned c = k[i];
+			o[i] = (char)c; /* room: KEY_FAST_MAX + 4 */
+			if (HV_LIKELY(!byte_class[c]))
+				continue;
+			if (c != 0)
+				break; /* a byte to escape */
+			o[i] = '"';
+			o[i + 1] = ':';
+			j->len = (size_t)(o + i + 2 - j->buf);
+			j->has_member = true;
+			j->after_key = true;
+			return;
+		}
+	}
+	key_general(j, snake_key);
+}
+
+void hv__json_key_plain(hv_json *j, const char *key, size_t len)
+{
+	if (HV_UNLIKELY(j->kase == HV_CASE_CAMEL || len < 2 || len > 16)) {
+		hv_json_key(j, key);
+		return;
+	}
+	char *o = room(j, 16 + 4);
+	if (j->has_member)
+		*o++ = ',';
+	*o++ = '"';
+	/* 2..16 bytes as two loads that overlap in the middle, stored the same way. */
+	if (len >= 8) {
+		uint64_t a, b;
+		memcpy(&a, key, 8);
+		memcpy(&b, key + len - 8, 8);
+		memcpy(o, &a, 8);
+		memcpy(o + len - 8, &b, 8);
+	} else if (len >= 4) {
+		uint32_t a, b;
+		memcpy(&a, key, 4);
+		memcpy(&b, key + len - 4, 4);
+		memcpy(o, &a, 4);
+		memcpy(o + len - 4, &b, 4);
+	} else {
+		uint16_t a, b;
+		memcpy(&a, key, 2);
+		memcpy(&b, key + len - 2, 2);
+		memcpy(o, &a, 2);
+		memcpy(o + len - 2, &b, 2);
+	}
+	o += len;
+	*o++ = '"';
+	*o++ = ':';
+	j->len = (size_t)(o - j->buf);
+	j->has_member = true;
 	j->after_key = true;
 }
 

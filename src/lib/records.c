@@ -9,18 +9,19 @@
 
 void hv_record_fileinfo(hv_json *j, const hv_entry *e, int flags)
 {
+	/* The keys of every walk record: plain literals, written without a scan. */
 	hv_json_object_begin(j);
-	hv_json_key(j, "name");
+	HV_JSON_KEY(j, "name");
 	hv_json_string(j, e->name, e->name_len);
 	if (flags & HV_FILEINFO_PATH) {
-		hv_json_key(j, "path");
+		HV_JSON_KEY(j, "path");
 		hv_json_string(j, e->path, e->path_len);
 	}
 	/* Never guessed: a dangling link or an entry that vanished has neither (SPEC 1). */
 	if (e->have_stat) {
-		hv_json_key(j, "is_dir");
+		HV_JSON_KEY(j, "is_dir");
 		hv_json_bool(j, e->is_dir);
-		hv_json_key(j, "size");
+		HV_JSON_KEY(j, "size");
 		hv_json_uint(j, e->size);
 	} else {
 		hv_json_key_null(j, "is_dir");

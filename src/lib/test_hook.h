@@ -21,6 +21,9 @@ typedef enum hv__hook_point {
 	/* The change tracking, with the path of a handle it resolved (looked up where an event's
 	 * directory is), right after reading it. */
 	HV__HOOK_CHANGES_RESOLVE,
+	/* The walker, with a directory's name (its component; the root: as given), right before
+	 * each getdents64 on it (on whichever thread reads it). */
+	HV__HOOK_WALK_GETDENTS,
 	HV__HOOK_COUNT
 } hv__hook_point;
 

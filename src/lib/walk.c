@@ -199,11 +199,16 @@ hv_status hv_walk_next(hv_walk *w, const hv_entry **out)
 		}
 		size_t index = f->idx++;
 		const struct rec *r = &l->recs[index];
-		hv_buf_truncate(&w->path, f->base_len);
-		if (f->base_len && hv_buf_append_char(&w->path, '/') != HV_OK)
+		/* The path: the directory's (kept from the entries before), '/', the name with
+		 * its NUL, in one reservation and one copy, once per entry. */
+		hv_buf *p = &w->path;
+		size_t sep = f->base_len ? 1 : 0;
+		hv_buf_truncate(p, f->base_len);
+		if (hv_buf_reserve(p, sep + r->name_len) != HV_OK)
 			return HV_ENOMEM;
-		if (hv_buf_append(&w->path, l->names.data + r->name_off, r->name_len) != HV_OK)
-			return HV_ENOMEM;
+		p->data[p->len] = '/';
+		memcpy(p->data + p->len + sep, l->names.data + r->name_off, r->name_len + 1);
+		p->len += sep + r->name_len;
 		fill_entry(w, f, r);
 		/* The parent stays alive until the next call: only hv_walk_next pops frames. */
 		w->entry_parent = f->node;

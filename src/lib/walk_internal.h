@@ -129,6 +129,11 @@ struct hv_walk {
 	atomic_bool keeps_fds;      /* hv_walk_openat was called (see hvw_worker_main) */
 	bool assume_blocked;        /* test switch: treat every batch as blocked (test_hook.h) */
 	bool slow_claims;           /* test switch: widen a claimed job's window (test_hook.h) */
+	/* The root's file system is ext2/3/4, on device eof_dev: there a listing whose last
+	 * entry's d_off is the htree's end needs no further getdents64 (see hvw_read_dir). Set
+	 * when the root is read, before any worker starts. */
+	bool eof_by_offset;
+	uint64_t eof_dev;
 	/* Emptied listings whose buffers the next jobs reuse (guarded by lock). */
 	struct listing spare[SPARE_LISTINGS];
 

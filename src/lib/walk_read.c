@@ -1,5 +1,6 @@
 /* The directory walker: reading one directory (a job): getdents64, one lstat per entry,
  * sorting, the subdirectories to enter. See walk.c for the design. */
+#include "test_hook.h"
 #include "walk_internal.h"
 
 #include <dirent.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -176,6 +178,24 @@ static void stat_entries(hv_walk *w, int dfd, struct listing *l)
 	}
 }
 
+/* ext4 (with ext2 and ext3, one magic) reads an indexed directory in hash order, and a
+ * 64-bit reader's position after its last entry is the end of the hash space, INT64_MAX:
+ * ext4 answers a getdents64 from there with nothing, whatever was added since. So a listing
+ * whose last entry's d_off is INT64_MAX is complete, and the call that would say so, one per
+ * directory (4% of a warm walk's system calls), is not made. Only on the root's own file
+ * system, known to be ext4 from the root's descriptor; elsewhere (another file system, or a
+ * mount below the root) every directory is read until getdents64 returns 0. */
+#define EXT4_MAGIC 0xEF53
+
+static void note_root_fs(hv_walk *w, int fd)
+{
+	struct statfs sf;
+	struct stat st;
+	w->eof_by_offset = fstatfs(fd, &sf) == 0 && sf.f_type == EXT4_MAGIC && fstat(fd, &st) == 0;
+	if (w->eof_by_offset)
+		w->eof_dev = st.st_dev;
+}
+
 /* Opens n below the descriptor pfd (AT_FDCWD for the root), reads, stats and sorts it into
  * n->listing and makes its children, taking no lock: the caller publishes the result (the
  * descriptor into the cache, the children's references on n) under one lock. Returns the
@@ -192,7 +212,13 @@ int hvw_read_dir(hv_walk *w, struct dnode *n, int pfd, char *dbuf, bool patient)
 		l->err = errno;
 		return -1;
 	}
+	if (!n->parent)
+		note_root_fs(w, fd);
+	bool eof_by_offset = w->eof_by_offset && n->dev == w->eof_dev;
+	bool hooked = hv__test_hook_active(HV__HOOK_WALK_GETDENTS);
 	for (;;) {
+		if (HV_UNLIKELY(hooked))
+			hv__test_hook_call(HV__HOOK_WALK_GETDENTS, n->name);
 		long got = syscall(SYS_getdents64, fd, dbuf, DENTS_BUF);
 		if (got < 0) {
 			if (errno == EINTR)
@@ -203,9 +229,11 @@ int hvw_read_dir(hv_walk *w, struct dnode *n, int pfd, char *dbuf, bool patient)
 		}
 		if (got == 0)
 			break;
+		int64_t next = 0;
 		for (long off = 0; off < got;) {
 			struct linux_dirent64 *d = (struct linux_dirent64 *)(dbuf + off);
 			off += d->d_reclen;
+			next = d->d_off;
 			const char *nm = d->d_name;
 			if (nm[0] == '.' && (nm[1] == '\0' || (nm[1] == '.' && nm[2] == '\0')))
 				continue;
@@ -217,6 +245,8 @@ int hvw_read_dir(hv_walk *w, struct dnode *n, int pfd, char *dbuf, bool patient)
 				goto read_done;
 			}
 		}
+		if (eof_by_offset && next == INT64_MAX)
+			break; /* the htree's end: the next call would return nothing */
 	}
 read_done:
 	stat_entries(w, fd, l);

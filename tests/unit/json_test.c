@@ -5,6 +5,7 @@
 #include "tjson.h"
 
 #include "harvest/json.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 /* ---- helpers ---------------------------------------------------------------------- */
@@ -345,6 +347,47 @@ static void test_every_byte_every_position(void **state)
 			}
 		}
 	}
+}
+
+/* Strings are read 16 bytes at a time, then 8, and the short tails (2..7 bytes after the
+ * last whole word, or a whole string under 8 bytes) as one word, by two overlapping loads
+ * or by the word that ends the string: each string 1..40 bytes long lies against an
+ * unmapped page, ending at one (so a load past its end faults) and starting at one (so a
+ * load before it faults), with every byte value at each of its first and last 8 positions
+ * and every eighth, and the output is the oracle's, byte for byte. */
+static void test_short_tails_at_page_edges(void **state)
+{
+	(void)state;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	unsigned char *map = mmap(NULL, 3 * page, PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(map != MAP_FAILED);
+	assert_int_equal(mprotect(map, page, PROT_NONE), 0);
+	assert_int_equal(mprotect(map + 2 * page, page, PROT_NONE), 0);
+	unsigned char *first = map + page, *end = map + 2 * page;
+	for (size_t len = 1; len <= 40; len++) {
+		unsigned char *places[2] = {end - len, first};
+		for (int at = 0; at < 2; at++) {
+			unsigned char *s = places[at];
+			for (size_t pos = 0; pos < len; pos++) {
+				if (pos >= 8 && pos + 8 < len && pos % 8 != 0)
+					continue;
+				for (unsigned c = 0; c < 256; c++) {
+					for (size_t k = 0; k < len; k++)
+						s[k] = (unsigned char)('a' + (k % 26));
+					s[pos] = (unsigned char)c;
+					check_string(s, len);
+					/* and a second one to escape just before it, whose
+					 * borrow could flag a plain byte of the tail */
+					if (pos > 0 && c % 5 == 0) {
+						s[pos - 1] = (unsigned char)(c % 2 ? '"' : 0x1f);
+						check_string(s, len);
+					}
+				}
+			}
+		}
+	}
+	munmap(map, 3 * page);
 }
 
 /* Long strings, longer than one pass through the writer's buffer, with bytes to escape and
@@ -678,6 +721,69 @@ static void test_short_keys_every_byte(void **state)
 			}
 		}
 	}
+	hv_json_free(j);
+}
+
+/* Keys of every length around the one-pass path's limit (32) and past it, plain and with a
+ * byte to escape at their start, middle or end, in snake and camel case: hv_json_key writes
+ * what the oracle does, and the plain-key call (HV_JSON_KEY) what hv_json_key does. */
+static void test_keys_every_length(void **state)
+{
+	(void)state;
+	char key[48], want[2 * (6 * 48 + 2) + 16];
+	const hv_case cases[2] = {HV_CASE_SNAKE, HV_CASE_CAMEL};
+	for (int kc = 0; kc < 2; kc++) {
+		hv_json *j = new_buffer(cases[kc]);
+		hv_json *ref = new_buffer(cases[kc]);
+		for (size_t len = 1; len < sizeof(key); len++) {
+			for (int bad = -1; bad < 3; bad++) {
+				for (size_t k = 0; k < len; k++)
+					key[k] = (char)(k % 3 == 1 ? '_' : 'a' + (k % 26));
+				key[len] = '\0';
+				size_t at = bad == 0 ? 0 : bad == 1 ? len / 2 : len - 1;
+				if (bad >= 0)
+					key[at] = bad == 2 ? '"' : '\x01';
+				hv_json_buffer_reset(j);
+				hv_json_object_begin(j);
+				hv_json_key(j, key);
+				hv_json_int(j, 1);
+				hv_json_key(j, key);
+				hv_json_int(j, 2);
+				hv_json_object_end(j);
+				if (kc == 0) {
+					char esc[6 * 48 + 3];
+					size_t n = oracle_escape((const unsigned char *)key, len, esc);
+					snprintf(want, sizeof(want), "{%.*s:1,%.*s:2}", (int)n, esc,
+						 (int)n, esc);
+					assert_output(j, want);
+				}
+				if (bad >= 0)
+					continue; /* HV_JSON_KEY is for plain keys only */
+				hv_json_buffer_reset(ref);
+				hv_json_object_begin(ref);
+				hv__json_key_plain(ref, key, len);
+				hv_json_int(ref, 1);
+				hv__json_key_plain(ref, key, len);
+				hv_json_int(ref, 2);
+				hv_json_object_end(ref);
+				size_t jl = 0, rl = 0;
+				const char *jt = hv_json_buffer(j, &jl), *rt = hv_json_buffer(ref, &rl);
+				assert_int_equal(jl, rl);
+				assert_memory_equal(jt, rt, jl);
+			}
+		}
+		hv_json_free(j);
+		hv_json_free(ref);
+	}
+	/* The literal form, as the records use it. */
+	hv_json *j = new_buffer(HV_CASE_CAMEL);
+	hv_json_object_begin(j);
+	HV_JSON_KEY(j, "is_dir");
+	hv_json_bool(j, true);
+	HV_JSON_KEY(j, "n");
+	hv_json_int(j, 1);
+	hv_json_object_end(j);
+	assert_output(j, "{\"isDir\":true,\"n\":1}");
 	hv_json_free(j);
 }
 
@@ -1173,6 +1279,7 @@ int main(void)
 		cmocka_unit_test(test_exact_escapes),
 		cmocka_unit_test(test_oracle_exhaustive),
 		cmocka_unit_test(test_every_byte_every_position),
+		cmocka_unit_test(test_short_tails_at_page_edges),
 		cmocka_unit_test(test_long_strings),
 		cmocka_unit_test(test_random_roundtrip),
 		cmocka_unit_test(test_escape_snprintf),
@@ -1180,6 +1287,7 @@ int main(void)
 		cmocka_unit_test(test_deep_nesting),
 		cmocka_unit_test(test_keys_and_case),
 		cmocka_unit_test(test_short_keys_every_byte),
+		cmocka_unit_test(test_keys_every_length),
 		cmocka_unit_test(test_short_strings_at_buffer_end),
 		cmocka_unit_test(test_buffer_reset),
 		cmocka_unit_test(test_integers),

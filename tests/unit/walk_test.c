@@ -23,7 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -2473,6 +2475,133 @@ static void test_pool_kept_when_asked(void **state)
 	free(base);
 }
 
+/* getdents64 calls per directory name, counted by the walker's hook. */
+struct dents_count {
+	pthread_mutex_t lock;
+	int big, small, empty, mnt, other;
+};
+
+static void count_getdents(void *ctx, const char *name)
+{
+	struct dents_count *c = ctx;
+	pthread_mutex_lock(&c->lock);
+	if (strcmp(name, "big") == 0)
+		c->big++;
+	else if (strcmp(name, "small") == 0)
+		c->small++;
+	else if (strcmp(name, "empty") == 0)
+		c->empty++;
+	else if (strcmp(name, "mnt") == 0)
+		c->mnt++;
+	else
+		c->other++;
+	pthread_mutex_unlock(&c->lock);
+}
+
+#define EXT4_SUPER_MAGIC_TEST 0xEF53
+
+/* On ext4 a directory's listing ends where its last entry's offset is the end of the hash
+ * space: one getdents64 for a directory that fits the buffer, none more to see it return
+ * nothing; a directory larger than the buffer is read in several calls and listed whole,
+ * and a file system mounted below the root (tmpfs) is read until getdents64 returns 0. The
+ * tree is put on ext4: the temp directory when it is one, else an ext4 image mounted on it
+ * (root only: mounting). */
+static void test_ext4_listing_ends_at_htree_end(void **state)
+{
+	(void)state;
+	if (geteuid() != 0)
+		skip(); /* mounting needs root */
+	char *d = tu_tmpdir();
+	struct statfs sf;
+	assert_int_equal(statfs(d, &sf), 0);
+	if (sf.f_type != EXT4_SUPER_MAGIC_TEST) {
+		char *img = tu_path(d, "ext4.img"), *fs = tu_path(d, "fs");
+		tu_mkdir(d, "fs");
+		tu_result r;
+		char *mkfs[] = {"mkfs.ext4", "-q", "-F", img, "8M", NULL};
+		tu_run(&r, NULL, NULL, mkfs);
+		if (r.status != 0)
+			fail_msg("mkfs.ext4: %s", r.err);
+		tu_result_free(&r);
+		char *mnt[] = {"mount", "-o", "loop", img, fs, NULL};
+		tu_run(&r, NULL, NULL, mnt);
+		if (r.status != 0)
+			fail_msg("mount -o loop: %s", r.err);
+		tu_result_free(&r);
+		tu_cleanup_umount(fs);
+		d = fs;
+		free(img);
+		assert_int_equal(statfs(d, &sf), 0);
+		assert_int_equal(sf.f_type, EXT4_SUPER_MAGIC_TEST);
+	}
+	char *root = tu_path(d, "root");
+	assert_int_equal(mkdir(root, 0755), 0);
+	tu_mkdir(root, "big");
+	tu_mkdir(root, "small");
+	tu_mkdir(root, "empty");
+	tu_mkdir(root, "mnt");
+	char *big = tu_path(root, "big"), *small = tu_path(root, "small");
+	char *mnt = tu_path(root, "mnt");
+	/* 2,000 names of 60 bytes: about 150 KiB of records, more than one 64 KiB call. */
+	for (int i = 0; i < 2000; i++) {
+		char name[80];
+		snprintf(name, sizeof(name), "%04d_%s", i,
+			 "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz0123");
+		tu_write(big, name, "x", 1);
+	}
+	for (int i = 0; i < 5; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "s%d", i);
+		tu_write(small, name, "x", 1);
+	}
+	if (mount("none", mnt, "tmpfs", 0, "size=1m") != 0)
+		fail_msg("mount tmpfs: %s", strerror(errno));
+	tu_cleanup_umount(mnt);
+	for (int i = 0; i < 3; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "m%d", i);
+		tu_write(mnt, name, "x", 1);
+	}
+	const hv_walk_sort sorts[2] = {HV_SORT_NONE, HV_SORT_NAME};
+	for (int t = 1; t <= 2; t++) {
+		for (int so = 0; so < 2; so++) {
+			struct dents_count c = {.lock = PTHREAD_MUTEX_INITIALIZER};
+			hv__test_hook_set(HV__HOOK_WALK_GETDENTS, count_getdents, &c);
+			hv_walk_opts o;
+			opts_threads(&o, t, sorts[so]);
+			hv_walk *w = NULL;
+			assert_int_equal(hv_walk_open(&w, root, &o), HV_OK);
+			const hv_entry *e;
+			hv_status st;
+			size_t n = 0, in_big = 0, in_mnt = 0;
+			while ((st = hv_walk_next(w, &e)) == HV_OK) {
+				n++;
+				in_big += strncmp(e->path, "big/", 4) == 0;
+				in_mnt += strncmp(e->path, "mnt/", 4) == 0;
+			}
+			assert_int_equal(st, HV_DONE);
+			hv_walk_close(w);
+			hv__test_hook_set(HV__HOOK_WALK_GETDENTS, NULL, NULL);
+			assert_int_equal(in_big, 2000);
+			assert_int_equal(in_mnt, 3);
+			assert_int_equal(n, 4 + 2000 + 5 + 3);
+			/* ext4: one call each for the root, small and empty (each fits the
+			 * buffer), several for big, but not one past its end: an empty last
+			 * call would make it the number of 64 KiB buffers big fills, plus one. */
+			assert_int_equal(c.other, 1);
+			assert_int_equal(c.small, 1);
+			assert_int_equal(c.empty, 1);
+			assert_in_range(c.big, 2, 3);
+			/* tmpfs: read until getdents64 returns nothing. */
+			assert_int_equal(c.mnt, 2);
+		}
+	}
+	free(root);
+	free(big);
+	free(small);
+	free(mnt);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2501,6 +2630,7 @@ int main(void)
 		cmocka_unit_test(test_leaf_dirs_closed_when_read_ahead),
 		cmocka_unit_test(test_pool_grows_when_blocked),
 		cmocka_unit_test(test_pool_kept_when_asked),
+		cmocka_unit_test_teardown(test_ext4_listing_ends_at_htree_end, tu_cleanup),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
