@@ -21,9 +21,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* Opens a read transaction around the lookups when none is open; *began says whether to end
- * it. A failure to begin only costs speed: each lookup then reads on its own. */
-static void read_begin(hv_store *st, bool *began)
+/* A failure to begin only costs speed: each lookup then reads on its own. */
+void hvm_read_begin(hv_store *st, bool *began)
 {
 	*began = false;
 	if (st->in_tx || !sqlite3_get_autocommit(st->db))
@@ -35,7 +34,7 @@ static void read_begin(hv_store *st, bool *began)
 	hv_error_restore(&saved, HV_OK);
 }
 
-static void read_end(hv_store *st, bool began)
+void hvm_read_end(hv_store *st, bool began)
 {
 	if (!began)
 		return;
@@ -76,6 +75,11 @@ static atomic_ulong refined_hits;
 unsigned long hvm_refined_hits(void)
 {
 	return atomic_load(&refined_hits);
+}
+
+void hvm_count_refined_hit(void)
+{
+	atomic_fetch_add(&refined_hits, 1);
 }
 
 enum learn {
@@ -169,7 +173,7 @@ static hv_status detect_cached(hv_store *st, const char *const *paths, const str
 						 .name_len = strlen(name), .out = &hits[i]};
 		key_index[n_keys - 1] = i;
 	}
-	read_begin(st, &began);
+	hvm_read_begin(st, &began);
 	if (rc == HV_OK)
 		rc = hvst_mime_lookup_many(st, fp, rfp, keys, n_keys);
 	for (size_t k = 0; rc == HV_OK && k < n_keys; k++) {
@@ -181,7 +185,7 @@ static hv_status detect_cached(hv_store *st, const char *const *paths, const str
 			res[i].mime_type = hit->refined;
 			res[i].status = HV_OK;
 			learn[i] = LEARN_REFINED;
-			atomic_fetch_add(&refined_hits, 1);
+			hvm_count_refined_hit();
 		} else if (hit->raw) {
 			res[i].mime_type = hit->raw;
 			res[i].status = HV_OK;
@@ -192,7 +196,7 @@ static hv_status detect_cached(hv_store *st, const char *const *paths, const str
 			miss[n_miss++] = paths[i];
 		}
 	}
-	read_end(st, began);
+	hvm_read_end(st, began);
 	if (rc != HV_OK)
 		goto done;
 	/* Misses on worker threads, libmagic's answer only: the cache keeps that one. */

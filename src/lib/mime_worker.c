@@ -37,17 +37,9 @@
 #include <unistd.h>
 
 /* Valgrind cannot run a seccomp filter (it has no seccomp(2), and a filter would refuse its own
- * syscalls): under it alone the worker runs unfiltered, still without descriptors. Anywhere
- * else a filter that cannot be installed fails the worker's start (closed, not open). */
-#if defined(__has_include)
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#define HV_UNDER_VALGRIND() (RUNNING_ON_VALGRIND != 0)
-#endif
-#endif
-#ifndef HV_UNDER_VALGRIND
-#define HV_UNDER_VALGRIND() false
-#endif
+ * syscalls): under it alone (HV_UNDER_VALGRIND, internal.h) the worker runs unfiltered, still
+ * without descriptors. Anywhere else a filter that cannot be installed fails the worker's
+ * start (closed, not open). */
 
 enum { REQ_BUFFER = 1, REQ_FD = 2, REQ_MAPPED = 3 };
 /* Bytes larger than this travel in a memfd (REQ_MAPPED: the worker maps it and runs
