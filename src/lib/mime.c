@@ -784,7 +784,6 @@ static hv_status dir_add(dir_batch *b, hv_walk *w, const hv_entry *e, hv_store *
 			return rc;
 		if (hit.refined) {
 			/* The same name under the same tables: refined before, nothing to redo. */
-			free(hit.raw);
 			it->r.mime_type = hit.refined;
 			it->learn = DIR_LEARN_REFINED;
 			hvm_count_refined_hit();

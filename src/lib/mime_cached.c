@@ -135,14 +135,13 @@ static hv_status detect_cached(hv_store *st, const char *const *paths, const str
 	/* Per path: what the cache learns after refinement (enum learn), with libmagic's answer. */
 	unsigned char *learn = calloc(n ? n : 1, 1);
 	char **raw = calloc(n ? n : 1, sizeof(*raw));
-	char (*sha)[65] = calloc(n ? n : 1, sizeof(*sha));
 	hvst_mime_hit *hits = calloc(n ? n : 1, sizeof(*hits));
 	hvst_mime_key *keys = calloc(n ? n : 1, sizeof(*keys));
 	size_t *key_index = calloc(n ? n : 1, sizeof(*key_index));
 	size_t n_miss = 0, n_keys = 0;
 	int overall = HV_OK;
 	bool began = false;
-	if (!res || !miss || !miss_index || !stats || !learn || !raw || !sha || !hits || !keys ||
+	if (!res || !miss || !miss_index || !stats || !learn || !raw || !hits || !keys ||
 	    !key_index) {
 		rc = hv_error_set(HV_ENOMEM, "out of memory");
 		goto done;
@@ -181,7 +180,6 @@ static hv_status detect_cached(hv_store *st, const char *const *paths, const str
 		hvst_mime_hit *hit = &hits[i];
 		if (hit->refined) {
 			/* The same name under the same tables: refined before, nothing to redo. */
-			free(hit->raw);
 			res[i].mime_type = hit->refined;
 			res[i].status = HV_OK;
 			learn[i] = LEARN_REFINED;
@@ -189,7 +187,6 @@ static hv_status detect_cached(hv_store *st, const char *const *paths, const str
 		} else if (hit->raw) {
 			res[i].mime_type = hit->raw;
 			res[i].status = HV_OK;
-			memcpy(sha[i], hit->sha256, sizeof(sha[i]));
 			learn[i] = rfp ? LEARN_REFINEMENT : LEARN_NOTHING;
 		} else {
 			miss_index[n_miss] = i;
@@ -234,7 +231,8 @@ static hv_status detect_cached(hv_store *st, const char *const *paths, const str
 		bool with_refined = rfp && refined && *name;
 		if (learn[i] == LEARN_REFINEMENT && !with_refined)
 			continue;
-		hvst_mime_put_refined(st, &stats[i], fp, raw[i], sha[i][0] ? sha[i] : NULL, name,
+		hvst_mime_put_refined(st, &stats[i], fp, raw[i],
+				      hits[i].sha256[0] ? hits[i].sha256 : NULL, name,
 				      strlen(name), with_refined ? res[i].mime_type : NULL,
 				      with_refined ? rfp : NULL);
 	}
@@ -255,7 +253,6 @@ done:
 		for (size_t i = 0; i < n; i++)
 			free(raw[i]);
 	free(raw);
-	free(sha);
 	free(hits);
 	free(keys);
 	free(key_index);

@@ -203,6 +203,12 @@ static int install_filter(void)
 static void prepare_libc(void)
 {
 	mallopt(M_TRIM_THRESHOLD, INT_MAX);
+	/* Setting one threshold turns off glibc's adaptive mmap threshold, which would otherwise
+	 * learn to serve libmagic's per-file read buffer (MAGIC_PARAM_BYTES_MAX, 7 MiB) from the
+	 * heap: every file would then cost an mmap, a munmap and a fault per page it reads into
+	 * fresh zeroed memory. The largest threshold glibc takes keeps that buffer in the heap,
+	 * where it is reused, file after file. */
+	mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
 	if (!getenv("TZ"))
 		setenv("TZ", ":/etc/localtime", 1);
 	tzset();
