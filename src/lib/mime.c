@@ -647,8 +647,8 @@ static void dir_detect_one(dir_item *it, hv_magic *m)
 	it->learn = rc == HV_OK ? DIR_LEARN_RAW : DIR_LEARN_NOTHING;
 }
 
-/* Refines it's answer by its name (o->db, else the default tables, loaded on the first call)
- * and hands what the cache learns to st. A failure to load the tables is the call's error;
+/* Refines the item's answer by its name (o->db, else the default tables, loaded on the first
+ * call) and hands what the cache learns to st. A failure to load the tables is the call's error;
  * any other leaves libmagic's answer and costs only the cache entry. */
 static hv_status dir_refine_learn(dir_item *it, hv_store *st, const char *fp, const char *rfp,
 				  const hv_mime_opts *o)
