@@ -562,6 +562,15 @@ PY
 
 	HV_CMD_file=(file --mime-type -b -f "$list")
 	HV_CMD_cold=("$HARVEST" mime --no-cache --format jsonl --db "$db" "${files[@]}")
+	# The sandboxed workers reuse libmagic's 7 MiB read buffer: a few dozen mmap calls in all,
+	# not one (and a munmap, and fresh zeroed pages) per file.
+	if command -v strace >/dev/null; then
+		strace -f -c -e trace=mmap,munmap -o "$HV_OUTDIR/mime-strace" "${HV_CMD_cold[@]}" \
+			>/dev/null 2>&1 || true
+		printf '  cold run, harvest and its workers: %s mmap and %s munmap calls for %d files\n' \
+			"$(awk '$NF == "mmap" { print $4 }' "$HV_OUTDIR/mime-strace")" \
+			"$(awk '$NF == "munmap" { print $4 }' "$HV_OUTDIR/mime-strace")" "${#files[@]}"
+	fi
 	HV_CMD_warm=("$HARVEST" mime --format jsonl --db "$db" "${files[@]}")
 	# The same cold run with libmagic in harvest's own process (the bench-only switch
 	# HARVEST_BENCH_MIME_IN_PROCESS=1 of harvest mime): what the sandboxed workers cost. (env

@@ -42,14 +42,8 @@
 #include <unistd.h>
 
 /* valgrind runs a clone that shares memory only as a thread or a vfork: any other ends the
- * whole process ("Valgrind does not support general clone()"), so there the holder is forked. */
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#define HV_UNDER_VALGRIND() (RUNNING_ON_VALGRIND != 0)
-#endif
-#ifndef HV_UNDER_VALGRIND
-#define HV_UNDER_VALGRIND() false
-#endif
+ * whole process ("Valgrind does not support general clone()"), so there (HV_UNDER_VALGRIND,
+ * internal.h) the holder is forked. */
 
 #define EVENT_MASK                                                                           \
 	(FAN_CREATE | FAN_DELETE | FAN_RENAME | FAN_MODIFY | FAN_ATTRIB | FAN_CLOSE_WRITE |      \

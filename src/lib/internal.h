@@ -11,6 +11,19 @@
 #define HV_LIKELY(x) __builtin_expect(!!(x), 1)
 #define HV_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
+/* Whether the process runs under valgrind, which supports neither a seccomp filter nor a
+ * clone that shares memory other than as a thread or a vfork: the callers take another way
+ * there. Always false where valgrind's header is not installed. */
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define HV_UNDER_VALGRIND() (RUNNING_ON_VALGRIND != 0)
+#endif
+#endif
+#ifndef HV_UNDER_VALGRIND
+#define HV_UNDER_VALGRIND() false
+#endif
+
 /* Sets the calling thread's last error and returns status, so failures read
  * `return hv_error_set(HV_EIO, "%s: %s", path, strerror(errno));`. */
 hv_status hv_error_set(hv_status status, const char *fmt, ...) HV_ATTR_PRINTF(2, 3);

@@ -16,6 +16,7 @@
 #include "harvest/sys/store.h"
 #include "internal.h"
 #include "mime_internal.h"
+#include "store_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -597,15 +598,27 @@ void hv_mime_results_free(hv_mime_result *results, size_t n)
  * never again by path. Files are answered in batches of DIR_BATCH, in walk order: the cache
  * is looked up as the walk goes, the misses of a batch are detected on worker threads (each
  * with its own hv_magic, kept for the whole call), then the batch is handed out and
- * forgotten, so memory and descriptors stay bounded whatever the size of the tree. */
+ * forgotten, so memory and descriptors stay bounded whatever the size of the tree. A batch's
+ * lookups share one read transaction, and the cache keeps each answer refined by its name as
+ * hv_mime_detect_cached() does: a tree answered from the cache under the same names reads no
+ * shared-mime-info. */
 #define DIR_BATCH 64
+
+/* What the cache learns from an item once it is answered. */
+enum dir_learn {
+	DIR_LEARN_NOTHING,
+	DIR_LEARN_RAW,        /* a miss: libmagic's answer, and its refinement for this name */
+	DIR_LEARN_REFINEMENT, /* a hit without a refinement for this name: that refinement */
+	DIR_LEARN_REFINED,    /* refined from the cache: nothing to refine or to learn */
+};
 
 typedef struct dir_item {
 	char *path;           /* relative to the root */
 	size_t path_len;
 	int fd;               /* open on the file, while it waits for detection; else -1 */
-	hv_stat st;           /* fstat of fd, for the cache */
-	bool cacheable;
+	hv_stat st;           /* fstat of fd (a miss) or the lstat that hit, for the cache */
+	unsigned char learn;  /* enum dir_learn */
+	char sha256[65];      /* a hit's stored SHA-256, kept with its refinement ("": none) */
 	hv_mime_result r;
 } dir_item;
 
@@ -615,6 +628,8 @@ typedef struct dir_batch {
 	hv_magic **magic;     /* one per thread */
 	size_t threads;
 	atomic_size_t next;
+	const char *rfp;      /* the refinement tables' fingerprint; NULL: no refined answers */
+	bool reading;         /* the batch's read transaction is open */
 } dir_batch;
 
 static void dir_detect_one(dir_item *it, hv_magic *m)
@@ -629,7 +644,53 @@ static void dir_detect_one(dir_item *it, hv_magic *m)
 	/* HV_WARN: the worker died or hung on it; octet-stream, said so, never cached */
 	if (rc == HV_OK || rc == HV_WARN)
 		it->r.mime_type = strdup(type ? type : "application/octet-stream");
-	it->cacheable = rc == HV_OK;
+	it->learn = rc == HV_OK ? DIR_LEARN_RAW : DIR_LEARN_NOTHING;
+}
+
+/* Refines the item's answer by its name (o->db, else the default tables, loaded on the first
+ * call) and hands what the cache learns to st. A failure to load the tables is the call's error;
+ * any other leaves libmagic's answer and costs only the cache entry. */
+static hv_status dir_refine_learn(dir_item *it, hv_store *st, const char *fp, const char *rfp,
+				  const hv_mime_opts *o)
+{
+	if (it->learn == DIR_LEARN_REFINED)
+		return HV_OK;
+	const char *name = strrchr(it->path, '/');
+	name = name ? name + 1 : it->path;
+	char *raw = NULL;
+	if (st && it->learn != DIR_LEARN_NOTHING && !(raw = strdup(it->r.mime_type)))
+		it->learn = DIR_LEARN_NOTHING; /* out of memory: only the cache entry is lost */
+	bool refined = false;
+	const char *type = NULL;
+	if (it->r.status == HV_OK && !o->raw) {
+		/* The tables are loaded on the first refinement; that they cannot be is the call's
+		 * error, as it was before the first file. */
+		const hv_mime_db *db = o->db;
+		hv_status rc = db ? HV_OK : hv_mime_default_db(&db);
+		if (rc != HV_OK) {
+			free(raw);
+			return rc;
+		}
+		refined = hv_mime_refine(db, it->path, it->r.mime_type, &type) == HV_OK;
+	}
+	if (refined) {
+		if (type != it->r.mime_type) {
+			char *copy = strdup(type);
+			if (copy) {
+				free(it->r.mime_type);
+				it->r.mime_type = copy;
+			} else {
+				refined = false; /* libmagic's answer stays; no refinement kept */
+			}
+		}
+	}
+	bool with_refined = rfp && refined && *name;
+	if (raw && (it->learn == DIR_LEARN_RAW || with_refined))
+		(void)hvst_mime_put_refined(st, &it->st, fp, raw, it->sha256[0] ? it->sha256 : NULL,
+					    name, strlen(name), with_refined ? it->r.mime_type : NULL,
+					    with_refined ? rfp : NULL); /* only speed */
+	free(raw);
+	return HV_OK;
 }
 
 typedef struct dir_worker {
@@ -653,6 +714,9 @@ static void *dir_worker_main(void *arg)
 static hv_status dir_flush(dir_batch *b, hv_store *st, const char *fp, const hv_mime_opts *o,
 			   hv_mime_dir_fn fn, void *ctx, size_t *failed)
 {
+	/* The lookups are done: the cache may be written from here on. */
+	hvm_read_end(st, b->reading);
+	b->reading = false;
 	size_t waiting = 0;
 	for (size_t i = 0; i < b->n; i++)
 		waiting += b->items[i].fd >= 0;
@@ -677,19 +741,8 @@ static hv_status dir_flush(dir_batch *b, hv_store *st, const char *fp, const hv_
 		dir_item *it = &b->items[i];
 		if (rc == HV_OK && !it->r.mime_type && !it->r.error)
 			rc = hv_error_set(HV_ENOMEM, "out of memory");
-		if (rc == HV_OK && st && it->cacheable)
-			(void)hv_store_mime_put(st, &it->st, fp, it->r.mime_type); /* only speed */
-		if (rc == HV_OK && it->r.status == HV_OK && !o->raw) {
-			const char *type;
-			if (hv_mime_refine(o->db, it->path, it->r.mime_type, &type) == HV_OK &&
-			    type != it->r.mime_type) {
-				char *copy = strdup(type);
-				if (copy) {
-					free(it->r.mime_type);
-					it->r.mime_type = copy;
-				}
-			}
-		}
+		if (rc == HV_OK)
+			rc = dir_refine_learn(it, st, fp, b->rfp, o);
 		if (rc == HV_OK) {
 			*failed += it->r.status != HV_OK;
 			rc = fn(ctx, it->path, it->path_len, &it->r);
@@ -720,12 +773,27 @@ static hv_status dir_add(dir_batch *b, hv_walk *w, const hv_entry *e, hv_store *
 	it->path_len = e->path_len;
 	b->n++;
 	if (st && e->have_lstat) {
-		char *cached = NULL;
-		hv_status rc = hv_store_mime_lookup(st, &e->lst, fp, &cached);
+		if (!b->reading)
+			hvm_read_begin(st, &b->reading);
+		const char *name = strrchr(it->path, '/');
+		name = name ? name + 1 : it->path;
+		hvst_mime_hit hit;
+		hv_status rc = hvst_mime_lookup_refined(st, &e->lst, fp, name, strlen(name), b->rfp,
+							&hit);
 		if (rc != HV_OK)
 			return rc;
-		if (cached) {
-			it->r.mime_type = cached;
+		if (hit.refined) {
+			/* The same name under the same tables: refined before, nothing to redo. */
+			it->r.mime_type = hit.refined;
+			it->learn = DIR_LEARN_REFINED;
+			hvm_count_refined_hit();
+			return HV_OK;
+		}
+		if (hit.raw) {
+			it->r.mime_type = hit.raw;
+			it->st = e->lst;
+			memcpy(it->sha256, hit.sha256, sizeof(it->sha256));
+			it->learn = b->rfp ? DIR_LEARN_REFINEMENT : DIR_LEARN_NOTHING;
 			return HV_OK;
 		}
 	}
@@ -763,8 +831,6 @@ hv_status hv_mime_detect_dir(hv_store *st, const char *dir, const hv_collect_opt
 	if (o.threads < 0)
 		return hv_error_set(HV_EUSAGE, "threads must be 0 or more, not %d", o.threads);
 	hv_status rc;
-	if (!o.raw && !o.db && (rc = hv_mime_default_db(&o.db)) != HV_OK)
-		return rc;
 	hv_collect_opts walk_opts;
 	if (!co)
 		hv_collect_opts_init(&walk_opts);
@@ -775,6 +841,9 @@ hv_status hv_mime_detect_dir(hv_store *st, const char *dir, const hv_collect_opt
 	dir_batch *b = calloc(1, sizeof(*b));
 	if (!b)
 		return hv_error_set(HV_ENOMEM, "out of memory");
+	/* Refined answers are cached for the default tables only (loaded on the first
+	 * refinement): a caller's own db has no fingerprint. */
+	b->rfp = !o.raw && !o.db ? hvm_refine_fingerprint() : NULL;
 	b->threads = (size_t)(o.threads ? o.threads : hv_default_threads());
 	if (b->threads > HV_DEFAULT_THREADS_MAX)
 		b->threads = HV_DEFAULT_THREADS_MAX;
@@ -839,6 +908,7 @@ hv_status hv_mime_detect_dir(hv_store *st, const char *dir, const hv_collect_opt
 		}
 		hv_error_restore(&saved, rc);
 	}
+	hvm_read_end(st, b->reading);
 	if (rc == HV_OK && st)
 		rc = hv_store_flush(st);
 	hv_walk_close(w);

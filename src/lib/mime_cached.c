@@ -21,9 +21,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* Opens a read transaction around the lookups when none is open; *began says whether to end
- * it. A failure to begin only costs speed: each lookup then reads on its own. */
-static void read_begin(hv_store *st, bool *began)
+/* A failure to begin only costs speed: each lookup then reads on its own. */
+void hvm_read_begin(hv_store *st, bool *began)
 {
 	*began = false;
 	if (st->in_tx || !sqlite3_get_autocommit(st->db))
@@ -35,7 +34,7 @@ static void read_begin(hv_store *st, bool *began)
 	hv_error_restore(&saved, HV_OK);
 }
 
-static void read_end(hv_store *st, bool began)
+void hvm_read_end(hv_store *st, bool began)
 {
 	if (!began)
 		return;
@@ -76,6 +75,11 @@ static atomic_ulong refined_hits;
 unsigned long hvm_refined_hits(void)
 {
 	return atomic_load(&refined_hits);
+}
+
+void hvm_count_refined_hit(void)
+{
+	atomic_fetch_add(&refined_hits, 1);
 }
 
 enum learn {
@@ -131,14 +135,13 @@ static hv_status detect_cached(hv_store *st, const char *const *paths, const str
 	/* Per path: what the cache learns after refinement (enum learn), with libmagic's answer. */
 	unsigned char *learn = calloc(n ? n : 1, 1);
 	char **raw = calloc(n ? n : 1, sizeof(*raw));
-	char (*sha)[65] = calloc(n ? n : 1, sizeof(*sha));
 	hvst_mime_hit *hits = calloc(n ? n : 1, sizeof(*hits));
 	hvst_mime_key *keys = calloc(n ? n : 1, sizeof(*keys));
 	size_t *key_index = calloc(n ? n : 1, sizeof(*key_index));
 	size_t n_miss = 0, n_keys = 0;
 	int overall = HV_OK;
 	bool began = false;
-	if (!res || !miss || !miss_index || !stats || !learn || !raw || !sha || !hits || !keys ||
+	if (!res || !miss || !miss_index || !stats || !learn || !raw || !hits || !keys ||
 	    !key_index) {
 		rc = hv_error_set(HV_ENOMEM, "out of memory");
 		goto done;
@@ -169,7 +172,7 @@ static hv_status detect_cached(hv_store *st, const char *const *paths, const str
 						 .name_len = strlen(name), .out = &hits[i]};
 		key_index[n_keys - 1] = i;
 	}
-	read_begin(st, &began);
+	hvm_read_begin(st, &began);
 	if (rc == HV_OK)
 		rc = hvst_mime_lookup_many(st, fp, rfp, keys, n_keys);
 	for (size_t k = 0; rc == HV_OK && k < n_keys; k++) {
@@ -177,22 +180,20 @@ static hv_status detect_cached(hv_store *st, const char *const *paths, const str
 		hvst_mime_hit *hit = &hits[i];
 		if (hit->refined) {
 			/* The same name under the same tables: refined before, nothing to redo. */
-			free(hit->raw);
 			res[i].mime_type = hit->refined;
 			res[i].status = HV_OK;
 			learn[i] = LEARN_REFINED;
-			atomic_fetch_add(&refined_hits, 1);
+			hvm_count_refined_hit();
 		} else if (hit->raw) {
 			res[i].mime_type = hit->raw;
 			res[i].status = HV_OK;
-			memcpy(sha[i], hit->sha256, sizeof(sha[i]));
 			learn[i] = rfp ? LEARN_REFINEMENT : LEARN_NOTHING;
 		} else {
 			miss_index[n_miss] = i;
 			miss[n_miss++] = paths[i];
 		}
 	}
-	read_end(st, began);
+	hvm_read_end(st, began);
 	if (rc != HV_OK)
 		goto done;
 	/* Misses on worker threads, libmagic's answer only: the cache keeps that one. */
@@ -230,7 +231,8 @@ static hv_status detect_cached(hv_store *st, const char *const *paths, const str
 		bool with_refined = rfp && refined && *name;
 		if (learn[i] == LEARN_REFINEMENT && !with_refined)
 			continue;
-		hvst_mime_put_refined(st, &stats[i], fp, raw[i], sha[i][0] ? sha[i] : NULL, name,
+		hvst_mime_put_refined(st, &stats[i], fp, raw[i],
+				      hits[i].sha256[0] ? hits[i].sha256 : NULL, name,
 				      strlen(name), with_refined ? res[i].mime_type : NULL,
 				      with_refined ? rfp : NULL);
 	}
@@ -251,7 +253,6 @@ done:
 		for (size_t i = 0; i < n; i++)
 			free(raw[i]);
 	free(raw);
-	free(sha);
 	free(hits);
 	free(keys);
 	free(key_index);

@@ -61,8 +61,17 @@ pid_t hvm_magic_worker_pid(const hv_magic *m);
  * tests of lazy loading. */
 unsigned hvm_magic_loads(void);
 
-/* How many answers hv_mime_detect_cached() took refined from the cache: for tests. */
+/* Opens a read transaction on st around a batch of MIME cache lookups when none is open (SQLite
+ * then takes its shared lock once, not once per statement); *began says whether
+ * hvm_read_end() is to end it. Neither fails: without the transaction each lookup reads on
+ * its own. End it before anything writes the cache (hv_store_flush). */
+void hvm_read_begin(hv_store *st, bool *began);
+void hvm_read_end(hv_store *st, bool began);
+
+/* How many answers hv_mime_detect_cached() and hv_mime_detect_dir() took refined from the
+ * cache: for tests. */
 unsigned long hvm_refined_hits(void);
+void hvm_count_refined_hit(void);
 
 /* ---- The MIME cache's lookups of a batch (store_mime.c) ---- */
 

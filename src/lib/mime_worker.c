@@ -37,17 +37,9 @@
 #include <unistd.h>
 
 /* Valgrind cannot run a seccomp filter (it has no seccomp(2), and a filter would refuse its own
- * syscalls): under it alone the worker runs unfiltered, still without descriptors. Anywhere
- * else a filter that cannot be installed fails the worker's start (closed, not open). */
-#if defined(__has_include)
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#define HV_UNDER_VALGRIND() (RUNNING_ON_VALGRIND != 0)
-#endif
-#endif
-#ifndef HV_UNDER_VALGRIND
-#define HV_UNDER_VALGRIND() false
-#endif
+ * syscalls): under it alone (HV_UNDER_VALGRIND, internal.h) the worker runs unfiltered, still
+ * without descriptors. Anywhere else a filter that cannot be installed fails the worker's
+ * start (closed, not open). */
 
 enum { REQ_BUFFER = 1, REQ_FD = 2, REQ_MAPPED = 3 };
 /* Bytes larger than this travel in a memfd (REQ_MAPPED: the worker maps it and runs
@@ -211,11 +203,17 @@ static int install_filter(void)
 static void prepare_libc(void)
 {
 	(void)mallopt(M_TRIM_THRESHOLD, INT_MAX);
+	/* Setting one threshold turns off glibc's adaptive mmap threshold, which would otherwise
+	 * learn to serve libmagic's per-file read buffer (MAGIC_PARAM_BYTES_MAX, 7 MiB) from the
+	 * heap: every file would then cost an mmap, a munmap and a fault per page it reads into
+	 * fresh zeroed memory. The largest threshold glibc takes keeps that buffer in the heap,
+	 * where it is reused, file after file. */
+	(void)mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
 	if (!getenv("TZ"))
 		(void)setenv("TZ", ":/etc/localtime", 1);
 	tzset();
 	(void)uselocale(LC_GLOBAL_LOCALE);
-	(void)setlocale(LC_MESSAGES, "C");
+	(void)setlocale(LC_MESSAGES, "C"); /* "C" always exists */
 }
 
 static void child_answer(int sock, uint32_t kind, int err, const char *s)

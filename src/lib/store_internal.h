@@ -116,7 +116,7 @@ void hvst_mime_pending_free(hv_store *st);
  * answer for one base name under one set of refinement tables (hvm_refine_fingerprint), so a
  * hit under the same name and tables needs no refinement at all. */
 typedef struct hvst_mime_hit {
-	char *raw;        /* libmagic's answer; NULL on a miss */
+	char *raw;        /* libmagic's answer; NULL on a miss, and when refined is set */
 	char *refined;    /* the refined answer when name and tables match, else NULL */
 	char sha256[65];  /* "" when unknown */
 } hvst_mime_hit;

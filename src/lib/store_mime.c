@@ -79,19 +79,22 @@ static hv_status take_row(hv_store *st, sqlite3_stmt *q, int c, const hv_stat *s
 		   strcmp(fp, fingerprint) == 0 && mime && old_enough(&cached, cached_at);
 	if (!hit)
 		return HV_OK;
-	if (!(out->raw = strdup(mime)))
-		return hv_error_set(HV_ENOMEM, "out of memory");
 	const char *sha = (const char *)sqlite3_column_text(q, c + 7);
 	if (sha && strlen(sha) == 64)
 		memcpy(out->sha256, sha, 65);
-	/* The refined answer only for the very name (bytes) and tables it was made for. */
-	const void *rname = sqlite3_column_blob(q, c + 8);
-	size_t rname_len = (size_t)sqlite3_column_bytes(q, c + 8);
-	const char *refined = (const char *)sqlite3_column_text(q, c + 9);
-	const char *rfp = (const char *)sqlite3_column_text(q, c + 10);
-	if (name && refine_fp && rname && rname_len == name_len &&
-	    memcmp(rname, name, name_len) == 0 && refined && rfp && strcmp(rfp, refine_fp) == 0 &&
-	    !(out->refined = strdup(refined)))
+	/* The refined answer only for the very name (bytes) and tables it was made for; then
+	 * libmagic's is not copied out: nothing would read it. */
+	if (name && refine_fp) {
+		const void *rname = sqlite3_column_blob(q, c + 8);
+		size_t rname_len = (size_t)sqlite3_column_bytes(q, c + 8);
+		const char *refined = (const char *)sqlite3_column_text(q, c + 9);
+		const char *rfp = (const char *)sqlite3_column_text(q, c + 10);
+		if (rname && rname_len == name_len && memcmp(rname, name, name_len) == 0 &&
+		    refined && rfp && strcmp(rfp, refine_fp) == 0)
+			return (out->refined = strdup(refined)) ? HV_OK
+							       : hv_error_set(HV_ENOMEM, "out of memory");
+	}
+	if (!(out->raw = strdup(mime)))
 		return hv_error_set(HV_ENOMEM, "out of memory");
 	return HV_OK;
 }

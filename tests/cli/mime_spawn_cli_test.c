@@ -17,39 +17,25 @@
 /* More answers than a pipe holds (each line is some 70 bytes, a pipe 64 KiB). */
 enum { FILES = 2000 };
 
-typedef struct spawn_fx {
-	char *dir;
-	char *db;
-	char *paths[FILES];
-} spawn_fx;
+typedef tu_corpus spawn_fx;
+
+static const char *make_file(size_t i, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "file-%04zu.txt", i);
+	return "some words\n";
+}
 
 static int fx_setup(void **state)
 {
-	spawn_fx *f = calloc(1, sizeof(*f));
-	assert_non_null(f);
-	f->dir = tu_mkdtemp();
-	f->db = tu_path(f->dir, "h.db");
-	for (size_t i = 0; i < FILES; i++) {
-		char name[32];
-		snprintf(name, sizeof(name), "file-%04zu.txt", i);
-		tu_write(f->dir, name, "some words\n", 11);
-		f->paths[i] = tu_path(f->dir, name);
-	}
-	/* The cache takes only files whose change time is more than 2 s old. */
-	sleep(3);
+	spawn_fx *f = tu_corpus_new(FILES, 0, make_file);
+	tu_corpus_age(f);
 	*state = f;
 	return 0;
 }
 
 static int fx_teardown(void **state)
 {
-	spawn_fx *f = *state;
-	for (size_t i = 0; i < FILES; i++)
-		free(f->paths[i]);
-	tu_rmrf(f->dir);
-	free(f->dir);
-	free(f->db);
-	free(f);
+	tu_corpus_free(*state);
 	return 0;
 }
 

@@ -136,6 +136,29 @@ int tu_run_sink(const char *cwd, char *const argv[],
 		void (*sink)(void *ctx, const char *data, size_t n), void *ctx, char **err,
 		size_t *err_len);
 
+
+/* ---- A corpus of small files for the MIME cache tests (the mime batch and spawn tests). ---- */
+
+/* n files in a fresh directory, with a database path beside them (not created). */
+typedef struct tu_corpus {
+	char *dir;
+	char *db;     /* dir/h.db */
+	char **paths; /* dir/NAME of each file, then of any tu_corpus_add()ed */
+	size_t n;
+	size_t cap;
+} tu_corpus;
+/* Writes n files: make(i, buf, cap) puts file i's NUL-terminated name into buf and returns
+ * its NUL-terminated bytes. Room is kept for extra more paths. */
+tu_corpus *tu_corpus_new(size_t n, size_t extra,
+			 const char *(*make)(size_t i, char *buf, size_t cap));
+/* Appends dir/rel (made by the caller) to paths; fails the test when no room was kept. */
+const char *tu_corpus_add(tu_corpus *c, const char *rel);
+/* Waits until every file is old enough for the MIME cache to take it (its change time more
+ * than 2 s ago). */
+void tu_corpus_age(const tu_corpus *c);
+/* Removes the directory and frees c. */
+void tu_corpus_free(tu_corpus *c);
+
 #endif
 
 /* ---- Helpers for the mime/collect/run end-to-end tests (tests/cli/{mime,collect,run}_cli_test.c). */

@@ -26,44 +26,36 @@ enum { FILES = 120 };
 /* A fixture: FILES files of a few kinds (and suffixes that refine them differently), three
  * hard links of one of them, all cached. */
 typedef struct batch_fx {
-	char *dir;
-	char *db;
+	tu_corpus *c;
 	hv_store *st;
-	char *paths[FILES + 3];
-	size_t n;
 } batch_fx;
 
 static const char *const kinds[] = {"words, words\n", "#!/bin/sh\necho hi\n",
 				    "a,b,c\n1,2,3\n", "{\"k\": [1, 2]}\n", "<html></html>\n"};
 static const char *const suffixes[] = {".txt", ".sh", ".csv", ".json", ".md", ""};
 
+static const char *make_file(size_t i, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "f%03zu%s", i, suffixes[i % 6]);
+	return kinds[i % 5];
+}
+
 static int fx_setup(void **state)
 {
 	batch_fx *f = calloc(1, sizeof(*f));
 	assert_non_null(f);
-	f->dir = tu_mkdtemp();
-	f->db = tu_path(f->dir, "h.db");
-	for (size_t i = 0; i < FILES; i++) {
-		char name[32];
-		snprintf(name, sizeof(name), "f%03zu%s", i, suffixes[i % 6]);
-		const char *k = kinds[i % 5];
-		tu_write(f->dir, name, k, strlen(k));
-		f->paths[f->n++] = tu_path(f->dir, name);
-	}
+	f->c = tu_corpus_new(FILES, 3, make_file);
 	/* One inode under names that refine its bytes differently. */
 	static const char *const links[] = {"same.csv", "same.json", "same.md"};
-	for (size_t i = 0; i < 3; i++) {
-		char *p = tu_path(f->dir, links[i]);
-		assert_int_equal(link(f->paths[2], p), 0);
-		f->paths[f->n++] = p;
-	}
-	/* The cache takes only files whose change time is more than 2 s old. */
-	sleep(3);
-	assert_int_equal(hv_store_open(&f->st, f->db, 0), HV_OK);
+	for (size_t i = 0; i < 3; i++)
+		assert_int_equal(link(f->c->paths[2], tu_corpus_add(f->c, links[i])), 0);
+	tu_corpus_age(f->c);
+	assert_int_equal(hv_store_open(&f->st, f->c->db, 0), HV_OK);
 	hv_mime_result *r = NULL;
-	assert_int_equal(hv_mime_detect_cached(f->st, (const char *const *)f->paths, f->n, NULL, &r),
+	assert_int_equal(hv_mime_detect_cached(f->st, (const char *const *)f->c->paths, f->c->n,
+					       NULL, &r),
 			 HV_OK);
-	hv_mime_results_free(r, f->n);
+	hv_mime_results_free(r, f->c->n);
 	assert_int_equal(hv_store_flush(f->st), HV_OK);
 	*state = f;
 	return 0;
@@ -73,11 +65,7 @@ static int fx_teardown(void **state)
 {
 	batch_fx *f = *state;
 	assert_int_equal(hv_store_close(f->st), HV_OK);
-	for (size_t i = 0; i < f->n; i++)
-		free(f->paths[i]);
-	tu_rmrf(f->dir);
-	free(f->dir);
-	free(f->db);
+	tu_corpus_free(f->c);
 	free(f);
 	return 0;
 }
@@ -113,10 +101,12 @@ static size_t check_batch(hv_store *st, const hv_stat *stats, const char *const 
 		if (one.raw) {
 			assert_non_null(many[i].raw);
 			assert_string_equal(many[i].raw, one.raw);
-			hits++;
 		} else {
 			assert_null(many[i].raw);
 		}
+		/* A hit is libmagic's answer, or the refined one alone. */
+		assert_false(one.raw && one.refined);
+		hits += one.raw || one.refined;
 		if (one.refined) {
 			assert_non_null(many[i].refined);
 			assert_string_equal(many[i].refined, one.refined);
@@ -141,9 +131,9 @@ static void pick(const batch_fx *f, const size_t *idx, size_t n, hv_stat *stats,
 {
 	for (size_t i = 0; i < n; i++) {
 		struct stat s;
-		assert_int_equal(lstat(f->paths[idx[i]], &s), 0);
+		assert_int_equal(lstat(f->c->paths[idx[i]], &s), 0);
 		HV_STAT_FROM(&s, &stats[i]);
-		names[i] = base(f->paths[idx[i]]);
+		names[i] = base(f->c->paths[idx[i]]);
 	}
 }
 
@@ -162,19 +152,19 @@ static void test_batch_equals_single_lookups(void **state)
 	 * past); all of them reversed; all of them twice. */
 	for (size_t step = 1; step <= 7; step += step == 1 ? 1 : 5) {
 		n = 0;
-		for (size_t i = 0; i < f->n; i += step)
+		for (size_t i = 0; i < f->c->n; i += step)
 			idx[n++] = i;
 		pick(f, idx, n, stats, names);
 		assert_int_equal(check_batch(f->st, stats, names, n, rfp), n);
 	}
 	n = 0;
-	for (size_t i = f->n; i-- > 0;)
+	for (size_t i = f->c->n; i-- > 0;)
 		idx[n++] = i;
 	pick(f, idx, n, stats, names);
 	assert_int_equal(check_batch(f->st, stats, names, n, rfp), n);
 	n = 0;
-	for (size_t i = 0; i < 2 * f->n; i++)
-		idx[n++] = i % f->n;
+	for (size_t i = 0; i < 2 * f->c->n; i++)
+		idx[n++] = i % f->c->n;
 	pick(f, idx, n, stats, names);
 	assert_int_equal(check_batch(f->st, stats, names, n, rfp), n);
 
@@ -201,12 +191,12 @@ static void test_batch_equals_single_lookups(void **state)
 static void test_links_and_miss_in_one_batch(void **state)
 {
 	batch_fx *f = *state;
-	tu_write(f->dir, "new.csv", "x,y\n1,2\n", 8);
-	char *fresh = tu_path(f->dir, "new.csv");
+	tu_write(f->c->dir, "new.csv", "x,y\n1,2\n", 8);
+	char *fresh = tu_path(f->c->dir, "new.csv");
 	const char *paths[FILES + 4];
 	size_t n = 0;
-	for (size_t i = 0; i < f->n; i++) {
-		paths[n++] = f->paths[i];
+	for (size_t i = 0; i < f->c->n; i++) {
+		paths[n++] = f->c->paths[i];
 		if (i == FILES / 2)
 			paths[n++] = fresh;
 	}
@@ -233,9 +223,9 @@ static void test_links_and_miss_in_one_batch(void **state)
 static void test_vanished_between_lstat_and_lookup(void **state)
 {
 	batch_fx *f = *state;
-	tu_write(f->dir, "gone.txt", "soon gone\n", 10);
-	char *gone = tu_path(f->dir, "gone.txt");
-	const char *paths[] = {f->paths[0], f->paths[10], gone, f->paths[20]};
+	tu_write(f->c->dir, "gone.txt", "soon gone\n", 10);
+	char *gone = tu_path(f->c->dir, "gone.txt");
+	const char *paths[] = {f->c->paths[0], f->c->paths[10], gone, f->c->paths[20]};
 	enum { N = sizeof(paths) / sizeof(paths[0]) };
 	struct stat lst[N];
 	int lerr[N] = {0};
@@ -244,7 +234,7 @@ static void test_vanished_between_lstat_and_lookup(void **state)
 	hv_mime_result *before = NULL;
 	assert_int_equal(hv_mime_detect_paths(paths, N, NULL, &before), HV_OK);
 	assert_int_equal(unlink(gone), 0);
-	assert_int_equal(unlink(f->paths[10]), 0);
+	assert_int_equal(unlink(f->c->paths[10]), 0);
 	hv_mime_result *r = NULL;
 	assert_int_equal(hv_mime_detect_cached_lstat(f->st, paths, lst, lerr, N, NULL, &r), HV_WARN);
 	assert_string_equal(hv_error_last(), "1 of 4 paths could not be examined");
@@ -258,7 +248,7 @@ static void test_vanished_between_lstat_and_lookup(void **state)
 	hv_mime_results_free(r, N);
 	hv_mime_results_free(before, N);
 	/* Put it back for the other tests (a new inode: a miss, then cached again later). */
-	tu_write(f->dir, base(f->paths[10]), kinds[0], strlen(kinds[0]));
+	tu_write(f->c->dir, base(f->c->paths[10]), kinds[0], strlen(kinds[0]));
 	free(gone);
 }
 
@@ -267,8 +257,8 @@ static void test_vanished_between_lstat_and_lookup(void **state)
 static void test_changed_file_reexamined(void **state)
 {
 	batch_fx *f = *state;
-	const char *p = f->paths[0]; /* "words, words\n" as f000.txt */
-	const char *paths[] = {f->paths[1], p, f->paths[2]};
+	const char *p = f->c->paths[0]; /* "words, words\n" as f000.txt */
+	const char *paths[] = {f->c->paths[1], p, f->c->paths[2]};
 	hv_mime_result *r = NULL;
 	assert_int_equal(hv_mime_detect_cached(f->st, paths, 3, NULL, &r), HV_OK);
 	assert_string_equal(r[1].mime_type, "text/plain");
@@ -277,12 +267,12 @@ static void test_changed_file_reexamined(void **state)
 	hv_mime_opts raw;
 	hv_mime_opts_init(&raw);
 	raw.raw = true;
-	tu_write(f->dir, base(p), png, sizeof(png) - 1);
+	tu_write(f->c->dir, base(p), png, sizeof(png) - 1);
 	assert_int_equal(hv_mime_detect_cached(f->st, paths, 3, &raw, &r), HV_OK);
 	assert_string_equal(r[1].mime_type, "image/png");
 	hv_mime_results_free(r, 3);
 	/* The same size as the cached bytes, other bytes. */
-	tu_write(f->dir, base(p), "#!/bin/sh\nls\n", 13); /* 13 bytes, as "words, words\n" */
+	tu_write(f->c->dir, base(p), "#!/bin/sh\nls\n", 13); /* 13 bytes, as "words, words\n" */
 	hv_mime_result *plain = NULL;
 	assert_int_equal(hv_mime_detect_cached(f->st, paths, 3, NULL, &r), HV_OK);
 	assert_int_equal(hv_mime_detect_paths(paths, 3, NULL, &plain), HV_OK);
@@ -293,7 +283,101 @@ static void test_changed_file_reexamined(void **state)
 	assert_int_equal(hv_mime_detect_cached(f->st, paths, 3, &raw, &r), HV_OK);
 	assert_string_equal(r[1].mime_type, "text/x-shellscript");
 	hv_mime_results_free(r, 3);
-	tu_write(f->dir, base(p), kinds[0], strlen(kinds[0]));
+	tu_write(f->c->dir, base(p), kinds[0], strlen(kinds[0]));
+}
+
+/* The answers of hv_mime_detect_dir, "path\ttype\n" each, in walk order. */
+typedef struct dir_answers {
+	char *text;
+	size_t len;
+} dir_answers;
+
+static hv_status on_dir_answer(void *ctx, const char *path, size_t path_len,
+			       const hv_mime_result *r)
+{
+	dir_answers *a = ctx;
+	const char *type = r->mime_type ? r->mime_type : "(none)";
+	size_t tl = strlen(type);
+	a->text = tu_xrealloc(a->text, a->len + path_len + tl + 3);
+	memcpy(a->text + a->len, path, path_len);
+	a->len += path_len;
+	a->text[a->len++] = '\t';
+	memcpy(a->text + a->len, type, tl);
+	a->len += tl;
+	a->text[a->len++] = '\n';
+	a->text[a->len] = '\0';
+	return HV_OK;
+}
+
+/* Every answer below dir (leaving out the database's own files, which change as it is
+ * written), through st's cache (NULL: none). */
+static char *dir_run(hv_store *st, const char *dir, bool raw)
+{
+	static const char *const excludes[] = {"h.db*"};
+	hv_collect_opts co;
+	hv_collect_opts_init(&co);
+	co.excludes = excludes;
+	co.n_excludes = 1;
+	hv_mime_opts mo;
+	hv_mime_opts_init(&mo);
+	mo.raw = raw;
+	dir_answers a = {0};
+	assert_int_equal(hv_mime_detect_dir(st, dir, &co, &mo, on_dir_answer, &a), HV_OK);
+	assert_non_null(a.text);
+	return a.text;
+}
+
+/* A directory's answers through the cache equal the uncached ones. Its batches learn each
+ * name's refinement as the file arguments' do: a tree cached by a --raw walk is refined on
+ * the next walk, which keeps the refinements, and the walk after it takes every answer
+ * refined from the cache; the fixture's files, cached with their refinements by
+ * hv_mime_detect_cached, are refined from the cache at once. */
+static void test_dir_walk_learns_refinements(void **state)
+{
+	batch_fx *f = *state;
+	char *plain_all = dir_run(NULL, f->c->dir, false);
+	unsigned long before = hvm_refined_hits();
+	char *cached_all = dir_run(f->st, f->c->dir, false);
+	assert_string_equal(cached_all, plain_all);
+	/* All but the hard links (their row keeps the last name's refinement only) and the
+	 * files the tests before rewrote (not cached again: changed too recently). */
+	assert_true(hvm_refined_hits() - before >= FILES - 8);
+
+	tu_mkdir(f->c->dir, "sub");
+	static const char *const names[] = {"sub/a.csv", "sub/b.json", "sub/c.txt", "sub/d.md",
+					    "sub/e"};
+	enum { SUB = sizeof(names) / sizeof(names[0]) };
+	for (size_t i = 0; i < SUB; i++)
+		tu_write(f->c->dir, names[i], kinds[2], strlen(kinds[2]));
+	tu_corpus_age(f->c);
+	char *sub = tu_path(f->c->dir, "sub");
+	char *plain = dir_run(NULL, sub, false);
+	char *raw = dir_run(NULL, sub, true);
+	char *got = dir_run(f->st, sub, true); /* caches libmagic's answers alone */
+	assert_string_equal(got, raw);
+	free(got);
+	assert_int_equal(hv_store_flush(f->st), HV_OK);
+	before = hvm_refined_hits();
+	got = dir_run(f->st, sub, false); /* hits, refined here: the refinements are kept */
+	assert_string_equal(got, plain);
+	assert_int_equal(hvm_refined_hits() - before, 0);
+	free(got);
+	assert_int_equal(hv_store_flush(f->st), HV_OK);
+	before = hvm_refined_hits();
+	got = dir_run(f->st, sub, false);
+	assert_string_equal(got, plain);
+	assert_int_equal(hvm_refined_hits() - before, SUB);
+	/* The same bytes under other names: text/csv only where the name says so. */
+	assert_non_null(strstr(plain, "a.csv\ttext/csv\n"));
+	assert_non_null(strstr(plain, "b.json\tapplication/json\n"));
+	free(got);
+	free(plain);
+	free(raw);
+	free(sub);
+	free(plain_all);
+	free(cached_all);
+	tu_rmrf(sub = tu_path(f->c->dir, "sub"));
+	free(sub);
 }
 
 int main(void)
@@ -303,6 +387,7 @@ int main(void)
 		cmocka_unit_test(test_links_and_miss_in_one_batch),
 		cmocka_unit_test(test_vanished_between_lstat_and_lookup),
 		cmocka_unit_test(test_changed_file_reexamined),
+		cmocka_unit_test(test_dir_walk_learns_refinements),
 	};
 	return cmocka_run_group_tests(tests, fx_setup, fx_teardown);
 }
