@@ -1132,17 +1132,19 @@ static void close_all_but(int keep_a, int keep_b)
  * table is copied) and runs on this stack, kept for it for the life of the process. The
  * kernel writes the holder's tid into holder_tid before it runs (CLONE_PARENT_SETTID) and
  * zeroes it once it has exited and will never touch the stack again (CLONE_CHILD_CLEARTID):
- * 0 means the stack is free. Whoever moves holder_tid from 0 owns the slot: the stack,
- * holder_args and holder_pid. A release while a holder still waits takes the fork path.
+ * 0 means the stack is free. Whoever moves holder_tid from 0 owns the slot: the stacks and
+ * holder_args. A release while a holder still waits takes the fork path.
  *
- * The holder is our child, but one that sends no signal when it exits: waitpid(-1) without
- * __WCLONE (or __WALL) never sees it, and no SIGCHLD handler is surprised by it. Its zombie is
- * reaped by the next release, or by init once we have exited (an adopted child is reparented
- * with SIGCHLD). */
+ * The holder is not our child: a relay (our child, on relay_stack, sharing our memory too)
+ * starts it and exits at once, and is reaped before the release returns; the holder, an
+ * orphan, is adopted and reaped by init (or the nearest subreaper). A run so leaves its
+ * caller no child and no zombie, and no waitpid(-1) or SIGCHLD handler of the caller's ever
+ * sees the holder. */
 #define HOLDER_STACK_SIZE (16 * 1024)
+#define RELAY_STACK_SIZE (8 * 1024)
 static _Alignas(64) char holder_stack[HOLDER_STACK_SIZE];
+static _Alignas(64) char relay_stack[RELAY_STACK_SIZE];
 static pid_t holder_tid;
-static pid_t holder_pid;
 
 typedef struct fan_release {
 	int fan, gate;
@@ -1163,8 +1165,18 @@ SHARED_VM_CODE static int holder_main(void *arg)
 	return 0;
 }
 
+/* The relay: starts the holder and exits. Its thread of ours waits for its exit, so the
+ * errno a failed clone sets is one nobody else uses meanwhile. */
+SHARED_VM_CODE static int relay_main(void *arg)
+{
+	pid_t pid = clone(holder_main, holder_stack + HOLDER_STACK_SIZE,
+			  CLONE_VM | CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID | SIGCHLD, arg,
+			  &holder_tid, NULL, &holder_tid);
+	return pid > 0 ? 0 : 1;
+}
+
 /* Gives the last reference to fan to a holder that shares our memory; false when that cannot
- * be done (the stack is in use, the clone is refused, or valgrind runs us) and nothing was
+ * be done (the stack is in use, a clone is refused, or valgrind runs us) and nothing was
  * started. */
 static bool release_fan_shared(int fan, int gate)
 {
@@ -1173,21 +1185,19 @@ static bool release_fan_shared(int fan, int gate)
 	    !__atomic_compare_exchange_n(&holder_tid, &free_stack, -1, false, __ATOMIC_ACQUIRE,
 					 __ATOMIC_RELAXED))
 		return false;
-	if (holder_pid > 0) {
-		/* The last holder has exited (its tid was cleared): its zombie is ours to reap. */
-		while (waitpid(holder_pid, NULL, __WCLONE) < 0 && errno == EINTR)
-			;
-		holder_pid = 0;
-	}
 	holder_args = (fan_release){fan, gate};
-	pid_t pid = clone(holder_main, holder_stack + HOLDER_STACK_SIZE,
-			  CLONE_VM | CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID, &holder_args,
-			  &holder_tid, NULL, &holder_tid);
-	if (pid < 0) {
+	/* No exit signal: it is reaped here, never by a waitpid(-1) of the caller's. */
+	pid_t relay = clone(relay_main, relay_stack + RELAY_STACK_SIZE, CLONE_VM, &holder_args);
+	if (relay > 0)
+		while (waitpid(relay, NULL, __WCLONE) < 0 && errno == EINTR)
+			;
+	/* The relay has exited (reaped here, or by a waitpid(__WALL) of the caller's: ECHILD).
+	 * Its clone wrote the holder's tid before returning: still -1, there is no holder, and
+	 * the slot is free again. The holder cannot have exited yet: the gate is open. */
+	if (relay <= 0 || __atomic_load_n(&holder_tid, __ATOMIC_ACQUIRE) == -1) {
 		__atomic_store_n(&holder_tid, 0, __ATOMIC_RELEASE);
 		return false;
 	}
-	holder_pid = pid;
 	return true;
 }
 

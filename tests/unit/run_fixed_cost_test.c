@@ -1,8 +1,7 @@
 /* What a run costs when it has nothing to do, seen from what it leaves: a walk of an empty
  * directory starts no thread; the change tracking's descriptor is released to a holder that
- * leaves the caller no descriptor and at most one child (one that sends no SIGCHLD and that
- * waitpid(-1) does not see), reaped by the next run; runs that follow each other faster than
- * the holder closes (the fallback through fork) answer the same. */
+ * leaves the caller no descriptor and no child (run_reap_test); runs that follow each other
+ * faster than the holder closes (the fallback through fork) answer the same. */
 #include "testutil.h"
 #include "harvest/execute.h"
 #include "harvest/walk.h"
@@ -101,10 +100,9 @@ static void run_events(fx *f, const char *script, size_t want_files)
 }
 
 /* Runs with events, back to back (the next one starts while the last holder may still be
- * closing: it takes the fork path) and spaced out (the last holder has exited: its zombie is
- * reaped). Each answers; the caller keeps no descriptor of theirs and never more than one
- * holder as its child (beside libmagic's spawner), which no waitpid(-1) of the caller's
- * reaps. */
+ * closing: it takes the fork path) and spaced out (the last holder has exited: its stack is
+ * free again). Each answers; the caller keeps no descriptor of theirs and no child but
+ * libmagic's spawner. */
 static void test_release_leaves_no_descriptor_nor_children(void **state)
 {
 	fx *f = *state;
@@ -112,7 +110,7 @@ static void test_release_leaves_no_descriptor_nor_children(void **state)
 	/* the first: whatever is opened once per process (libmagic's spawner, for a file) */
 	run_events(f, "echo w > w", 1);
 	int fds = count_fds();
-	/* libmagic's spawner and the first run's holder (running, or its zombie) */
+	/* libmagic's spawner */
 	int children = count_children();
 	for (int i = 0; i < 6; i++) {
 		char script[64];
@@ -120,13 +118,13 @@ static void test_release_leaves_no_descriptor_nor_children(void **state)
 		run_events(f, script, 1);
 		assert_int_equal(count_fds(), fds);
 		assert_true(count_children() <= children);
-		/* nothing of ours for a plain waitpid(-1): the holder sends no SIGCHLD */
+		/* nothing for a plain waitpid(-1) to reap */
 		int st;
 		pid_t got = waitpid(-1, &st, WNOHANG);
 		assert_true(got <= 0);
 	}
 	for (int i = 0; i < 4; i++) {
-		usleep(150000); /* the holder's close is over: its zombie waits to be reaped */
+		usleep(150000); /* the holder's close is over: its stack is free */
 		run_events(f, "true", 0);
 		assert_true(count_children() <= children);
 	}
