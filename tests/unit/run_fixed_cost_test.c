@@ -1,6 +1,6 @@
 /* What a run costs when it has nothing to do, seen from what it leaves: a walk of an empty
  * directory starts no thread; the change tracking's descriptor is released to a holder that
- * leaves the caller no descriptor and no child (run_reap_test); runs that follow each other
+ * leaves the caller no descriptor and no child; runs that follow each other
  * faster than the holder closes (the fallback through fork) answer the same. */
 #include "testutil.h"
 #include "harvest/execute.h"
@@ -79,6 +79,15 @@ static int count_children(void)
 	return n;
 }
 
+/* No child of any kind: none listed, and waitpid of any child, clones included, has none. */
+static void assert_no_child(void)
+{
+	assert_int_equal(count_children(), 0);
+	errno = 0;
+	assert_int_equal(waitpid(-1, NULL, WNOHANG | __WALL), -1);
+	assert_int_equal(errno, ECHILD);
+}
+
 static void run_events(fx *f, const char *script, size_t want_files)
 {
 	const char *argv[] = {"sh", "-c", script, NULL};
@@ -97,6 +106,29 @@ static void run_events(fx *f, const char *script, size_t want_files)
 	assert_non_null(ex.files);
 	assert_int_equal(ex.files->n_files, want_files);
 	hv_execution_free(&ex);
+}
+
+/* Once hv_execute has returned, a run with events leaves its caller no child, not even a
+ * zombie: the holder of the fanotify group's last reference is not the caller's child (its
+ * relay is reaped before the run goes on, as is the fork fallback's intermediate child). Runs
+ * back to back (the next release finds the last holder still closing: the fork path) and
+ * spaced out (the shared-memory holder's stack is free again). The first test of this
+ * program: the runs produce no file, so libmagic's spawner, a child for the life of the
+ * process, is not started yet. */
+static void test_run_leaves_no_child(void **state)
+{
+	fx *f = *state;
+	/* (fanotify's FAN_MARK_FILESYSTEM needs CAP_SYS_ADMIN: the suite runs as root) */
+	assert_no_child();
+	for (int i = 0; i < 4; i++) {
+		run_events(f, "true", 0);
+		assert_no_child();
+	}
+	for (int i = 0; i < 3; i++) {
+		usleep(150000); /* the last holder's close is likely over: its stack is free */
+		run_events(f, "true", 0);
+		assert_no_child();
+	}
 }
 
 /* Runs with events, back to back (the next one starts while the last holder may still be
@@ -134,6 +166,9 @@ static void test_release_leaves_no_descriptor_nor_children(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		/* first: before any run that starts libmagic's spawner */
+		cmocka_unit_test_setup_teardown(test_run_leaves_no_child, tu_fx_setup,
+						tu_fx_teardown),
 		cmocka_unit_test_setup_teardown(test_empty_root_walk_starts_no_worker, tu_fx_setup,
 						tu_fx_teardown),
 		cmocka_unit_test_setup_teardown(test_release_leaves_no_descriptor_nor_children,
