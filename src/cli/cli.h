@@ -178,6 +178,10 @@ typedef struct cli_hooks {
 void cli_collect_hooks(cli_collect *cc, const cli_common *c, cli_hooks *h);
 /* Clears the progress line, if one was shown. */
 void cli_collect_hooks_end(cli_hooks *h);
+/* Prints the page of run row and collection col (may be NULL) on stdout, with this host's
+ * name; a spooled content is read from col's temporary file. 0, or -1 with the reason on
+ * stderr (standard output's failure, or the content that could not be read back). */
+int cli_page_print(const hv_run_row *row, const hv_collection *col);
 /* Commands. */
 int cmd_ls(int argc, char **argv);
 int cmd_walk(int argc, char **argv);

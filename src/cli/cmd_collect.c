@@ -93,6 +93,31 @@ static void collect_progress(void *ctx, uint64_t entries, uint64_t files, uint64
 	cli_progress_update(&x->progress, entries, files, bytes);
 }
 
+int cli_page_print(const hv_run_row *row, const hv_collection *col)
+{
+	char host[256] = "";
+	hv_page_opts po = {0};
+	if (gethostname(host, sizeof(host)) == 0 && host[0]) {
+		host[sizeof(host) - 1] = '\0';
+		po.host = host;
+	}
+	hv_status s = hv_page_write_collection(row, col, &po, hv_page_write_file, stdout);
+	if (s != HV_OK && !ferror(stdout)) {
+		/* Not the output: a spooled content could not be read back (the page is cut). */
+		cli_error("%s", hv_error_last());
+		return -1;
+	}
+	if (s != HV_OK) {
+		cli_error("standard output: %s", hv_error_last());
+		return -1;
+	}
+	if (fflush(stdout) != 0) {
+		cli_error("standard output: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 void cli_collect_hooks(cli_collect *cc, const cli_common *c, cli_hooks *h)
 {
 	h->c = c;
@@ -288,8 +313,8 @@ int cmd_collect(int argc, char **argv)
 		return EXIT_WARN;
 	}
 	/* The contents wait in a temporary file, not in memory, until they are recorded and
-	 * printed (the page reads them from memory). */
-	k.cc.opts.spool_content = c.format != FMT_HTML;
+	 * printed (the page too reads them from there, one at a time). */
+	k.cc.opts.spool_content = true;
 	hv_collection *col = NULL;
 	int64_t started_ns = hv_store_now_ns();
 	hv_status s = hv_collect(st, pos[0], &k.cc.opts, &col);
@@ -325,18 +350,8 @@ int cmd_collect(int argc, char **argv)
 				.ended_at_ns = ended_ns,
 				.duration_ms = (ended_ns - started_ns) / 1000000,
 			};
-			char host[256] = "";
-			hv_page_opts po = {0};
-			if (gethostname(host, sizeof(host)) == 0 && host[0]) {
-				host[sizeof(host) - 1] = '\0';
-				po.host = host;
-			}
-			if (hv_page_write_collection(&row, col, &po, hv_page_write_file, stdout) !=
-				    HV_OK ||
-			    fflush(stdout) != 0) {
-				cli_error("standard output: %s", strerror(errno));
+			if (cli_page_print(&row, col) != 0)
 				rc = EXIT_WARN;
-			}
 			if (col->incomplete || col->warnings)
 				rc = EXIT_WARN;
 		} else if (j) {

@@ -195,18 +195,7 @@ static int print_page(const struct run_cli *r, const hv_execute_opts *eo, const 
 		.stderr_truncated = ex->end.stderr_truncated,
 	};
 	row.dir_len = strlen(row.dir);
-	char host[256] = "";
-	hv_page_opts po = {0};
-	if (gethostname(host, sizeof(host)) == 0 && host[0]) {
-		host[sizeof(host) - 1] = '\0';
-		po.host = host;
-	}
-	int rc = 0;
-	if (hv_page_write_collection(&row, ex->files, &po, hv_page_write_file, stdout) != HV_OK ||
-	    fflush(stdout) != 0) {
-		cli_error("standard output: %s", strerror(errno));
-		rc = -1;
-	}
+	int rc = cli_page_print(&row, ex->files);
 	free(cmd);
 	return rc;
 }
@@ -288,8 +277,8 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 	cli_hooks hooks;
 	cli_collect_hooks(&r->cc, c, &hooks);
 	/* The contents wait in a temporary file, not in memory, until they are recorded and
-	 * printed (the page reads them from memory). */
-	r->cc.opts.spool_content = c->format != FMT_HTML;
+	 * printed (the page too reads them from there, one at a time). */
+	r->cc.opts.spool_content = true;
 	eo.collect = r->cc.opts;
 	hv_execution ex;
 	hv_status s = hv_execute(st, r->dir ? r->dir : ".", &eo, on_chunk, &sc, &ex);

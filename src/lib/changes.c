@@ -1126,17 +1126,19 @@ static void close_all_but(int keep_a, int keep_b)
  * table is copied) and runs on this stack, kept for it for the life of the process. The
  * kernel writes the holder's tid into holder_tid before it runs (CLONE_PARENT_SETTID) and
  * zeroes it once it has exited and will never touch the stack again (CLONE_CHILD_CLEARTID):
- * 0 means the stack is free. Whoever moves holder_tid from 0 owns the slot: the stack,
- * holder_args and holder_pid. A release while a holder still waits takes the fork path.
+ * 0 means the stack is free. Whoever moves holder_tid from 0 owns the slot: the stacks and
+ * holder_args. A release while a holder still waits takes the fork path.
  *
- * The holder is our child, but one that sends no signal when it exits: waitpid(-1) without
- * __WCLONE (or __WALL) never sees it, and no SIGCHLD handler is surprised by it. Its zombie is
- * reaped by the next release, or by init once we have exited (an adopted child is reparented
- * with SIGCHLD). */
+ * The holder is not our child: a relay (our child, on relay_stack, sharing our memory too)
+ * starts it and exits at once, and is reaped before the release returns; the holder, an
+ * orphan, is adopted and reaped by init (or the nearest subreaper). A run so leaves its
+ * caller no child and no zombie, and no waitpid(-1) or SIGCHLD handler of the caller's ever
+ * sees the holder. */
 #define HOLDER_STACK_SIZE (16 * 1024)
+#define RELAY_STACK_SIZE (8 * 1024)
 static _Alignas(64) char holder_stack[HOLDER_STACK_SIZE];
+static _Alignas(64) char relay_stack[RELAY_STACK_SIZE];
 static pid_t holder_tid;
-static pid_t holder_pid;
 
 typedef struct fan_release {
 	int fan, gate;
@@ -1157,8 +1159,18 @@ SHARED_VM_CODE static int holder_main(void *arg)
 	return 0;
 }
 
+/* The relay: starts the holder and exits. Its thread of ours waits for its exit, so the
+ * errno a failed clone sets is one nobody else uses meanwhile. */
+SHARED_VM_CODE static int relay_main(void *arg)
+{
+	pid_t pid = clone(holder_main, holder_stack + HOLDER_STACK_SIZE,
+			  CLONE_VM | CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID | SIGCHLD, arg,
+			  &holder_tid, NULL, &holder_tid);
+	return pid > 0 ? 0 : 1;
+}
+
 /* Gives the last reference to fan to a holder that shares our memory; false when that cannot
- * be done (the stack is in use, the clone is refused, or valgrind runs us) and nothing was
+ * be done (the stack is in use, a clone is refused, or valgrind runs us) and nothing was
  * started. */
 static bool release_fan_shared(int fan, int gate)
 {
@@ -1167,21 +1179,19 @@ static bool release_fan_shared(int fan, int gate)
 	    !__atomic_compare_exchange_n(&holder_tid, &free_stack, -1, false, __ATOMIC_ACQUIRE,
 					 __ATOMIC_RELAXED))
 		return false;
-	if (holder_pid > 0) {
-		/* The last holder has exited (its tid was cleared): its zombie is ours to reap. */
-		while (waitpid(holder_pid, NULL, __WCLONE) < 0 && errno == EINTR)
-			;
-		holder_pid = 0;
-	}
 	holder_args = (fan_release){fan, gate};
-	pid_t pid = clone(holder_main, holder_stack + HOLDER_STACK_SIZE,
-			  CLONE_VM | CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID, &holder_args,
-			  &holder_tid, NULL, &holder_tid);
-	if (pid < 0) {
+	/* No exit signal: it is reaped here, never by a waitpid(-1) of the caller's. */
+	pid_t relay = clone(relay_main, relay_stack + RELAY_STACK_SIZE, CLONE_VM, &holder_args);
+	if (relay > 0)
+		while (waitpid(relay, NULL, __WCLONE) < 0 && errno == EINTR)
+			;
+	/* The relay has exited (reaped here, or by a waitpid(__WALL) of the caller's: ECHILD).
+	 * Its clone wrote the holder's tid before returning: still -1, there is no holder, and
+	 * the slot is free again. The holder cannot have exited yet: the gate is open. */
+	if (relay <= 0 || __atomic_load_n(&holder_tid, __ATOMIC_ACQUIRE) == -1) {
 		__atomic_store_n(&holder_tid, 0, __ATOMIC_RELEASE);
 		return false;
 	}
-	holder_pid = pid;
 	return true;
 }
 
@@ -1339,29 +1349,6 @@ static void node_resolve(hv_changes *c, uint32_t id)
 static bool node_in(const struct node *n)
 {
 	return (n->where_end == W_IN || n->where_end == W_STALE) && n->path;
-}
-
-struct slot {
-	uint32_t dir;
-	uint32_t name;
-	size_t ev; /* the event's position: the slot's history in order */
-	uint32_t mask;
-	bool appear; /* this event made something appear at the slot */
-	bool over;   /* a rename over what was there */
-};
-
-/* qsort_r's comparator: runs in several threads at once must not share a context. */
-static int slot_cmp(const void *a, const void *b, void *ctx)
-{
-	const hv_changes *c = ctx;
-	const struct slot *x = a, *y = b;
-	if (x->dir != y->dir)
-		return x->dir < y->dir ? -1 : 1;
-	int n = strcmp(name_at(c, x->name), name_at(c, y->name));
-	if (n)
-		return n;
-	uint64_t sx = c->evs[x->ev].seq, sy = c->evs[y->ev].seq;
-	return sx < sy ? -1 : sx > sy ? 1 : 0;
 }
 
 /* The collect's excludes and the database's own files: never artifacts, never deleted. */
@@ -1600,13 +1587,15 @@ enum { B_UNSET = 0, B_IN, B_NONE, B_UNKNOWN };
  * nothing written: an mmap write is told by the ctime). */
 #define QUIET_MASK (FAN_CLOSE_WRITE | FAN_ONDIR)
 
-/* Every named event, of any directory, in (directory, name, seq) order. */
-struct fslot {
+/* Every named event, of any directory, in (directory, name, seq) order: one table, sorted
+ * once, read by the comparison of renamed directories and by the names' histories. A rename
+ * has two slots, its old name (side 1) and its new one (side 2); any other event one. */
+struct slot {
 	uint32_t dir;
 	uint32_t name;
 	uint64_t seq;
 	uint32_t ev;
-	bool appear;
+	bool to; /* a rename's new name */
 };
 
 struct rent {
@@ -1623,7 +1612,7 @@ struct rents {
 
 struct recon {
 	hv_changes *c;
-	struct fslot *fs;
+	struct slot *fs; /* the slots (slots_build), sorted */
 	size_t nfs;
 	uint32_t root_id;
 	char **roots;
@@ -1632,19 +1621,22 @@ struct recon {
 	const char *lost; /* why the before state cannot be told, NULL: it can */
 };
 
-static int fslot_cmp(const void *a, const void *b, void *ctx)
+/* qsort_r's comparator: runs in several threads at once must not share a context. */
+static int slot_cmp(const void *a, const void *b, void *ctx)
 {
 	const hv_changes *c = ctx;
-	const struct fslot *x = a, *y = b;
+	const struct slot *x = a, *y = b;
 	if (x->dir != y->dir)
 		return x->dir < y->dir ? -1 : 1;
 	int n = strcmp(name_at(c, x->name), name_at(c, y->name));
 	if (n)
 		return n;
-	return x->seq < y->seq ? -1 : x->seq > y->seq ? 1 : 0;
+	if (x->seq != y->seq)
+		return x->seq < y->seq ? -1 : 1;
+	return (int)x->to - (int)y->to;
 }
 
-static hv_status fslots_build(struct recon *r)
+static hv_status slots_build(struct recon *r)
 {
 	hv_changes *c = r->c;
 	r->fs = calloc(c->n_evs * 2 + 1, sizeof(*r->fs));
@@ -1652,25 +1644,43 @@ static hv_status fslots_build(struct recon *r)
 		return hv_error_set(HV_ENOMEM, "out of memory");
 	for (size_t i = 0; i < c->n_evs; i++) {
 		const struct ev *e = &c->evs[i];
-		if (e->dir && *name_at(c, e->name) && strcmp(name_at(c, e->name), ".") != 0)
-			r->fs[r->nfs++] = (struct fslot){e->dir, e->name, e->seq, (uint32_t)i,
-							 (e->mask & FAN_CREATE) != 0};
+		if (e->dir && (*name_at(c, e->name) || (e->mask & FAN_RENAME)))
+			r->fs[r->nfs++] = (struct slot){e->dir, e->name, e->seq, (uint32_t)i, false};
 		if (e->dir2 && (e->mask & FAN_RENAME))
-			r->fs[r->nfs++] = (struct fslot){e->dir2, e->name2, e->seq, (uint32_t)i, true};
+			r->fs[r->nfs++] = (struct slot){e->dir2, e->name2, e->seq, (uint32_t)i, true};
 	}
 	if (r->nfs > 1)
-		qsort_r(r->fs, r->nfs, sizeof(*r->fs), fslot_cmp, c);
+		qsort_r(r->fs, r->nfs, sizeof(*r->fs), slot_cmp, c);
 	return HV_OK;
 }
 
+/* Whether the comparison of renamed directories reads the slots of this name: not those of
+ * a directory's events on itself ("."), nor of events without a name. A rename's new name
+ * is never either (rename(2) refuses them), so this leaves out whole (dir, name) runs. */
+static bool recon_name(const char *name)
+{
+	return *name && strcmp(name, ".") != 0;
+}
+
+/* Whether, for the comparison of renamed directories, the slot's event made something
+ * appear at the slot's name. */
+static bool slot_appear(const hv_changes *c, const struct slot *s)
+{
+	return s->to || (c->evs[s->ev].mask & FAN_CREATE);
+}
+
 /* The slots of (dir, name): [*lo, *hi). */
-static void fslot_range(const struct recon *r, uint32_t dir, const char *name, size_t *lo,
-			size_t *hi)
+static void slot_range(const struct recon *r, uint32_t dir, const char *name, size_t *lo,
+		       size_t *hi)
 {
 	size_t a = 0, b = r->nfs;
+	if (!recon_name(name)) {
+		*lo = *hi = 0;
+		return;
+	}
 	while (a < b) {
 		size_t m = a + (b - a) / 2;
-		const struct fslot *s = &r->fs[m];
+		const struct slot *s = &r->fs[m];
 		int k = s->dir != dir ? (s->dir < dir ? -1 : 1) : strcmp(name_at(r->c, s->name), name);
 		if (k < 0)
 			a = m + 1;
@@ -1683,10 +1693,10 @@ static void fslot_range(const struct recon *r, uint32_t dir, const char *name, s
 	*hi = a;
 }
 
-static uint32_t fslot_mask(const struct recon *r, uint32_t dir, const char *name)
+static uint32_t slot_mask(const struct recon *r, uint32_t dir, const char *name)
 {
 	size_t lo, hi;
-	fslot_range(r, dir, name, &lo, &hi);
+	slot_range(r, dir, name, &lo, &hi);
 	uint32_t m = 0;
 	for (size_t i = lo; i < hi; i++)
 		m |= r->c->evs[r->fs[i].ev].mask;
@@ -1861,10 +1871,10 @@ enum { K_NOTHING, K_FILE, K_DIR, K_UNKNOWN };
 /* What the first event of a name says was there before the run (K_DIR: *obj). */
 static int first_kind(const struct recon *r, size_t lo, uint32_t *obj)
 {
-	const struct fslot *s = &r->fs[lo];
+	const struct slot *s = &r->fs[lo];
 	const struct ev *e = &r->c->evs[s->ev];
 	*obj = 0;
-	if (s->appear) {
+	if (slot_appear(r->c, s)) {
 		if (!(e->mask & FAN_RENAME) || !e->over)
 			return K_NOTHING;
 		if (e->over_obj && e->over_dir) {
@@ -1974,7 +1984,7 @@ static void before_list_one(struct recon *r, struct todo *t, uint32_t id, const 
 			if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 				continue;
 			size_t lo, hi;
-			fslot_range(r, id, de->d_name, &lo, &hi);
+			slot_range(r, id, de->d_name, &lo, &hi);
 			if (lo < hi)
 				continue;
 			struct stat st;
@@ -2021,6 +2031,10 @@ static void before_list_one(struct recon *r, struct todo *t, uint32_t id, const 
 		while (j < r->nfs && r->fs[j].dir == id &&
 		       !strcmp(name_at(c, r->fs[j].name), name_at(c, r->fs[i].name)))
 			mask |= c->evs[r->fs[j++].ev].mask;
+		if (!recon_name(name_at(c, r->fs[i].name))) {
+			i = j;
+			continue;
+		}
 		uint32_t obj;
 		int k = first_kind(r, i, &obj);
 		char *p = k == K_NOTHING ? NULL : join(prefix, name_at(c, r->fs[i].name));
@@ -2076,14 +2090,14 @@ static void before_region(struct recon *r, const char *rel)
 			return;
 		}
 		size_t lo, hi;
-		fslot_range(r, cur, comp, &lo, &hi);
+		slot_range(r, cur, comp, &lo, &hi);
 		int k;
 		uint32_t obj = 0, mask = 0;
 		struct stat st;
 		bool have_st = false;
 		if (lo < hi) {
 			k = first_kind(r, lo, &obj);
-			mask = fslot_mask(r, cur, comp);
+			mask = slot_mask(r, cur, comp);
 			int fd = !(mask & ~QUIET_MASK) ? node_open_dir(c, cur) : -1;
 			have_st = fd >= 0 && fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 				  S_ISREG(st.st_mode);
@@ -2180,7 +2194,7 @@ static void after_list_one(struct recon *r, struct todo *t, const char *rel)
 			break;
 		}
 		if (S_ISREG(st.st_mode))
-			rent_add(r, &r->after, p, &st, id ? fslot_mask(r, id, de->d_name) : ~0u);
+			rent_add(r, &r->after, p, &st, id ? slot_mask(r, id, de->d_name) : ~0u);
 		else if (S_ISDIR(st.st_mode) && !excluded(c, NULL, p))
 			todo_push(r, t, 0, p);
 		else
@@ -2203,7 +2217,7 @@ static void after_region(struct recon *r, const char *rel)
 	    S_ISREG(st.st_mode)) {
 		uint32_t id = fd_node(c, pfd);
 		rent_add(r, &r->after, strdup(rel), &st,
-			 id ? fslot_mask(r, id, slash ? slash + 1 : rel) : ~0u);
+			 id ? slot_mask(r, id, slash ? slash + 1 : rel) : ~0u);
 	}
 	if (pfd >= 0)
 		close(pfd);
@@ -2278,9 +2292,9 @@ static hv_status regions_find(struct recon *r, bool *any)
 	}
 	if (!*any)
 		return HV_OK;
-	hv_status rc = fslots_build(r);
-	int rfd = rc == HV_OK ? open(c->root, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
-	if (rc == HV_OK && (rfd < 0 || !(r->root_id = fd_node(c, rfd))))
+	hv_status rc = HV_OK;
+	int rfd = open(c->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (rfd < 0 || !(r->root_id = fd_node(c, rfd)))
 		rc = lost(c, "the directory gives no file handle");
 	if (rfd >= 0)
 		close(rfd);
@@ -2439,6 +2453,9 @@ static hv_status result_impl(hv_changes *c, const hv_store *st, struct cands *k)
 	}
 	/* Directories of root renamed or replaced: their places compared path-wise. */
 	struct recon r = {.c = c};
+	rc = slots_build(&r);
+	if (rc != HV_OK)
+		return rc;
 	bool any = false;
 	rc = regions_find(&r, &any);
 	if (c->best_effort) {
@@ -2453,13 +2470,13 @@ static hv_status result_impl(hv_changes *c, const hv_store *st, struct cands *k)
 		recon_free(&r);
 		return rc;
 	}
-	/* The slots, each event of each in order. */
-	struct slot *sl = calloc(c->n_evs * 2 + 1, sizeof(*sl));
-	if (!sl) {
+	/* The slots each name's history is read from, by event: 1 its old name (or its only
+	 * one), 2 a rename's new name. */
+	uint8_t *use = calloc(c->n_evs + 1, 1);
+	if (!use) {
 		recon_free(&r);
 		return hv_error_set(HV_ENOMEM, "out of memory");
 	}
-	size_t ns = 0;
 	for (size_t i = 0; i < c->n_evs && rc == HV_OK; i++) {
 		const struct ev *e = &c->evs[i];
 		if (!e->dir && !e->dir2) {
@@ -2502,42 +2519,46 @@ static hv_status result_impl(hv_changes *c, const hv_store *st, struct cands *k)
 			}
 			continue;
 		}
-		if (e->mask & FAN_RENAME) {
-			bool over = e->over;
-			if (in1)
-				sl[ns++] = (struct slot){e->dir, e->name, i, e->mask, false, false};
-			if (in2)
-				sl[ns++] = (struct slot){e->dir2, e->name2, i, e->mask, true, over};
-			continue;
-		}
-		if (in1 && *name_at(c, e->name))
-			sl[ns++] = (struct slot){e->dir, e->name, i, e->mask,
-						 (e->mask & FAN_CREATE) != 0, false};
+		if (e->mask & FAN_RENAME)
+			use[i] = (uint8_t)((in1 ? 1 : 0) | (in2 ? 2 : 0));
+		else if (in1 && *name_at(c, e->name))
+			use[i] = 1;
 	}
 	if (rc != HV_OK) {
-		free(sl);
+		free(use);
 		recon_free(&r);
 		return rc;
 	}
-	if (ns > 1)
-		qsort_r(sl, ns, sizeof(*sl), slot_cmp, c);
+	const struct slot *sl = r.fs;
+	size_t ns = r.nfs;
 	for (size_t i = 0; i < ns && rc == HV_OK;) {
+		if (!(use[sl[i].ev] & (sl[i].to ? 2 : 1))) {
+			i++;
+			continue;
+		}
 		size_t j = i;
 		bool changed = false, closew = false;
 		while (j < ns && sl[j].dir == sl[i].dir &&
 		       strcmp(name_at(c, sl[j].name), name_at(c, sl[i].name)) == 0) {
-			if (sl[j].mask & (FAN_CREATE | FAN_DELETE | FAN_MODIFY | FAN_ATTRIB | FAN_RENAME))
-				changed = true;
-			if (sl[j].mask & FAN_CLOSE_WRITE)
-				closew = true;
+			uint32_t m = c->evs[sl[j].ev].mask;
+			if (use[sl[j].ev] & (sl[j].to ? 2 : 1)) {
+				if (m & (FAN_CREATE | FAN_DELETE | FAN_MODIFY | FAN_ATTRIB | FAN_RENAME))
+					changed = true;
+				if (m & FAN_CLOSE_WRITE)
+					closew = true;
+			}
 			j++;
 		}
 		const struct slot *first = &sl[i];
+		const struct ev *fe = &c->evs[first->ev];
+		/* A rename's old name: nothing appeared there, whatever else its mask says. */
+		bool appear = first->to || (!(fe->mask & FAN_RENAME) && (fe->mask & FAN_CREATE));
+		bool over = first->to && fe->over;
 		const struct node *d = &c->nodes[first->dir - 1];
 		/* Before the run: nothing when the slot's history starts with an appearance (or
 		 * the directory is new), a directory when with a directory's event, else a file. */
-		bool had_file = !d->created && (!first->appear || first->over) &&
-				!(first->mask & FAN_ONDIR && !first->appear);
+		bool had_file = !d->created && (!appear || over) &&
+				!(fe->mask & FAN_ONDIR && !appear);
 		char *rel = join(d->path, name_at(c, first->name));
 		if (!rel) {
 			rc = hv_error_set(HV_ENOMEM, "out of memory");
@@ -2564,7 +2585,7 @@ static hv_status result_impl(hv_changes *c, const hv_store *st, struct cands *k)
 		free(rel);
 		i = j;
 	}
-	free(sl);
+	free(use);
 	recon_free(&r);
 	if (rc == HV_OK && k->n_inodes)
 		rc = walk_inodes(c, st, k);

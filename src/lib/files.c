@@ -331,15 +331,9 @@ static hv_status create_temp(struct put *p, mode_t mode)
 		if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
 			return hv_error_errno(HV_EIO, p->path, errno);
 	}
-	for (unsigned tries = 0; tries < 100; tries++) {
-		hv_temp_name(p->tmp, tries);
-		p->fd = openat(p->dfd, p->tmp, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC,
-			       mode);
-		if (p->fd >= 0)
-			return HV_OK;
-		if (errno != EEXIST)
-			break;
-	}
+	p->fd = hv_temp_create_at(p->dfd, p->tmp, O_WRONLY, mode);
+	if (p->fd >= 0)
+		return HV_OK;
 	int e = errno;
 	p->tmp[0] = '\0';
 	return hv_error_errno(HV_EIO, p->path, e);
@@ -370,7 +364,7 @@ static hv_status install(struct put *p, bool dest_exists)
 			hv_temp_name(p->tmp, tries);
 			if (link_unnamed(p, p->tmp) == 0)
 				break;
-			if (errno != EEXIST || ++tries == 100) {
+			if (errno != EEXIST || ++tries == HV_TEMP_ATTEMPTS) {
 				int e = errno;
 				p->tmp[0] = '\0';
 				return hv_error_errno(HV_EIO, p->path, e);

@@ -1,6 +1,7 @@
 /* Peak memory of `harvest collect` and `harvest run` with contents: whatever the total size of
- * the artifacts, harvest's peak RSS stays under 48 MiB, for --format json and jsonl alike (the
- * contents wait in a temporary file and are read, stored and printed in pieces). The tree is
+ * the artifacts, harvest's peak RSS stays under 48 MiB, for --format json, jsonl and html alike
+ * (the contents wait in a temporary file and are read, stored and printed in pieces; the page
+ * reads one content at a time). The tree is
  * ~200 MiB of random bytes written here: files of 4 MiB (several in the read-ahead window at
  * once) and one of 24 MiB (larger than the window, under --max-file-bytes). Under valgrind
  * (whose own memory is what a child's RSS then measures) the tree is smaller and only the
@@ -54,7 +55,7 @@ struct peak {
 	long maxrss_kib;
 	int status;
 	uint64_t out_bytes;
-	bool tail_ok; /* the output ends as a whole record does */
+	char tail[64]; /* the output's last bytes */
 };
 
 /* Runs harvest with args (NULL-terminated, without argv[0]) in cwd, its stdout read and
@@ -85,16 +86,16 @@ static struct peak measure(const char *cwd, const char *const *args)
 	}
 	close(p[1]);
 	char *buf = tu_xmalloc(1 << 20);
-	char tail[64] = "";
+	char *tail = r.tail;
 	ssize_t n;
 	while ((n = read(p[0], buf, 1 << 20)) > 0 || (n < 0 && errno == EINTR)) {
 		if (n <= 0)
 			continue;
 		r.out_bytes += (uint64_t)n;
-		size_t keep = (size_t)n < sizeof(tail) - 1 ? (size_t)n : sizeof(tail) - 1;
+		size_t keep = (size_t)n < sizeof(r.tail) - 1 ? (size_t)n : sizeof(r.tail) - 1;
 		size_t have = strlen(tail);
-		if (have + keep > sizeof(tail) - 1) {
-			size_t drop = have + keep - (sizeof(tail) - 1);
+		if (have + keep > sizeof(r.tail) - 1) {
+			size_t drop = have + keep - (sizeof(r.tail) - 1);
 			memmove(tail, tail + drop, have - drop + 1);
 		}
 		strncat(tail, buf + n - (ssize_t)keep, keep);
@@ -107,8 +108,6 @@ static struct peak measure(const char *cwd, const char *const *args)
 		assert_int_equal(errno, EINTR);
 	r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 	r.maxrss_kib = ru.ru_maxrss;
-	size_t tl = strlen(tail);
-	r.tail_ok = tl >= 2 && tail[tl - 1] == '\n' && tail[tl - 2] == '}';
 	return r;
 }
 
@@ -130,6 +129,7 @@ static bool sanitized(void)
 struct tree {
 	char *dir, *src, *small, *db, *ws;
 	uint64_t bytes;
+	uint64_t embedded; /* the bytes of the files a page embeds (HV_PAGE_EMBED_MAX: 10 MiB) */
 };
 
 static void tree_make(struct tree *t)
@@ -154,6 +154,7 @@ static void tree_make(struct tree *t)
 	}
 	write_random(t->src, "huge.bin", 24 * MIB, 999);
 	t->bytes = (uint64_t)n4 * 4 * MIB + 24 * MIB;
+	t->embedded = (uint64_t)n4 * 4 * MIB;
 	/* ASan keeps freed memory in a quarantine (256 MiB by default) that would be counted as
 	 * harvest's: the children return it at once. */
 	const char *asan = getenv("ASAN_OPTIONS");
@@ -174,11 +175,18 @@ static void tree_free(struct tree *t)
 	free(t->db);
 }
 
-/* The peak of a run with args is bounded: absolutely where it can be measured, and in its
- * growth over base (the same command on one small file) everywhere. */
+/* The peak of a run with args in format fmt is bounded: absolutely where it can be measured,
+ * and in its growth over base (the same command on one small file) everywhere. */
 static void expect_bounded(const struct tree *t, const struct peak *r, long base_kib,
-			   const char *what)
+			   const char *fmt, const char *what)
 {
+	bool html = !strcmp(fmt, "html");
+	/* A record ends with its closing brace, a page with its closing tag. */
+	const char *end = html ? "</html>\n" : "}\n";
+	size_t tl = strlen(r->tail), el = strlen(end);
+	bool tail_ok = tl >= el && !strcmp(r->tail + tl - el, end);
+	/* The page embeds the files up to 10 MiB only (the 24 MiB one it names). */
+	uint64_t want = html ? t->embedded : t->bytes;
 	fprintf(stderr, "%s: %.1f MiB of artifacts, %llu bytes of output, peak RSS %ld KiB"
 		" (one small file: %ld KiB)\n",
 		what, (double)t->bytes / MIB, (unsigned long long)r->out_bytes, r->maxrss_kib,
@@ -186,9 +194,9 @@ static void expect_bounded(const struct tree *t, const struct peak *r, long base
 	if (r->status != 0)
 		fail_msg("%s: exit status %d", what, r->status);
 	/* Every content is in the output, as base64. */
-	if (r->out_bytes < t->bytes / 3 * 4 || !r->tail_ok)
+	if (r->out_bytes < want / 3 * 4 || !tail_ok)
 		fail_msg("%s: %llu bytes of output for %llu of artifacts", what,
-			 (unsigned long long)r->out_bytes, (unsigned long long)t->bytes);
+			 (unsigned long long)r->out_bytes, (unsigned long long)want);
 	if (!sanitized() && !RUNNING_ON_VALGRIND && r->maxrss_kib > PEAK_MAX_KIB)
 		fail_msg("%s: peak RSS %ld KiB, more than %d", what, r->maxrss_kib, PEAK_MAX_KIB);
 	if (r->maxrss_kib - base_kib > GROWTH_MAX_KIB)
@@ -201,8 +209,8 @@ static void test_collect_bounded(void **state)
 	(void)state;
 	struct tree t;
 	tree_make(&t);
-	const char *fmts[] = {"json", "jsonl"};
-	for (size_t i = 0; i < 2; i++) {
+	const char *fmts[] = {"json", "jsonl", "html"};
+	for (size_t i = 0; i < 3; i++) {
 		const char *small[] = {"collect", "--db", t.db, "--format", fmts[i], t.small, NULL};
 		struct peak base = measure(NULL, small);
 		assert_int_equal(base.status, 0);
@@ -211,7 +219,7 @@ static void test_collect_bounded(void **state)
 		struct peak r = measure(NULL, big);
 		char what[64];
 		snprintf(what, sizeof(what), "collect --format %s", fmts[i]);
-		expect_bounded(&t, &r, base.maxrss_kib, what);
+		expect_bounded(&t, &r, base.maxrss_kib, fmts[i], what);
 	}
 	tree_free(&t);
 }
@@ -223,8 +231,8 @@ static void test_run_bounded(void **state)
 	tree_make(&t);
 	char *out = tu_path(t.ws, "out");
 	char *a_src = tu_path(t.small, "a.txt");
-	const char *fmts[] = {"json", "jsonl"};
-	for (size_t i = 0; i < 2; i++) {
+	const char *fmts[] = {"json", "jsonl", "html"};
+	for (size_t i = 0; i < 3; i++) {
 		const char *small[] = {"run", "--db", t.db, "--format", fmts[i], "--dir", t.ws,
 				       "--", "cp", a_src, "a.txt", NULL};
 		struct peak base = measure(t.dir, small);
@@ -235,7 +243,7 @@ static void test_run_bounded(void **state)
 		struct peak r = measure(NULL, big);
 		char what[64];
 		snprintf(what, sizeof(what), "run --format %s", fmts[i]);
-		expect_bounded(&t, &r, base.maxrss_kib, what);
+		expect_bounded(&t, &r, base.maxrss_kib, fmts[i], what);
 		assert_int_equal(rename(out, t.src), 0);
 		char *a = tu_path(t.ws, "a.txt");
 		assert_int_equal(unlink(a), 0);
