@@ -334,7 +334,13 @@ static hv_status schema_version(hv_store *st, int64_t *version, bool in_tx)
 		if (PQstatus(st->pg->c) != CONNECTION_OK)
 			return pg_error(st, "cannot read the schema", NULL);
 	}
-	r = pg_run(st, "SELECT to_regclass('harvest.meta') IS NOT NULL,"
+	/* Both read from the catalogs' tables under this statement's one snapshot: a name
+	 * lookup such as to_regclass() goes through the server's catalog cache, which may not
+	 * yet know of a schema another writer has just committed, and would then find the
+	 * schema without its meta table. */
+	r = pg_run(st, "SELECT EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n"
+				 " ON n.oid = c.relnamespace WHERE n.nspname = 'harvest'"
+				 " AND c.relname = 'meta'),"
 				 " EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'harvest')",
 			     NULL, "cannot read the schema");
 	if (!r)
