@@ -805,9 +805,14 @@ static void track_thread(hv_changes *c, const struct ev *e, bool kept)
 	/* An unlink or a link: the count first, then the name's event of the same file. */
 	if (kept && t->count_obj && (e->mask & (FAN_DELETE | FAN_CREATE)) && e->obj == t->count_obj)
 		c->evs[t->count_idx].paired = true;
+	/* rename(2) replaces only what is of the same kind as what it moves (ENOTDIR, EISDIR):
+	 * a file's count after a directory's rename (or a directory's after a file's) is
+	 * another operation's. The unlink that follows a rename shows so by its name's event,
+	 * unless the kernel merged that event into one of the same file still queued from
+	 * before the rename (a write of it): then this is all that tells. */
 	if (count && kept && t->mrename) {
 		struct ev *m = maybe_find(c, t->mrename - 1);
-		if (m && m->obj != count) {
+		if (m && m->obj != count && !((m->mask ^ e->mask) & FAN_ONDIR)) {
 			m->over = true;
 			m->over_obj = count;
 			m->over_dir = (e->mask & FAN_ONDIR) != 0;
@@ -820,7 +825,8 @@ static void track_thread(hv_changes *c, const struct ev *e, bool kept)
 	t->mrename = !kept && (e->mask & FAN_RENAME) ? e->seq + 1 : 0;
 	t->pending = 0;
 	t->count_obj = 0;
-	if (count && kept && t->last_rename && count != c->evs[t->last_idx].obj) {
+	if (count && kept && t->last_rename && count != c->evs[t->last_idx].obj &&
+	    !((c->evs[t->last_idx].mask ^ e->mask) & FAN_ONDIR)) {
 		c->evs[t->last_idx].over = true;
 		c->evs[t->last_idx].over_obj = count;
 		c->evs[t->last_idx].over_dir = (e->mask & FAN_ONDIR) != 0;
