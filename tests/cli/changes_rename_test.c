@@ -257,13 +257,13 @@ static bool all_stopped(pid_t pid)
 	return all;
 }
 
-/* The command of test_rename_then_unlink_merged, in one thread, run in the tree: keep/x
- * written, old renamed to new, keep/x removed, all while the harvest that reads the events
+/* The command of the tests of a merged unlink, in one thread, run in the tree: keep/x
+ * written, old renamed to new (dir) or empty/gone to keep/new, keep/x removed, all while the harvest that reads the events
  * is stopped, so that they wait in the kernel's queue together and the removal of keep/x
  * is merged into the event of its write, queued before the rename: what harvest reads is
  * the write and removal of keep/x, the rename, then keep/x's link count (from the unlink),
  * with nothing after it that shows whose count it is. */
-static int merged_ops(void)
+static int merged_ops(bool dir)
 {
 	pid_t reader = getppid();
 	for (int up = 0; reader > 1 && !has_fanotify(reader) && up < 8; up++)
@@ -280,7 +280,8 @@ static int merged_ops(void)
 		status = 4;
 	if (fd >= 0)
 		close(fd);
-	if (rename("old", "new") != 0 || unlink("keep/x") != 0)
+	int moved = dir ? rename("old", "new") : rename("empty/gone", "keep/new");
+	if (moved != 0 || unlink("keep/x") != 0)
 		status = 5;
 	kill(reader, SIGCONT);
 	return status;
@@ -288,14 +289,23 @@ static int merged_ops(void)
 
 /* A directory renamed by a thread whose next events are a file's link count and nothing
  * after it that names the file (its removal merged by the kernel into an earlier event of
- * the same file): a directory's rename replaces no file (rename(2) cannot), so the count is
- * not taken as a replaced file's, and the renamed directory is not reported deleted. */
-static void test_rename_then_unlink_merged(void **state)
+ * the same file): the count is the unlink's, and the renamed directory is not reported
+ * deleted. */
+static void test_dir_rename_then_unlink_merged(void **state)
 {
 	(void)state;
 	char script[4200];
-	snprintf(script, sizeof(script), "exec '%s' merged-ops", self_exe);
+	snprintf(script, sizeof(script), "exec '%s' merged-ops dir", self_exe);
 	expect(script, "new/f:created,new/sub/g:created", "keep/x,old/f,old/sub/g");
+}
+
+/* The same after a file's rename to a new name: created there, not modified. */
+static void test_file_rename_then_unlink_merged(void **state)
+{
+	(void)state;
+	char script[4200];
+	snprintf(script, sizeof(script), "exec '%s' merged-ops file", self_exe);
+	expect(script, "keep/new:created", "empty/gone,keep/x");
 }
 
 /* When the events cannot tell (the test switch makes every run so): auto reports every file
@@ -407,8 +417,8 @@ static void test_default_walks_nothing(void **state)
 
 int main(int argc, char **argv)
 {
-	if (argc == 2 && !strcmp(argv[1], "merged-ops"))
-		return merged_ops();
+	if (argc == 3 && !strcmp(argv[1], "merged-ops"))
+		return merged_ops(!strcmp(argv[2], "dir"));
 	ssize_t n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
 	if (n <= 0)
 		return 1;
@@ -424,7 +434,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_renamed_over_empty_dir),
 		cmocka_unit_test(test_new_dir_at_old_place),
 		cmocka_unit_test(test_renamed_back_opened_only),
-		cmocka_unit_test(test_rename_then_unlink_merged),
+		cmocka_unit_test(test_dir_rename_then_unlink_merged),
+		cmocka_unit_test(test_file_rename_then_unlink_merged),
 		cmocka_unit_test(test_incomplete_events),
 		cmocka_unit_test(test_default_walks_nothing),
 	};
