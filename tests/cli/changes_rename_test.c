@@ -258,12 +258,13 @@ static bool all_stopped(pid_t pid)
 }
 
 /* The command of the tests of a merged unlink, in one thread, run in the tree: keep/x
- * written, old renamed to new (dir) or empty/gone to keep/new, keep/x removed, all while the harvest that reads the events
+ * written, old renamed to new (dir), empty/gone to keep/new (file) or nothing renamed
+ * (none), keep/x removed, all while the harvest that reads the events
  * is stopped, so that they wait in the kernel's queue together and the removal of keep/x
  * is merged into the event of its write, queued before the rename: what harvest reads is
  * the write and removal of keep/x, the rename, then keep/x's link count (from the unlink),
  * with nothing after it that shows whose count it is. */
-static int merged_ops(bool dir)
+static int merged_ops(const char *what)
 {
 	pid_t reader = getppid();
 	for (int up = 0; reader > 1 && !has_fanotify(reader) && up < 8; up++)
@@ -280,7 +281,11 @@ static int merged_ops(bool dir)
 		status = 4;
 	if (fd >= 0)
 		close(fd);
-	int moved = dir ? rename("old", "new") : rename("empty/gone", "keep/new");
+	int moved = 0;
+	if (!strcmp(what, "dir"))
+		moved = rename("old", "new");
+	else if (!strcmp(what, "file"))
+		moved = rename("empty/gone", "keep/new");
 	if (moved != 0 || unlink("keep/x") != 0)
 		status = 5;
 	kill(reader, SIGCONT);
@@ -306,6 +311,38 @@ static void test_file_rename_then_unlink_merged(void **state)
 	char script[4200];
 	snprintf(script, sizeof(script), "exec '%s' merged-ops file", self_exe);
 	expect(script, "keep/new:created", "empty/gone,keep/x");
+}
+
+/* A file with two names, one written then removed, its removal merged into the write's
+ * event: the count read after it is the unlink's, and the other name (its ctime changed) is
+ * modified. */
+static void test_unlink_merged_other_name(void **state)
+{
+	(void)state;
+	const char *modes[] = {"events", NULL};
+	for (size_t m = 0; m < 2; m++) {
+		struct tree t;
+		tree_make(&t);
+		char *x = tu_path(t.root, "keep/x"), *x2 = tu_path(t.root, "keep/x2");
+		assert_int_equal(link(x, x2), 0);
+		char script[4200];
+		snprintf(script, sizeof(script), "exec '%s' merged-ops none", self_exe);
+		tu_result r;
+		tj_value *doc = run(&t, modes[m], script, &r);
+		assert_int_equal(r.status, 0);
+		assert_int_equal(r.err_len, 0);
+		assert_non_null(doc);
+		char *f = files_text(doc), *d = deleted_text(doc);
+		assert_string_equal(f, "keep/x2:modified");
+		assert_string_equal(d, "keep/x");
+		free(f);
+		free(d);
+		free(x);
+		free(x2);
+		tj_free(doc);
+		tu_result_free(&r);
+		tree_free(&t);
+	}
 }
 
 /* When the events cannot tell (the test switch makes every run so): auto reports every file
@@ -418,7 +455,7 @@ static void test_default_walks_nothing(void **state)
 int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "merged-ops"))
-		return merged_ops(!strcmp(argv[2], "dir"));
+		return merged_ops(argv[2]);
 	ssize_t n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
 	if (n <= 0)
 		return 1;
@@ -436,6 +473,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_renamed_back_opened_only),
 		cmocka_unit_test(test_dir_rename_then_unlink_merged),
 		cmocka_unit_test(test_file_rename_then_unlink_merged),
+		cmocka_unit_test(test_unlink_merged_other_name),
 		cmocka_unit_test(test_incomplete_events),
 		cmocka_unit_test(test_default_walks_nothing),
 	};
