@@ -74,6 +74,9 @@ struct node {
 	int bstate;          /* B_*: before_path() computed */
 	char *bpath;         /* its path before the run, relative to root (B_IN) */
 	bool visited;        /* guard of before_list() */
+	/* Its deletion was seen before its link count (see track_thread), by thread del_tid. */
+	bool del_uncounted;
+	int32_t del_tid;
 };
 
 struct ev {
@@ -786,6 +789,17 @@ static void track_thread(hv_changes *c, const struct ev *e, bool kept)
 			     ? e->dir
 			     : 0;
 	uint32_t count = linkcount ? e->obj : dir_count;
+	/* An unlink sends the file's link count, then its name's event; but the kernel merges
+	 * that name's event into an earlier one of the same name still queued from the same
+	 * thread (a write of the file), so the deletion can come first and its count later,
+	 * after whatever the thread did meanwhile (a rename): that count is the unlink's, with
+	 * its kept name's event, and not what a rename replaced. */
+	if (linkcount && kept && c->nodes[e->obj - 1].del_uncounted &&
+	    c->nodes[e->obj - 1].del_tid == e->tid) {
+		c->nodes[e->obj - 1].del_uncounted = false;
+		c->evs[c->n_evs - 1].paired = true;
+		count = 0;
+	}
 	if (t->pending && (e->mask & (FAN_DELETE | FAN_CREATE)) && e->obj == t->pending) {
 		c->evs[t->pending_idx].over = false; /* an unlink's or a link's count, not it */
 		c->evs[t->pending_idx].over_obj = 0;
@@ -803,11 +817,20 @@ static void track_thread(hv_changes *c, const struct ev *e, bool kept)
 	}
 	t->mpending_obj = 0;
 	/* An unlink or a link: the count first, then the name's event of the same file. */
-	if (kept && t->count_obj && (e->mask & (FAN_DELETE | FAN_CREATE)) && e->obj == t->count_obj)
+	if (kept && t->count_obj && (e->mask & (FAN_DELETE | FAN_CREATE)) && e->obj == t->count_obj) {
 		c->evs[t->count_idx].paired = true;
+	} else if (kept && (e->mask & FAN_DELETE) && !(e->mask & FAN_ONDIR) && e->obj) {
+		c->nodes[e->obj - 1].del_uncounted = true;
+		c->nodes[e->obj - 1].del_tid = e->tid;
+	}
+	/* rename(2) replaces only what is of the same kind as what it moves (ENOTDIR, EISDIR):
+	 * a file's count after a directory's rename (or a directory's after a file's) is
+	 * another operation's. The unlink that follows a rename shows so by its name's event,
+	 * unless the kernel merged that event into one of the same file still queued from
+	 * before the rename (a write of it): then this is all that tells. */
 	if (count && kept && t->mrename) {
 		struct ev *m = maybe_find(c, t->mrename - 1);
-		if (m && m->obj != count) {
+		if (m && m->obj != count && !((m->mask ^ e->mask) & FAN_ONDIR)) {
 			m->over = true;
 			m->over_obj = count;
 			m->over_dir = (e->mask & FAN_ONDIR) != 0;
@@ -820,7 +843,8 @@ static void track_thread(hv_changes *c, const struct ev *e, bool kept)
 	t->mrename = !kept && (e->mask & FAN_RENAME) ? e->seq + 1 : 0;
 	t->pending = 0;
 	t->count_obj = 0;
-	if (count && kept && t->last_rename && count != c->evs[t->last_idx].obj) {
+	if (count && kept && t->last_rename && count != c->evs[t->last_idx].obj &&
+	    !((c->evs[t->last_idx].mask ^ e->mask) & FAN_ONDIR)) {
 		c->evs[t->last_idx].over = true;
 		c->evs[t->last_idx].over_obj = count;
 		c->evs[t->last_idx].over_dir = (e->mask & FAN_ONDIR) != 0;

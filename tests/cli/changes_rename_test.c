@@ -8,7 +8,10 @@
 #include "testutil.h"
 #include "tjson.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +21,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+static char self_exe[4096];
 
 struct tree {
 	char *base, *root, *db;
@@ -188,6 +193,158 @@ static void test_renamed_back_opened_only(void **state)
 	expect("mv old x && mv x old && : >> old/f", "", "");
 }
 
+/* Whether process pid holds a fanotify descriptor (the harvest that reads the events). */
+static bool has_fanotify(pid_t pid)
+{
+	char d[64], l[128], target[64];
+	snprintf(d, sizeof(d), "/proc/%d/fd", (int)pid);
+	DIR *dir = opendir(d);
+	const struct dirent *de;
+	bool found = false;
+	while (dir && !found && (de = readdir(dir)) != NULL) {
+		snprintf(l, sizeof(l), "%s/%.16s", d, de->d_name);
+		ssize_t n = readlink(l, target, sizeof(target) - 1);
+		if (n > 0) {
+			target[n] = '\0';
+			found = strcmp(target, "anon_inode:[fanotify]") == 0;
+		}
+	}
+	if (dir)
+		closedir(dir);
+	return found;
+}
+
+/* The parent of pid, 0 if none is known. */
+static pid_t parent_of(pid_t pid)
+{
+	char p[64], buf[512];
+	snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(p, "r");
+	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+	if (f)
+		fclose(f);
+	buf[n] = '\0';
+	const char *e = strrchr(buf, ')');
+	int ppid = 0;
+	if (!e || sscanf(e + 1, " %*c %d", &ppid) != 1)
+		return 0;
+	return ppid;
+}
+
+/* Whether every thread of pid is stopped. */
+static bool all_stopped(pid_t pid)
+{
+	char d[64], p[128], buf[512];
+	snprintf(d, sizeof(d), "/proc/%d/task", (int)pid);
+	DIR *dir = opendir(d);
+	const struct dirent *de;
+	bool all = dir != NULL;
+	while (dir && all && (de = readdir(dir)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "%s/%.16s/stat", d, de->d_name);
+		FILE *f = fopen(p, "r");
+		size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+		if (f)
+			fclose(f);
+		buf[n] = '\0';
+		const char *e = strrchr(buf, ')');
+		char state = 0;
+		all = e && sscanf(e + 1, " %c", &state) == 1 && (state == 'T' || state == 't');
+	}
+	if (dir)
+		closedir(dir);
+	return all;
+}
+
+/* The command of the tests of a merged unlink, in one thread, run in the tree: keep/x
+ * written, old renamed to new (dir), empty/gone to keep/new (file) or nothing renamed
+ * (none), keep/x removed, all while the harvest that reads the events
+ * is stopped, so that they wait in the kernel's queue together and the removal of keep/x
+ * is merged into the event of its write, queued before the rename: what harvest reads is
+ * the write and removal of keep/x, the rename, then keep/x's link count (from the unlink),
+ * with nothing after it that shows whose count it is. */
+static int merged_ops(const char *what)
+{
+	pid_t reader = getppid();
+	for (int up = 0; reader > 1 && !has_fanotify(reader) && up < 8; up++)
+		reader = parent_of(reader);
+	if (reader <= 1 || !has_fanotify(reader) || kill(reader, SIGSTOP) != 0)
+		return 2;
+	for (int i = 0; i < 20000 && !all_stopped(reader); i++) {
+		struct timespec ts = {0, 1000000};
+		nanosleep(&ts, NULL);
+	}
+	int status = all_stopped(reader) ? 0 : 3;
+	int fd = open("keep/x", O_WRONLY | O_TRUNC | O_CLOEXEC);
+	if (fd < 0 || write(fd, "y\n", 2) != 2)
+		status = 4;
+	if (fd >= 0)
+		close(fd);
+	int moved = 0;
+	if (!strcmp(what, "dir"))
+		moved = rename("old", "new");
+	else if (!strcmp(what, "file"))
+		moved = rename("empty/gone", "keep/new");
+	if (moved != 0 || unlink("keep/x") != 0)
+		status = 5;
+	kill(reader, SIGCONT);
+	return status;
+}
+
+/* A directory renamed by a thread whose next events are a file's link count and nothing
+ * after it that names the file (its removal merged by the kernel into an earlier event of
+ * the same file): the count is the unlink's, and the renamed directory is not reported
+ * deleted. */
+static void test_dir_rename_then_unlink_merged(void **state)
+{
+	(void)state;
+	char script[4200];
+	snprintf(script, sizeof(script), "exec '%s' merged-ops dir", self_exe);
+	expect(script, "new/f:created,new/sub/g:created", "keep/x,old/f,old/sub/g");
+}
+
+/* The same after a file's rename to a new name: created there, not modified. */
+static void test_file_rename_then_unlink_merged(void **state)
+{
+	(void)state;
+	char script[4200];
+	snprintf(script, sizeof(script), "exec '%s' merged-ops file", self_exe);
+	expect(script, "keep/new:created", "empty/gone,keep/x");
+}
+
+/* A file with two names, one written then removed, its removal merged into the write's
+ * event: the count read after it is the unlink's, and the other name (its ctime changed) is
+ * modified. */
+static void test_unlink_merged_other_name(void **state)
+{
+	(void)state;
+	const char *modes[] = {"events", NULL};
+	for (size_t m = 0; m < 2; m++) {
+		struct tree t;
+		tree_make(&t);
+		char *x = tu_path(t.root, "keep/x"), *x2 = tu_path(t.root, "keep/x2");
+		assert_int_equal(link(x, x2), 0);
+		char script[4200];
+		snprintf(script, sizeof(script), "exec '%s' merged-ops none", self_exe);
+		tu_result r;
+		tj_value *doc = run(&t, modes[m], script, &r);
+		assert_int_equal(r.status, 0);
+		assert_int_equal(r.err_len, 0);
+		assert_non_null(doc);
+		char *f = files_text(doc), *d = deleted_text(doc);
+		assert_string_equal(f, "keep/x2:modified");
+		assert_string_equal(d, "keep/x");
+		free(f);
+		free(d);
+		free(x);
+		free(x2);
+		tj_free(doc);
+		tu_result_free(&r);
+		tree_free(&t);
+	}
+}
+
 /* When the events cannot tell (the test switch makes every run so): auto reports every file
  * whose ctime is not older than the run's start, and the files of a directory whose ctime is
  * not (renamed: its files keep their times), says so in one line, and exits as the command
@@ -295,8 +452,14 @@ static void test_default_walks_nothing(void **state)
 	tree_free(&t);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	if (argc == 3 && !strcmp(argv[1], "merged-ops"))
+		return merged_ops(argv[2]);
+	ssize_t n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
+	if (n <= 0)
+		return 1;
+	self_exe[n] = '\0';
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_renamed_within),
 		cmocka_unit_test(test_renamed_and_back),
@@ -308,6 +471,9 @@ int main(void)
 		cmocka_unit_test(test_renamed_over_empty_dir),
 		cmocka_unit_test(test_new_dir_at_old_place),
 		cmocka_unit_test(test_renamed_back_opened_only),
+		cmocka_unit_test(test_dir_rename_then_unlink_merged),
+		cmocka_unit_test(test_file_rename_then_unlink_merged),
+		cmocka_unit_test(test_unlink_merged_other_name),
 		cmocka_unit_test(test_incomplete_events),
 		cmocka_unit_test(test_default_walks_nothing),
 	};
