@@ -152,6 +152,8 @@ struct hv_changes {
 	/* Directories that were in root and were moved out of it during the run: their events
 	 * are kept wherever they are, to know what they held before. */
 	uint32_t *followed;
+	/* Each one's device + 1 and inode, taken when it was followed (0, 0: it was gone). */
+	uint64_t (*followed_id)[2];
 	size_t n_followed, cap_followed;
 	/* The events dropped (outside root) since the queue was last empty: one read late may
 	 * have placed outside a directory that was in root when the event happened, moved out
@@ -589,10 +591,14 @@ static int fd_where(hv_changes *c, int fd, char **rel)
 		return W_UNKNOWN;
 	buf[n] = '\0';
 	hv__test_hook_call(HV__HOOK_CHANGES_RESOLVE, buf);
-	/* The path is trusted only if it names the same object now. */
+	/* The path is trusted only if it names the same object now. A directory's handle opens
+	 * connected to its tree, so a path that no longer names it is one it has just left; a
+	 * file's may open disconnected (its names gone from the kernel's dentry cache), its path
+	 * then "/" whatever its names are: nothing is known of where it is. */
 	struct stat ls;
 	if (lstat(buf, &ls) != 0 || ls.st_dev != st.st_dev || ls.st_ino != st.st_ino)
-		return below(buf, c->root, c->root_len) ? W_UNKNOWN : W_OUT;
+		return below(buf, c->root, c->root_len) || !S_ISDIR(st.st_mode) ? W_UNKNOWN
+										 : W_OUT;
 	if (!below(buf, c->root, c->root_len))
 		return W_OUT;
 	const char *r = buf + c->root_len;
@@ -626,40 +632,50 @@ static uint32_t add_name(hv_changes *c, const char *name)
 	return off;
 }
 
-/* The absolute path of node id now, into buf (size PATH_BUF); false if it has none. */
-#define PATH_BUF 8192
-static bool node_abspath(const hv_changes *c, uint32_t id, char *buf)
-{
-	int fd = node_open(c, &c->nodes[id - 1]);
-	if (fd < 0)
-		return false;
-	char link[64];
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-	ssize_t n = readlink(link, buf, PATH_BUF - 1);
-	struct stat st;
-	bool ok = n > 0 && buf[0] == '/' && fstat(fd, &st) == 0 && st.st_nlink > 0;
-	close(fd);
-	if (ok)
-		buf[n] = '\0';
-	return ok;
-}
+#define PATH_BUF 8192 /* a path read with readlink */
+#define CLIMB_MAX 4096 /* levels below_followed() climbs before it keeps the events anyway */
 
-/* Whether directory id is now at or below a followed directory (only: when not 0). */
-static bool below_followed(const hv_changes *c, uint32_t id, uint32_t only)
+/* Whether directory id is now at or below a followed directory. Climbs from the directory's
+ * own descriptor, one ".." at a time, comparing each ancestor's device and inode with the
+ * followed directories': the answer holds for one moment, however the tree is being
+ * changed meanwhile. (Comparing two paths read one after the other does not: a tree being
+ * removed (`rm -rf`) can lose a followed directory between the two reads while the
+ * directory was still below it at the first, and its deletions were then dropped.) A
+ * directory deleted before or during the climb may have been below one, and keeping its
+ * events costs little: true. */
+static bool below_followed(const hv_changes *c, uint32_t id)
 {
-	char p[PATH_BUF], q[PATH_BUF];
-	/* Deleted since it was placed outside (a tree being removed): it may have been below
-	 * one, and keeping its events costs little. */
-	if (!node_abspath(c, id, p))
+	int fd = node_open_flags(c, &c->nodes[id - 1], O_PATH | O_DIRECTORY);
+	if (fd < 0)
 		return true;
-	for (size_t i = 0; i < c->n_followed; i++) {
-		uint32_t f = only ? only : c->followed[i];
-		if (node_abspath(c, f, q) && below(p, q, strlen(q)))
-			return true;
-		if (only)
+	bool below_one = true;
+	for (size_t level = 0; level < CLIMB_MAX; level++) {
+		struct stat st;
+		if (fstat(fd, &st) != 0 || st.st_nlink == 0)
 			break;
+		bool hit = false;
+		for (size_t i = 0; i < c->n_followed && !hit; i++)
+			hit = c->followed_id[i][0] == (uint64_t)st.st_dev + 1 &&
+			      c->followed_id[i][1] == (uint64_t)st.st_ino;
+		if (hit)
+			break;
+		int up = openat(fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (up < 0)
+			break;
+		struct stat ups;
+		if (fstat(up, &ups) != 0) {
+			close(up);
+			break;
+		}
+		close(fd);
+		fd = up;
+		if (ups.st_dev == st.st_dev && ups.st_ino == st.st_ino) {
+			below_one = false; /* the top */
+			break;
+		}
 	}
-	return false;
+	close(fd);
+	return below_one;
 }
 
 static hv_status ev_push(hv_changes *c, struct ev **v, size_t *n, size_t *cap,
@@ -689,13 +705,26 @@ static void follow(hv_changes *c, uint32_t obj)
 	if (c->n_followed == c->cap_followed) {
 		size_t cap = c->cap_followed ? c->cap_followed * 2 : 16;
 		uint32_t *nf = realloc(c->followed, cap * sizeof(*nf));
-		if (!nf) {
+		if (nf)
+			c->followed = nf;
+		uint64_t(*ni)[2] = realloc(c->followed_id, cap * sizeof(*ni));
+		if (ni)
+			c->followed_id = ni;
+		if (!nf || !ni) {
 			c->fail_status = HV_ENOMEM;
 			return;
 		}
-		c->followed = nf;
 		c->cap_followed = cap;
 	}
+	c->followed_id[c->n_followed][0] = c->followed_id[c->n_followed][1] = 0;
+	int ffd = node_open(c, &c->nodes[obj - 1]);
+	struct stat fst;
+	if (ffd >= 0 && fstat(ffd, &fst) == 0 && fst.st_nlink > 0) {
+		c->followed_id[c->n_followed][0] = (uint64_t)fst.st_dev + 1;
+		c->followed_id[c->n_followed][1] = (uint64_t)fst.st_ino;
+	}
+	if (ffd >= 0)
+		close(ffd);
 	c->followed[c->n_followed++] = obj;
 	/* What was placed outside may have been placed from a directory read late (this one,
 	 * still in root when its events happened, or one made in it, placed by one step up):
@@ -729,7 +758,7 @@ static bool dir_relevant(hv_changes *c, uint32_t d)
 		char *rel;
 		n->where = node_where(c, n, &rel);
 		free(rel);
-		if (n->where == W_OUT && c->n_followed && below_followed(c, d, 0))
+		if (n->where == W_OUT && c->n_followed && below_followed(c, d))
 			n->where = W_IN;
 	}
 	return n->where != W_OUT;
@@ -1014,8 +1043,11 @@ static void *drain(void *arg)
 		c->fail_status = HV_ENOMEM;
 		return NULL;
 	}
+	bool late = hv__test_switch_on(HV__SWITCH_CHANGES_READ_LATE);
+	bool slow = hv__test_switch_on(HV__SWITCH_CHANGES_READ_SLOW);
+	uint64_t slow_seed = (uint64_t)getpid() ^ (uint64_t)coarse_now_ns();
 	for (;;) {
-		struct pollfd pf[2] = {{c->fan, POLLIN, 0}, {c->stop_pipe[0], POLLIN, 0}};
+		struct pollfd pf[2] = {{late ? -1 : c->fan, POLLIN, 0}, {c->stop_pipe[0], POLLIN, 0}};
 		int got = poll(pf, 2, -1);
 		if (got < 0 && errno == EINTR)
 			continue;
@@ -1023,6 +1055,11 @@ static void *drain(void *arg)
 			break;
 		if (pf[1].revents)
 			break;
+		if (slow) {
+			slow_seed = slow_seed * 6364136223846793005ull + 1442695040888963407ull;
+			struct timespec ts = {0, (long)((slow_seed >> 33) % 4000000)};
+			nanosleep(&ts, NULL);
+		}
 		if (read_some(c, buf) < 0)
 			break;
 	}
@@ -1294,6 +1331,7 @@ void hv_changes_free(hv_changes *c)
 	free(c->tids);
 	free(c->outside);
 	free(c->followed);
+	free(c->followed_id);
 	free(c->maybe);
 	free(c->root);
 	free(c);

@@ -52,6 +52,14 @@ typedef enum hv__test_switch {
 	/* HARVEST_TEST_CHANGES_LOST: the change tracking's result fails as when the events
 	 * cannot tell what changed (an overflow...), so tests reach what follows on any run. */
 	HV__SWITCH_CHANGES_LOST,
+	/* HARVEST_TEST_CHANGES_READ_LATE: the change tracking reads no event until the command
+	 * has ended, so the kernel merges every event it can into one still queued (as when
+	 * the reader falls behind: under valgrind, on a loaded machine). */
+	HV__SWITCH_CHANGES_READ_LATE,
+	/* HARVEST_TEST_CHANGES_READ_SLOW: the change tracking sleeps 0-4 ms before each read of
+	 * the events, so that reads end at other points of a workload each run and the kernel
+	 * merges some events and not others. */
+	HV__SWITCH_CHANGES_READ_SLOW,
 	HV__SWITCH_COUNT
 } hv__test_switch;
 

@@ -414,8 +414,21 @@ static void sub_root(char *out, size_t n, const char *root, unsigned k)
 	snprintf(out, n, "%s/s%u", root, k);
 }
 
+/* HV_DIFF_OPS_JITTER=1: a pause of 0-1 ms after each operation, from a generator of its own
+ * (the workload stays the seed's), so that harvest's reads of the events (with
+ * HARVEST_TEST_CHANGES_READ_SLOW) end between other operations each run. */
+static void ops_jitter(uint64_t *j)
+{
+	if (!*j)
+		return;
+	struct timespec ts = {0, (long)(rng_next(j) % 1000000)};
+	nanosleep(&ts, NULL);
+}
+
 static int ops_main(uint64_t seed, const char *root, const char *out)
 {
+	const char *jv = getenv("HV_DIFF_OPS_JITTER");
+	uint64_t jitter = jv && !strcmp(jv, "1") ? ((uint64_t)getpid() << 20 | 1) : 0;
 	char started[4096];
 	snprintf(started, sizeof(started), "%s/started", out);
 	xwrite_file(started, "", 0, 0644);
@@ -426,8 +439,10 @@ static int ops_main(uint64_t seed, const char *root, const char *out)
 		sub_root(r, sizeof(r), root, b);
 		if (rnd(&s, 4) == 0)
 			background_writer(r, seed + b);
-		for (unsigned k = 0; k < n; k++)
+		for (unsigned k = 0; k < n; k++) {
 			op(&s, r, out, k);
+			ops_jitter(&jitter);
+		}
 	}
 	/* The outside writer is done before the command ends. */
 	char mark[4096];
@@ -748,6 +763,7 @@ static void check(uint64_t seed, const char *mode, bool as_nobody, const char *w
 #define N_SEEDS 200        /* workloads as root, under each mode */
 #define N_SEEDS_NOBODY 32  /* as nobody */
 #define N_SEEDS_AUTO 96    /* the default as root: the events path, on other seeds */
+#define N_SEEDS_LATE 48    /* events read late, and read slowly */
 
 /* The seeds: 1..n, or HV_DIFF_SEEDS=FIRST:COUNT to run others (a failure prints its seed). */
 static void seeds(uint64_t dflt_first, uint64_t dflt_n, uint64_t *first, uint64_t *n)
@@ -779,6 +795,36 @@ static void test_auto_against_oracle(void **state)
 	seeds(2001, N_SEEDS_AUTO, &first, &n);
 	for (uint64_t seed = first; seed < first + n; seed += BATCH)
 		check(seed, "auto", false, NULL);
+}
+
+/* The events as a reader that falls behind sees them (under valgrind, on a loaded machine):
+ * read only once the command has ended, every event the kernel could merge into one still
+ * queued (a write and the removal of the same name, a file's link counts) merged. */
+static void test_events_read_late_against_oracle(void **state)
+{
+	(void)state;
+	uint64_t first, n;
+	seeds(3001, N_SEEDS_LATE, &first, &n);
+	setenv("HARVEST_TEST_CHANGES_READ_LATE", "1", 1);
+	for (uint64_t seed = first; seed < first + n; seed += BATCH)
+		check(seed, "events", false, NULL);
+	unsetenv("HARVEST_TEST_CHANGES_READ_LATE");
+}
+
+/* And read at other moments each run: harvest pauses 0-4 ms before each read, the workload
+ * 0-1 ms after each operation, so a directory is placed while a tree is being moved or
+ * removed around it, and some events are merged and others not. */
+static void test_events_read_slow_against_oracle(void **state)
+{
+	(void)state;
+	uint64_t first, n;
+	seeds(4001, N_SEEDS_LATE, &first, &n);
+	setenv("HARVEST_TEST_CHANGES_READ_SLOW", "1", 1);
+	setenv("HV_DIFF_OPS_JITTER", "1", 1);
+	for (uint64_t seed = first; seed < first + n; seed += BATCH)
+		check(seed, "events", false, NULL);
+	unsetenv("HARVEST_TEST_CHANGES_READ_SLOW");
+	unsetenv("HV_DIFF_OPS_JITTER");
 }
 
 static void test_snapshot_against_oracle(void **state)
@@ -880,6 +926,8 @@ int main(int argc, char **argv)
 	self_exe[n] = '\0';
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_events_against_oracle),
+		cmocka_unit_test(test_events_read_late_against_oracle),
+		cmocka_unit_test(test_events_read_slow_against_oracle),
 		cmocka_unit_test(test_snapshot_against_oracle),
 		cmocka_unit_test(test_auto_against_oracle),
 		cmocka_unit_test(test_nobody_auto_falls_back),
