@@ -276,6 +276,14 @@ static int merged_ops(const char *what)
 		nanosleep(&ts, NULL);
 	}
 	int status = all_stopped(reader) ? 0 : 3;
+	if (!strcmp(what, "unlink-rename")) {
+		/* keep/x removed (its count, then its name's event), then a rename to a new name
+		 * (no count after it) */
+		if (unlink("keep/x") != 0 || rename("empty/gone", "keep/new") != 0)
+			status = 5;
+		kill(reader, SIGCONT);
+		return status;
+	}
 	int fd = open("keep/x", O_WRONLY | O_TRUNC | O_CLOEXEC);
 	if (fd < 0 || write(fd, "y\n", 2) != 2)
 		status = 4;
@@ -343,6 +351,17 @@ static void test_unlink_merged_other_name(void **state)
 		tu_result_free(&r);
 		tree_free(&t);
 	}
+}
+
+/* A file removed, then another renamed to a new name, by one thread, while the reader is
+ * stopped: the removal's count comes before its name's event and nothing follows the
+ * rename, which replaced nothing: created, and both old names deleted. */
+static void test_unlink_then_rename_merged(void **state)
+{
+	(void)state;
+	char script[4200];
+	snprintf(script, sizeof(script), "exec '%s' merged-ops unlink-rename", self_exe);
+	expect(script, "keep/new:created", "empty/gone,keep/x");
 }
 
 /* A file with two names, one removed, whose other name is no longer in the kernel's dentry
@@ -512,6 +531,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_file_rename_then_unlink_merged),
 		cmocka_unit_test(test_unlink_merged_other_name),
 		cmocka_unit_test(test_other_name_not_cached),
+		cmocka_unit_test(test_unlink_then_rename_merged),
 		cmocka_unit_test(test_incomplete_events),
 		cmocka_unit_test(test_default_walks_nothing),
 	};
