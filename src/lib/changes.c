@@ -633,7 +633,7 @@ static uint32_t add_name(hv_changes *c, const char *name)
 }
 
 #define PATH_BUF 8192 /* a path read with readlink */
-#define CLIMB_MAX 4096 /* levels below_followed() climbs before it keeps the events anyway */
+#define CLIMB_MAX 256 /* levels below_followed() climbs before it keeps the events anyway */
 
 /* Whether directory id is now at or below a followed directory. Climbs from the directory's
  * own descriptor, one ".." at a time, comparing each ancestor's device and inode with the
