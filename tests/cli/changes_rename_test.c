@@ -98,13 +98,20 @@ static char *deleted_text(const tj_value *doc)
 	return strdup(buf);
 }
 
-/* The script under events and under the default: exit 0, nothing on stderr, these files. */
-static void expect(const char *script, const char *files, const char *deleted)
+/* The script under events and under the default: exit 0, nothing on stderr, these files;
+ * with x2, keep/x has a second name, keep/x2, before the run. */
+static void expect_tree(const char *script, const char *files, const char *deleted, bool x2)
 {
 	const char *modes[] = {"events", NULL};
 	for (size_t m = 0; m < 2; m++) {
 		struct tree t;
 		tree_make(&t);
+		if (x2) {
+			char *x = tu_path(t.root, "keep/x"), *xx = tu_path(t.root, "keep/x2");
+			assert_int_equal(link(x, xx), 0);
+			free(x);
+			free(xx);
+		}
 		tu_result r;
 		tj_value *doc = run(&t, modes[m], script, &r);
 		if (r.status != 0 || r.err_len)
@@ -121,6 +128,11 @@ static void expect(const char *script, const char *files, const char *deleted)
 		tu_result_free(&r);
 		tree_free(&t);
 	}
+}
+
+static void expect(const char *script, const char *files, const char *deleted)
+{
+	expect_tree(script, files, deleted, false);
 }
 
 static void test_renamed_within(void **state)
@@ -327,30 +339,9 @@ static void test_file_rename_then_unlink_merged(void **state)
 static void test_unlink_merged_other_name(void **state)
 {
 	(void)state;
-	const char *modes[] = {"events", NULL};
-	for (size_t m = 0; m < 2; m++) {
-		struct tree t;
-		tree_make(&t);
-		char *x = tu_path(t.root, "keep/x"), *x2 = tu_path(t.root, "keep/x2");
-		assert_int_equal(link(x, x2), 0);
-		char script[4200];
-		snprintf(script, sizeof(script), "exec '%s' merged-ops none", self_exe);
-		tu_result r;
-		tj_value *doc = run(&t, modes[m], script, &r);
-		assert_int_equal(r.status, 0);
-		assert_int_equal(r.err_len, 0);
-		assert_non_null(doc);
-		char *f = files_text(doc), *d = deleted_text(doc);
-		assert_string_equal(f, "keep/x2:modified");
-		assert_string_equal(d, "keep/x");
-		free(f);
-		free(d);
-		free(x);
-		free(x2);
-		tj_free(doc);
-		tu_result_free(&r);
-		tree_free(&t);
-	}
+	char script[4200];
+	snprintf(script, sizeof(script), "exec '%s' merged-ops none", self_exe);
+	expect_tree(script, "keep/x2:modified", "keep/x", true);
 }
 
 /* A file removed, then another renamed to a new name, by one thread, while the reader is
@@ -374,31 +365,8 @@ static void test_other_name_not_cached(void **state)
 	(void)state;
 	if (geteuid() != 0)
 		skip();
-	const char *modes[] = {"events", NULL};
-	for (size_t m = 0; m < 2; m++) {
-		struct tree t;
-		tree_make(&t);
-		char *x = tu_path(t.root, "keep/x"), *x2 = tu_path(t.root, "keep/x2");
-		assert_int_equal(link(x, x2), 0);
-		tu_result r;
-		tj_value *doc = run(&t, modes[m],
-				    "rm keep/x && sync && echo 2 > /proc/sys/vm/drop_caches", &r);
-		if (r.status != 0 || r.err_len)
-			print_message("exit %d: %s\n", r.status, r.err);
-		assert_int_equal(r.status, 0);
-		assert_int_equal(r.err_len, 0);
-		assert_non_null(doc);
-		char *f = files_text(doc), *d = deleted_text(doc);
-		assert_string_equal(f, "keep/x2:modified");
-		assert_string_equal(d, "keep/x");
-		free(f);
-		free(d);
-		free(x);
-		free(x2);
-		tj_free(doc);
-		tu_result_free(&r);
-		tree_free(&t);
-	}
+	expect_tree("rm keep/x && sync && echo 2 > /proc/sys/vm/drop_caches", "keep/x2:modified",
+		    "keep/x", true);
 }
 
 /* When the events cannot tell (the test switch makes every run so): auto reports every file
