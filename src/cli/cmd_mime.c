@@ -181,6 +181,8 @@ static void *lstat_slice_run(void *arg)
  * be: see cmd_mime). A thread that cannot be started leaves its slice to the calling one. */
 enum { LSTAT_THREADS = 4, LSTAT_PER_THREAD = 512 };
 
+/* lst and lerr are written through the slices.
+ * NOLINTNEXTLINE(readability-non-const-parameter) */
 static void lstat_all(char *const *paths, struct stat *lst, int *lerr, size_t n, int threads)
 {
 	long cpus = threads > 0 ? threads : sysconf(_SC_NPROCESSORS_ONLN);

@@ -243,11 +243,9 @@ static void job_read(struct hvc_job *j, const struct hvc_pipe *p, hv_magic *magi
 		j->outcome = HVC_READ_TOO_LARGE;
 	} else if (rc == HV_ENOMEM) {
 		j->outcome = HVC_READ_NOMEM;
-	} else if (rc != HV_OK) {
-		j->outcome = HVC_READ_ERROR;
-		j->error = strdup(hv_error_last());
-	} else if (!j->spooled && hv_sha256_hex(j->buf, j->len, j->sha) != HV_OK) {
-		/* libcrypto could not be loaded (dl_crypto.h): the content has no digest. */
+	} else if (rc != HV_OK ||
+		   /* (libcrypto could not be loaded, dl_crypto.h: the content has no digest) */
+		   (!j->spooled && hv_sha256_hex(j->buf, j->len, j->sha) != HV_OK)) {
 		j->outcome = HVC_READ_ERROR;
 		j->error = strdup(hv_error_last());
 	} else {
