@@ -12,6 +12,7 @@
 #include "harvest/sys/store.h"
 #include "changes.h"
 #include "collect_internal.h"
+#include "dl_crypto.h"
 #include "internal.h"
 #include "mime_internal.h"
 #include "test_hook.h"
@@ -108,6 +109,12 @@ static int free_fds(int *limit)
  * the free count. */
 hv_status hvc_check_fds(const char *dir, int extra, int *avail)
 {
+	/* libcrypto is loaded on first use (dl_crypto.h), and its dlopen needs a descriptor for a
+	 * moment: the walk and its read-ahead, which are given what is free now, must not have
+	 * taken them all by the first digest. So it is loaded here, before they are counted. A
+	 * failure is left to the digests themselves (each then fails, naming the library). */
+	if (hv__crypto_need() != HV_OK)
+		hv_error_clear();
 	int limit;
 	*avail = free_fds(&limit);
 	if (*avail >= HVC_WALK_FDS + extra)

@@ -1,11 +1,11 @@
 /* The bounded read-ahead pipeline of a collect: its window of jobs and its worker threads. */
 #include "collect_internal.h"
+#include "dl_crypto.h"
 #include "internal.h"
 #include "mime_internal.h"
 #include "test_hook.h"
 
 #include <errno.h>
-#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,11 +87,14 @@ static hv_status spool_move(hv_content_spool *s, uint64_t from, uint64_t to, uin
 /* Reads all of fd (a regular file of expected size) into a region of the spool, at most max
  * bytes, in pieces: the content is never whole in memory. Keeps its first head_max bytes in
  * out->head and its SHA-256 in sha. HV_OK, HV_WARN when it holds more than max, HV_EIO on a
- * read or spool error, HV_ENOMEM. */
+ * read or spool error (or when libcrypto cannot be loaded), HV_ENOMEM. */
 static hv_status read_to_spool(hv_content_spool *s, int fd, uint64_t expect, uint64_t max,
 			       size_t head_max, const char *path, struct spooled *out, char sha[65])
 {
 	memset(out, 0, sizeof(*out));
+	hv_status loaded = hv__crypto_need();
+	if (loaded != HV_OK)
+		return loaded;
 	uint64_t room = expect < max ? expect : max;
 	out->off = hvc_spool_reserve(s, room);
 	size_t head_cap = room < head_max ? (size_t)room : head_max;
@@ -240,12 +243,12 @@ static void job_read(struct hvc_job *j, const struct hvc_pipe *p, hv_magic *magi
 		j->outcome = HVC_READ_TOO_LARGE;
 	} else if (rc == HV_ENOMEM) {
 		j->outcome = HVC_READ_NOMEM;
-	} else if (rc != HV_OK) {
+	} else if (rc != HV_OK ||
+		   /* (libcrypto could not be loaded, dl_crypto.h: the content has no digest) */
+		   (!j->spooled && hv_sha256_hex(j->buf, j->len, j->sha) != HV_OK)) {
 		j->outcome = HVC_READ_ERROR;
 		j->error = strdup(hv_error_last());
 	} else {
-		if (!j->spooled)
-			hv_sha256_hex(j->buf, j->len, j->sha);
 		j->outcome = HVC_READ_OK;
 		if (j->racy && strcmp(j->sha, j->compare_sha) == 0) {
 			j->outcome = HVC_READ_SAME;

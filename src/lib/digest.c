@@ -1,8 +1,8 @@
-/* SHA-256 through OpenSSL's libcrypto, as hex. */
+/* SHA-256 through OpenSSL's libcrypto (loaded on first use: dl_crypto.h), as hex. */
+#include "dl_crypto.h"
 #include "internal.h"
 
 #include <errno.h>
-#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -21,6 +21,9 @@ hv_status hv_sha256_hex(const void *data, size_t len, char hex[65])
 {
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned mdlen = 0;
+	hv_status rc = hv__crypto_need();
+	if (rc != HV_OK)
+		return rc;
 	if (!EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL))
 		return hv_error_set(HV_EIO, "SHA-256 failed");
 	to_hex(md, mdlen, hex);
@@ -29,6 +32,9 @@ hv_status hv_sha256_hex(const void *data, size_t len, char hex[65])
 
 hv_status hv_sha256_fd(int fd, uint64_t max, const char *path, char hex[65])
 {
+	hv_status rc = hv__crypto_need();
+	if (rc != HV_OK)
+		return rc;
 	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
 	if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
 		EVP_MD_CTX_free(ctx);
@@ -36,7 +42,7 @@ hv_status hv_sha256_fd(int fd, uint64_t max, const char *path, char hex[65])
 	}
 	enum { CHUNK = 1 << 16 };
 	unsigned char *buf = malloc(CHUNK);
-	hv_status rc = buf ? HV_OK : hv_error_set(HV_ENOMEM, "out of memory");
+	rc = buf ? HV_OK : hv_error_set(HV_ENOMEM, "out of memory");
 	uint64_t total = 0;
 	while (rc == HV_OK) {
 		ssize_t n = read(fd, buf, CHUNK);

@@ -1,11 +1,11 @@
 /* The history: runs, their artifacts, the deduplicated contents, queries and prune. */
+#include "dl_crypto.h"
 #include "store_internal.h"
 
 #include <limits.h>
 
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -245,6 +245,8 @@ bool hvst_sha256_hex(const void *p, size_t n, char hex[65])
 {
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int md_len = 0;
+	if (hv__crypto_need() != HV_OK)
+		return false;
 	if (!EVP_Digest(n ? p : "", n, md, &md_len, EVP_sha256(), NULL) || md_len != 32)
 		return false;
 	for (unsigned i = 0; i < 32; i++)
@@ -321,6 +323,9 @@ hv_status hvst_artifact_bytes(const hv_artifact_in *a, const char *sha, const vo
 hv_status hvst_artifact_pieces(const hv_artifact_in *a, const char *sha, size_t cap,
 			       hv_status (*put)(void *ctx, const void *piece, size_t n), void *ctx)
 {
+	hv_status loaded = hv__crypto_need();
+	if (loaded != HV_OK)
+		return loaded;
 	unsigned char *piece = malloc(cap ? cap : 1);
 	EVP_MD_CTX *md = EVP_MD_CTX_new();
 	if (!piece || !md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) {

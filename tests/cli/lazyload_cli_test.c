@@ -1,12 +1,14 @@
-/* libpq and libarchive are opened with dlopen on first use, not linked: neither the harvest
- * binary nor libharvest.so names them in its ELF dynamic section (DT_NEEDED), the real
- * libraries load when a PostgreSQL history or an archive is used (the history_pg and archive
- * tests cover what they do), and a library that cannot be loaded (a test-only switch naming a
- * missing file, or one without its functions) gives one line naming it and the documented
- * status: 125 and the command not started for run, 1 for a history query, 1 and no half file
- * for an archive. */
+/* libpq, libarchive and libcrypto are opened with dlopen on first use, not linked: neither
+ * the harvest binary nor libharvest.so names them in its ELF dynamic section (DT_NEEDED), the
+ * real libraries load when a PostgreSQL history, an archive or a digest is used (the
+ * history_pg, archive and collect tests cover what they do), and a library that cannot be
+ * loaded (a test-only switch naming a missing file, or one without its functions) gives one
+ * line naming it and the documented status: 125 and the command not started for run, 1 for a
+ * history query, 1 and no half file for an archive, 1 and the file skipped with that error for
+ * collect. `harvest mime` never loads libcrypto, answered from its cache or not. */
 #include "testutil.h"
 
+#include <dirent.h>
 #include <elf.h>
 #include <errno.h>
 #include <libgen.h>
@@ -69,8 +71,9 @@ static void expect_lazy(const char *file)
 	/* The parser reads the section: libc and SQLite are still linked as before. */
 	if (!strstr(needed, "libc.so.6\n") || !strstr(needed, "libsqlite3.so"))
 		fail_msg("%s: the dynamic section was not read: '%s'", file, needed);
-	if (strstr(needed, "libpq") || strstr(needed, "libarchive"))
-		fail_msg("%s: still linked against libpq or libarchive:\n%s", file, needed);
+	if (strstr(needed, "libpq") || strstr(needed, "libarchive") || strstr(needed, "libcrypto"))
+		fail_msg("%s: still linked against libpq, libarchive or libcrypto:\n%s", file,
+			 needed);
 	free(needed);
 }
 
@@ -192,12 +195,108 @@ static void test_libarchive_missing(void **state)
 	free(file);
 }
 
+/* ---- libcrypto: loaded by what hashes contents only ------------------------------------- */
+
+/* Whether any of the dynamic loader's logs in dir (LD_DEBUG_OUTPUT) names has. */
+static bool logs_name(const char *dir, const char *has)
+{
+	DIR *d = opendir(dir);
+	assert_non_null(d);
+	bool found = false;
+	size_t logs = 0;
+	for (struct dirent *e; (e = readdir(d)) != NULL;) {
+		if (e->d_name[0] == '.')
+			continue;
+		char *f = tu_path(dir, e->d_name);
+		size_t len = 0;
+		char *b = tu_read_file(f, &len);
+		assert_non_null(b);
+		logs++;
+		found = found || strstr(b, has) != NULL;
+		free(b);
+		assert_int_equal(unlink(f), 0);
+		free(f);
+	}
+	closedir(d);
+	assert_true(logs > 0); /* the loader did write its log */
+	return found;
+}
+
+static void test_libcrypto_on_first_digest(void **state)
+{
+	(void)state;
+	char *root = tu_mkdtemp();
+	char *tree = tu_path(root, "tree");
+	char *logs = tu_path(root, "logs");
+	char *db = tu_path(root, "h.db");
+	char *file = tu_path(tree, "a.txt");
+	char *log = tu_path(logs, "ld");
+	tu_mkdir(root, "tree");
+	tu_mkdir(root, "logs");
+	tu_write(tree, "a.txt", "alpha\n", 6);
+	tu_result r;
+
+	/* The dynamic loader logs every library it maps, at start or through dlopen. */
+	assert_int_equal(setenv("LD_DEBUG", "files", 1), 0);
+	assert_int_equal(setenv("LD_DEBUG_OUTPUT", log, 1), 0);
+	/* harvest mime, cold then (once the file is old enough to be cached) warm: no libcrypto. */
+	tu_harvest(&r, "mime", "--db", db, file, NULL);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "text/plain"));
+	tu_result_free(&r);
+	assert_false(logs_name(logs, "libcrypto"));
+	sleep(3); /* the cache takes only files changed more than 2 s ago */
+	tu_harvest(&r, "mime", "--db", db, file, NULL);
+	assert_int_equal(r.status, 0);
+	tu_result_free(&r);
+	tu_harvest(&r, "mime", "--db", db, file, NULL);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "text/plain"));
+	tu_result_free(&r);
+	assert_false(logs_name(logs, "libcrypto"));
+	/* collect hashes the content: libcrypto is loaded then, and gives its digest. */
+	tu_harvest(&r, "collect", "--db", db, "--no-content", tree, NULL);
+	assert_int_equal(r.status, 0);
+	char sha[65];
+	tu_sha256_hex("alpha\n", 6, sha);
+	assert_non_null(strstr(r.out, sha));
+	tu_result_free(&r);
+	assert_true(logs_name(logs, "libcrypto"));
+	unsetenv("LD_DEBUG");
+	unsetenv("LD_DEBUG_OUTPUT");
+
+	/* Without libcrypto, harvest mime still answers, and collect skips the file with the
+	 * reason: one that names the library. */
+	assert_int_equal(setenv("HARVEST_TEST_LIBCRYPTO", "libharvest-no-such-crypto.so", 1), 0);
+	tu_harvest(&r, "mime", "--db", db, file, NULL);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "text/plain"));
+	assert_string_equal(r.err, "");
+	tu_result_free(&r);
+	tu_write(tree, "b.txt", "beta\n", 5); /* not cached: collect must read it */
+	tu_harvest(&r, "collect", "--db", db, "--no-content", tree, NULL);
+	assert_int_equal(r.status, 1);
+	assert_non_null(strstr(r.out, "cannot load libcrypto.so"));
+	assert_non_null(strstr(r.out, "libharvest-no-such-crypto.so"));
+	tu_result_free(&r);
+	unsetenv("HARVEST_TEST_LIBCRYPTO");
+
+	tu_rmrf(root);
+	free(root);
+	free(tree);
+	free(logs);
+	free(db);
+	free(file);
+	free(log);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_not_needed),
 		cmocka_unit_test(test_libpq_missing),
 		cmocka_unit_test(test_libarchive_missing),
+		cmocka_unit_test(test_libcrypto_on_first_digest),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1018,6 +1018,116 @@ static void test_threads_keep_input_order(void **state)
 	free(root);
 }
 
+/* Many file arguments are lstat'ed on several threads, each a slice of the list: every
+ * argument still gets its own lstat's answer, in argument order, whatever slice it fell in.
+ * Missing paths, a FIFO, symlinks (to a file and to a directory, walked as that directory) and
+ * a directory argument in the middle of the list, among regular files of three kinds, answer
+ * as with one thread (--threads 1, no lstat thread), byte for byte, stderr and status too. */
+static void test_many_arguments_lstat_in_slices(void **state)
+{
+	(void)state;
+	enum { N = 1600 };
+	char *root = tu_mkdtemp();
+	char *db = tu_path(root, "h.db");
+	tu_mkdir(root, "d");
+	tu_write(root, "d/inner.txt", "inner words\n", 12);
+	char *paths[N];
+	const char *types[N]; /* NULL: missing; "" a directory's (its one file's answer) */
+	for (int i = 0; i < N; i++) {
+		char name[32];
+		switch (i % 8) {
+		case 0:
+			snprintf(name, sizeof(name), "missing%04d", i);
+			types[i] = NULL;
+			break;
+		case 1:
+			snprintf(name, sizeof(name), "link%04d", i);
+			char *l = tu_path(root, name);
+			assert_int_equal(symlink("f0002.txt", l), 0);
+			free(l);
+			types[i] = "inode/symlink";
+			break;
+		case 2:
+			snprintf(name, sizeof(name), "f%04d.txt", i);
+			tu_write(root, name, "words\n", 6);
+			types[i] = "text/plain";
+			break;
+		case 3:
+			snprintf(name, sizeof(name), "f%04d.md", i);
+			tu_write(root, name, "# T\n", 4);
+			types[i] = "text/markdown";
+			break;
+		default:
+			snprintf(name, sizeof(name), "f%04d.png", i);
+			tu_write(root, name, png_bytes, sizeof(png_bytes));
+			types[i] = "image/png";
+		}
+		paths[i] = tu_path(root, name);
+	}
+	/* A FIFO, a directory and a symlink to it, near the middle: another slice's. */
+	free(paths[801]);
+	paths[801] = tu_path(root, "pipe");
+	assert_int_equal(mkfifo(paths[801], 0666), 0);
+	types[801] = "inode/fifo";
+	free(paths[805]);
+	paths[805] = tu_path(root, "d");
+	types[805] = "";
+	free(paths[806]);
+	paths[806] = tu_path(root, "dlink");
+	assert_int_equal(symlink("d", paths[806]), 0);
+	types[806] = "";
+	tu_result r[2];
+	for (int k = 0; k < 2; k++) {
+		argvec av = {0};
+		av_add(&av, "mime");
+		av_add(&av, "--db");
+		av_add(&av, db);
+		av_add(&av, "--threads");
+		av_add(&av, k ? "4" : "1");
+		for (int i = 0; i < N; i++)
+			av_add(&av, paths[i]);
+		tu_harvestv(&r[k], NULL, NULL, av.v);
+		free(av.v);
+	}
+	assert_int_equal(r[1].status, 1); /* the missing paths */
+	assert_int_equal(r[0].status, r[1].status);
+	assert_string_equal(r[0].out, r[1].out);
+	assert_string_equal(r[0].err, r[1].err);
+	assert_int_equal(count_lines(r[1].err, r[1].err_len), N / 8);
+	tj_value *doc;
+	size_t n;
+	answer *a = parse_answers(&r[1], &doc, &n);
+	assert_int_equal(n, N - N / 8);
+	size_t j = 0;
+	for (int i = 0; i < N; i++) {
+		if (!types[i]) {
+			assert_non_null(strstr(r[1].err, paths[i]));
+			continue;
+		}
+		assert_true(j < n);
+		if (types[i][0]) {
+			assert_string_equal(a[j].path, paths[i]);
+			assert_string_equal(a[j].mime, types[i]);
+		} else {
+			char *inner = tu_path(paths[i], "inner.txt");
+			assert_string_equal(a[j].path, inner);
+			assert_string_equal(a[j].mime, "text/plain");
+			free(inner);
+		}
+		j++;
+	}
+	assert_int_equal(j, n);
+	free(a);
+	tj_free(doc);
+	for (int k = 0; k < 2; k++)
+		tu_result_free(&r[k]);
+	for (int i = 0; i < N; i++)
+		free(paths[i]);
+	free(db);
+	tu_rmrf(root);
+	free(root);
+}
+
 /* As nobody: a directory argument with an unreadable subdirectory answers the rest and names
  * the subdirectory; an unreadable directory argument is named too; the exit status is 1.
  * --quiet leaves the warning about the subdirectory out, but not the error or the status. */
@@ -1209,6 +1319,7 @@ int main(void)
 		cmocka_unit_test(test_directory_swapped_for_symlink),
 		cmocka_unit_test(test_fifo_no_hang),
 		cmocka_unit_test(test_missing_path),
+		cmocka_unit_test(test_many_arguments_lstat_in_slices),
 		cmocka_unit_test(test_cache_used),
 		cmocka_unit_test(test_cache_refinement_by_name),
 		cmocka_unit_test(test_output_formats),
