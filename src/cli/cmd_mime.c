@@ -16,6 +16,8 @@ enum {
 	OPT_MIME_INCLUDE_HIDDEN,
 	OPT_MIME_EXCLUDE,
 	OPT_MIME_XDEV,
+	OPT_MIME_FILES_FROM,
+	OPT_MIME_FILES0_FROM,
 };
 
 static const cli_opt mime_opts[] = {
@@ -24,11 +26,14 @@ static const cli_opt mime_opts[] = {
 	{"db", 0, 1, OPT_DB},        {"raw", 0, 0, OPT_RAW},
 	{"no-cache", 0, 0, OPT_MIME_NO_CACHE}, {"threads", 0, 1, OPT_MIME_THREADS},
 	{"include-hidden", 0, 0, OPT_MIME_INCLUDE_HIDDEN}, {"exclude", 0, 1, OPT_MIME_EXCLUDE},
-	{"xdev", 0, 0, OPT_MIME_XDEV}, {"cache-db", 0, 1, OPT_CACHE_DB}, {NULL, 0, 0, 0},
+	{"xdev", 0, 0, OPT_MIME_XDEV}, {"cache-db", 0, 1, OPT_CACHE_DB},
+	{"files-from", 'f', 1, OPT_MIME_FILES_FROM}, {"files0-from", 0, 1, OPT_MIME_FILES0_FROM},
+	{NULL, 0, 0, 0},
 };
 
 static const char mime_usage[] =
 	"usage: harvest mime [options] PATH...\n"
+	"       harvest mime [options] --files-from LIST [PATH...]\n"
 	"The MIME type of each file, from libmagic, refined by the file name's extension;\n"
 	"a directory means every regular file below it, walked as collect walks it.\n"
 	"  --raw             libmagic's answer alone (equal to `file --mime-type -b`)\n"
@@ -38,6 +43,9 @@ static const char mime_usage[] =
 	"                    default, as collect leaves them out)\n"
 	"  --exclude GLOB    below a directory, leave out names matching GLOB (repeatable)\n"
 	"  --xdev            below a directory, stay on its file system\n"
+	"  -f, --files-from LIST  also the paths listed in LIST, one a line (- : standard\n"
+	"                    input), after the PATH arguments; an empty list answers nothing\n"
+	"  --files0-from LIST  the same, each path ended by a NUL byte (find -print0)\n"
 	"  --db PATH         the database holding the cache\n"
 	"  --cache-db PATH   the cache with a PostgreSQL --db (default: the XDG location)\n"
 	"  --format F        jsonl (default), json, text (\"path: type\") or nul\n"
@@ -52,6 +60,12 @@ struct mime_cli {
 	hv_collect_opts walk;  /* how a directory is walked: collect's rules */
 	const char **excludes;
 	size_t n_excludes;
+	/* --files-from and --files0-from, in order: the list's name, and its separator. */
+	struct mime_list {
+		const char *name;
+		char sep;
+	} *lists;
+	size_t n_lists;
 };
 
 static int mime_opt(void *ctx, cli_common *c, int id, const char *v)
@@ -63,6 +77,16 @@ static int mime_opt(void *ctx, cli_common *c, int id, const char *v)
 	case OPT_MIME_THREADS: return cli_parse_int(c, "--threads", v, 1, 1024, &m->opts.threads);
 	case OPT_MIME_INCLUDE_HIDDEN: m->walk.include_hidden = true; return 0;
 	case OPT_MIME_XDEV: m->walk.xdev = true; return 0;
+	case OPT_MIME_FILES_FROM:
+	case OPT_MIME_FILES0_FROM: {
+		struct mime_list *l = realloc(m->lists, (m->n_lists + 1) * sizeof(*l));
+		if (!l)
+			return cli_usage_error(c, "out of memory");
+		m->lists = l;
+		l[m->n_lists].name = v;
+		l[m->n_lists++].sep = id == OPT_MIME_FILES_FROM ? '\n' : '\0';
+		return 0;
+	}
 	case OPT_MIME_EXCLUDE: {
 		const char **e = realloc(m->excludes, (m->n_excludes + 1) * sizeof(*e));
 		if (!e)
@@ -228,6 +252,83 @@ static int answer_files(struct mime_out *o, hv_store *st, const hv_mime_opts *mo
 	return 0;
 }
 
+static void mime_cli_free(struct mime_cli *m, char **list_bufs)
+{
+	for (size_t i = 0; list_bufs && i < m->n_lists; i++)
+		free(list_bufs[i]);
+	free(list_bufs);
+	free(m->lists);
+	free(m->excludes);
+}
+
+/* Reads list l (whole: its paths are answered as arguments are) into *buf, and appends a
+ * pointer to each of its paths to *pos: a path ends at the separator (or the list's end),
+ * and empty ones are skipped. 0, or EXIT_USAGE with the error printed: a list that cannot
+ * be read, or a NUL byte in a list of lines (a path holds none: the list is not lines). */
+static int read_list(const cli_common *c, const struct mime_list *l, char **buf, char ***pos,
+		     int *npos)
+{
+	bool std_in = strcmp(l->name, "-") == 0;
+	const char *opt = l->sep ? "--files-from" : "--files0-from";
+	FILE *f = std_in ? stdin : fopen(l->name, "re");
+	if (!f)
+		return cli_usage_error(c, "%s %s: %s", opt, l->name, strerror(errno));
+	size_t len = 0, cap = 0;
+	char *b = NULL;
+	int err = 0;
+	for (;;) {
+		if (cap - len < 65536) {
+			cap = cap ? cap * 2 : 65536;
+			char *nb = realloc(b, cap + 1);
+			if (!nb) {
+				err = ENOMEM;
+				break;
+			}
+			b = nb;
+		}
+		size_t got = fread(b + len, 1, cap - len, f);
+		len += got;
+		if (got == 0) {
+			if (ferror(f))
+				err = errno ? errno : EIO;
+			break;
+		}
+	}
+	if (!std_in)
+		fclose(f);
+	if (err) {
+		free(b);
+		return cli_usage_error(c, "%s %s: %s", opt, l->name, strerror(err));
+	}
+	if (l->sep && memchr(b, '\0', len)) {
+		free(b);
+		return cli_usage_error(c, "%s %s: a NUL byte: not a list of lines (--files0-from reads "
+					  "one of NUL-ended paths)",
+				       opt, l->name);
+	}
+	b[len] = '\0';
+	size_t n = 0;
+	for (size_t i = 0; i < len; i++)
+		n += b[i] == l->sep;
+	char **np = realloc(*pos, ((size_t)*npos + n + 2) * sizeof(*np));
+	if (!np) {
+		free(b);
+		return cli_usage_error(c, "out of memory");
+	}
+	*pos = np;
+	for (size_t i = 0; i < len;) {
+		char *end = memchr(b + i, l->sep, len - i);
+		size_t e = end ? (size_t)(end - b) : len;
+		b[e] = '\0';
+		if (e > i)
+			np[(*npos)++] = b + i;
+		i = e + 1;
+	}
+	np[*npos] = NULL;
+	*buf = b;
+	return 0;
+}
+
 int cmd_mime(int argc, char **argv)
 {
 	cli_common c = {.cmd = "mime"};
@@ -237,13 +338,18 @@ int cmd_mime(int argc, char **argv)
 	char **pos = NULL;
 	int npos = 0;
 	int rc = cli_parse(&c, argc, argv, mime_opts, mime_opt, &m, mime_usage, &pos, &npos);
-	if (rc == 0 && npos == 0)
+	if (rc == 0 && npos == 0 && m.n_lists == 0)
 		rc = cli_usage_error(&c, "missing PATH");
+	char **list_bufs = m.n_lists ? calloc(m.n_lists, sizeof(*list_bufs)) : NULL;
+	if (rc == 0 && m.n_lists && !list_bufs)
+		rc = cli_usage_error(&c, "out of memory");
+	for (size_t i = 0; rc == 0 && i < m.n_lists; i++)
+		rc = read_list(&c, &m.lists[i], &list_bufs[i], &pos, &npos);
 	if (rc == 0)
 		rc = cli_check_format(&c, FMT_JSONL, "json,jsonl,text,nul");
 	if (rc != 0) {
 		free(pos);
-		free(m.excludes);
+		mime_cli_free(&m, list_bufs);
 		return rc < 0 ? EXIT_DONE : rc;
 	}
 	cli_check_excludes(&c, m.excludes, m.n_excludes);
@@ -256,7 +362,7 @@ int cmd_mime(int argc, char **argv)
 		free(lst);
 		free(lerr);
 		free(pos);
-		free(m.excludes);
+		mime_cli_free(&m, list_bufs);
 		return EXIT_WARN;
 	}
 	/* libmagic's sandboxed workers are forked by a spawner, which must be forked while this
@@ -287,7 +393,7 @@ int cmd_mime(int argc, char **argv)
 			free(lst);
 			free(lerr);
 			free(pos);
-			free(m.excludes);
+			mime_cli_free(&m, list_bufs);
 			return EXIT_WARN;
 		}
 		if (c.format == FMT_JSON)
@@ -361,6 +467,6 @@ int cmd_mime(int argc, char **argv)
 	free(lst);
 	free(lerr);
 	free(pos);
-	free(m.excludes);
+	mime_cli_free(&m, list_bufs);
 	return o.rc;
 }

@@ -902,6 +902,80 @@ static void test_output_formats(void **state)
 	trio_close(&t);
 }
 
+/* --files-from LIST (-f, as file(1)) and --files0-from LIST: the listed paths are answered
+ * after the PATH arguments, in the list's order, empty lines skipped; "-" is standard
+ * input; an empty list answers nothing (exit 0); a list that cannot be read, or a list of
+ * lines holding a NUL byte, is a usage error (exit 2, one line, nothing on stdout). */
+static void test_files_from(void **state)
+{
+	(void)state;
+	trio t;
+	trio_open(&t);
+	char lines[8192], want[8192];
+	snprintf(lines, sizeof(lines), "%s\n\n%s", t.png, t.txt); /* no newline at the end */
+	tu_write(t.root, "list", lines, strlen(lines));
+	char *list = tu_path(t.root, "list");
+	tu_result r;
+	const char *a1[] = {"mime", "--no-cache", "--format", "text", t.md, "-f", list, NULL};
+	tu_harvestv(&r, NULL, NULL, a1);
+	assert_int_equal(r.status, 0);
+	snprintf(want, sizeof(want), "%s: text/markdown\n%s: image/png\n%s: text/plain\n", t.md,
+		 t.png, t.txt);
+	assert_string_equal(r.out, want);
+	tu_result_free(&r);
+
+	snprintf(lines, sizeof(lines), "%s\n", t.txt);
+	const char *a2[] = {"mime", "--no-cache", "--format", "text", "--files-from", "-", NULL};
+	tu_harvestv(&r, NULL, lines, a2);
+	assert_int_equal(r.status, 0);
+	snprintf(want, sizeof(want), "%s: text/plain\n", t.txt);
+	assert_string_equal(r.out, want);
+	tu_result_free(&r);
+
+	size_t lp = strlen(t.png), lm = strlen(t.md);
+	memcpy(lines, t.png, lp + 1);
+	memcpy(lines + lp + 1, t.md, lm + 1);
+	tu_write(t.root, "list0", lines, lp + lm + 2);
+	char *list0 = tu_path(t.root, "list0");
+	const char *a3[] = {"mime", "--no-cache", "--format", "text", "--files0-from", list0, NULL};
+	tu_harvestv(&r, NULL, NULL, a3);
+	assert_int_equal(r.status, 0);
+	snprintf(want, sizeof(want), "%s: image/png\n%s: text/markdown\n", t.png, t.md);
+	assert_string_equal(r.out, want);
+	tu_result_free(&r);
+
+	tu_write(t.root, "empty", "", 0);
+	char *empty = tu_path(t.root, "empty");
+	const char *a4[] = {"mime", "--no-cache", "--format", "json", "-f", empty, NULL};
+	tu_harvestv(&r, NULL, NULL, a4);
+	assert_int_equal(r.status, 0);
+	assert_string_equal(r.out, "[]\n");
+	tu_result_free(&r);
+
+	char *missing = tu_path(t.root, "missing");
+	const char *a5[] = {"mime", "--no-cache", t.md, "-f", missing, NULL};
+	tu_harvestv(&r, NULL, NULL, a5);
+	assert_int_equal(r.status, 2);
+	assert_int_equal(r.out_len, 0);
+	assert_int_equal(count_lines(r.err, r.err_len), 1);
+	assert_non_null(strstr(r.err, "--files-from"));
+	assert_non_null(strstr(r.err, "No such file or directory"));
+	tu_result_free(&r);
+
+	const char *a6[] = {"mime", "--no-cache", "-f", list0, NULL};
+	tu_harvestv(&r, NULL, NULL, a6);
+	assert_int_equal(r.status, 2);
+	assert_int_equal(r.out_len, 0);
+	assert_int_equal(count_lines(r.err, r.err_len), 1);
+	assert_non_null(strstr(r.err, "a NUL byte"));
+	tu_result_free(&r);
+	free(list);
+	free(list0);
+	free(empty);
+	free(missing);
+	trio_close(&t);
+}
+
 /* Usage errors exit 2 with a one-line message naming the problem, print nothing on stdout and
  * create no database; --help prints the usage and exits 0. */
 static void test_usage_errors(void **state)
@@ -1328,6 +1402,7 @@ int main(void)
 		cmocka_unit_test(test_unreadable_directories),
 		cmocka_unit_test(test_bad_database),
 		cmocka_unit_test(test_write_error),
+		cmocka_unit_test(test_files_from),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
