@@ -131,7 +131,10 @@ const hv_collect_opts *hvc_opts_or_defaults(const hv_collect_opts *opts,
 /* The absolute path of dir (realpath, malloc'd in *root): HV_ENOTDIR when it is missing or
  * not a directory, HV_EIO for any other failure, the error naming dir. */
 hv_status hvc_abs_root(const char *dir, char **root);
-hv_status hvc_check_fds(const char *dir, int extra, int *avail);
+/* Whether enough descriptors are free for a walk of dir and extra more (*avail: how many are);
+ * the error names dir and the limit. hashes: the collect will hash files, so libcrypto is
+ * loaded first (its dlopen takes a descriptor for a moment). */
+hv_status hvc_check_fds(const char *dir, int extra, bool hashes, int *avail);
 void hvc_warn(const hv_collect_opts *o, const char *msg);
 void hvc_db_files_init(struct hvc_db_files *d, const hv_store *st);
 bool hvc_is_db_file(const struct hvc_db_files *d, const hv_stat *s);
