@@ -607,6 +607,8 @@ PY
 	hv_target "sandboxed ÷ in-process cold (≤ 10%)" "$(hv_div "$c" "${HV_MEDIAN[inproc]}")" 1.10
 	hv_target "sandboxed ÷ in-process cold CPU (≤ 10%)" \
 		"$(hv_div "${HV_CPU[cold]}" "${HV_CPU[inproc]}")" 1.10
+	# The 4,000-word array would stay in this shell and slow every later fork it times.
+	unset HV_CMD_warmargs
 }
 
 # ---- section: collect ----
