@@ -295,7 +295,9 @@ static int read_list(const cli_common *c, const struct mime_list *l, char **buf,
 		}
 	}
 	if (!std_in)
-		fclose(f);
+		(void)fclose(f); /* read only: everything was read, or err says why not */
+	if (!err && !b)
+		err = ENOMEM;
 	if (err) {
 		free(b);
 		return cli_usage_error(c, "%s %s: %s", opt, l->name, strerror(err));
@@ -343,7 +345,7 @@ int cmd_mime(int argc, char **argv)
 	char **list_bufs = m.n_lists ? calloc(m.n_lists, sizeof(*list_bufs)) : NULL;
 	if (rc == 0 && m.n_lists && !list_bufs)
 		rc = cli_usage_error(&c, "out of memory");
-	for (size_t i = 0; rc == 0 && i < m.n_lists; i++)
+	for (size_t i = 0; rc == 0 && list_bufs && i < m.n_lists; i++)
 		rc = read_list(&c, &m.lists[i], &list_bufs[i], &pos, &npos);
 	if (rc == 0)
 		rc = cli_check_format(&c, FMT_JSONL, "json,jsonl,text,nul");

@@ -352,7 +352,7 @@ static hv_status job_finish(struct collector *k, struct hvc_job *j)
 	int rc = add_file(k, &e, type, j->len, j->sha, content, content ? j->len : 0, j->change);
 	if (rc == HV_OK && content)
 		j->buf = NULL; /* the collection owns it now */
-	if (rc == HV_OK && j->spooled && !o->no_content) {
+	if (rc == HV_OK && j->spooled && !o->no_content && k->c->files) {
 		hv_output_file *f = &k->c->files[k->c->n_files - 1];
 		f->spooled = true;
 		f->spool_off = j->spool_off;
