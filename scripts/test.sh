@@ -155,6 +155,7 @@ run_valgrind() {
 	#   and has an error still exits 99, which its test sees; rerun that test with
 	#   HV_VG_ARGS=--child-silent-after-fork=no to read the report.
 	# - --vgdb=no: no gdbserver FIFOs in /tmp, which a process that became nobody cannot remove.
+	# - tests/valgrind.supp: what is reported but is not harvest's (each entry says why).
 	# - HV_VG_ARGS adds options (e.g. --track-origins=yes to find where an uninitialised value
 	#   came from; it doubles the time).
 	mkdir -p "$build"
@@ -170,7 +171,8 @@ run_valgrind() {
 		--show-leak-kinds=definite --error-exitcode=99 --num-callers=30 --vgdb=no \\
 		--child-silent-after-fork=yes --trace-children=\$trace \\
 		'--trace-children-skip=/usr/*,/bin/*,/sbin/*,${tmp%/}/harvest-test.*,./*' \\
-		'--log-file=$logs/%p.log' ${HV_VG_ARGS:-} "\$@"
+		'--log-file=$logs/%p.log' '--suppressions=$root/tests/valgrind.supp' \\
+		${HV_VG_ARGS:-} "\$@"
 	WRAPPER
 	chmod +x "$wrapper"
 	cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DHARVEST_SANITIZE=OFF -DHARVEST_COVERAGE=OFF \

@@ -737,10 +737,26 @@ static void print_missing(const char *what, const char *a, const char *b)
 	}
 }
 
-static void check(uint64_t seed, const char *mode, bool as_nobody, const char *want_note)
+/* The refusal of --changes events when the events cannot tell (exit 125, nothing reported). */
+#define REFUSAL "the change events cannot tell what the run changed"
+
+/* Runs the workloads seed.. under mode and fails unless harvest's sets are the oracle's, or,
+ * when may_refuse, harvest refused as it must when the events cannot tell (exit 125, one
+ * line saying so, no file reported): never a wrong answer. Whether it answered. */
+static bool check_or_refused(uint64_t seed, const char *mode, bool as_nobody,
+			     const char *want_note, bool may_refuse)
 {
 	struct outcome o;
 	run_workload(seed, mode, as_nobody, &o);
+	const char *nl = strchr(o.err, '\n');
+	if (may_refuse && o.status == 125 && strstr(o.err, REFUSAL) && !o.produced[0] &&
+	    !o.deleted[0] && nl && !nl[1]) {
+		print_message("seeds %llu..%llu, --changes %s: refused (%.300s)\n",
+			      (unsigned long long)seed, (unsigned long long)seed + BATCH - 1, mode,
+			      o.err);
+		outcome_free(&o);
+		return false;
+	}
 	if (o.status != 0 || strcmp(o.produced, o.o_produced) != 0 ||
 	    strcmp(o.deleted, o.o_deleted) != 0 || (want_note && !strstr(o.err, want_note)) ||
 	    (!want_note && o.err[0])) {
@@ -758,6 +774,12 @@ static void check(uint64_t seed, const char *mode, bool as_nobody, const char *w
 		fail();
 	}
 	outcome_free(&o);
+	return true;
+}
+
+static void check(uint64_t seed, const char *mode, bool as_nobody, const char *want_note)
+{
+	(void)check_or_refused(seed, mode, as_nobody, want_note, false);
 }
 
 #define N_SEEDS 200        /* workloads as root, under each mode */
@@ -799,16 +821,21 @@ static void test_auto_against_oracle(void **state)
 
 /* The events as a reader that falls behind sees them (under valgrind, on a loaded machine):
  * read only once the command has ended, every event the kernel could merge into one still
- * queued (a write and the removal of the same name, a file's link counts) merged. */
+ * queued (a write and the removal of the same name, a file's link counts) merged. A
+ * directory resolved that late may no longer tell where it was (moved, then removed): harvest
+ * may then refuse, as it must, but never answer wrong; at least half the runs answer. */
 static void test_events_read_late_against_oracle(void **state)
 {
 	(void)state;
 	uint64_t first, n;
 	seeds(3001, N_SEEDS_LATE, &first, &n);
 	setenv("HARVEST_TEST_CHANGES_READ_LATE", "1", 1);
-	for (uint64_t seed = first; seed < first + n; seed += BATCH)
-		check(seed, "events", false, NULL);
+	unsigned answered = 0, runs = 0;
+	for (uint64_t seed = first; seed < first + n; seed += BATCH, runs++)
+		answered += check_or_refused(seed, "events", false, NULL, true);
 	unsetenv("HARVEST_TEST_CHANGES_READ_LATE");
+	print_message("read late: %u of %u runs answered, the others refused\n", answered, runs);
+	assert_true(answered * 2 >= runs);
 }
 
 /* And read at other moments each run: harvest pauses 0-4 ms before each read, the workload
@@ -821,8 +848,11 @@ static void test_events_read_slow_against_oracle(void **state)
 	seeds(4001, N_SEEDS_LATE, &first, &n);
 	setenv("HARVEST_TEST_CHANGES_READ_SLOW", "1", 1);
 	setenv("HV_DIFF_OPS_JITTER", "1", 1);
-	for (uint64_t seed = first; seed < first + n; seed += BATCH)
-		check(seed, "events", false, NULL);
+	unsigned answered = 0, runs = 0;
+	for (uint64_t seed = first; seed < first + n; seed += BATCH, runs++)
+		answered += check_or_refused(seed, "events", false, NULL, true);
+	print_message("read slowly: %u of %u runs answered, the others refused\n", answered, runs);
+	assert_true(answered * 2 >= runs);
 	unsetenv("HARVEST_TEST_CHANGES_READ_SLOW");
 	unsetenv("HV_DIFF_OPS_JITTER");
 }
