@@ -150,9 +150,8 @@ struct hv_changes {
 	size_t n_tids, cap_tids;
 	uint64_t seq;
 	/* Directories that were in root and were moved out of it during the run: their events
-	 * are kept wherever they are, to know what they held before. */
-	uint32_t *followed;
-	/* Each one's device + 1 and inode, taken when it was followed (0, 0: it was gone). */
+	 * are kept wherever they are, to know what they held before: each one's device + 1 and
+	 * inode, taken when it was followed (0, 0: it was gone by then). */
 	uint64_t (*followed_id)[2];
 	size_t n_followed, cap_followed;
 	/* The events dropped (outside root) since the queue was last empty: one read late may
@@ -704,16 +703,12 @@ static void follow(hv_changes *c, uint32_t obj)
 {
 	if (c->n_followed == c->cap_followed) {
 		size_t cap = c->cap_followed ? c->cap_followed * 2 : 16;
-		uint32_t *nf = realloc(c->followed, cap * sizeof(*nf));
-		if (nf)
-			c->followed = nf;
 		uint64_t(*ni)[2] = realloc(c->followed_id, cap * sizeof(*ni));
-		if (ni)
-			c->followed_id = ni;
-		if (!nf || !ni) {
+		if (!ni) {
 			c->fail_status = HV_ENOMEM;
 			return;
 		}
+		c->followed_id = ni;
 		c->cap_followed = cap;
 	}
 	c->followed_id[c->n_followed][0] = c->followed_id[c->n_followed][1] = 0;
@@ -725,7 +720,7 @@ static void follow(hv_changes *c, uint32_t obj)
 	}
 	if (ffd >= 0)
 		close(ffd);
-	c->followed[c->n_followed++] = obj;
+	c->n_followed++;
 	/* What was placed outside may have been placed from a directory read late (this one,
 	 * still in root when its events happened, or one made in it, placed by one step up):
 	 * everything outside is placed again when next seen. */
@@ -1330,7 +1325,6 @@ void hv_changes_free(hv_changes *c)
 	free(c->fail_msg);
 	free(c->tids);
 	free(c->outside);
-	free(c->followed);
 	free(c->followed_id);
 	free(c->maybe);
 	free(c->root);
