@@ -37,7 +37,10 @@ typedef struct hv_magic hv_magic;
  * saying why (such an answer is never cached). Answers are the same either way.
  * isolate false runs libmagic in the calling process (faster by a round trip per file; for
  * trusted input, or where fork is not wanted: the worker is a child the caller could reap
- * with waitpid(-1), and is then just replaced). */
+ * with waitpid(-1), and is then just replaced). The workers are forked by one spawner process,
+ * itself forked when isolation is first needed: a fork copies the locks other threads hold, so
+ * a program with threads of its own calls this (isolate true) before it starts them, which
+ * forks the spawner then. hv_collect* and hv_mime_detect_paths fork it before their threads. */
 HV_EXTERN void hv_magic_set_isolation(bool isolate, unsigned timeout_ms);
 
 /* Opens a detector. database: libmagic's colon-separated database list as magic_load() takes

@@ -53,14 +53,6 @@ int main(int argc, char **argv)
 	for (const struct command *c = commands; c->name; c++) {
 		if (strcmp(cmd, c->name) != 0)
 			continue;
-		/* libmagic's worker processes are forked by a spawner, which must itself be forked
-		 * while this process has one thread: a fork taken while another thread holds a lock
-		 * (the allocator's) hands the child that lock forever. collect loads libmagic only
-		 * at its first file, when worker threads already run: start it now. run starts it
-		 * itself, between the command's end and the collect, and only when a file was
-		 * produced (see hv_execute). */
-		if (strcmp(cmd, "collect") == 0)
-			hv_magic_set_isolation(true, 0);
 		return c->run(argc - 2, argv + 2);
 	}
 	cli_error("unknown command '%s' (see 'harvest --help')", cmd);

@@ -638,6 +638,18 @@ static hv_status since_match(struct collector *k, struct since *s, const hv_entr
 	return HV_OK;
 }
 
+/* libmagic is loaded at the first file that needs it, on whichever of this collect's threads
+ * reaches it; its isolated workers come from a spawner that must be forked while the process
+ * has no other thread (a fork copies the locks other threads hold, the allocator's among
+ * them, and the workers forked from that copy would wait on them forever). So the spawner is
+ * started before this collect starts any thread: once per process, nothing when it runs or
+ * isolation is off. */
+static void before_threads(void)
+{
+	if (hvm_isolation())
+		hvm_spawner_prepare();
+}
+
 static hv_status collect_impl(hv_store *st, const char *dir, const hv_collect_opts *opts,
 			      hv_snapshot *sn, const hv_mem_snapshot *m, char *root,
 			      hv_collection **out)
@@ -659,6 +671,10 @@ static hv_status collect_impl(hv_store *st, const char *dir, const hv_collect_op
 		rc = hv_error_errno(HV_EIO, "/", errno);
 	if (rc == HV_OK && (k.magic_fd2 = open("/", O_PATH | O_CLOEXEC)) < 0)
 		rc = hv_error_errno(HV_EIO, "/", errno);
+	/* The workers' spawner is forked now, before the walk's threads exist (see
+	 * before_threads). */
+	if (rc == HV_OK)
+		before_threads();
 	if (rc == HV_OK)
 		rc = hv_collect_walk_open(&k.w, root, opts, HV_SORT_NAME);
 	if (rc != HV_OK) {
@@ -909,6 +925,8 @@ hv_status hv_collect_change_set(hv_store *st, const char *dir, const hv_collect_
 		hv_collection_free(k.c);
 		return rc;
 	}
+	if (cs->n > 0)
+		before_threads(); /* an empty change set forks nothing */
 	struct hvc_db_files dbf;
 	hvc_db_files_init(&dbf, st);
 	struct hvc_pipe pipe;

@@ -2,7 +2,6 @@
 #include "harvest/execute.h"
 #include "harvest/json.h"
 #include "harvest/sys/store.h"
-#include "mime_internal.h"
 #include "changes.h"
 #include "internal.h"
 
@@ -23,17 +22,6 @@ char *hv_argv_json(const char *const *argv)
 	char *out = hv_json_buffer_strdup(j);
 	hv_json_free(j);
 	return out;
-}
-
-/* Files are about to be examined, by the collect's threads, which load libmagic at their
- * first file. Its workers come from a spawner that must be forked while this process has a
- * single thread: after the command, the change tracking's thread is joined and the collect's
- * not started, so it is started then (once; nothing when already running or isolation is
- * off). A run that produced nothing, seen by the events, forks none. */
-static void before_collect(void)
-{
-	if (hvm_isolation())
-		hvm_spawner_prepare();
 }
 
 /* The store, opened through o->open_store the first time it is needed. */
@@ -158,8 +146,6 @@ hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 			/* Nothing produced: no file needs the MIME cache, so the store is not
 			 * opened (nor created) for it. */
 			hv_collect_opts cco = co;
-			if (cs.n > 0)
-				before_collect();
 			if (!st && cs.n == 0 && o->open_store)
 				cco.no_cache = true;
 			else
@@ -170,7 +156,6 @@ hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 			hv_change_set_free(&cs);
 		}
 	} else {
-		before_collect();
 		out->collect_status = need_store(&st, o);
 		if (out->collect_status == HV_OK)
 			out->collect_status = hv_collect_since_mem(st, root, &co, snap, &out->files);

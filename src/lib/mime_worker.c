@@ -13,6 +13,7 @@
  * The first message from a new worker is an answer saying whether its database loaded. */
 #include "internal.h"
 #include "mime_internal.h"
+#include "test_hook.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -413,6 +414,7 @@ static int spawner_start_locked(void)
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
 		return errno;
+	hv__test_hook_call(HV__HOOK_SPAWNER_FORK, "");
 	pid_t pid = fork();
 	if (pid < 0) {
 		int err = errno;

@@ -24,6 +24,9 @@ typedef enum hv__hook_point {
 	/* The walker, with a directory's name (its component; the root: as given), right before
 	 * each getdents64 on it (on whichever thread reads it). */
 	HV__HOOK_WALK_GETDENTS,
+	/* libmagic's worker spawner, with "", right before the fork that starts it (so a test
+	 * can count the threads the process has then). */
+	HV__HOOK_SPAWNER_FORK,
 	HV__HOOK_COUNT
 } hv__hook_point;
 
