@@ -10,10 +10,17 @@
 # build-cov/coverage 8000` and browse http://localhost:8000/). The lcov data is
 # build-cov/coverage.info.
 #
+#   scripts/coverage.sh --reset
+#       Only zeroes the counters of COVERAGE_BUILD (already configured and built as below) and
+#       makes its empty .gcda files: scripts/test.sh's valgrind step does so before its run,
+#       whose counters the coverage step then reports (one run of the suite for both).
+#
 # Environment:
-#   COVERAGE_BUILD  the build directory (default: build-cov)
-#   COVERAGE_MIN    fail (exit 1) when total line coverage is below this percentage (default:
-#                   none; the project's target is 85)
+#   COVERAGE_BUILD     the build directory (default: build-cov)
+#   COVERAGE_MIN       fail (exit 1) when total line coverage is below this percentage
+#                      (default: none; the project's target is 85)
+#   COVERAGE_CONTINUE  1: keep the counters already in COVERAGE_BUILD (a run under valgrind,
+#                      say) and add those of the tests CTEST ARGS select, then report
 #
 # Exits 1 when a test fails (the report is still made) or the minimum is not met.
 set -euo pipefail
@@ -23,25 +30,36 @@ root=$PWD
 hv_install_deps
 build=${COVERAGE_BUILD:-build-cov}
 start=$(date +%s)
+lcov_opts=(--rc lcov_branch_coverage=1)
+
+reset_counters() {
+	lcov --quiet "${lcov_opts[@]}" --zerocounters --directory "$build"
+	rm -rf "$build/coverage" "$build"/coverage*.info
+	# Some tests run harvest as the user nobody, whose counters must be written too (and who
+	# must not print "profiling: ... Permission denied" on stderr): every .gcda file is made
+	# beforehand, empty and world-writable, which libgcov fills as if it were new. The empty
+	# ones left over (code no test ran) are removed afterwards.
+	find "$build" -name '*.gcno' | while read -r f; do
+		g=${f%.gcno}.gcda
+		: >"$g"
+		chmod 666 "$g"
+	done
+}
+if [ "${1:-}" = --reset ]; then
+	reset_counters
+	exit 0
+fi
 
 # Atomic counter updates: the walker, the MIME detector and the runner are multithreaded, and
-# racing plain increments lose counts (lcov then reports "negative counts").
+# racing plain increments lose counts (lcov then reports "negative counts"). No emulator: a
+# build the valgrind step configured with one runs its tests natively here (scripts/test.sh
+# configures it with these same flags, so nothing is recompiled).
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DHARVEST_COVERAGE=ON -DHARVEST_SANITIZE=OFF \
-	-DHARVEST_WERROR=ON -DHARVEST_TESTS=ON -DCMAKE_C_FLAGS=-fprofile-update=atomic >/dev/null
+	-DHARVEST_WERROR=ON -DHARVEST_TESTS=ON -DCMAKE_C_FLAGS=-fprofile-update=atomic \
+	-DCMAKE_CROSSCOMPILING_EMULATOR= >/dev/null
 cmake --build "$build" -j "$(nproc)"
 
-lcov_opts=(--rc lcov_branch_coverage=1)
-lcov --quiet "${lcov_opts[@]}" --zerocounters --directory "$build"
-rm -rf "$build/coverage" "$build"/coverage*.info
-# Some tests run harvest as the user nobody, whose counters must be written too (and who must
-# not print "profiling: ... Permission denied" on stderr): every .gcda file is made beforehand,
-# empty and world-writable, which libgcov fills as if it were new. The empty ones left over
-# (code no test ran) are removed afterwards.
-find "$build" -name '*.gcno' | while read -r f; do
-	g=${f%.gcno}.gcda
-	: >"$g"
-	chmod 666 "$g"
-done
+[ "${COVERAGE_CONTINUE:-0}" = 1 ] || reset_counters
 
 tests_rc=0
 (cd "$build" && ctest --output-on-failure -j "$(nproc)" "$@") || tests_rc=$?
