@@ -129,7 +129,8 @@ static hv_status magic_load_now(hv_magic *m)
 		return HV_OK;
 	atomic_fetch_add(&magic_loads, 1);
 	if (m->isolated) {
-		hv_status rc = hvm_worker_start(&m->worker, m->database, m->flags, m->bytes_max);
+		hv_status rc = hvm_worker_start(&m->worker, m->database, m->fingerprint, m->flags,
+						 m->bytes_max);
 		if (rc != HV_OK)
 			return rc;
 	} else if (magic_load(m->cookie, m->database) != 0) {
@@ -214,6 +215,11 @@ void hv_magic_close(hv_magic *m)
 pid_t hvm_magic_worker_pid(const hv_magic *m)
 {
 	return hvm_worker_pid(m->worker);
+}
+
+bool hvm_magic_worker_inherited(const hv_magic *m)
+{
+	return hvm_worker_inherited(m->worker);
 }
 
 const char *hv_magic_fingerprint(const hv_magic *m)

@@ -37,15 +37,20 @@ typedef struct hvm_worker hvm_worker;
 bool hvm_isolation(void);
 /* Starts the process that forks the workers, if not running yet (see mime_worker.c). */
 void hvm_spawner_prepare(void);
-/* Forks a worker that loads database with flags, then installs its seccomp filter. HV_EIO
- * when the database cannot be loaded (libmagic's reason). */
-hv_status hvm_worker_start(hvm_worker **out, const char *database, int flags, size_t bytes_max);
+/* Forks a worker with database loaded under flags, then installs its seccomp filter. The
+ * spawner loads it once for every worker of the same fingerprint (hv_magic_fingerprint; NULL:
+ * the worker loads it itself). HV_EIO when the database cannot be loaded (libmagic's reason). */
+hv_status hvm_worker_start(hvm_worker **out, const char *database, const char *fingerprint,
+			   int flags, size_t bytes_max);
 void hvm_worker_stop(hvm_worker *w);
 /* Reads HARVEST_TEST_WORKER_FAULT again (it is read once, at the first spawn): for a test that
  * sets or unsets it later, while no other thread is in libharvest. */
 void hvm_worker_faults_reload(void);
 /* The worker's process id (-1 when none is running): for tests. */
 pid_t hvm_worker_pid(const hvm_worker *w);
+/* Whether the running worker inherited the spawner's loaded database (did not load it itself):
+ * for tests. */
+bool hvm_worker_inherited(const hvm_worker *w);
 /* libmagic's answer for the regular file open on fd (fd >= 0, at offset 0: magic_descriptor)
  * or for buf[0..len) (fd < 0: magic_buffer), into *answer. A worker that dies or exceeds the
  * time limit is killed (replaced on the next call): *answer is then
@@ -56,6 +61,7 @@ hv_status hvm_worker_detect(hvm_worker *w, int fd, const void *buf, size_t len, 
 /* The process id of m's libmagic worker, -1 when it has none (not isolated, not loaded yet, or
  * killed and not yet replaced): for tests. */
 pid_t hvm_magic_worker_pid(const hv_magic *m);
+bool hvm_magic_worker_inherited(const hv_magic *m);
 
 /* How many times this process loaded a libmagic database in-process or started a worker: for
  * tests of lazy loading. */

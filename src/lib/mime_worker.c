@@ -68,6 +68,8 @@ struct hvm_worker {
 	bool have_cpu_clock;
 	int flags;
 	char *database;
+	char *fingerprint; /* the handle's (hv_magic_fingerprint), or NULL */
+	bool inherited;    /* the running worker's database is the spawner's (for tests) */
 	size_t bytes_max;
 	unsigned char *msg; /* request/answer buffer: header + bytes_max */
 	size_t msg_cap;
@@ -236,10 +238,15 @@ static void child_reply(int sock, magic_t cookie, const char *r)
 	}
 }
 
-static void child_main(int sock, const char *database, int flags, bool faults)
+/* loaded: the database as the spawner loaded it before the fork (NULL: load it here). */
+static void child_main(int sock, magic_t loaded, const char *database, int flags, bool faults)
 {
-	magic_t cookie = magic_open(flags);
-	if (!cookie || magic_load(cookie, database) != 0) {
+	magic_t cookie = loaded;
+	if (cookie && magic_setflags(cookie, flags) != 0)
+		cookie = NULL; /* load afresh with these flags */
+	if (!cookie)
+		cookie = magic_open(flags);
+	if (!cookie || (cookie != loaded && magic_load(cookie, database) != 0)) {
 		const char *why = cookie ? magic_error(cookie) : strerror(errno);
 		child_answer(sock, ANS_ERROR, 0, why ? why : "cannot load");
 		_exit(0);
@@ -258,7 +265,8 @@ static void child_main(int sock, const char *database, int flags, bool faults)
 		child_answer(sock, ANS_ERROR, 0, "cannot install the seccomp filter");
 		_exit(0);
 	}
-	child_answer(sock, ANS_OK, 0, "ready");
+	/* "inherited": the database is the spawner's, loaded before the fork (for tests). */
+	child_answer(sock, ANS_OK, 0, cookie == loaded ? "inherited" : "ready");
 	for (;;) {
 		struct iovec iov = {msg, cap};
 		union {
@@ -313,8 +321,9 @@ static void child_main(int sock, const char *database, int flags, bool faults)
  * fork then copies locks another thread holds (a sanitizer's allocator, libc's locale lock),
  * which the child could wait on forever. Instead one spawner process is forked once, as early
  * as the caller allows (hv_magic_set_isolation(), or the first load), holding nothing but its
- * socket; being single-threaded, it forks workers safely on request and reaps them, reporting
- * how each ended. */
+ * socket (and, from the first worker on, the loaded database the workers inherit); being
+ * single-threaded, it forks workers safely on request and reaps them, reporting how each
+ * ended. */
 
 enum { ZY_SPAWN = 1, ZY_WAIT = 2 };
 
@@ -324,6 +333,10 @@ struct zy_req {
 	int32_t pid;   /* ZY_WAIT */
 	uint32_t faults;
 	char database[4096];
+	/* The handle's fingerprint (libmagic's version, the flags, each database file's size and
+	 * mtime): a worker inherits the spawner's loaded database only when it was loaded under
+	 * the same one. Empty when too long: the worker loads it itself. */
+	char fingerprint[1024];
 };
 
 struct zy_ans {
@@ -334,6 +347,31 @@ struct zy_ans {
 static pthread_mutex_t zy_mu = PTHREAD_MUTEX_INITIALIZER;
 static int zy_sock = -1;
 static pid_t zy_pid = -1;
+
+/* The database the spawner loaded, which every worker it forks for the same database list
+ * inherits (copy-on-write) instead of loading it again: a collect's second worker is ready at
+ * once, and magic.mgc is parsed once per process, not once per worker. The database is the
+ * system's (or the caller's own), never a file being typed. */
+static magic_t zy_loaded;
+static char zy_loaded_key[sizeof(((struct zy_req *)0)->fingerprint)];
+
+static magic_t spawner_load(const char *database, const char *fingerprint, int flags)
+{
+	if (!*fingerprint)
+		return NULL;
+	if (zy_loaded && strcmp(zy_loaded_key, fingerprint) == 0)
+		return zy_loaded;
+	if (zy_loaded)
+		magic_close(zy_loaded);
+	zy_loaded = magic_open(flags);
+	if (zy_loaded && magic_load(zy_loaded, database) != 0) {
+		magic_close(zy_loaded);
+		zy_loaded = NULL;
+	}
+	if (zy_loaded)
+		snprintf(zy_loaded_key, sizeof(zy_loaded_key), "%s", fingerprint);
+	return zy_loaded; /* NULL: each worker loads it, and says why it cannot */
+}
 
 static void spawner_main(int sock)
 {
@@ -358,6 +396,8 @@ static void spawner_main(int sock)
 		struct zy_ans a = {0};
 		if (rq.op == ZY_SPAWN && fd >= 0) {
 			rq.database[sizeof(rq.database) - 1] = '\0';
+			rq.fingerprint[sizeof(rq.fingerprint) - 1] = '\0';
+			magic_t loaded = spawner_load(rq.database, rq.fingerprint, rq.flags);
 			pid_t pid = fork();
 			if (pid == 0) {
 				/* Nothing but the worker's socket: no database, no directory. */
@@ -365,7 +405,7 @@ static void spawner_main(int sock)
 					_exit(0);
 				close_range(1, ~0U, 0);
 				prctl(PR_SET_PDEATHSIG, SIGKILL); /* the spawner is single-threaded */
-				child_main(0, rq.database, rq.flags, rq.faults != 0);
+				child_main(0, loaded, rq.database, rq.flags, rq.faults != 0);
 				_exit(0);
 			}
 			a.value = pid;
@@ -677,6 +717,8 @@ static hv_status spawn(hvm_worker *w)
 		return hv_error_set(HV_EIO, "%s: database path too long", w->database);
 	}
 	memcpy(rq.database, w->database, strlen(w->database) + 1);
+	if (w->fingerprint && strlen(w->fingerprint) < sizeof(rq.fingerprint))
+		memcpy(rq.fingerprint, w->fingerprint, strlen(w->fingerprint) + 1);
 	struct zy_ans za = {0};
 	int err = spawner_call(&rq, sv[1], &za);
 	if (err == 0)
@@ -706,10 +748,14 @@ static hv_status spawn(hvm_worker *w)
 		stop(w, r == 1 ? NULL : why, sizeof(why), r == 0);
 		return hv_error_set(HV_EIO, "%s: %s", w->database, why);
 	}
+	static const char inherited[] = "inherited";
+	w->inherited = n - sizeof(a) == sizeof(inherited) - 1 &&
+		       memcmp(w->msg + sizeof(a), inherited, sizeof(inherited) - 1) == 0;
 	return HV_OK;
 }
 
-hv_status hvm_worker_start(hvm_worker **out, const char *database, int flags, size_t bytes_max)
+hv_status hvm_worker_start(hvm_worker **out, const char *database, const char *fingerprint,
+			   int flags, size_t bytes_max)
 {
 	*out = NULL;
 	hvm_worker *w = calloc(1, sizeof(*w));
@@ -721,8 +767,9 @@ hv_status hvm_worker_start(hvm_worker **out, const char *database, int flags, si
 	w->bytes_max = bytes_max;
 	w->msg_cap = sizeof(struct req) + bytes_max;
 	w->database = strdup(database);
+	w->fingerprint = fingerprint ? strdup(fingerprint) : NULL;
 	w->msg = malloc(w->msg_cap);
-	if (!w->database || !w->msg) {
+	if (!w->database || !w->msg || (fingerprint && !w->fingerprint)) {
 		hvm_worker_stop(w);
 		return hv_error_set(HV_ENOMEM, "out of memory");
 	}
@@ -741,6 +788,7 @@ void hvm_worker_stop(hvm_worker *w)
 		return;
 	stop(w, NULL, 0, false);
 	free(w->database);
+	free(w->fingerprint);
 	free(w->msg);
 	free(w);
 }
@@ -748,6 +796,11 @@ void hvm_worker_stop(hvm_worker *w)
 pid_t hvm_worker_pid(const hvm_worker *w)
 {
 	return w ? w->pid : -1;
+}
+
+bool hvm_worker_inherited(const hvm_worker *w)
+{
+	return w && w->pid > 0 && w->inherited;
 }
 
 /* An in-memory copy of buf, for bytes too large for one socket message. */

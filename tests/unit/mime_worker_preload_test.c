@@ -1,0 +1,136 @@
+/* The spawner loads libmagic's database once and the workers it forks inherit it, loaded: a
+ * collect's second worker does not parse magic.mgc again. Inherited only when it is the same
+ * database as the handle's: the key is the handle's fingerprint (each database file's size
+ * and mtime), so a handle on another database, or on one rewritten since, gets answers from
+ * its own, never from the one the spawner holds. */
+#include "testutil.h"
+#include "harvest/mime.h"
+#include "mime_internal.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char probe[] = "HVPRELOAD probe bytes, plain text otherwise\n";
+
+/* A magic source file typing the probe as application/x-hv-<tag>. */
+static void write_magic(const char *dir, const char *tag)
+{
+	char text[256];
+	int n = snprintf(text, sizeof(text),
+			 "0\tstring\tHVPRELOAD\tharvest preload test %s\n!:mime\tapplication/x-hv-%s\n",
+			 tag, tag);
+	tu_write(dir, "test.magic", text, (size_t)n);
+}
+
+/* The answer for the probe file of a new handle on database (NULL: the default), and whether
+ * its worker inherited the spawner's database. */
+static char *answer(const char *database, const char *file, bool *inherited)
+{
+	hv_magic *m = NULL;
+	hv_status rc = hv_magic_open(&m, database, 0);
+	if (rc != HV_OK)
+		fail_msg("hv_magic_open(%s): %s", database ? database : "default", hv_error_last());
+	int fd = open(file, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	const char *type = NULL;
+	rc = hv_magic_fd(m, fd, file, &type);
+	close(fd);
+	if (rc != HV_OK)
+		fail_msg("hv_magic_fd: %d %s", rc, hv_error_last());
+	*inherited = hvm_magic_worker_inherited(m);
+	char *out = strdup(type);
+	hv_magic_close(m);
+	return out;
+}
+
+static void expect(const char *database, const char *file, const char *want)
+{
+	bool inherited = false;
+	char *got = answer(database, file, &inherited);
+	if (strcmp(got, want) != 0)
+		fail_msg("database %s: %s, not %s", database ? database : "default", got, want);
+	assert_true(inherited);
+	free(got);
+}
+
+static void test_workers_inherit_the_right_database(void **state)
+{
+	(void)state;
+	hv_magic_set_isolation(true, 0);
+	char *dir = tu_mkdtemp();
+	tu_write(dir, "probe", probe, strlen(probe));
+	char *file = tu_path(dir, "probe");
+	write_magic(dir, "one");
+	char *db = tu_path(dir, "test.magic");
+
+	/* The default database, twice: each worker inherits it. */
+	expect(NULL, file, "text/plain");
+	expect(NULL, file, "text/plain");
+	/* Another database: the spawner loads that one, and back again. */
+	expect(db, file, "application/x-hv-one");
+	expect(NULL, file, "text/plain");
+	expect(db, file, "application/x-hv-one");
+
+	/* The same path rewritten (another size, and an mtime set apart): its new rule, not the
+	 * one the spawner loaded under the old fingerprint. */
+	write_magic(dir, "second");
+	struct timespec ts[2] = {{.tv_sec = 1000000000}, {.tv_sec = 1000000000}};
+	assert_int_equal(utimensat(AT_FDCWD, db, ts, 0), 0);
+	expect(db, file, "application/x-hv-second");
+
+	/* Two handles at once on the default: two workers, both inherited. */
+	hv_magic *a = NULL, *b = NULL;
+	assert_int_equal(hv_magic_open(&a, NULL, 0), HV_OK);
+	assert_int_equal(hv_magic_open(&b, NULL, 0), HV_OK);
+	assert_true(hvm_magic_worker_pid(a) != hvm_magic_worker_pid(b));
+	assert_true(hvm_magic_worker_inherited(a));
+	assert_true(hvm_magic_worker_inherited(b));
+	hv_magic_close(a);
+	hv_magic_close(b);
+
+	free(db);
+	free(file);
+	tu_rmrf(dir);
+	free(dir);
+}
+
+/* A database that cannot be loaded is still refused with libmagic's reason (the worker loads
+ * it itself when the spawner could not). */
+static void test_bad_database_still_refused(void **state)
+{
+	(void)state;
+	hv_magic_set_isolation(true, 0);
+	char *dir = tu_mkdtemp();
+	tu_write(dir, "bad.mgc", "this is not a compiled magic file at all", 40);
+	char *db = tu_path(dir, "bad.mgc");
+	hv_magic *m = NULL;
+	hv_status rc = hv_magic_open(&m, db, 0);
+	assert_int_equal(rc, HV_EIO);
+	assert_null(m);
+	assert_non_null(strstr(hv_error_last(), "bad.mgc"));
+	/* And the default still works after it. */
+	char *file = tu_path(dir, "bad.mgc");
+	bool inherited = false;
+	char *got = answer(NULL, file, &inherited);
+	assert_string_equal(got, "text/plain");
+	assert_true(inherited);
+	free(got);
+	free(file);
+	free(db);
+	tu_rmrf(dir);
+	free(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_workers_inherit_the_right_database),
+		cmocka_unit_test(test_bad_database_still_refused),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
