@@ -161,16 +161,28 @@ hv_status hvm_magic_open_lazy(hv_magic **out, const char *database, int extra_fl
 		return hv_error_set(HV_EUSAGE,
 				    "libmagic flags 0x%x are not allowed (only MAGIC_NO_CHECK_*)",
 				    (unsigned)(extra_flags & ~HV_MAGIC_ALLOWED_FLAGS));
-	if (!database) {
-		database = magic_getpath(NULL, 0); /* $MAGIC, else the compiled-in default */
-		if (!database || !*database)
-			return hv_error_set(HV_EIO, "libmagic has no default database path");
-	}
 	hv_magic *m = calloc(1, sizeof(*m));
 	if (!m)
 		return hv_error_set(HV_ENOMEM, "out of memory");
 	m->flags = HV_MAGIC_BASE_FLAGS | extra_flags;
-	m->database = strdup(database);
+	if (database) {
+		m->database = strdup(database);
+	} else {
+		/* $MAGIC, else the compiled-in default, or ~/.magic before it: libmagic builds that
+		 * one in a static buffer it frees at the next call, so two threads opening handles
+		 * at once take turns, and each keeps its own copy. */
+		static pthread_mutex_t getpath_mu = PTHREAD_MUTEX_INITIALIZER;
+		pthread_mutex_lock(&getpath_mu);
+		const char *def = magic_getpath(NULL, 0);
+		bool none = !def || !*def;
+		if (!none)
+			m->database = strdup(def);
+		pthread_mutex_unlock(&getpath_mu);
+		if (none) {
+			free(m);
+			return hv_error_set(HV_EIO, "libmagic has no default database path");
+		}
+	}
 	if (!m->database) {
 		free(m);
 		return hv_error_set(HV_ENOMEM, "out of memory");

@@ -8,6 +8,7 @@
 #include "mime_internal.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,11 +127,55 @@ static void test_bad_database_still_refused(void **state)
 	free(dir);
 }
 
+/* Handles opened at once on several threads, with the default database: with a ~/.magic,
+ * libmagic builds the default path in a static buffer it frees at each call, which a thread
+ * must not be copying meanwhile (ASan saw a use after free before the calls took turns). */
+static void *open_many(void *arg)
+{
+	int *bad = arg;
+	for (int i = 0; i < 300; i++) {
+		hv_magic *m = NULL;
+		if (hvm_magic_open_lazy(&m, NULL, 0) != HV_OK || !m ||
+		    !strstr(hv_magic_database(m), "/.magic")) {
+			(*bad)++;
+			return NULL;
+		}
+		hv_magic_close(m);
+	}
+	return NULL;
+}
+
+static void test_default_path_from_threads(void **state)
+{
+	(void)state;
+	char *home = tu_mkdtemp();
+	tu_write(home, ".magic", "0\tstring\tHVHOME\tharvest home magic\n", 35);
+	const char *old = getenv("HOME");
+	char *saved = old ? strdup(old) : NULL;
+	setenv("HOME", home, 1);
+	pthread_t th[4];
+	int bad[4] = {0};
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, open_many, &bad[i]), 0);
+	for (int i = 0; i < 4; i++)
+		pthread_join(th[i], NULL);
+	if (saved)
+		setenv("HOME", saved, 1);
+	else
+		unsetenv("HOME");
+	free(saved);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(bad[i], 0);
+	tu_rmrf(home);
+	free(home);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_workers_inherit_the_right_database),
 		cmocka_unit_test(test_bad_database_still_refused),
+		cmocka_unit_test(test_default_path_from_threads),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
