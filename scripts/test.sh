@@ -13,7 +13,7 @@
 #       4. valgrind  the suite again, built without sanitizers (build-vg/), under memcheck (see
 #                    --valgrind below)
 #       5. coverage  scripts/coverage.sh on step 4's counters (build-vg/ is a --coverage
-#                    build), with those of the two tests step 4 leaves out, run natively there;
+#                    build), with those of the three tests step 4 leaves out, run natively there;
 #                    fails when line coverage of src/ is below HARVEST_COVERAGE_MIN (default 85)
 #       6. adapters  the Strands sandbox adapters (adapters/) against a plain RelWithDebInfo
 #                    harvest (build-adapters/): npm ci in each lockfile's directory, then the
@@ -26,7 +26,7 @@
 #                    hostile names...: every image decodes, no script ran, no request but data:,
 #                    the CSV's cells; screenshots (desktop and phone, light and dark) are left in
 #                    build-page/screenshots/ to look at; about 20 s
-#       About 50 minutes on 2 cores. Exits 0 only when every step passed.
+#       Under an hour on 2 cores (valgrind about half). Exits 0 only when every step passed.
 #
 #   scripts/test.sh --quick [CTEST ARGS...]
 #       Steps 1 and 2, and 6 and 7 when no CTEST ARGS are given (a few minutes): the loop while
@@ -45,8 +45,9 @@
 #       start (valgrind follows exec into the built binaries; system programs such as sh,
 #       timeout or cp run natively). Any memory error, or a definite leak, fails: the process
 #       exits 99, and its report is kept in build-vg/valgrind/PID.log and printed. Left out,
-#       with the reasons below: walk_big_cli_test and collect_fd_stress_test; and the harvest
-#       children of run_cli_test and mime_cli_test run natively (HV_VG_EXCLUDE, HV_VG_NO_TRACE).
+#       with the reasons below: walk_big_cli_test, collect_fd_stress_test and history_cli_test_pg;
+#       and the harvest children of run_cli_test and mime_cli_test run natively (HV_VG_EXCLUDE,
+#       HV_VG_NO_TRACE).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
@@ -93,7 +94,7 @@ mkdir -p "$XDG_DATA_HOME"
 export XDG_DATA_HOME
 
 # The tests the valgrind step leaves out (see run_valgrind).
-HV_VG_EXCLUDE=${HV_VG_EXCLUDE:-^(walk_big_cli_test|collect_fd_stress_test)$}
+HV_VG_EXCLUDE=${HV_VG_EXCLUDE:-^(walk_big_cli_test|collect_fd_stress_test|history_cli_test_pg)$}
 
 # ---- step 1: the suite under ASan + UBSan ----
 run_suite() {
@@ -127,7 +128,11 @@ run_valgrind() {
 	#   also starts about 70 harvest processes, each paying valgrind's start and libmagic's load.
 	#   The collect code it exercises is checked under memcheck by collect_test,
 	#   collect_window_test and collect_cli_test.
-	# (Both run natively after, in the same build, for the coverage step: see coverage.)
+	# - history_cli_test_pg: history_cli_test's scenarios again, against PostgreSQL: under
+	#   memcheck each is a quarter of an hour (every scenario starts harvest processes, each
+	#   paying valgrind's start). The PostgreSQL history code is checked under memcheck by
+	#   history_pg_cli_test and pg_pieces_test, the scenarios by history_cli_test on SQLite.
+	# (All three run natively after, in the same build, for the coverage step: see coverage.)
 	# Test programs whose harvest children run natively (the test program itself is still under
 	# memcheck), and why:
 	# - run_cli_test: test_chunk_while_running asserts that the first output chunk arrives less
