@@ -12,7 +12,6 @@
 #include "harvest/sys/store.h"
 #include "changes.h"
 #include "collect_internal.h"
-#include "dl_crypto.h"
 #include "internal.h"
 #include "mime_internal.h"
 #include "test_hook.h"
@@ -107,15 +106,8 @@ static int free_fds(int *limit)
 
 /* HV_OK when the walk has the descriptors it needs below dir, and extra more; *avail gets
  * the free count. */
-hv_status hvc_check_fds(const char *dir, int extra, bool hashes, int *avail)
+hv_status hvc_check_fds(const char *dir, int extra, int *avail)
 {
-	/* libcrypto is loaded on first use (dl_crypto.h), and its dlopen needs a descriptor for a
-	 * moment: the walk and its read-ahead, which are given what is free now, must not have
-	 * taken them all by the first digest. So it is loaded here, before they are counted. A
-	 * failure is left to the digests themselves (each then fails, naming the library). A
-	 * collect that will hash nothing (a run whose events show no file) does not load it. */
-	if (hashes && hv__crypto_need() != HV_OK)
-		hv_error_clear();
 	int limit;
 	*avail = free_fds(&limit);
 	if (*avail >= HVC_WALK_FDS + extra)
@@ -129,7 +121,7 @@ hv_status hvc_check_fds(const char *dir, int extra, bool hashes, int *avail)
 hv_status hv_collect_check_fds(const char *dir, int extra)
 {
 	int avail;
-	return hvc_check_fds(dir, extra > 0 ? extra : 0, true, &avail);
+	return hvc_check_fds(dir, extra > 0 ? extra : 0, &avail);
 }
 
 void hvc_warn(const hv_collect_opts *o, const char *msg)
@@ -664,7 +656,7 @@ static hv_status collect_impl(hv_store *st, const char *dir, const hv_collect_op
 	k.c->root = root;
 	int avail = 0;
 	/* Two more for libmagic's detector (an isolated one takes a socket pair). */
-	int rc = hvc_check_fds(dir, 2, true, &avail);
+	int rc = hvc_check_fds(dir, 2, &avail);
 	/* Counted before libmagic's descriptor is put aside: it needs one for a moment when it
 	 * loads, which the walk must not have taken by then. */
 	if (rc == HV_OK && (k.magic_fd = open("/", O_PATH | O_CLOEXEC)) < 0)
@@ -913,7 +905,7 @@ hv_status hv_collect_change_set(hv_store *st, const char *dir, const hv_collect_
 	k.c->root = root;
 	k.c->compared = true;
 	int avail = 0;
-	rc = hvc_check_fds(dir, 2, cs->n > 0, &avail);
+	rc = hvc_check_fds(dir, 2, &avail);
 	int root_fd = -1;
 	if (rc == HV_OK && (root_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
 		rc = hv_error_errno(HV_EIO, root, errno);

@@ -111,6 +111,7 @@ struct hvc_pipe {
 	struct hvc_job slots[HVC_PIPE_SLOTS];
 	uint64_t head, tail, next_claim; /* absolute positions: slot = position % HVC_PIPE_SLOTS */
 	uint64_t window_bytes;
+	uint64_t queued_files, queued_bytes; /* all queued so far (see pipe_wants_thread) */
 	int open_fds, max_fds; /* descriptors held by queued jobs, and their budget */
 	const hv_collect_opts *o;
 	hvm_memo *memo; /* libmagic's answers by SHA-256 (NULL: none kept) */
@@ -132,9 +133,8 @@ const hv_collect_opts *hvc_opts_or_defaults(const hv_collect_opts *opts,
  * not a directory, HV_EIO for any other failure, the error naming dir. */
 hv_status hvc_abs_root(const char *dir, char **root);
 /* Whether enough descriptors are free for a walk of dir and extra more (*avail: how many are);
- * the error names dir and the limit. hashes: the collect will hash files, so libcrypto is
- * loaded first (its dlopen takes a descriptor for a moment). */
-hv_status hvc_check_fds(const char *dir, int extra, bool hashes, int *avail);
+ * the error names dir and the limit. */
+hv_status hvc_check_fds(const char *dir, int extra, int *avail);
 void hvc_warn(const hv_collect_opts *o, const char *msg);
 void hvc_db_files_init(struct hvc_db_files *d, const hv_store *st);
 bool hvc_is_db_file(const struct hvc_db_files *d, const hv_stat *s);

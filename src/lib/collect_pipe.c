@@ -1,6 +1,6 @@
 /* The bounded read-ahead pipeline of a collect: its window of jobs and its worker threads. */
 #include "collect_internal.h"
-#include "dl_crypto.h"
+#include "sha256.h"
 #include "internal.h"
 #include "mime_internal.h"
 #include "test_hook.h"
@@ -87,27 +87,24 @@ static hv_status spool_move(hv_content_spool *s, uint64_t from, uint64_t to, uin
 /* Reads all of fd (a regular file of expected size) into a region of the spool, at most max
  * bytes, in pieces: the content is never whole in memory. Keeps its first head_max bytes in
  * out->head and its SHA-256 in sha. HV_OK, HV_WARN when it holds more than max, HV_EIO on a
- * read or spool error (or when libcrypto cannot be loaded), HV_ENOMEM. */
+ * read or spool error, HV_ENOMEM. */
 static hv_status read_to_spool(hv_content_spool *s, int fd, uint64_t expect, uint64_t max,
 			       size_t head_max, const char *path, struct spooled *out, char sha[65])
 {
 	memset(out, 0, sizeof(*out));
-	hv_status loaded = hv__crypto_need();
-	if (loaded != HV_OK)
-		return loaded;
 	uint64_t room = expect < max ? expect : max;
 	out->off = hvc_spool_reserve(s, room);
 	size_t head_cap = room < head_max ? (size_t)room : head_max;
 	unsigned char *piece = malloc(SPOOL_PIECE);
 	out->head = malloc(head_cap ? head_cap : 1);
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	if (!piece || !out->head || !ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
-		EVP_MD_CTX_free(ctx);
+	if (!piece || !out->head) {
 		free(piece);
 		free(out->head);
 		out->head = NULL;
 		return hv_error_set(HV_ENOMEM, "out of memory");
 	}
+	hv__sha256 digest;
+	hv__sha256_init(&digest);
 	int rc = HV_OK;
 	while (rc == HV_OK) {
 		ssize_t got = read(fd, piece, SPOOL_PIECE);
@@ -163,24 +160,14 @@ static hv_status read_to_spool(hv_content_spool *s, int fd, uint64_t expect, uin
 			memcpy(out->head + out->head_len, piece, k);
 			out->head_len += k;
 		}
-		EVP_DigestUpdate(ctx, piece, n);
+		hv__sha256_update(&digest, piece, n);
 		out->len += n;
 	}
 	if (rc == HV_OK) {
-		unsigned char md[EVP_MAX_MD_SIZE];
-		unsigned mdlen = 0;
-		if (EVP_DigestFinal_ex(ctx, md, &mdlen) != 1 || mdlen != 32) {
-			rc = hv_error_set(HV_EIO, "%s: SHA-256 failed", path);
-		} else {
-			static const char digits[] = "0123456789abcdef";
-			for (unsigned i = 0; i < 32; i++) {
-				sha[2 * i] = digits[md[i] >> 4];
-				sha[2 * i + 1] = digits[md[i] & 15];
-			}
-			sha[64] = '\0';
-		}
+		unsigned char md[32];
+		hv__sha256_final(&digest, md);
+		hv__sha256_to_hex(md, sha);
 	}
-	EVP_MD_CTX_free(ctx);
 	free(piece);
 	if (rc != HV_OK) {
 		free(out->head);
@@ -199,7 +186,8 @@ static hv_status read_to_spool(hv_content_spool *s, int fd, uint64_t expect, uin
  * the limits, every skip reason) is the one a single thread would give; only work on files
  * that a limit then skips can be wasted, at most a window of it. The loop works on queued
  * files itself rather than wait, so a collect of one file starts no thread; workers start
- * when two files wait. The window holds at most HVC_PIPE_SLOTS files and PIPE_BYTES of their
+ * when two files wait, once the collect has queued enough work to pay for them
+ * (pipe_wants_thread). The window holds at most HVC_PIPE_SLOTS files and PIPE_BYTES of their
  * sizes (always at least one file), which bounds the memory read ahead. */
 #define PIPE_BYTES (16ull << 20)
 #define PIPE_MIN_FDS_FOR_WORKERS 16
@@ -243,12 +231,12 @@ static void job_read(struct hvc_job *j, const struct hvc_pipe *p, hv_magic *magi
 		j->outcome = HVC_READ_TOO_LARGE;
 	} else if (rc == HV_ENOMEM) {
 		j->outcome = HVC_READ_NOMEM;
-	} else if (rc != HV_OK ||
-		   /* (libcrypto could not be loaded, dl_crypto.h: the content has no digest) */
-		   (!j->spooled && hv_sha256_hex(j->buf, j->len, j->sha) != HV_OK)) {
+	} else if (rc != HV_OK) {
 		j->outcome = HVC_READ_ERROR;
 		j->error = strdup(hv_error_last());
 	} else {
+		if (!j->spooled)
+			hv__sha256_hex(j->buf, j->len, j->sha);
 		j->outcome = HVC_READ_OK;
 		if (j->racy && strcmp(j->sha, j->compare_sha) == 0) {
 			j->outcome = HVC_READ_SAME;
@@ -415,6 +403,20 @@ struct hvc_job *hvc_pipe_slot(struct hvc_pipe *p)
 	return &p->slots[p->tail % HVC_PIPE_SLOTS];
 }
 
+/* Whether a worker thread pays for itself yet. A thread's first file costs it a libmagic
+ * detector of its own: a process forked and a database whose pages that process touches for
+ * the first time, several milliseconds before its first answer. A collect of a handful of
+ * files (a run that wrote ten plots) is done by the loop alone sooner than by two threads;
+ * from a few dozen files, or megabytes to read and hash, on, the second thread wins. Under
+ * mu. */
+#define PIPE_FILES_FOR_THREADS 16
+#define PIPE_BYTES_FOR_THREADS (4ull << 20)
+static bool pipe_wants_thread(const struct hvc_pipe *p)
+{
+	return p->n_threads > 0 || p->queued_files >= PIPE_FILES_FOR_THREADS ||
+	       p->queued_bytes >= PIPE_BYTES_FOR_THREADS;
+}
+
 /* Adds the job filled in at hvc_pipe_slot() to the window. */
 void hvc_pipe_push(struct hvc_pipe *p, bool queued)
 {
@@ -428,7 +430,9 @@ void hvc_pipe_push(struct hvc_pipe *p, bool queued)
 		uint64_t waiting = 0;
 		for (uint64_t i = p->next_claim; i < p->tail && waiting < 2; i++)
 			waiting += p->slots[i % HVC_PIPE_SLOTS].state == HVC_JOB_QUEUED;
-		if (waiting >= 2 && p->n_threads < p->max_threads &&
+		p->queued_files++;
+		p->queued_bytes += j->fs.size;
+		if (waiting >= 2 && p->n_threads < p->max_threads && pipe_wants_thread(p) &&
 		    pthread_create(&p->threads[p->n_threads], NULL, pipe_worker, p) == 0)
 			p->n_threads++;
 		pthread_cond_signal(&p->work_cv);

@@ -71,7 +71,7 @@ static hv_status snapshot_prepare(const char *dir, char **root)
 	if (rc != HV_OK)
 		return rc;
 	int avail;
-	rc = hvc_check_fds(dir, 0, true, &avail);
+	rc = hvc_check_fds(dir, 0, &avail);
 	if (rc != HV_OK) {
 		free(*root);
 		*root = NULL;

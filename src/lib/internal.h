@@ -95,7 +95,7 @@ static inline int64_t hv_ns_from_timespec(int64_t sec, long nsec)
 		(out)->ctime_ns = hv_ns_from_timespec((st)->st_ctim.tv_sec, (st)->st_ctim.tv_nsec); \
 	} while (0)
 
-/* SHA-256 (OpenSSL's libcrypto) as 64 lower-case hex digits plus NUL. */
+/* SHA-256 (sha256.h) as 64 lower-case hex digits plus NUL: always HV_OK. */
 hv_status hv_sha256_hex(const void *data, size_t len, char hex[65]);
 /* The SHA-256 of what fd holds from its current offset to the end, reading at most max
  * bytes: HV_OK, HV_EIO (errno-style message naming path), or HV_WARN when the file holds

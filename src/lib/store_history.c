@@ -1,5 +1,5 @@
 /* The history: runs, their artifacts, the deduplicated contents, queries and prune. */
-#include "dl_crypto.h"
+#include "sha256.h"
 #include "store_internal.h"
 
 #include <limits.h>
@@ -243,14 +243,7 @@ static hv_status sq_run_begin(hv_store *st, const hv_run_start *r, int64_t *run_
 /* The SHA-256 of p[0..n) as 64 lower-case hex digits. */
 bool hvst_sha256_hex(const void *p, size_t n, char hex[65])
 {
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int md_len = 0;
-	if (hv__crypto_need() != HV_OK)
-		return false;
-	if (!EVP_Digest(n ? p : "", n, md, &md_len, EVP_sha256(), NULL) || md_len != 32)
-		return false;
-	for (unsigned i = 0; i < 32; i++)
-		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	hv__sha256_hex(n ? p : "", n, hex);
 	return true;
 }
 
@@ -323,42 +316,30 @@ hv_status hvst_artifact_bytes(const hv_artifact_in *a, const char *sha, const vo
 hv_status hvst_artifact_pieces(const hv_artifact_in *a, const char *sha, size_t cap,
 			       hv_status (*put)(void *ctx, const void *piece, size_t n), void *ctx)
 {
-	hv_status loaded = hv__crypto_need();
-	if (loaded != HV_OK)
-		return loaded;
 	unsigned char *piece = malloc(cap ? cap : 1);
-	EVP_MD_CTX *md = EVP_MD_CTX_new();
-	if (!piece || !md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) {
-		EVP_MD_CTX_free(md);
-		free(piece);
+	if (!piece)
 		return hv_error_set(HV_ENOMEM, "out of memory");
-	}
+	hv__sha256 md;
+	hv__sha256_init(&md);
 	hv_status rc = HV_OK;
 	for (size_t off = 0; rc == HV_OK && off < a->content_len;) {
 		size_t n = a->content_len - off < cap ? a->content_len - off : cap;
 		rc = a->read_content(a->read_ctx, a, off, piece, n);
 		if (rc == HV_OK) {
-			EVP_DigestUpdate(md, piece, n);
+			hv__sha256_update(&md, piece, n);
 			rc = put(ctx, piece, n);
 		}
 		off += n;
 	}
-	unsigned char d[EVP_MAX_MD_SIZE];
-	unsigned dlen = 0;
-	if (rc == HV_OK && (EVP_DigestFinal_ex(md, d, &dlen) != 1 || dlen != 32))
-		rc = hv_error_set(HV_EIO, "%.*s: SHA-256 failed", (int)a->path_len, a->path);
 	if (rc == HV_OK) {
-		static const char digits[] = "0123456789abcdef";
+		unsigned char d[32];
 		char hex[65];
-		for (unsigned i = 0; i < 32; i++) {
-			hex[2 * i] = digits[d[i] >> 4];
-			hex[2 * i + 1] = digits[d[i] & 15];
-		}
+		hv__sha256_final(&md, d);
+		hv__sha256_to_hex(d, hex);
 		if (memcmp(hex, sha, 64) != 0)
 			rc = hv_error_set(HV_EUSAGE, "%.*s: the content does not match its SHA-256",
 					  (int)a->path_len, a->path);
 	}
-	EVP_MD_CTX_free(md);
 	free(piece);
 	return rc;
 }

@@ -4,6 +4,7 @@
  * digest, content and type those of its bytes on disk. Trees are larger than the window (64
  * files, 64 MiB) so that it fills, drains and wraps around. */
 #include "testutil.h"
+#include "test_hook.h"
 
 #include "harvest/collect.h"
 #include "harvest/mime.h"
@@ -11,10 +12,12 @@
 
 #include <fcntl.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 typedef tu_fx fx;
@@ -322,6 +325,75 @@ static void test_racy_files_in_the_window(void **state)
 	hv_collection_free(many);
 }
 
+/* The threads that read files, as the collector's read hook sees them. */
+struct readers {
+	pthread_mutex_t mu;
+	pid_t tids[8];
+	int n_tids, calls;
+};
+
+static void note_reader(void *ctx, const char *path)
+{
+	(void)path;
+	struct readers *r = ctx;
+	pid_t me = (pid_t)syscall(SYS_gettid);
+	pthread_mutex_lock(&r->mu);
+	r->calls++;
+	int k = 0;
+	while (k < r->n_tids && r->tids[k] != me)
+		k++;
+	if (k == r->n_tids && k < 8)
+		r->tids[r->n_tids++] = me;
+	pthread_mutex_unlock(&r->mu);
+}
+
+static int readers_in(fx *f, int threads, struct readers *r)
+{
+	*r = (struct readers){.mu = PTHREAD_MUTEX_INITIALIZER};
+	hv_collect_opts o;
+	hv_collect_opts_init(&o);
+	o.no_cache = true;
+	hv__test_hook_set(HV__HOOK_COLLECT_BEFORE_READ, note_reader, r);
+	hv_collection *c = collect(f, &o, threads);
+	hv__test_hook_set(HV__HOOK_COLLECT_BEFORE_READ, NULL, NULL);
+	int n = (int)c->n_files;
+	hv_collection_free(c);
+	return n;
+}
+
+/* A worker thread costs a libmagic detector of its own before its first answer: a collect of
+ * a handful of files is read by the calling thread alone, a larger one by more. */
+static void test_threads_follow_the_work(void **state)
+{
+	fx *f = *state;
+	static unsigned char buf[48 * 1024];
+	unsigned seed = 11;
+	for (int i = 0; i < 10; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "few%02d", i);
+		tu_write(f->root, name, buf, file_bytes(i == 5 ? 6 : i, &seed, buf, sizeof(buf)));
+	}
+	struct readers r;
+	assert_int_equal(readers_in(f, 4, &r), 10);
+	assert_int_equal(r.calls, 10);
+	assert_int_equal(r.n_tids, 1);
+	assert_int_equal(r.tids[0], (pid_t)syscall(SYS_gettid));
+
+	/* 200 files of a few bytes each: past the file count, a second thread reads some. */
+	for (int i = 0; i < 200; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "many%03d", i);
+		tu_write(f->root, name, name, strlen(name));
+	}
+	assert_int_equal(readers_in(f, 4, &r), 210);
+	assert_int_equal(r.calls, 210);
+	assert_true(r.n_tids >= 2);
+
+	/* With one thread asked for, never another. */
+	assert_int_equal(readers_in(f, 1, &r), 210);
+	assert_int_equal(r.n_tids, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -329,6 +401,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_limits_in_walk_order, tu_fx_setup, tu_fx_teardown),
 		cmocka_unit_test_setup_teardown(test_more_bytes_than_the_window, tu_fx_setup, tu_fx_teardown),
 		cmocka_unit_test_setup_teardown(test_racy_files_in_the_window, tu_fx_setup, tu_fx_teardown),
+		cmocka_unit_test_setup_teardown(test_threads_follow_the_work, tu_fx_setup, tu_fx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
