@@ -18,7 +18,7 @@ typedef struct hv__sha256 {
 } hv__sha256;
 
 void hv__sha256_init(hv__sha256 *s);
-void hv__sha256_update(hv__sha256 *s, const void *p, size_t n);
+void hv__sha256_update(hv__sha256 *s, const void *data, size_t n);
 /* The digest; s must be initialised again before it is used once more. */
 void hv__sha256_final(hv__sha256 *s, unsigned char md[32]);
 
