@@ -4,6 +4,7 @@
 #include "harvest/sys/store.h"
 #include "changes.h"
 #include "internal.h"
+#include "mime_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -143,6 +144,11 @@ hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 		if (out->collect_status == HV_OK) {
 			hv_mem_snapshot_free(snap);
 			snap = NULL;
+			/* Files to type: their libmagic worker starts now, and gets ready while
+			 * the store opens and the collect begins (the thread that drained the
+			 * events is gone: nothing but this one runs). */
+			if (cs.n > 0)
+				hvm_worker_prestart();
 			/* Nothing produced: no file needs the MIME cache, so the store is not
 			 * opened (nor created) for it. */
 			hv_collect_opts cco = co;

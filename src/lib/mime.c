@@ -234,6 +234,11 @@ bool hvm_magic_worker_inherited(const hv_magic *m)
 	return hvm_worker_inherited(m->worker);
 }
 
+int hvm_magic_flags(const hv_magic *m)
+{
+	return m->flags;
+}
+
 const char *hv_magic_fingerprint(const hv_magic *m)
 {
 	return m->fingerprint;

@@ -43,6 +43,16 @@ void hvm_spawner_prepare(void);
 hv_status hvm_worker_start(hvm_worker **out, const char *database, const char *fingerprint,
 			   int flags, size_t bytes_max);
 void hvm_worker_stop(hvm_worker *w);
+/* Starts a worker for the default database ahead of need, without waiting for it: the next
+ * hvm_worker_start for the same database, fingerprint and flags takes it over (and waits for
+ * it then). For a caller that knows files are coming (a run whose events name some) and has
+ * other work to do first: the worker's start-up runs meanwhile. Nothing when isolation is off,
+ * a worker is already waiting, or the spawner cannot start it. Call it while the process has
+ * no other thread (it may fork the spawner). */
+void hvm_worker_prestart(void);
+/* The process id of the worker hvm_worker_prestart started, while it waits to be taken (-1:
+ * none waits): for tests. */
+pid_t hvm_worker_spare_pid(void);
 /* Reads HARVEST_TEST_WORKER_FAULT again (it is read once, at the first spawn): for a test that
  * sets or unsets it later, while no other thread is in libharvest. */
 void hvm_worker_faults_reload(void);
@@ -62,6 +72,8 @@ hv_status hvm_worker_detect(hvm_worker *w, int fd, const void *buf, size_t len, 
  * killed and not yet replaced): for tests. */
 pid_t hvm_magic_worker_pid(const hv_magic *m);
 bool hvm_magic_worker_inherited(const hv_magic *m);
+/* The libmagic flags the handle loads its database with (or its worker does). */
+int hvm_magic_flags(const hv_magic *m);
 
 /* How many times this process loaded a libmagic database in-process or started a worker: for
  * tests of lazy loading. */

@@ -70,6 +70,7 @@ struct hvm_worker {
 	char *database;
 	char *fingerprint; /* the handle's (hv_magic_fingerprint), or NULL */
 	bool inherited;    /* the running worker's database is the spawner's (for tests) */
+	bool faults;       /* started with the test faults on */
 	size_t bytes_max;
 	unsigned char *msg; /* request/answer buffer: header + bytes_max */
 	size_t msg_cap;
@@ -238,8 +239,35 @@ static void child_reply(int sock, magic_t cookie, const char *r)
 	}
 }
 
+/* A new process's first libmagic answer costs several times its later ones: each page of the
+ * database (libmagic scans all of its entries for every file) and of libmagic's working
+ * buffers is touched there for the first time, and on a virtual machine each first touch of a
+ * page is a trip through the hypervisor. A worker started ahead of need (hvm_worker_prestart)
+ * so types bytes of its own before it says it is ready, while its caller is busy with
+ * something else, and the files it is then given are answered at the later, steady cost. (A
+ * worker started when a file waits does not: its caller would wait for the warm-up, which
+ * costs about what it saves.) Pseudo-random bytes, which no magic entry matches early, so
+ * every entry is tried. */
+static void warm_up(magic_t cookie)
+{
+	enum { WARM_BYTES = 32 * 1024 };
+	unsigned char *b = malloc(WARM_BYTES);
+	if (!b)
+		return;
+	uint32_t x = 0x9e3779b9u;
+	for (size_t i = 0; i < WARM_BYTES; i++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		b[i] = (unsigned char)x;
+	}
+	(void)magic_buffer(cookie, b, WARM_BYTES);
+	free(b);
+}
+
 /* loaded: the database as the spawner loaded it before the fork (NULL: load it here). */
-static void child_main(int sock, magic_t loaded, const char *database, int flags, bool faults)
+static void child_main(int sock, magic_t loaded, const char *database, int flags, bool faults,
+		       bool warm)
 {
 	magic_t cookie = loaded;
 	if (cookie && magic_setflags(cookie, flags) != 0)
@@ -265,6 +293,8 @@ static void child_main(int sock, magic_t loaded, const char *database, int flags
 		child_answer(sock, ANS_ERROR, 0, "cannot install the seccomp filter");
 		_exit(0);
 	}
+	if (warm)
+		warm_up(cookie);
 	/* "inherited": the database is the spawner's, loaded before the fork (for tests). */
 	child_answer(sock, ANS_OK, 0, cookie == loaded ? "inherited" : "ready");
 	for (;;) {
@@ -332,6 +362,7 @@ struct zy_req {
 	int32_t flags;
 	int32_t pid;   /* ZY_WAIT */
 	uint32_t faults;
+	uint32_t warm; /* the worker warms up before it says it is ready (see warm_up) */
 	char database[4096];
 	/* The handle's fingerprint (libmagic's version, the flags, each database file's size and
 	 * mtime): a worker inherits the spawner's loaded database only when it was loaded under
@@ -405,7 +436,8 @@ static void spawner_main(int sock)
 					_exit(0);
 				close_range(1, ~0U, 0);
 				prctl(PR_SET_PDEATHSIG, SIGKILL); /* the spawner is single-threaded */
-				child_main(0, loaded, rq.database, rq.flags, rq.faults != 0);
+				child_main(0, loaded, rq.database, rq.flags, rq.faults != 0,
+					   rq.warm != 0);
 				_exit(0);
 			}
 			a.value = pid;
@@ -704,13 +736,15 @@ void hvm_worker_faults_reload(void)
 	(void)read_faults_switch();
 }
 
-static hv_status spawn(hvm_worker *w)
+/* Asks the spawner for a worker for w, not waiting for its first answer (spawn_ready); warm:
+ * one started ahead of need, which warms up meanwhile. */
+static hv_status spawn_send(hvm_worker *w, bool warm)
 {
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
 		return hv_error_errno(HV_EIO, "libmagic worker", errno);
 	bool faults = test_faults();
-	struct zy_req rq = {.op = ZY_SPAWN, .flags = w->flags, .faults = faults};
+	struct zy_req rq = {.op = ZY_SPAWN, .flags = w->flags, .faults = faults, .warm = warm};
 	if (strlen(w->database) >= sizeof(rq.database)) {
 		close(sv[0]);
 		close(sv[1]);
@@ -733,6 +767,13 @@ static hv_status spawn(hvm_worker *w)
 	w->pid = pid;
 	w->sock = sv[0];
 	w->have_cpu_clock = clock_getcpuclockid(pid, &w->cpu_clock) == 0;
+	w->faults = faults;
+	return HV_OK;
+}
+
+/* Waits for the first answer of the worker spawn_send started: whether its database loaded. */
+static hv_status spawn_ready(hvm_worker *w)
+{
 	size_t n = 0;
 	int r = wait_answer(w, &n);
 	struct ans a = {0};
@@ -754,13 +795,84 @@ static hv_status spawn(hvm_worker *w)
 	return HV_OK;
 }
 
-hv_status hvm_worker_start(hvm_worker **out, const char *database, const char *fingerprint,
-			   int flags, size_t bytes_max)
+static hv_status spawn(hvm_worker *w)
 {
-	*out = NULL;
+	hv_status rc = spawn_send(w, false);
+	return rc == HV_OK ? spawn_ready(w) : rc;
+}
+
+/* The worker hvm_worker_prestart started, not taken yet (its first answer unread). */
+static pthread_mutex_t spare_mu = PTHREAD_MUTEX_INITIALIZER;
+static hvm_worker *spare;
+
+static hvm_worker *worker_new(const char *database, const char *fingerprint, int flags,
+			      size_t bytes_max);
+
+/* The spare, when it was started for this database, fingerprint and flags (and the test
+ * faults as they are now); NULL otherwise. */
+static hvm_worker *take_spare(const char *database, const char *fingerprint, int flags,
+			      size_t bytes_max)
+{
+	pthread_mutex_lock(&spare_mu);
+	hvm_worker *w = spare;
+	if (w && strcmp(w->database, database) == 0 && fingerprint && w->fingerprint &&
+	    strcmp(w->fingerprint, fingerprint) == 0 && w->flags == flags &&
+	    w->bytes_max == bytes_max && w->faults == test_faults())
+		spare = NULL;
+	else
+		w = NULL;
+	pthread_mutex_unlock(&spare_mu);
+	return w;
+}
+
+void hvm_worker_prestart(void)
+{
+	if (!hvm_isolation())
+		return;
+	pthread_mutex_lock(&spare_mu);
+	bool have = spare != NULL;
+	pthread_mutex_unlock(&spare_mu);
+	if (have)
+		return;
+	hv_magic *m = NULL;
+	if (hvm_magic_open_lazy(&m, NULL, 0) != HV_OK) {
+		hv_error_clear(); /* the first real open says why */
+		return;
+	}
+	hvm_worker *w = worker_new(hv_magic_database(m), hv_magic_fingerprint(m),
+				   hvm_magic_flags(m), hv_magic_bytes_max(m));
+	hv_magic_close(m);
+	if (!w)
+		return;
+	if (spawn_send(w, true) != HV_OK) {
+		hv_error_clear();
+		hvm_worker_stop(w);
+		return;
+	}
+	pthread_mutex_lock(&spare_mu);
+	if (!spare) {
+		spare = w;
+		w = NULL;
+	}
+	pthread_mutex_unlock(&spare_mu);
+	hvm_worker_stop(w); /* another thread's came first */
+}
+
+pid_t hvm_worker_spare_pid(void)
+{
+	pthread_mutex_lock(&spare_mu);
+	pid_t pid = spare ? spare->pid : -1;
+	pthread_mutex_unlock(&spare_mu);
+	return pid;
+}
+
+/* A worker not started yet (NULL: out of memory). */
+static hvm_worker *worker_new(const char *database, const char *fingerprint, int flags,
+			      size_t bytes_max)
+{
 	hvm_worker *w = calloc(1, sizeof(*w));
 	if (!w)
-		return hv_error_set(HV_ENOMEM, "out of memory");
+		return NULL;
 	w->pid = -1;
 	w->sock = -1;
 	w->flags = flags;
@@ -771,8 +883,28 @@ hv_status hvm_worker_start(hvm_worker **out, const char *database, const char *f
 	w->msg = malloc(w->msg_cap);
 	if (!w->database || !w->msg || (fingerprint && !w->fingerprint)) {
 		hvm_worker_stop(w);
-		return hv_error_set(HV_ENOMEM, "out of memory");
+		return NULL;
 	}
+	return w;
+}
+
+hv_status hvm_worker_start(hvm_worker **out, const char *database, const char *fingerprint,
+			   int flags, size_t bytes_max)
+{
+	*out = NULL;
+	hvm_worker *w = take_spare(database, fingerprint, flags, bytes_max);
+	if (w) {
+		if (spawn_ready(w) == HV_OK) {
+			*out = w;
+			return HV_OK;
+		}
+		/* Lost meanwhile (killed, or its spawner): start one now, as without it. */
+		hv_error_clear();
+		hvm_worker_stop(w);
+	}
+	w = worker_new(database, fingerprint, flags, bytes_max);
+	if (!w)
+		return hv_error_set(HV_ENOMEM, "out of memory");
 	hv_status rc = spawn(w);
 	if (rc != HV_OK) {
 		hvm_worker_stop(w);

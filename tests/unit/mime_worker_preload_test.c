@@ -8,6 +8,7 @@
 #include "mime_internal.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -170,12 +171,65 @@ static void test_default_path_from_threads(void **state)
 	free(home);
 }
 
+/* A worker started ahead of need (hvm_worker_prestart: a run whose events name files) is taken
+ * by the next handle on the same database, which answers as any other; a handle on another
+ * database leaves it waiting; one killed while it waited is replaced, not used. */
+static void test_prestarted_worker(void **state)
+{
+	(void)state;
+	hv_magic_set_isolation(true, 0);
+	char *dir = tu_mkdtemp();
+	tu_write(dir, "probe", probe, strlen(probe));
+	char *file = tu_path(dir, "probe");
+	write_magic(dir, "three");
+	char *db = tu_path(dir, "test.magic");
+
+	assert_int_equal(hvm_worker_spare_pid(), -1);
+	hvm_worker_prestart();
+	pid_t spare = hvm_worker_spare_pid();
+	assert_true(spare > 0);
+	hvm_worker_prestart(); /* one waits already: no second one */
+	assert_int_equal(hvm_worker_spare_pid(), spare);
+	/* Another database: its own worker, the spare still waits. */
+	expect(db, file, "application/x-hv-three");
+	assert_int_equal(hvm_worker_spare_pid(), spare);
+	/* The default: takes it. */
+	hv_magic *m = NULL;
+	assert_int_equal(hv_magic_open(&m, NULL, 0), HV_OK);
+	assert_int_equal(hvm_magic_worker_pid(m), spare);
+	assert_int_equal(hvm_worker_spare_pid(), -1);
+	int fd = open(file, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	const char *type = NULL;
+	assert_int_equal(hv_magic_fd(m, fd, file, &type), HV_OK);
+	close(fd);
+	assert_string_equal(type, "text/plain");
+	hv_magic_close(m);
+
+	/* Killed while it waited: the handle gets a new worker, and its answers. */
+	hvm_worker_prestart();
+	spare = hvm_worker_spare_pid();
+	assert_true(spare > 0);
+	assert_int_equal(kill(spare, SIGKILL), 0);
+	bool inherited = false;
+	char *got = answer(NULL, file, &inherited);
+	assert_string_equal(got, "text/plain");
+	assert_int_equal(hvm_worker_spare_pid(), -1);
+	free(got);
+
+	free(db);
+	free(file);
+	tu_rmrf(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_workers_inherit_the_right_database),
 		cmocka_unit_test(test_bad_database_still_refused),
 		cmocka_unit_test(test_default_path_from_threads),
+		cmocka_unit_test(test_prestarted_worker),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
