@@ -904,6 +904,17 @@ hv_status hv_collect_change_set(hv_store *st, const char *dir, const hv_collect_
 	}
 	k.c->root = root;
 	k.c->compared = true;
+	if (cs->n == 0) {
+		/* Nothing to open, read or type (a run that only deleted, or changed nothing): no
+		 * descriptors to count, no read-ahead window, no libmagic. */
+		rc = copy_deleted(k.c, cs);
+		if (rc != HV_OK) {
+			hv_collection_free(k.c);
+			return rc;
+		}
+		*out = k.c;
+		return HV_OK;
+	}
 	int avail = 0;
 	rc = hvc_check_fds(dir, 2, &avail);
 	int root_fd = -1;
@@ -917,8 +928,7 @@ hv_status hv_collect_change_set(hv_store *st, const char *dir, const hv_collect_
 		hv_collection_free(k.c);
 		return rc;
 	}
-	if (cs->n > 0)
-		before_threads(); /* an empty change set forks nothing */
+	before_threads();
 	struct hvc_db_files dbf;
 	hvc_db_files_init(&dbf, st);
 	struct hvc_pipe pipe;
