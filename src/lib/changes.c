@@ -129,6 +129,10 @@ struct hv_changes {
 	int stop_pipe[2];
 	pthread_t thread;
 	bool thread_started;
+	bool no_thread;      /* a thread could not be started: the caller's thread reads on */
+	bool stopped;        /* hv_changes_stop() has read the last of it */
+	size_t pumped;       /* events read by hv_changes_pump() */
+	char *buf;           /* READ_BUF bytes to read events into, once needed */
 	/* written by the thread until it is joined */
 	struct node *nodes;
 	size_t n_nodes, cap_nodes;
@@ -201,18 +205,59 @@ static int cmp_str(const void *a, const void *b)
 }
 
 /* The mount points at or below root, sorted, one a line, into *out; HV_OK or HV_EIO. */
-static hv_status mounts_below(const char *root, size_t rl, char **out)
+/* What is left to read of fd (an open /proc/self/mountinfo: the whole mount table),
+ * NUL-terminated, to free; NULL on a read error (errno set). */
+static char *read_mountinfo(int fd)
+{
+	size_t cap = 8192, len = 0;
+	char *buf = malloc(cap);
+	while (buf) {
+		if (cap - len < 4096) {
+			char *nb = realloc(buf, cap * 2);
+			if (!nb) {
+				free(buf);
+				errno = ENOMEM;
+				return NULL;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+		ssize_t n = read(fd, buf + len, cap - len - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int err = errno;
+			free(buf);
+			errno = err;
+			return NULL;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	if (buf)
+		buf[len] = 0;
+	return buf;
+}
+
+/* The mount points at or below root, sorted, one a line, from the mount table fd reads (a new
+ * open of /proc/self/mountinfo when fd is -1; fd is left open). */
+static hv_status mounts_below(int fd, const char *root, size_t rl, char **out)
 {
 	*out = NULL;
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	if (!f)
-		return hv_error_errno(HV_EIO, "/proc/self/mountinfo", errno);
-	char *line = NULL;
-	size_t cap = 0;
+	int own = fd < 0 ? open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC) : -1;
+	char *table = (fd >= 0 || own >= 0) ? read_mountinfo(fd >= 0 ? fd : own) : NULL;
+	int err = errno;
+	if (own >= 0)
+		close(own);
+	if (!table)
+		return hv_error_errno(HV_EIO, "/proc/self/mountinfo", err);
 	char **v = NULL;
 	size_t n = 0;
 	hv_status rc = HV_OK;
-	while (getline(&line, &cap, f) > 0) {
+	char *line_save = NULL;
+	for (char *line = strtok_r(table, "\n", &line_save); line;
+	     line = strtok_r(NULL, "\n", &line_save)) {
 		char *save = NULL, *tok = strtok_r(line, " ", &save);
 		for (int i = 0; tok && i < 4; i++)
 			tok = strtok_r(NULL, " ", &save);
@@ -230,8 +275,7 @@ static hv_status mounts_below(const char *root, size_t rl, char **out)
 		v = nv;
 		n++;
 	}
-	free(line);
-	(void)fclose(f);
+	free(table);
 	if (rc == HV_OK) {
 		if (n > 1)
 			qsort(v, n, sizeof(*v), cmp_str);
@@ -1030,14 +1074,39 @@ static ssize_t read_some(hv_changes *c, char *buf)
 	}
 }
 
+/* The buffer events are read into: one for the life of c, used by one thread at a time (the
+ * caller's, then the drain thread's once started). */
+static char *read_buf(hv_changes *c)
+{
+	if (!c->buf && !(c->buf = malloc(READ_BUF)))
+		c->fail_status = HV_ENOMEM;
+	return c->buf;
+}
+
+/* The last of it, once the run has ended: what was queued then, and no more (other processes
+ * may go on making events for ever). FIONREAD counts FAN_EVENT_METADATA_LEN bytes an event,
+ * whatever its records add: it tells how many events are queued. */
+static void read_rest(hv_changes *c)
+{
+	char *buf = read_buf(c);
+	int queued = 0;
+	if (c->fail_status == HV_OK && ioctl(c->fan, FIONREAD, &queued) != 0)
+		c->fail_status = HV_EIO;
+	size_t left = queued > 0 ? (size_t)queued / FAN_EVENT_METADATA_LEN : 0;
+	while (buf && left > 0 && c->fail_status == HV_OK) {
+		ssize_t n = read_some(c, buf);
+		if (n <= 0)
+			break;
+		left = (size_t)n >= left ? 0 : left - (size_t)n;
+	}
+}
+
 static void *drain(void *arg)
 {
 	hv_changes *c = arg;
-	char *buf = malloc(READ_BUF);
-	if (!buf) {
-		c->fail_status = HV_ENOMEM;
+	char *buf = read_buf(c);
+	if (!buf)
 		return NULL;
-	}
 	bool late = hv__test_switch_on(HV__SWITCH_CHANGES_READ_LATE);
 	bool slow = hv__test_switch_on(HV__SWITCH_CHANGES_READ_SLOW);
 	uint64_t slow_seed = (uint64_t)getpid() ^ (uint64_t)coarse_now_ns();
@@ -1058,21 +1127,51 @@ static void *drain(void *arg)
 		if (read_some(c, buf) < 0)
 			break;
 	}
-	/* The last of it: what was queued when the run ended, and no more (other processes
-	 * may go on making events for ever). FIONREAD counts FAN_EVENT_METADATA_LEN bytes an
-	 * event, whatever its records add: it tells how many events are queued. */
-	int queued = 0;
-	if (c->fail_status == HV_OK && ioctl(c->fan, FIONREAD, &queued) != 0)
-		c->fail_status = HV_EIO;
-	size_t left = queued > 0 ? (size_t)queued / FAN_EVENT_METADATA_LEN : 0;
-	while (left > 0 && c->fail_status == HV_OK) {
-		ssize_t n = read_some(c, buf);
-		if (n <= 0)
-			break;
-		left = (size_t)n >= left ? 0 : left - (size_t)n;
-	}
-	free(buf);
+	read_rest(c);
 	return NULL;
+}
+
+/* Starts the thread that drains the events from now on. */
+static hv_status start_thread(hv_changes *c)
+{
+	if (pipe2(c->stop_pipe, O_CLOEXEC) != 0)
+		return hv_error_errno(HV_EIO, "pipe", errno);
+	if (pthread_create(&c->thread, NULL, drain, c) != 0) {
+		close(c->stop_pipe[0]);
+		close(c->stop_pipe[1]);
+		c->stop_pipe[0] = c->stop_pipe[1] = -1;
+		return hv_error_set(HV_EIO, "fanotify: cannot start a thread");
+	}
+	c->thread_started = true;
+	return HV_OK;
+}
+
+/* The events a run may make before a thread of their own drains them (see hv_changes_pump). */
+#define PUMP_MAX_EVENTS 1024
+
+int hv_changes_fd(const hv_changes *c)
+{
+	return c->thread_started || c->stopped ? -1 : c->fan;
+}
+
+bool hv_changes_pump(void *arg)
+{
+	hv_changes *c = arg;
+	if (c->thread_started || c->stopped)
+		return false;
+	char *buf = read_buf(c);
+	ssize_t n = buf ? read_some(c, buf) : -1;
+	if (n < 0)
+		return false; /* the result says why (fail_status) */
+	c->pumped += (size_t)n;
+	if (c->pumped < PUMP_MAX_EVENTS || c->no_thread)
+		return true;
+	/* A run that makes many events: they are read beside the command and the relay of its
+	 * output from now on, on a thread of their own. */
+	if (start_thread(c) == HV_OK)
+		return false;
+	c->no_thread = true;
+	return true;
 }
 
 /* ---- start, stop ---- */
@@ -1107,12 +1206,13 @@ hv_status hv_changes_start(const char *root, const hv_collect_opts *opts, hv_cha
 		if (c->fan < 0)
 			rc = hv_error_set(HV_EIO, "fanotify: %s", strerror(errno));
 	}
-	/* Polled after the run: the mount table has not changed since this open unless it says
-	 * so (POLLPRI), and then only is it read again. */
-	if (rc == HV_OK)
+	/* Read now, and polled after the run: the mount table has not changed since this open
+	 * unless it says so (POLLPRI), and then only is it read again (a read does not reset
+	 * what the poll compares with: the table as it was at the open). */
+	if (rc == HV_OK) {
 		c->mounts_watch = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
-	if (rc == HV_OK)
-		rc = mounts_below(root, c->root_len, &c->mounts_before);
+		rc = mounts_below(c->mounts_watch, root, c->root_len, &c->mounts_before);
+	}
 	/* The file system of root itself, then each one mounted below it. */
 	if (rc == HV_OK)
 		rc = mark_fs(c, root);
@@ -1128,14 +1228,13 @@ hv_status hv_changes_start(const char *root, const hv_collect_opts *opts, hv_cha
 		free(mp);
 		p = nl + 1;
 	}
-	if (rc == HV_OK && pipe2(c->stop_pipe, O_CLOEXEC) != 0)
-		rc = hv_error_errno(HV_EIO, "pipe", errno);
 	if (rc == HV_OK) {
 		c->start_ns = coarse_now_ns();
-		if (pthread_create(&c->thread, NULL, drain, c) != 0)
-			rc = hv_error_set(HV_EIO, "fanotify: cannot start a thread");
-		else
-			c->thread_started = true;
+		/* The events are read on the caller's thread (hv_changes_pump) until they are
+		 * many; the test switches that read them late or slowly want the thread. */
+		if (hv__test_switch_on(HV__SWITCH_CHANGES_READ_LATE) ||
+		    hv__test_switch_on(HV__SWITCH_CHANGES_READ_SLOW))
+			rc = start_thread(c);
 	}
 	if (rc != HV_OK) {
 		hv_error_saved saved;
@@ -1149,8 +1248,13 @@ hv_status hv_changes_start(const char *root, const hv_collect_opts *opts, hv_cha
 
 hv_status hv_changes_stop(hv_changes *c)
 {
-	if (!c->thread_started)
+	if (c->stopped)
 		return HV_OK;
+	c->stopped = true;
+	if (!c->thread_started) {
+		read_rest(c);
+		return HV_OK;
+	}
 	ssize_t w;
 	do
 		w = write(c->stop_pipe[1], "x", 1);
@@ -1186,7 +1290,8 @@ static void close_all_but(int keep_a, int keep_b)
  * holder_args. A release while a holder still waits takes the fork path.
  *
  * The holder is not our child: a relay (our child, on relay_stack, sharing our memory too)
- * starts it and exits at once, and is reaped before the release returns; the holder, an
+ * starts it and exits at once, and is reaped by hv_changes_reap() (which hv_execute calls
+ * before it returns, and the next release first); the holder, an
  * orphan, is adopted and reaped by init (or the nearest subreaper). A run so leaves its
  * caller no child and no zombie, and no waitpid(-1) or SIGCHLD handler of the caller's ever
  * sees the holder. */
@@ -1215,39 +1320,61 @@ SHARED_VM_CODE static int holder_main(void *arg)
 	return 0;
 }
 
-/* The relay: starts the holder and exits. Its thread of ours waits for its exit, so the
- * errno a failed clone sets is one nobody else uses meanwhile. */
+/* The relay: starts the holder and exits; when the holder cannot be started, it does the
+ * holder's work itself (its exit then waits for the close, which nobody waits for but the
+ * reap in hv_changes_reap). Its thread of ours does not wait for it: the errno a failed clone
+ * sets is the relay's own (it has no TLS of its own: it is glibc's errno of the thread that
+ * started it, which may go on; hence the raw syscall). */
 SHARED_VM_CODE static int relay_main(void *arg)
 {
 	pid_t pid = clone(holder_main, holder_stack + HOLDER_STACK_SIZE,
 			  CLONE_VM | CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID | SIGCHLD, arg,
 			  &holder_tid, NULL, &holder_tid);
-	return pid > 0 ? 0 : 1;
+	if (pid <= 0)
+		holder_main(arg);
+	return 0;
+}
+
+/* The relay started by the last release and not reaped yet, 0: none. */
+static pid_t relay_pending;
+
+void hv_changes_reap(void)
+{
+	pid_t relay = __atomic_exchange_n(&relay_pending, 0, __ATOMIC_ACQ_REL);
+	if (relay <= 0)
+		return;
+	while (waitpid(relay, NULL, __WCLONE) < 0 && errno == EINTR)
+		;
+	/* The relay has exited (reaped here, or by a waitpid(__WALL) of the caller's: ECHILD).
+	 * Its clone wrote the holder's tid before it returned: still -1, there was no holder
+	 * (the relay did its work), and the slot is free again. Else the holder frees it when
+	 * it exits (CLONE_CHILD_CLEARTID). */
+	pid_t none = -1;
+	__atomic_compare_exchange_n(&holder_tid, &none, 0, false, __ATOMIC_RELEASE,
+				    __ATOMIC_RELAXED);
 }
 
 /* Gives the last reference to fan to a holder that shares our memory; false when that cannot
  * be done (the stack is in use, a clone is refused, or valgrind runs us) and nothing was
- * started. */
+ * started. The relay is left to hv_changes_reap(): waiting for it here would wait for it to be
+ * scheduled, on the other CPU more often than not. */
 static bool release_fan_shared(int fan, int gate)
 {
+	hv_changes_reap();
 	pid_t free_stack = 0;
 	if (HV_UNDER_VALGRIND() ||
 	    !__atomic_compare_exchange_n(&holder_tid, &free_stack, -1, false, __ATOMIC_ACQUIRE,
 					 __ATOMIC_RELAXED))
 		return false;
 	holder_args = (fan_release){fan, gate};
-	/* No exit signal: it is reaped here, never by a waitpid(-1) of the caller's. */
+	/* No exit signal: it is reaped here, never by a waitpid(-1) of the caller's. Its own copy
+	 * of our descriptors (no CLONE_FILES) holds fan and gate from now on, whatever we close. */
 	pid_t relay = clone(relay_main, relay_stack + RELAY_STACK_SIZE, CLONE_VM, &holder_args);
-	if (relay > 0)
-		while (waitpid(relay, NULL, __WCLONE) < 0 && errno == EINTR)
-			;
-	/* The relay has exited (reaped here, or by a waitpid(__WALL) of the caller's: ECHILD).
-	 * Its clone wrote the holder's tid before returning: still -1, there is no holder, and
-	 * the slot is free again. The holder cannot have exited yet: the gate is open. */
-	if (relay <= 0 || __atomic_load_n(&holder_tid, __ATOMIC_ACQUIRE) == -1) {
+	if (relay <= 0) {
 		__atomic_store_n(&holder_tid, 0, __ATOMIC_RELEASE);
 		return false;
 	}
+	__atomic_store_n(&relay_pending, relay, __ATOMIC_RELEASE);
 	return true;
 }
 
@@ -1327,6 +1454,7 @@ void hv_changes_free(hv_changes *c)
 	free(c->outside);
 	free(c->followed_id);
 	free(c->maybe);
+	free(c->buf);
 	free(c->root);
 	free(c);
 }
@@ -1618,7 +1746,7 @@ static hv_status mounts_changed(const hv_changes *c, bool *changed)
 			return HV_OK;
 	}
 	char *mounts_after = NULL;
-	hv_status rc = mounts_below(c->root, c->root_len, &mounts_after);
+	hv_status rc = mounts_below(-1, c->root, c->root_len, &mounts_after);
 	if (rc != HV_OK)
 		return rc;
 	*changed = !(mounts_after && c->mounts_before && strcmp(mounts_after, c->mounts_before) == 0);

@@ -2,8 +2,10 @@
  * events instead of a snapshot before the run and a walk after it. Internal to libharvest.
  *
  * hv_changes_start() marks every file system with a mount at or below root (FAN_MARK_FILESYSTEM,
- * FAN_REPORT_DFID_NAME_TARGET, FAN_UNLIMITED_QUEUE) and drains the events on a thread;
- * hv_changes_stop() (after the command ended) reads what is left and stops the thread;
+ * FAN_REPORT_DFID_NAME_TARGET, FAN_UNLIMITED_QUEUE); while the command runs, the caller's
+ * run loop reads the events as they come (hv_changes_fd, hv_changes_pump), until they are many
+ * and a thread of their own takes over; hv_changes_stop() (after the command ended) reads what
+ * is left and stops the thread if one was started;
  * hv_changes_result() turns the events into the paths to examine and the deleted files. */
 #ifndef HARVEST_CHANGES_H
 #define HARVEST_CHANGES_H
@@ -30,6 +32,13 @@ typedef struct hv_change_set {
  * below root...): the caller compares snapshots instead. */
 hv_status hv_changes_start(const char *root, const hv_collect_opts *opts, hv_changes **out);
 
+/* The descriptor to poll for events while the command runs (-1: none to poll, a thread reads
+ * them), and what to call, on the caller's thread, each time it is readable: reads what is
+ * queued; false when it is no longer to be polled (a thread took over, or reading failed:
+ * the result will say so). The two fit hv__run_watched(). */
+int hv_changes_fd(const hv_changes *c);
+bool hv_changes_pump(void *c);
+
 /* Stops tracking: reads the events still queued, stops the thread. */
 hv_status hv_changes_stop(hv_changes *c);
 
@@ -49,7 +58,13 @@ hv_status hv_changes_result_since(hv_changes *c, const hv_store *st, hv_change_s
 const char *hv_changes_why(const hv_changes *c);
 
 void hv_change_set_free(hv_change_set *s);
+/* Stops tracking if need be and frees c. The last reference to the fanotify descriptor goes
+ * to a process of its own, whose close waits for the kernel to free the marks; the short-lived
+ * child of ours that starts that process is left running: hv_changes_reap() waits for it. */
 void hv_changes_free(hv_changes *c);
+/* Reaps the child hv_changes_free() left, if any: to call before returning to a caller who
+ * must see no child of ours. */
+void hv_changes_reap(void);
 
 /* hv_collect() of exactly the paths of cs below dir (no walk), with their deleted list. */
 hv_status hv_collect_change_set(hv_store *st, const char *dir, const hv_collect_opts *opts,

@@ -34,8 +34,8 @@ static hv_status need_store(hv_store **st, const hv_execute_opts *o)
 	return *st ? HV_OK : HV_EIO;
 }
 
-hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
-		     hv_run_chunk_fn on_chunk, void *ctx, hv_execution *out)
+static hv_status execute(hv_store *st, const char *dir, const hv_execute_opts *o,
+			 hv_run_chunk_fn on_chunk, void *ctx, hv_execution *out)
 {
 	memset(out, 0, sizeof(*out));
 	char *root = realpath(dir, NULL);
@@ -100,7 +100,9 @@ hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 	}
 	hv_run_opts ro = o->run;
 	ro.cwd = root;
-	rc = hv_run(&ro, on_chunk, ctx, &out->run);
+	/* The events are read while the command runs, on this thread (see hv_changes_pump). */
+	rc = hv__run_watched(&ro, on_chunk, ctx, &out->run, ch ? hv_changes_fd(ch) : -1,
+			     ch ? hv_changes_pump : NULL, ch);
 	if (rc != HV_OK) {
 		/* Not run (or stopped by harvest's own failure): the history says it ended. */
 		if (out->run_id) {
@@ -145,7 +147,7 @@ hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 			hv_mem_snapshot_free(snap);
 			snap = NULL;
 			/* Files to type: their libmagic worker starts now, and gets ready while
-			 * the store opens and the collect begins (the thread that drained the
+			 * the store opens and the collect begins (a thread that drained the
 			 * events is gone: nothing but this one runs). */
 			if (cs.n > 0)
 				hvm_worker_prestart();
@@ -189,6 +191,15 @@ hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 	free(command);
 	free(root);
 	return HV_OK;
+}
+
+hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
+		     hv_run_chunk_fn on_chunk, void *ctx, hv_execution *out)
+{
+	hv_status rc = execute(st, dir, o, on_chunk, ctx, out);
+	/* The child that handed the change events' descriptor over has long exited by now. */
+	hv_changes_reap();
+	return rc;
 }
 
 void hv_execution_free(hv_execution *e)

@@ -2,6 +2,7 @@
 #ifndef HARVEST_INTERNAL_H
 #define HARVEST_INTERNAL_H
 
+#include "harvest/run.h"
 #include "harvest/types.h"
 
 #include <stdarg.h>
@@ -101,5 +102,11 @@ hv_status hv_sha256_hex(const void *data, size_t len, char hex[65]);
  * bytes: HV_OK, HV_EIO (errno-style message naming path), or HV_WARN when the file holds
  * more than max bytes. */
 hv_status hv_sha256_fd(int fd, uint64_t max, const char *path, char hex[65]);
+
+/* hv_run() that also polls watch_fd while the command runs, and calls on_watch(watch_ctx), on
+ * the caller's thread, each time it is readable, until on_watch returns false. */
+hv_status hv__run_watched(const hv_run_opts *opts, hv_run_chunk_fn on_chunk, void *ctx,
+			  hv_run_result *out, int watch_fd, bool (*on_watch)(void *),
+			  void *watch_ctx);
 
 #endif

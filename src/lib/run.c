@@ -426,6 +426,49 @@ CHILD_CODE static int child_main(void *arg)
 	child_exec(cs->plan, cs->argv);
 }
 
+/* A mapping of CHILD_STACK_SIZE with a guard page below it. */
+static char *map_stack(size_t guard, size_t len)
+{
+	int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE;
+	/* cppcheck-suppress invalidFunctionArg ; an anonymous mapping takes fd -1 (mmap(2)) */
+	char *stack = mmap(NULL, len, PROT_READ | PROT_WRITE, flags, -1, 0);
+	if (stack == MAP_FAILED)
+		return NULL;
+	if (mprotect(stack, guard, PROT_NONE) != 0) {
+		int err = errno;
+		munmap(stack, len);
+		errno = err;
+		return NULL;
+	}
+	return stack;
+}
+
+/* The child's stack, when no other spawn of this process is on it (kept_stack_taken): one
+ * mapping made at the first spawn and kept for the life of the process. A mapping made and
+ * unmapped for each spawn cost a TLB shootdown on the CPU the child ran on (the unmap of
+ * memory it shared), which on a virtual machine took longer than the rest of the spawn. */
+static char *kept_stack;
+static int kept_stack_taken;
+
+/* A stack for one spawn (its lowest address): the kept one, else a mapping of its own
+ * (*mapped set). NULL with errno set when none can be had. */
+static char *child_stack(size_t guard, size_t len, bool *mapped)
+{
+	*mapped = false;
+	if (!__atomic_exchange_n(&kept_stack_taken, 1, __ATOMIC_ACQUIRE)) {
+		/* Only the holder of kept_stack_taken gets here: no race on kept_stack. */
+		if (!kept_stack)
+			kept_stack = map_stack(guard, len);
+		if (kept_stack)
+			return kept_stack;
+		__atomic_store_n(&kept_stack_taken, 0, __ATOMIC_RELEASE);
+		return NULL;
+	}
+	char *stack = map_stack(guard, len);
+	*mapped = stack != NULL;
+	return stack;
+}
+
 /* Starts the child with clone(CLONE_VM | CLONE_VFORK): it returns once the child has exec'd or
  * exited. Its pid, or -1 with errno set. */
 static pid_t spawn_child(spawn_plan *plan, char *const *argv)
@@ -433,22 +476,19 @@ static pid_t spawn_child(spawn_plan *plan, char *const *argv)
 	long page = sysconf(_SC_PAGESIZE);
 	size_t guard = page > 0 ? (size_t)page : 4096;
 	size_t len = guard + CHILD_STACK_SIZE;
-	int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE;
-	/* cppcheck-suppress invalidFunctionArg ; an anonymous mapping takes fd -1 (mmap(2)) */
-	char *stack = mmap(NULL, len, PROT_READ | PROT_WRITE, flags, -1, 0);
-	if (stack == MAP_FAILED)
+	bool mapped;
+	char *stack = child_stack(guard, len, &mapped);
+	if (!stack)
 		return -1;
-	if (mprotect(stack, guard, PROT_NONE) != 0) {
-		int err = errno;
-		munmap(stack, len);
-		errno = err;
-		return -1;
-	}
 	child_start cs = {plan, argv};
 	/* The stack grows down on every architecture Linux runs glibc's clone on but HP PA. */
 	pid_t pid = clone(child_main, stack + len, CLONE_VM | CLONE_VFORK | SIGCHLD, &cs);
 	int err = errno;
-	munmap(stack, len); /* the child has exec'd or exited: no one is on it any more */
+	/* The child has exec'd or exited: no one is on the stack any more. */
+	if (mapped)
+		munmap(stack, len);
+	else
+		__atomic_store_n(&kept_stack_taken, 0, __ATOMIC_RELEASE);
 	errno = err;
 	return pid;
 }
@@ -504,6 +544,9 @@ typedef struct runner {
 	size_t n_before;
 	int was_subreaper;        /* PR_GET_CHILD_SUBREAPER before the call, -1: not changed */
 	proc_list procs;          /* the last scan of /proc */
+	int watch_fd;             /* hv__run_watched(): polled too, -1 once on_watch said stop */
+	bool (*on_watch)(void *);
+	void *watch_ctx;
 } runner;
 
 /* Appends to the kept copy what still fits; a character the limit cuts is left out whole. */
@@ -999,8 +1042,9 @@ static hv_status run_loop(runner *r)
 		if (wake != NEVER)
 			timeout = wake <= now ? 0 : (int)min64(wake - now, 1000000);
 
-		struct pollfd pf[6];
+		struct pollfd pf[7];
 		int n = 0, i_out = -1, i_err = -1, i_in = -1, i_pid = -1, i_cancel = -1, i_src = -1;
+		int i_watch = -1;
 		if (r->out.fd >= 0)
 			pf[i_out = n++] = (struct pollfd){r->out.fd, POLLIN, 0};
 		if (r->err.fd >= 0)
@@ -1013,6 +1057,8 @@ static hv_status run_loop(runner *r)
 			pf[i_pid = n++] = (struct pollfd){r->pidfd, POLLIN, 0};
 		if (r->cancel_fd >= 0 && !r->cancelled)
 			pf[i_cancel = n++] = (struct pollfd){r->cancel_fd, POLLIN, 0};
+		if (r->watch_fd >= 0)
+			pf[i_watch = n++] = (struct pollfd){r->watch_fd, POLLIN, 0};
 		int got = poll(pf, (nfds_t)n, timeout);
 		if (got < 0) {
 			if (errno == EINTR)
@@ -1046,6 +1092,8 @@ static hv_status run_loop(runner *r)
 			r->cancelled = true;
 			start_kill(r, now);
 		}
+		if (i_watch >= 0 && pf[i_watch].revents && !r->on_watch(r->watch_ctx))
+			r->watch_fd = -1;
 	}
 	return HV_OK;
 }
@@ -1160,6 +1208,13 @@ static hv_status spawn_failed(runner *r, hv_run_result *out, int err)
 hv_status hv_run(const hv_run_opts *opts, hv_run_chunk_fn on_chunk, void *ctx,
 		 hv_run_result *out)
 {
+	return hv__run_watched(opts, on_chunk, ctx, out, -1, NULL, NULL);
+}
+
+hv_status hv__run_watched(const hv_run_opts *opts, hv_run_chunk_fn on_chunk, void *ctx,
+			  hv_run_result *out, int watch_fd, bool (*on_watch)(void *),
+			  void *watch_ctx)
+{
 	memset(out, 0, sizeof(*out));
 	hv_status rc = check_opts(opts);
 	if (rc != HV_OK)
@@ -1167,7 +1222,8 @@ hv_status hv_run(const hv_run_opts *opts, hv_run_chunk_fn on_chunk, void *ctx,
 
 	runner r = {.opts = opts, .on_chunk = on_chunk, .ctx = ctx, .pidfd = -1, .in_fd = -1,
 		    .src_fd = -1, .cancel_fd = opts->cancel_fd, .deadline = NEVER,
-		    .self = getpid(), .was_subreaper = -1};
+		    .self = getpid(), .was_subreaper = -1, .watch_fd = on_watch ? watch_fd : -1,
+		    .on_watch = on_watch, .watch_ctx = watch_ctx};
 	r.out = (stream_state){.which = HV_STREAM_STDOUT, .fd = -1};
 	r.err = (stream_state){.which = HV_STREAM_STDERR, .fd = -1};
 	spawn_plan plan = {.dir_fd = -1, .in_fd = -1, .out_fd = -1, .err_fd = -1, .report_fd = -1};

@@ -1,7 +1,8 @@
 /* What a run costs when it has nothing to do, seen from what it leaves: a walk of an empty
- * directory starts no thread; the change tracking's descriptor is released to a holder that
- * leaves the caller no descriptor and no child; runs that follow each other
- * faster than the holder closes (the fallback through fork) answer the same. */
+ * directory starts no thread; a run that makes few change events reads them on the caller's
+ * thread, one that makes many starts a thread for them; the change tracking's descriptor is
+ * released to a holder that leaves the caller no descriptor and no child; runs that follow
+ * each other faster than the holder closes (the fallback through fork) answer the same. */
 #include "testutil.h"
 #include "harvest/execute.h"
 #include "harvest/walk.h"
@@ -108,9 +109,92 @@ static void run_events(fx *f, const char *script, size_t want_files)
 	hv_execution_free(&ex);
 }
 
+/* The threads of this process, as /proc lists them. */
+static int count_threads(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	assert_non_null(d);
+	int n = 0;
+	const struct dirent *de;
+	while ((de = readdir(d)) != NULL)
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* Each output chunk that starts with "count": the threads of the process then. */
+struct thread_counts {
+	int at_count[4];
+	int n;
+};
+
+static hv_status count_at_chunk(void *ctx, hv_stream which, const char *data, size_t len)
+{
+	struct thread_counts *tc = ctx;
+	if (which == HV_STREAM_STDOUT && len >= 5 && !memcmp(data, "count", 5) && tc->n < 4)
+		tc->at_count[tc->n++] = count_threads();
+	return HV_OK;
+}
+
+static hv_execution run_counting(fx *f, const char *script, struct thread_counts *tc)
+{
+	const char *argv[] = {"sh", "-c", script, NULL};
+	hv_execute_opts o;
+	memset(&o, 0, sizeof(o));
+	hv_run_opts_init(&o.run);
+	hv_collect_opts_init(&o.collect);
+	o.collect.no_content = true;
+	o.collect.max_files = 2000;
+	o.run.argv = argv;
+	o.no_history = true;
+	o.changes = HV_CHANGES_EVENTS;
+	hv_execution ex;
+	memset(tc, 0, sizeof(*tc));
+	assert_int_equal(hv_execute(f->st, f->root, &o, count_at_chunk, tc, &ex), HV_OK);
+	assert_int_equal(ex.collect_status, HV_OK);
+	assert_string_equal(ex.changes, "events");
+	assert_int_equal(ex.run.exit_code, 0);
+	return ex;
+}
+
+/* A run whose command makes a few events reads them on the caller's thread: none is started
+ * while it runs (the process has one thread at every chunk). One that makes thousands gets a
+ * thread for them, beside the command and the relay of its output (two at the chunk that
+ * follows them: by then the caller's loop has read past the first 1,024), and every file it
+ * made is reported. */
+static void test_events_read_on_the_callers_thread_until_many(void **state)
+{
+	fx *f = *state;
+	/* (fanotify's FAN_MARK_FILESYSTEM needs CAP_SYS_ADMIN: the suite runs as root) */
+	assert_int_equal(count_threads(), 1);
+	struct thread_counts tc;
+	hv_execution ex = run_counting(f, "echo count; echo x > a; echo count; sleep 0.2; echo count",
+				       &tc);
+	assert_int_equal(tc.n, 3);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(tc.at_count[i], 1);
+	assert_int_equal(ex.files->n_files, 1);
+	hv_execution_free(&ex);
+	assert_int_equal(count_threads(), 1);
+
+	/* 1,500 files, each created and closed after writing: an event each (the kernel merges
+	 * the two of one name), and more */
+	ex = run_counting(f,
+			  "echo count; mkdir d; i=0; while [ $i -lt 1500 ]; do : > d/f$i; "
+			  "i=$((i + 1)); done; sleep 1; echo count",
+			  &tc);
+	assert_int_equal(tc.n, 2);
+	assert_int_equal(tc.at_count[0], 1);
+	assert_int_equal(tc.at_count[1], 2);
+	assert_int_equal(ex.files->n_files, 1500);
+	hv_execution_free(&ex);
+	/* the thread ended with the run */
+	assert_int_equal(count_threads(), 1);
+}
+
 /* Once hv_execute has returned, a run with events leaves its caller no child, not even a
  * zombie: the holder of the fanotify group's last reference is not the caller's child (its
- * relay is reaped before the run goes on, as is the fork fallback's intermediate child). Runs
+ * relay is reaped before hv_execute returns, as is the fork fallback's intermediate child). Runs
  * back to back (the next release finds the last holder still closing: the fork path) and
  * spaced out (the shared-memory holder's stack is free again). The first test of this
  * program: the runs produce no file, so libmagic's spawner, a child for the life of the
@@ -169,6 +253,8 @@ int main(void)
 		/* first: before any run that starts libmagic's spawner */
 		cmocka_unit_test_setup_teardown(test_run_leaves_no_child, tu_fx_setup,
 						tu_fx_teardown),
+		cmocka_unit_test_setup_teardown(test_events_read_on_the_callers_thread_until_many,
+						tu_fx_setup, tu_fx_teardown),
 		cmocka_unit_test_setup_teardown(test_empty_root_walk_starts_no_worker, tu_fx_setup,
 						tu_fx_teardown),
 		cmocka_unit_test_setup_teardown(test_release_leaves_no_descriptor_nor_children,
