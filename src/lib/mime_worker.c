@@ -71,6 +71,7 @@ struct hvm_worker {
 	char *fingerprint; /* the handle's (hv_magic_fingerprint), or NULL */
 	bool inherited;    /* the running worker's database is the spawner's (for tests) */
 	bool faults;       /* started with the test faults on */
+	bool ahead;        /* the spawner's answer to its spawn is not read yet (see zy_ahead) */
 	size_t bytes_max;
 	unsigned char *msg; /* request/answer buffer: header + bytes_max */
 	size_t msg_cap;
@@ -376,6 +377,10 @@ struct zy_ans {
 };
 
 static pthread_mutex_t zy_mu = PTHREAD_MUTEX_INITIALIZER;
+/* The worker whose spawn was sent ahead (hvm_worker_prestart) and whose answer, its pid, is
+ * not read yet: the spawner answers in order, so that answer is read before any other (and
+ * before the worker is used or stopped). Under zy_mu. */
+static struct hvm_worker *zy_ahead;
 static int zy_sock = -1;
 static pid_t zy_pid = -1;
 
@@ -519,10 +524,48 @@ static void spawner_lost_locked(void)
 	zy_pid = -1;
 }
 
-/* One request to the spawner and its answer; restarts a lost spawner once. errno-style. */
-static int spawner_call(struct zy_req *rq, int fd, struct zy_ans *a)
+static void spawner_lost_locked(void);
+
+/* Reads the answer to the spawn sent ahead, if one is unread, into its worker: its pid, or
+ * -1 when it was not started (the worker's socket then reads EOF). Under zy_mu. */
+static void settle_ahead_locked(void)
+{
+	struct hvm_worker *w = zy_ahead;
+	if (!w)
+		return;
+	zy_ahead = NULL;
+	w->ahead = false;
+	struct zy_ans a = {0};
+	ssize_t r;
+	while ((r = recv(zy_sock, &a, sizeof(a), 0)) < 0 && errno == EINTR)
+		;
+	if (r != (ssize_t)sizeof(a)) {
+		spawner_lost_locked();
+		return;
+	}
+	if (a.err == 0 && a.value > 0) {
+		w->pid = a.value;
+		w->have_cpu_clock = clock_getcpuclockid(w->pid, &w->cpu_clock) == 0;
+	}
+}
+
+static void settle_ahead(struct hvm_worker *w)
+{
+	if (!w->ahead)
+		return;
+	pthread_mutex_lock(&zy_mu);
+	if (zy_ahead == w)
+		settle_ahead_locked();
+	pthread_mutex_unlock(&zy_mu);
+}
+
+/* One request to the spawner and its answer; restarts a lost spawner once. errno-style.
+ * With ahead (a ZY_SPAWN for that worker), the answer is not waited for: it is read later
+ * (settle_ahead), and a is left alone. */
+static int spawner_call(struct zy_req *rq, int fd, struct zy_ans *a, struct hvm_worker *ahead)
 {
 	pthread_mutex_lock(&zy_mu);
+	settle_ahead_locked();
 	int err = 0;
 	for (int attempt = 0; attempt < 2; attempt++) {
 		err = spawner_start_locked();
@@ -547,6 +590,11 @@ static int spawner_call(struct zy_req *rq, int fd, struct zy_ans *a)
 		ssize_t r;
 		while ((r = sendmsg(zy_sock, &mh, MSG_NOSIGNAL)) < 0 && errno == EINTR)
 			;
+		if (r == (ssize_t)sizeof(*rq) && ahead) {
+			zy_ahead = ahead;
+			ahead->ahead = true;
+			break;
+		}
 		if (r == (ssize_t)sizeof(*rq)) {
 			while ((r = recv(zy_sock, a, sizeof(*a), 0)) < 0 && errno == EINTR)
 				;
@@ -586,7 +634,7 @@ static void reap(hvm_worker *w, char *why, size_t why_len, bool timed_out)
 		kill(w->pid, SIGKILL); /* not reaped yet: the pid is still this worker's */
 	struct zy_req rq = {.op = ZY_WAIT, .pid = w->pid};
 	struct zy_ans a = {0};
-	int err = spawner_call(&rq, -1, &a);
+	int err = spawner_call(&rq, -1, &a, NULL);
 	int status = a.value;
 	pid_t r = err == 0 && a.err == 0 ? w->pid : -1;
 	if (why) {
@@ -608,6 +656,7 @@ static void reap(hvm_worker *w, char *why, size_t why_len, bool timed_out)
 
 static void stop(hvm_worker *w, char *why, size_t why_len, bool timed_out)
 {
+	settle_ahead(w); /* its pid, to reap it */
 	if (w->sock >= 0) {
 		close(w->sock); /* a waiting worker reads EOF and exits */
 		w->sock = -1;
@@ -753,27 +802,36 @@ static hv_status spawn_send(hvm_worker *w, bool warm)
 	memcpy(rq.database, w->database, strlen(w->database) + 1);
 	if (w->fingerprint && strlen(w->fingerprint) < sizeof(rq.fingerprint))
 		memcpy(rq.fingerprint, w->fingerprint, strlen(w->fingerprint) + 1);
+	/* A worker started ahead of need: the spawner may load the database first, which takes
+	 * milliseconds; its answer is read when the worker is wanted (settle_ahead). */
 	struct zy_ans za = {0};
-	int err = spawner_call(&rq, sv[1], &za);
+	int err = spawner_call(&rq, sv[1], &za, warm ? w : NULL);
 	if (err == 0)
 		err = za.err;
-	pid_t pid = za.value;
 	if (err) {
 		close(sv[0]);
 		close(sv[1]);
 		return hv_error_errno(HV_EIO, "libmagic worker", err);
 	}
 	close(sv[1]);
-	w->pid = pid;
 	w->sock = sv[0];
-	w->have_cpu_clock = clock_getcpuclockid(pid, &w->cpu_clock) == 0;
 	w->faults = faults;
+	if (!warm) {
+		w->pid = za.value;
+		w->have_cpu_clock = clock_getcpuclockid(w->pid, &w->cpu_clock) == 0;
+	}
 	return HV_OK;
 }
 
 /* Waits for the first answer of the worker spawn_send started: whether its database loaded. */
 static hv_status spawn_ready(hvm_worker *w)
 {
+	settle_ahead(w);
+	if (w->pid <= 0) {
+		stop(w, NULL, 0, false);
+		return hv_error_set(HV_EIO, "%s: the libmagic worker could not be started",
+				    w->database);
+	}
 	size_t n = 0;
 	int r = wait_answer(w, &n);
 	struct ans a = {0};
@@ -861,6 +919,8 @@ void hvm_worker_prestart(void)
 pid_t hvm_worker_spare_pid(void)
 {
 	pthread_mutex_lock(&spare_mu);
+	if (spare)
+		settle_ahead(spare);
 	pid_t pid = spare ? spare->pid : -1;
 	pthread_mutex_unlock(&spare_mu);
 	return pid;

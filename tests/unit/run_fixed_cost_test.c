@@ -122,7 +122,8 @@ static int count_threads(void)
 	return n;
 }
 
-/* Each output chunk that starts with "count": the threads of the process then. */
+/* For each line "count" of the output: the threads of the process when its chunk came (two
+ * lines written close together may come in one chunk). */
 struct thread_counts {
 	int at_count[4];
 	int n;
@@ -131,8 +132,12 @@ struct thread_counts {
 static hv_status count_at_chunk(void *ctx, hv_stream which, const char *data, size_t len)
 {
 	struct thread_counts *tc = ctx;
-	if (which == HV_STREAM_STDOUT && len >= 5 && !memcmp(data, "count", 5) && tc->n < 4)
-		tc->at_count[tc->n++] = count_threads();
+	if (which != HV_STREAM_STDOUT)
+		return HV_OK;
+	int threads = count_threads();
+	for (size_t i = 0; i + 6 <= len; i++)
+		if ((i == 0 || data[i - 1] == '\n') && !memcmp(data + i, "count\n", 6) && tc->n < 4)
+			tc->at_count[tc->n++] = threads;
 	return HV_OK;
 }
 
