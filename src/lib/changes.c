@@ -133,6 +133,9 @@ struct hv_changes {
 	bool stopped;        /* hv_changes_stop() has read the last of it */
 	size_t pumped;       /* events read by hv_changes_pump() */
 	char *buf;           /* READ_BUF bytes to read events into, once needed */
+	bool named_below;    /* a name's event below root was read */
+	void (*on_first)(void *); /* hv_changes_on_first(), until called */
+	void *on_first_ctx;
 	/* written by the thread until it is joined */
 	struct node *nodes;
 	size_t n_nodes, cap_nodes;
@@ -992,6 +995,7 @@ static void take_event(hv_changes *c, const struct fanotify_event_metadata *m)
 		if (!keep && (e.mask & FAN_DELETE) && (e.mask & FAN_ONDIR) && e.obj &&
 		    c->nodes[e.obj - 1].where != W_UNSEEN && c->nodes[e.obj - 1].where != W_OUT)
 			keep = true;
+		c->named_below |= keep;
 	}
 	e.seq = c->seq++;
 	if (!keep) {
@@ -1149,6 +1153,12 @@ static hv_status start_thread(hv_changes *c)
 /* The events a run may make before a thread of their own drains them (see hv_changes_pump). */
 #define PUMP_MAX_EVENTS 1024
 
+void hv_changes_on_first(hv_changes *c, void (*fn)(void *), void *ctx)
+{
+	c->on_first = fn;
+	c->on_first_ctx = ctx;
+}
+
 int hv_changes_fd(const hv_changes *c)
 {
 	return c->thread_started || c->stopped ? -1 : c->fan;
@@ -1164,6 +1174,11 @@ bool hv_changes_pump(void *arg)
 	if (n < 0)
 		return false; /* the result says why (fail_status) */
 	c->pumped += (size_t)n;
+	if (c->on_first && c->named_below) {
+		void (*fn)(void *) = c->on_first;
+		c->on_first = NULL;
+		fn(c->on_first_ctx);
+	}
 	if (c->pumped < PUMP_MAX_EVENTS || c->no_thread)
 		return true;
 	/* A run that makes many events: they are read beside the command and the relay of its

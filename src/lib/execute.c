@@ -34,6 +34,12 @@ static hv_status need_store(hv_store **st, const hv_execute_opts *o)
 	return *st ? HV_OK : HV_EIO;
 }
 
+static void prestart_worker(void *ctx)
+{
+	(void)ctx;
+	hvm_worker_prestart();
+}
+
 static hv_status execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 			 hv_run_chunk_fn on_chunk, void *ctx, hv_execution *out)
 {
@@ -100,7 +106,11 @@ static hv_status execute(hv_store *st, const char *dir, const hv_execute_opts *o
 	}
 	hv_run_opts ro = o->run;
 	ro.cwd = root;
-	/* The events are read while the command runs, on this thread (see hv_changes_pump). */
+	/* The events are read while the command runs, on this thread (see hv_changes_pump). The
+	 * first one below root says files are being made: their libmagic worker is started then,
+	 * and gets ready while the command runs. */
+	if (ch)
+		hv_changes_on_first(ch, prestart_worker, NULL);
 	rc = hv__run_watched(&ro, on_chunk, ctx, &out->run, ch ? hv_changes_fd(ch) : -1,
 			     ch ? hv_changes_pump : NULL, ch);
 	if (rc != HV_OK) {
@@ -146,9 +156,10 @@ static hv_status execute(hv_store *st, const char *dir, const hv_execute_opts *o
 		if (out->collect_status == HV_OK) {
 			hv_mem_snapshot_free(snap);
 			snap = NULL;
-			/* Files to type: their libmagic worker starts now, and gets ready while
-			 * the store opens and the collect begins (a thread that drained the
-			 * events is gone: nothing but this one runs). */
+			/* Files to type: their libmagic worker starts now unless it did with the
+			 * first change, and gets ready while the store opens and the collect
+			 * begins (a thread that drained the events is gone: nothing but this one
+			 * runs). */
 			if (cs.n > 0)
 				hvm_worker_prestart();
 			/* Nothing produced: no file needs the MIME cache, so the store is not

@@ -510,7 +510,7 @@ static int spawner_start_locked(void)
 	}
 	close(sv[1]);
 	zy_sock = sv[0];
-	zy_pid = pid;
+	__atomic_store_n(&zy_pid, pid, __ATOMIC_RELAXED);
 	zy_owner = getpid();
 	return 0;
 }
@@ -521,10 +521,8 @@ static void spawner_lost_locked(void)
 	close(zy_sock);
 	zy_sock = -1;
 	waitpid(zy_pid, NULL, WNOHANG);
-	zy_pid = -1;
+	__atomic_store_n(&zy_pid, -1, __ATOMIC_RELAXED);
 }
-
-static void spawner_lost_locked(void);
 
 /* Reads the answer to the spawn sent ahead, if one is unread, into its worker: its pid, or
  * -1 when it was not started (the worker's socket then reads EOF). Under zy_mu. */
@@ -608,6 +606,11 @@ static int spawner_call(struct zy_req *rq, int fd, struct zy_ans *a, struct hvm_
 	}
 	pthread_mutex_unlock(&zy_mu);
 	return err;
+}
+
+pid_t hvm_spawner_pid(void)
+{
+	return __atomic_load_n(&zy_pid, __ATOMIC_RELAXED);
 }
 
 void hvm_spawner_prepare(void)

@@ -22,6 +22,7 @@
  * with it the process group id, from being reused while we may still signal the group. */
 #include "harvest/run.h"
 #include "internal.h"
+#include "mime_internal.h"
 #include "utf8.h"
 
 #include <errno.h>
@@ -828,7 +829,10 @@ static void mark_ours(const runner *r, proc_list *pl)
 {
 	for (size_t i = 0; i < pl->n; i++) {
 		proc_ent *p = &pl->v[i];
-		p->ours = p->ppid == r->self && !was_child_before(r, p->pid);
+		/* libmagic's spawner may have been started during the run (execute.c starts
+		 * a worker at the run's first change): ours, not the command's. */
+		p->ours = p->ppid == r->self && !was_child_before(r, p->pid) &&
+			  p->pid != hvm_spawner_pid();
 	}
 	bool changed = true;
 	while (changed) {

@@ -6,6 +6,7 @@
 #include "testutil.h"
 #include "harvest/execute.h"
 #include "harvest/walk.h"
+#include "mime_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -126,6 +127,7 @@ static int count_threads(void)
  * lines written close together may come in one chunk). */
 struct thread_counts {
 	int at_count[4];
+	pid_t spawner[4]; /* libmagic's spawner then (hvm_spawner_pid) */
 	int n;
 };
 
@@ -135,9 +137,12 @@ static hv_status count_at_chunk(void *ctx, hv_stream which, const char *data, si
 	if (which != HV_STREAM_STDOUT)
 		return HV_OK;
 	int threads = count_threads();
-	for (size_t i = 0; i + 6 <= len; i++)
-		if ((i == 0 || data[i - 1] == '\n') && !memcmp(data + i, "count\n", 6) && tc->n < 4)
+	for (size_t i = 0; i + 6 <= len; i++) {
+		if ((i == 0 || data[i - 1] == '\n') && !memcmp(data + i, "count\n", 6) && tc->n < 4) {
+			tc->spawner[tc->n] = hvm_spawner_pid();
 			tc->at_count[tc->n++] = threads;
+		}
+	}
 	return HV_OK;
 }
 
@@ -163,7 +168,8 @@ static hv_execution run_counting(fx *f, const char *script, struct thread_counts
 }
 
 /* A run whose command makes a few events reads them on the caller's thread: none is started
- * while it runs (the process has one thread at every chunk). One that makes thousands gets a
+ * while it runs (the process has one thread at every chunk). Its first file starts the
+ * libmagic worker at once, while the command goes on. One that makes thousands gets a
  * thread for them, beside the command and the relay of its output (two at the chunk that
  * follows them: by then the caller's loop has read past the first 1,024), and every file it
  * made is reported. */
@@ -178,6 +184,10 @@ static void test_events_read_on_the_callers_thread_until_many(void **state)
 	assert_int_equal(tc.n, 3);
 	for (int i = 0; i < 3; i++)
 		assert_int_equal(tc.at_count[i], 1);
+	/* The file's creation started libmagic's spawner while the command ran (and the worker
+	 * it forks), not after: no thread, and the process was not running before. */
+	assert_int_equal(tc.spawner[0], -1);
+	assert_true(tc.spawner[2] > 0);
 	assert_int_equal(ex.files->n_files, 1);
 	hv_execution_free(&ex);
 	assert_int_equal(count_threads(), 1);
