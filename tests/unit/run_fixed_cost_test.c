@@ -46,9 +46,10 @@ static void test_empty_root_walk_starts_no_worker(void **state)
 	hv_walk_close(w);
 }
 
-static int count_fds(void)
+/* The entries of a /proc directory, "." and ".." aside. */
+static int count_entries(const char *path)
 {
-	DIR *d = opendir("/proc/self/fd");
+	DIR *d = opendir(path);
 	assert_non_null(d);
 	int n = 0;
 	const struct dirent *de;
@@ -56,6 +57,11 @@ static int count_fds(void)
 		n += de->d_name[0] != '.';
 	closedir(d);
 	return n;
+}
+
+static int count_fds(void)
+{
+	return count_entries("/proc/self/fd");
 }
 
 /* The children of every thread of ours, as the kernel lists them (zombies included). */
@@ -113,14 +119,7 @@ static void run_events(fx *f, const char *script, size_t want_files)
 /* The threads of this process, as /proc lists them. */
 static int count_threads(void)
 {
-	DIR *d = opendir("/proc/self/task");
-	assert_non_null(d);
-	int n = 0;
-	const struct dirent *de;
-	while ((de = readdir(d)) != NULL)
-		n += de->d_name[0] != '.';
-	closedir(d);
-	return n;
+	return count_entries("/proc/self/task");
 }
 
 /* For each line "count" of the output: the threads of the process when its chunk came (two
