@@ -96,22 +96,32 @@ static void assert_no_child(void)
 	assert_int_equal(errno, ECHILD);
 }
 
-static void run_events(fx *f, const char *script, size_t want_files)
+/* Runs sh -c script in f's root with change events (each chunk to on_chunk, ctx): exit 0,
+ * collected, by the events. */
+static hv_execution run_script(fx *f, const char *script, hv_run_chunk_fn on_chunk, void *ctx)
 {
 	const char *argv[] = {"sh", "-c", script, NULL};
 	hv_execute_opts o;
 	memset(&o, 0, sizeof(o));
 	hv_run_opts_init(&o.run);
 	hv_collect_opts_init(&o.collect);
+	o.collect.no_content = true;
+	o.collect.max_files = 2000;
 	o.run.argv = argv;
 	o.no_history = true;
 	o.changes = HV_CHANGES_EVENTS;
 	hv_execution ex;
-	assert_int_equal(hv_execute(f->st, f->root, &o, NULL, NULL, &ex), HV_OK);
+	assert_int_equal(hv_execute(f->st, f->root, &o, on_chunk, ctx, &ex), HV_OK);
 	assert_int_equal(ex.collect_status, HV_OK);
 	assert_string_equal(ex.changes, "events");
 	assert_int_equal(ex.run.exit_code, 0);
 	assert_non_null(ex.files);
+	return ex;
+}
+
+static void run_events(fx *f, const char *script, size_t want_files)
+{
+	hv_execution ex = run_script(f, script, NULL, NULL);
 	assert_int_equal(ex.files->n_files, want_files);
 	hv_execution_free(&ex);
 }
@@ -147,23 +157,8 @@ static hv_status count_at_chunk(void *ctx, hv_stream which, const char *data, si
 
 static hv_execution run_counting(fx *f, const char *script, struct thread_counts *tc)
 {
-	const char *argv[] = {"sh", "-c", script, NULL};
-	hv_execute_opts o;
-	memset(&o, 0, sizeof(o));
-	hv_run_opts_init(&o.run);
-	hv_collect_opts_init(&o.collect);
-	o.collect.no_content = true;
-	o.collect.max_files = 2000;
-	o.run.argv = argv;
-	o.no_history = true;
-	o.changes = HV_CHANGES_EVENTS;
-	hv_execution ex;
 	memset(tc, 0, sizeof(*tc));
-	assert_int_equal(hv_execute(f->st, f->root, &o, count_at_chunk, tc, &ex), HV_OK);
-	assert_int_equal(ex.collect_status, HV_OK);
-	assert_string_equal(ex.changes, "events");
-	assert_int_equal(ex.run.exit_code, 0);
-	return ex;
+	return run_script(f, script, count_at_chunk, tc);
 }
 
 /* A run whose command makes a few events reads them on the caller's thread: none is started
