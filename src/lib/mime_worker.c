@@ -71,7 +71,6 @@ struct hvm_worker {
 	char *fingerprint; /* the handle's (hv_magic_fingerprint), or NULL */
 	bool inherited;    /* the running worker's database is the spawner's (for tests) */
 	bool faults;       /* started with the test faults on */
-	bool ahead;        /* the spawner's answer to its spawn is not read yet (see zy_ahead) */
 	size_t bytes_max;
 	unsigned char *msg; /* request/answer buffer: header + bytes_max */
 	size_t msg_cap;
@@ -532,7 +531,6 @@ static void settle_ahead_locked(void)
 	if (!w)
 		return;
 	zy_ahead = NULL;
-	w->ahead = false;
 	struct zy_ans a = {0};
 	ssize_t r;
 	while ((r = recv(zy_sock, &a, sizeof(a), 0)) < 0 && errno == EINTR)
@@ -547,10 +545,10 @@ static void settle_ahead_locked(void)
 	}
 }
 
+/* The same for w, if its answer is the one unread (a worker's pid is only read after this,
+ * under the lock another thread may be settling it with). */
 static void settle_ahead(struct hvm_worker *w)
 {
-	if (!w->ahead)
-		return;
 	pthread_mutex_lock(&zy_mu);
 	if (zy_ahead == w)
 		settle_ahead_locked();
@@ -590,7 +588,6 @@ static int spawner_call(struct zy_req *rq, int fd, struct zy_ans *a, struct hvm_
 			;
 		if (r == (ssize_t)sizeof(*rq) && ahead) {
 			zy_ahead = ahead;
-			ahead->ahead = true;
 			break;
 		}
 		if (r == (ssize_t)sizeof(*rq)) {
