@@ -1337,9 +1337,11 @@ SHARED_VM_CODE static int holder_main(void *arg)
 
 /* The relay: starts the holder and exits; when the holder cannot be started, it does the
  * holder's work itself (its exit then waits for the close, which nobody waits for but the
- * reap in hv_changes_reap). Its thread of ours does not wait for it: the errno a failed clone
- * sets is the relay's own (it has no TLS of its own: it is glibc's errno of the thread that
- * started it, which may go on; hence the raw syscall). */
+ * reap in hv_changes_reap). The thread of ours that started it goes on meanwhile, and the
+ * relay has no thread storage of its own: a clone that fails (EAGAIN, ENOMEM) stores its
+ * errno in that thread's. That thread reads errno only right after a call of its own that
+ * failed; a store landing in those few instructions would change the reason a message gives,
+ * nothing else. */
 SHARED_VM_CODE static int relay_main(void *arg)
 {
 	pid_t pid = clone(holder_main, holder_stack + HOLDER_STACK_SIZE,
