@@ -133,7 +133,7 @@ struct hv_changes {
 	bool stopped;        /* hv_changes_stop() has read the last of it */
 	size_t pumped;       /* events read by hv_changes_pump() */
 	char *buf;           /* READ_BUF bytes to read events into, once needed */
-	bool named_below;    /* a name's event below root was read */
+	bool named_below;    /* an event of a name in a directory known to be below root was read */
 	void (*on_first)(void *); /* hv_changes_on_first(), until called */
 	void *on_first_ctx;
 	/* written by the thread until it is joined */
@@ -995,7 +995,10 @@ static void take_event(hv_changes *c, const struct fanotify_event_metadata *m)
 		if (!keep && (e.mask & FAN_DELETE) && (e.mask & FAN_ONDIR) && e.obj &&
 		    c->nodes[e.obj - 1].where != W_UNSEEN && c->nodes[e.obj - 1].where != W_OUT)
 			keep = true;
-		c->named_below |= keep;
+		/* Known to be below root, not only possibly (a directory whose handle did not
+		 * resolve, another process's maybe, is kept too). */
+		c->named_below |= (e.dir && c->nodes[e.dir - 1].where == W_IN) ||
+				  (e.dir2 && c->nodes[e.dir2 - 1].where == W_IN);
 	}
 	e.seq = c->seq++;
 	if (!keep) {

@@ -39,8 +39,9 @@ hv_status hv_changes_start(const char *root, const hv_collect_opts *opts, hv_cha
 int hv_changes_fd(const hv_changes *c);
 bool hv_changes_pump(void *c);
 /* fn(ctx) is called once, by hv_changes_pump() (on the caller's thread, with no thread of c's
- * running), after it has read the first event of a name below root: the run is changing
- * something there. (A link count's event, which has no name, may be anyone's.) */
+ * running), after it has read the first event of a name in a directory known to be below
+ * root: the run is changing something there. (A link count's event, which has no name, and
+ * one in a directory whose handle did not resolve, may be anyone's.) */
 void hv_changes_on_first(hv_changes *c, void (*fn)(void *), void *ctx);
 
 /* Stops tracking: reads the events still queued, stops the thread. */
