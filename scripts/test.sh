@@ -26,7 +26,7 @@
 #                    hostile names...: every image decodes, no script ran, no request but data:,
 #                    the CSV's cells; screenshots (desktop and phone, light and dark) are left in
 #                    build-page/screenshots/ to look at; about 20 s
-#       Under an hour on 2 cores (valgrind about half). Exits 0 only when every step passed.
+#       About 50 minutes on 2 cores (valgrind 30 of them). Exits 0 only when every step passed.
 #
 #   scripts/test.sh --quick [CTEST ARGS...]
 #       Steps 1 and 2, and 6 and 7 when no CTEST ARGS are given (a few minutes): the loop while
