@@ -27,7 +27,10 @@ typedef struct hv_execute_opts {
 	hv_changes_mode changes;
 	/* With st NULL: opens the store when the run first needs it (the history, the MIME
 	 * cache of a produced file), or never when nothing needs it. The caller owns (and
-	 * closes) what it returns; NULL fails the run with the message set. */
+	 * closes) what it returns; NULL fails the run with the message set. With change events,
+	 * it is called at the command's first change below dir, on a thread harvest starts and
+	 * joins before the command's end is handled (never two calls at once); when that call
+	 * gives NULL, it is called again, on the caller's thread, when the store is needed. */
 	hv_store *(*open_store)(void *ctx);
 	void *open_store_ctx;
 } hv_execute_opts;

@@ -3,9 +3,35 @@
  * pieces and check once. */
 #include "internal.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14's uapi value, for older headers */
+#endif
+
+void hv_prefault_ahead(void *base, size_t used, size_t cap, size_t *done)
+{
+	enum { AHEAD = 1 << 20 };
+	if (!base || *done >= used + AHEAD / 2 || used >= cap)
+		return;
+	size_t end = cap - used > AHEAD ? used + AHEAD : cap;
+	size_t from = *done > used ? *done : used;
+	long ps = sysconf(_SC_PAGESIZE);
+	uintptr_t page = ps > 0 ? (uintptr_t)ps : 4096;
+	/* Whole pages inside the array only: a page it shares with other data is left alone. */
+	char *first = (char *)base + from, *last = (char *)base + end;
+	uintptr_t head = (uintptr_t)first & (page - 1);
+	first += head ? page - head : 0;
+	last -= (uintptr_t)last & (page - 1);
+	if (last > first)
+		(void)madvise(first, (size_t)(last - first), MADV_POPULATE_WRITE);
+	*done = end;
+}
 
 hv_status hv_buf_reserve(hv_buf *b, size_t n)
 {

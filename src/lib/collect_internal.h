@@ -53,6 +53,7 @@ struct hv_mem_snapshot {
 	hv_buf paths;
 	struct hvc_mem_entry *e;
 	size_t n, cap;
+	size_t e_present, paths_present; /* hv_prefault_ahead()'s done, of e and paths */
 	char (*shas)[65];
 	size_t n_shas, cap_shas;
 };

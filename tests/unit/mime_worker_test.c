@@ -122,6 +122,78 @@ static void test_faults_replaced(void **state)
 	free(dir);
 }
 
+/* The spawner's children (zombies included), as the kernel lists them. */
+static int spawner_children(pid_t spawner)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)spawner, (int)spawner);
+	FILE *fp = fopen(path, "re");
+	assert_non_null(fp);
+	int n = 0, pid;
+	while (fscanf(fp, "%d", &pid) == 1)
+		n++;
+	fclose(fp);
+	return n;
+}
+
+/* The state letter of pid in /proc/PID/stat ('?' when it cannot be read: gone). */
+static char proc_state(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *fp = fopen(path, "re");
+	if (!fp)
+		return '?';
+	size_t n = fread(buf, 1, sizeof(buf) - 1, fp);
+	fclose(fp);
+	buf[n] = '\0';
+	const char *p = strrchr(buf, ')');
+	return p && p[1] == ' ' && p[2] ? p[2] : '?';
+}
+
+/* A handle closed with nothing wrong releases its worker: the caller does not wait for the
+ * worker's exit (one told by the test switch to take 3 s over it is still running when the
+ * close has returned), and the spawner reaps it by itself. More handles than the spawner
+ * keeps unreaped at once are opened, used and closed; at the end the spawner has no more
+ * children than the one worker it just started. */
+static void test_closed_workers_reaped_by_the_spawner(void **state)
+{
+	(void)state;
+	enum { HANDLES = 70 };
+	const char *t;
+	hv_magic *lm;
+	assert_int_equal(hv_magic_open(&lm, NULL, 0), HV_OK);
+	pid_t lingering = hvm_magic_worker_pid(lm);
+	assert_true(lingering > 0);
+	assert_int_equal(hv_magic_buffer(lm, "HARVEST-TEST-LINGER\n", 20, -1, "l", &t), HV_OK);
+	assert_string_equal(t, "text/plain");
+	hv_magic_close(lm);
+	char st = proc_state(lingering);
+	assert_true(st != '?' && st != 'Z' && st != 'X');
+	for (int i = 0; i < HANDLES; i++) {
+		hv_magic *m;
+		assert_int_equal(hv_magic_open(&m, NULL, 0), HV_OK);
+		assert_true(hvm_magic_worker_pid(m) > 0);
+		assert_int_equal(hv_magic_buffer(m, good_sh, strlen(good_sh), -1, "a.sh", &t), HV_OK);
+		assert_string_equal(t, "text/x-shellscript");
+		hv_magic_close(m);
+	}
+	pid_t spawner = hvm_spawner_pid();
+	assert_true(spawner > 0);
+	/* Each request first reaps the released workers that have exited: one more handle, until
+	 * the last released, and the lingering one, have exited too (15 s at most). */
+	int children = -1;
+	for (int tries = 0; tries < 300 && children != 1; tries++) {
+		hv_magic *m;
+		assert_int_equal(hv_magic_open(&m, NULL, 0), HV_OK);
+		children = spawner_children(spawner);
+		hv_magic_close(m);
+		if (children != 1)
+			usleep(50000);
+	}
+	assert_int_equal(children, 1);
+}
+
 /* The same through hv_magic_buffer (inline bytes and, above 64 KiB, a memfd) and hv_magic_fd,
  * on one handle: each fault is answered and the handle keeps working. */
 static void test_faults_buffer_and_fd(void **state)
@@ -566,6 +638,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_faults_replaced),
 		cmocka_unit_test(test_faults_buffer_and_fd),
+		cmocka_unit_test(test_closed_workers_reaped_by_the_spawner),
 		cmocka_unit_test(test_faults_switch_read_once),
 		cmocka_unit_test(test_worker_waiting_for_a_core_not_killed),
 		cmocka_unit_test(test_worker_sandboxed),

@@ -5,6 +5,7 @@
  * each other faster than the holder closes (the fallback through fork) answer the same. */
 #include "testutil.h"
 #include "harvest/execute.h"
+#include "harvest/store.h"
 #include "harvest/walk.h"
 #include "mime_internal.h"
 
@@ -201,6 +202,106 @@ static void test_events_read_on_the_callers_thread_until_many(void **state)
 	assert_int_equal(count_threads(), 1);
 }
 
+/* hv_execute_opts.open_store's calls in one run without a store (--no-history's). */
+struct opener {
+	char db[512];      /* the database it opens: outside the root */
+	char done[512];    /* the command makes it once it has seen the database opened */
+	bool fail_first;   /* the first call gives NULL without opening */
+	int calls;
+	pid_t tid[2];      /* the thread of each of the first two calls */
+	bool running[2];   /* whether the command was still running then (done not made) */
+	hv_store *st;
+};
+
+static hv_store *open_counted(void *ctx)
+{
+	struct opener *op = ctx;
+	int i = op->calls++;
+	if (i < 2) {
+		op->tid[i] = gettid();
+		op->running[i] = access(op->done, F_OK) != 0;
+	}
+	if (op->fail_first && i == 0)
+		return NULL;
+	if (!op->st && hv_store_open(&op->st, op->db, HV_STORE_NO_HISTORY) != HV_OK)
+		op->st = NULL;
+	return op->st;
+}
+
+static hv_execution run_opening(fx *f, struct opener *op, const char *script)
+{
+	const char *argv[] = {"sh", "-c", script, NULL};
+	hv_execute_opts o;
+	memset(&o, 0, sizeof(o));
+	hv_run_opts_init(&o.run);
+	hv_collect_opts_init(&o.collect);
+	o.collect.no_content = true;
+	o.run.argv = argv;
+	o.no_history = true;
+	o.changes = HV_CHANGES_EVENTS;
+	o.open_store = open_counted;
+	o.open_store_ctx = op;
+	hv_execution ex;
+	assert_int_equal(hv_execute(NULL, f->root, &o, NULL, NULL, &ex), HV_OK);
+	assert_int_equal(ex.collect_status, HV_OK);
+	assert_string_equal(ex.changes, "events");
+	assert_int_equal(ex.run.exit_code, 0);
+	return ex;
+}
+
+/* Without a store, a run opens one at its command's first change below the root, on a thread
+ * of its own, while the command goes on: the command here waits until the database's WAL index
+ * exists before it ends, and the open began before that end, on another thread. When that
+ * open gives nothing, the store is asked for again on the caller's thread after the command.
+ * A command that changes nothing asks for none. */
+static void test_store_opened_at_the_first_change(void **state)
+{
+	fx *f = *state;
+	char *dbdir = tu_mkdtemp();
+	struct opener op = {0};
+	snprintf(op.db, sizeof(op.db), "%s/early.db", dbdir);
+	snprintf(op.done, sizeof(op.done), "%s/done", f->root);
+	char script[1536];
+	snprintf(script, sizeof(script),
+		 "echo x > a; i=0; while [ ! -e '%s-shm' ] && [ $i -lt 600 ]; do sleep 0.05; "
+		 "i=$((i + 1)); done; [ -e '%s-shm' ] && : > done",
+		 op.db, op.db);
+	hv_execution ex = run_opening(f, &op, script);
+	assert_int_equal(op.calls, 1);
+	assert_int_not_equal(op.tid[0], gettid());
+	assert_true(op.running[0]);
+	assert_int_equal(ex.files->n_files, 2); /* a, and done: made after the open */
+	hv_execution_free(&ex);
+	assert_int_equal(count_threads(), 1);
+	assert_int_equal(hv_store_close(op.st), HV_OK);
+
+	/* the early open fails: asked again, on this thread, after the command */
+	struct opener again = {.fail_first = true};
+	snprintf(again.db, sizeof(again.db), "%s/again.db", dbdir);
+	snprintf(again.done, sizeof(again.done), "%s/done", f->root);
+	ex = run_opening(f, &again, "echo y > b; sleep 0.2; : > done");
+	assert_int_equal(again.calls, 2);
+	assert_int_not_equal(again.tid[0], gettid());
+	assert_int_equal(again.tid[1], gettid());
+	assert_false(again.running[1]);
+	assert_non_null(again.st);
+	assert_int_equal(ex.files->n_files, 2); /* b, and done again */
+	hv_execution_free(&ex);
+	assert_int_equal(hv_store_close(again.st), HV_OK);
+
+	/* nothing changed: no store asked for */
+	struct opener none = {0};
+	snprintf(none.db, sizeof(none.db), "%s/none.db", dbdir);
+	ex = run_opening(f, &none, "true");
+	assert_int_equal(none.calls, 0);
+	assert_int_equal(ex.files->n_files, 0);
+	hv_execution_free(&ex);
+	struct stat sb;
+	assert_int_not_equal(stat(none.db, &sb), 0);
+	tu_rmrf(dbdir);
+	free(dbdir);
+}
+
 /* Once hv_execute has returned, a run with events leaves its caller no child, not even a
  * zombie: the holder of the fanotify group's last reference is not the caller's child (its
  * relay is reaped before hv_execute returns, as is the fork fallback's intermediate child). Runs
@@ -264,6 +365,8 @@ int main(void)
 						tu_fx_teardown),
 		cmocka_unit_test_setup_teardown(test_events_read_on_the_callers_thread_until_many,
 						tu_fx_setup, tu_fx_teardown),
+		cmocka_unit_test_setup_teardown(test_store_opened_at_the_first_change, tu_fx_setup,
+						tu_fx_teardown),
 		cmocka_unit_test_setup_teardown(test_empty_root_walk_starts_no_worker, tu_fx_setup,
 						tu_fx_teardown),
 		cmocka_unit_test_setup_teardown(test_release_leaves_no_descriptor_nor_children,
