@@ -5,6 +5,7 @@
 #include "changes.h"
 #include "internal.h"
 #include "mime_internal.h"
+#include "run_internal.h"
 
 #include <errno.h>
 #include <pthread.h>

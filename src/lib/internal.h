@@ -2,11 +2,12 @@
 #ifndef HARVEST_INTERNAL_H
 #define HARVEST_INTERNAL_H
 
-#include "harvest/run.h"
 #include "harvest/types.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #define HV_ATTR_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #define HV_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -111,10 +112,13 @@ hv_status hv_sha256_hex(const void *data, size_t len, char hex[65]);
  * more than max bytes. */
 hv_status hv_sha256_fd(int fd, uint64_t max, const char *path, char hex[65]);
 
-/* hv_run() that also polls watch_fd while the command runs, and calls on_watch(watch_ctx), on
- * the caller's thread, each time it is readable, until on_watch returns false. */
-hv_status hv__run_watched(const hv_run_opts *opts, hv_run_chunk_fn on_chunk, void *ctx,
-			  hv_run_result *out, int watch_fd, bool (*on_watch)(void *),
-			  void *watch_ctx);
+/* Processes harvest starts for itself and keeps for the life of the process (libmagic's
+ * spawner): a run's end_descendants leaves them alone although they may be started while a
+ * command runs. Registered by whoever forks one, right after the fork and on the thread that
+ * forked it; forgotten once reaped. At most a few (HV_OWN_CHILDREN_MAX): one more is not
+ * registered, and a run ending its command's descendants would end it too. */
+#define HV_OWN_CHILDREN_MAX 8
+void hv__own_child_add(pid_t pid);
+void hv__own_child_remove(pid_t pid);
 
 #endif

@@ -37,8 +37,8 @@ typedef struct hvm_worker hvm_worker;
 bool hvm_isolation(void);
 /* Starts the process that forks the workers, if not running yet (see mime_worker.c). */
 void hvm_spawner_prepare(void);
-/* The spawner's process id, -1 when it is not running: a child of this process that a run's
- * end_descendants must leave alone (it may be started while a command runs). */
+/* The spawner's process id, -1 when it is not running (for tests; a run's end_descendants
+ * leaves it alone through hv__own_child_add). */
 pid_t hvm_spawner_pid(void);
 /* Forks a worker with database loaded under flags, then installs its seccomp filter. The
  * spawner loads it once for every worker of the same fingerprint (hv_magic_fingerprint; NULL:

@@ -527,6 +527,7 @@ static void spawner_atexit(void)
 		zy_sock = -1;
 		while (waitpid(zy_pid, NULL, 0) < 0 && errno == EINTR)
 			;
+		hv__own_child_remove(zy_pid);
 	}
 	pthread_mutex_unlock(&zy_mu);
 }
@@ -560,6 +561,7 @@ static int spawner_start_locked(void)
 		_exit(0);
 	}
 	close(sv[1]);
+	hv__own_child_add(pid); /* not the command's, when started while one runs */
 	zy_sock = sv[0];
 	__atomic_store_n(&zy_pid, pid, __ATOMIC_RELAXED);
 	zy_owner = getpid();
@@ -572,6 +574,7 @@ static void spawner_lost_locked(void)
 	close(zy_sock);
 	zy_sock = -1;
 	waitpid(zy_pid, NULL, WNOHANG);
+	hv__own_child_remove(zy_pid);
 	__atomic_store_n(&zy_pid, -1, __ATOMIC_RELAXED);
 }
 

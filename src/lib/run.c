@@ -22,7 +22,7 @@
  * with it the process group id, from being reused while we may still signal the group. */
 #include "harvest/run.h"
 #include "internal.h"
-#include "mime_internal.h"
+#include "run_internal.h"
 #include "utf8.h"
 
 #include <errno.h>
@@ -822,17 +822,47 @@ static bool nothing_left(const runner *r)
 	return none;
 }
 
-/* Marks the caller's descendants, except the children it had before the fork (and theirs).
- * A process whose parent is ours is ours: passes until nothing changes (the depth of the
- * tree, each pass n log n). */
+/* ---- harvest's own children (internal.h) ---- */
+
+/* 0: a free slot. Read and written with atomics: a slot is claimed by a compare-and-swap. */
+static pid_t own_kept[HV_OWN_CHILDREN_MAX];
+
+void hv__own_child_add(pid_t pid)
+{
+	for (size_t i = 0; i < HV_OWN_CHILDREN_MAX; i++) {
+		pid_t free_slot = 0;
+		if (__atomic_compare_exchange_n(&own_kept[i], &free_slot, pid, false,
+						__ATOMIC_RELEASE, __ATOMIC_RELAXED))
+			return;
+	}
+}
+
+void hv__own_child_remove(pid_t pid)
+{
+	for (size_t i = 0; i < HV_OWN_CHILDREN_MAX; i++) {
+		pid_t was = pid;
+		(void)__atomic_compare_exchange_n(&own_kept[i], &was, 0, false,
+						  __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+	}
+}
+
+static bool own_child(pid_t pid)
+{
+	for (size_t i = 0; i < HV_OWN_CHILDREN_MAX; i++)
+		if (__atomic_load_n(&own_kept[i], __ATOMIC_ACQUIRE) == pid)
+			return true;
+	return false;
+}
+
+/* Marks the caller's descendants, except the children it had before the fork (and theirs)
+ * and harvest's own (hv__own_child_add: libmagic's spawner, which execute.c may start at the
+ * run's first change). A process whose parent is ours is ours: passes until nothing changes
+ * (the depth of the tree, each pass n log n). */
 static void mark_ours(const runner *r, proc_list *pl)
 {
 	for (size_t i = 0; i < pl->n; i++) {
 		proc_ent *p = &pl->v[i];
-		/* libmagic's spawner may have been started during the run (execute.c starts
-		 * a worker at the run's first change): ours, not the command's. */
-		p->ours = p->ppid == r->self && !was_child_before(r, p->pid) &&
-			  p->pid != hvm_spawner_pid();
+		p->ours = p->ppid == r->self && !was_child_before(r, p->pid) && !own_child(p->pid);
 	}
 	bool changed = true;
 	while (changed) {

@@ -97,8 +97,8 @@ static void assert_no_child(void)
 	assert_int_equal(errno, ECHILD);
 }
 
-/* Runs sh -c script in f's root with change events (each chunk to on_chunk, ctx): exit 0,
- * collected, by the events. */
+/* Runs sh -c script in f's root with change events (each chunk to on_chunk, ctx), its
+ * descendants ended with it (as harvest run does): exit 0, collected, by the events. */
 static hv_execution run_script(fx *f, const char *script, hv_run_chunk_fn on_chunk, void *ctx)
 {
 	const char *argv[] = {"sh", "-c", script, NULL};
@@ -109,6 +109,7 @@ static hv_execution run_script(fx *f, const char *script, hv_run_chunk_fn on_chu
 	o.collect.no_content = true;
 	o.collect.max_files = 2000;
 	o.run.argv = argv;
+	o.run.end_descendants = true;
 	o.no_history = true;
 	o.changes = HV_CHANGES_EVENTS;
 	hv_execution ex;
@@ -185,6 +186,10 @@ static void test_events_read_on_the_callers_thread_until_many(void **state)
 	assert_true(tc.spawner[2] > 0);
 	assert_int_equal(ex.files->n_files, 1);
 	hv_execution_free(&ex);
+	/* The run ended its command's descendants, not the spawner started while it ran: still
+	 * running (a zombie would be reaped here) and still the one in use. */
+	assert_int_equal(waitpid(tc.spawner[2], NULL, WNOHANG), 0);
+	assert_int_equal(hvm_spawner_pid(), tc.spawner[2]);
 	assert_int_equal(count_threads(), 1);
 
 	/* 1,500 files, each created and closed after writing: an event each (the kernel merges

@@ -1,0 +1,15 @@
+/* What the process runner offers the rest of libharvest beyond harvest/run.h. */
+#ifndef HARVEST_RUN_INTERNAL_H
+#define HARVEST_RUN_INTERNAL_H
+
+#include "harvest/run.h"
+
+#include <stdbool.h>
+
+/* hv_run() that also polls watch_fd while the command runs, and calls on_watch(watch_ctx), on
+ * the caller's thread, each time it is readable, until on_watch returns false. */
+hv_status hv__run_watched(const hv_run_opts *opts, hv_run_chunk_fn on_chunk, void *ctx,
+			  hv_run_result *out, int watch_fd, bool (*on_watch)(void *),
+			  void *watch_ctx);
+
+#endif
