@@ -97,9 +97,37 @@ static void assert_no_child(void)
 	assert_int_equal(errno, ECHILD);
 }
 
+/* hv_execute_opts.open_store's calls in one run without a store (--no-history's). */
+struct opener {
+	char db[512];      /* the database it opens: outside the root */
+	char done[512];    /* the command makes it once it has seen the database opened */
+	bool fail_first;   /* the first call gives NULL without opening */
+	int calls;
+	pid_t tid[2];      /* the thread of each of the first two calls */
+	bool running[2];   /* whether the command was still running then (done not made) */
+	hv_store *st;
+};
+
+static hv_store *open_counted(void *ctx)
+{
+	struct opener *op = ctx;
+	int i = op->calls++;
+	if (i < 2) {
+		op->tid[i] = gettid();
+		op->running[i] = access(op->done, F_OK) != 0;
+	}
+	if (op->fail_first && i == 0)
+		return NULL;
+	if (!op->st && hv_store_open(&op->st, op->db, HV_STORE_NO_HISTORY) != HV_OK)
+		op->st = NULL;
+	return op->st;
+}
+
 /* Runs sh -c script in f's root with change events (each chunk to on_chunk, ctx), its
- * descendants ended with it (as harvest run does): exit 0, collected, by the events. */
-static hv_execution run_script(fx *f, const char *script, hv_run_chunk_fn on_chunk, void *ctx)
+ * descendants ended with it (as harvest run does): exit 0, collected, by the events. With op,
+ * no store is given: the run opens one through op (open_counted). */
+static hv_execution run_with(fx *f, const char *script, hv_run_chunk_fn on_chunk, void *ctx,
+			     struct opener *op)
 {
 	const char *argv[] = {"sh", "-c", script, NULL};
 	hv_execute_opts o;
@@ -112,13 +140,27 @@ static hv_execution run_script(fx *f, const char *script, hv_run_chunk_fn on_chu
 	o.run.end_descendants = true;
 	o.no_history = true;
 	o.changes = HV_CHANGES_EVENTS;
+	if (op) {
+		o.open_store = open_counted;
+		o.open_store_ctx = op;
+	}
 	hv_execution ex;
-	assert_int_equal(hv_execute(f->st, f->root, &o, on_chunk, ctx, &ex), HV_OK);
+	assert_int_equal(hv_execute(op ? NULL : f->st, f->root, &o, on_chunk, ctx, &ex), HV_OK);
 	assert_int_equal(ex.collect_status, HV_OK);
 	assert_string_equal(ex.changes, "events");
 	assert_int_equal(ex.run.exit_code, 0);
 	assert_non_null(ex.files);
 	return ex;
+}
+
+static hv_execution run_script(fx *f, const char *script, hv_run_chunk_fn on_chunk, void *ctx)
+{
+	return run_with(f, script, on_chunk, ctx, NULL);
+}
+
+static hv_execution run_opening(fx *f, struct opener *op, const char *script)
+{
+	return run_with(f, script, NULL, NULL, op);
 }
 
 static void run_events(fx *f, const char *script, size_t want_files)
@@ -205,53 +247,6 @@ static void test_events_read_on_the_callers_thread_until_many(void **state)
 	hv_execution_free(&ex);
 	/* the thread ended with the run */
 	assert_int_equal(count_threads(), 1);
-}
-
-/* hv_execute_opts.open_store's calls in one run without a store (--no-history's). */
-struct opener {
-	char db[512];      /* the database it opens: outside the root */
-	char done[512];    /* the command makes it once it has seen the database opened */
-	bool fail_first;   /* the first call gives NULL without opening */
-	int calls;
-	pid_t tid[2];      /* the thread of each of the first two calls */
-	bool running[2];   /* whether the command was still running then (done not made) */
-	hv_store *st;
-};
-
-static hv_store *open_counted(void *ctx)
-{
-	struct opener *op = ctx;
-	int i = op->calls++;
-	if (i < 2) {
-		op->tid[i] = gettid();
-		op->running[i] = access(op->done, F_OK) != 0;
-	}
-	if (op->fail_first && i == 0)
-		return NULL;
-	if (!op->st && hv_store_open(&op->st, op->db, HV_STORE_NO_HISTORY) != HV_OK)
-		op->st = NULL;
-	return op->st;
-}
-
-static hv_execution run_opening(fx *f, struct opener *op, const char *script)
-{
-	const char *argv[] = {"sh", "-c", script, NULL};
-	hv_execute_opts o;
-	memset(&o, 0, sizeof(o));
-	hv_run_opts_init(&o.run);
-	hv_collect_opts_init(&o.collect);
-	o.collect.no_content = true;
-	o.run.argv = argv;
-	o.no_history = true;
-	o.changes = HV_CHANGES_EVENTS;
-	o.open_store = open_counted;
-	o.open_store_ctx = op;
-	hv_execution ex;
-	assert_int_equal(hv_execute(NULL, f->root, &o, NULL, NULL, &ex), HV_OK);
-	assert_int_equal(ex.collect_status, HV_OK);
-	assert_string_equal(ex.changes, "events");
-	assert_int_equal(ex.run.exit_code, 0);
-	return ex;
 }
 
 /* Without a store, a run opens one at its command's first change below the root, on a thread
