@@ -113,8 +113,12 @@ HV_EXTERN hv_status hv_snapshot_take(hv_store *st, const char *dir, const hv_col
 /* A snapshot held in memory, not in the store (what `harvest run` compares against). */
 typedef struct hv_mem_snapshot hv_mem_snapshot;
 
-/* hv_snapshot_take() into memory: the same walk and racy rule, nothing written anywhere (st,
- * which may be NULL, only names the database files to leave out). */
+/* hv_snapshot_take() into memory, nothing written anywhere (st, which may be NULL, only names
+ * the database files to leave out). On ext2/3/4, XFS, Btrfs and tmpfs (file systems whose
+ * ctime is this machine's clock, in nanoseconds) a file is kept by name, type and inode
+ * number only, as its directory lists it, and a collect against the snapshot takes a ctime
+ * not older than the snapshot's end for a change; elsewhere each entry keeps its lstat state
+ * and the racy rule. A walk shorter than a clock tick (a few ms) waits for the next one. */
 HV_EXTERN hv_status hv_snapshot_take_mem(hv_store *st, const char *dir, const hv_collect_opts *opts,
 			       hv_mem_snapshot **out);
 HV_EXTERN uint64_t hv_mem_snapshot_entries(const hv_mem_snapshot *m);

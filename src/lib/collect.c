@@ -58,8 +58,8 @@ hv_status hvc_abs_root(const char *dir, char **root)
 }
 
 /* The walk of a collect or a snapshot: default excludes unless include_hidden. */
-hv_status hv_collect_walk_open(hv_walk **w, const char *dir, const hv_collect_opts *o,
-			       hv_walk_sort sort)
+static hv_status walk_open(hv_walk **w, const char *dir, const hv_collect_opts *o,
+			   hv_walk_sort sort, bool names)
 {
 	size_t n = o->n_excludes + 1;
 	const char **excl = calloc(n, sizeof(*excl));
@@ -79,9 +79,20 @@ hv_status hv_collect_walk_open(hv_walk **w, const char *dir, const hv_collect_op
 	wo.threads = o->threads;
 	wo.sort = sort;
 	wo.xdev = o->xdev;
-	int rc = hv_walk_open(w, dir, &wo);
+	int rc = names ? hv__walk_open_names(w, dir, &wo) : hv_walk_open(w, dir, &wo);
 	free(excl); /* the walker keeps its own copies */
 	return rc;
+}
+
+hv_status hv_collect_walk_open(hv_walk **w, const char *dir, const hv_collect_opts *o,
+			       hv_walk_sort sort)
+{
+	return walk_open(w, dir, o, sort, false);
+}
+
+hv_status hv_collect_walk_open_names(hv_walk **w, const char *dir, const hv_collect_opts *o)
+{
+	return walk_open(w, dir, o, HV_SORT_NAME, true);
 }
 
 /* Below this limit, the free descriptors are counted; above it, there are plenty. */
@@ -518,13 +529,33 @@ static hv_status collect_entry(struct collector *k, struct hvc_pipe *p, const hv
 	return pipe_drain(k, p, false);
 }
 
-/* Whether e differs from the snapshot's entry s (NULL: absent). *compare_sha is set when
- * only the content can tell (a racy regular file whose metadata matches). */
-static bool produced(const hv_entry *e, const hv_snapshot_entry *s, const char **compare_sha)
+/* What a collect compares against: a snapshot of the store or one in memory, read in walk
+ * order by a cursor. */
+struct since {
+	hv_snapshot *sn;
+	const hv_mem_snapshot *m;
+	size_t i;                   /* m's next entry */
+	hv_snapshot_entry tmp;      /* m's current entry */
+	bool named;                 /* ... is named: its type and inode number only */
+	struct hvc_since_clock clock; /* what a named entry's ctime is compared with */
+	const hv_snapshot_entry *cur;
+	bool at_end;
+	const char *root;
+	const hv_store *st;
+};
+
+/* Whether e differs from the snapshot's entry s (NULL: absent), the cursor's current one.
+ * *compare_sha is set when only the content can tell (a racy regular file whose metadata
+ * matches). */
+static bool produced(struct since *c, const hv_entry *e, const hv_snapshot_entry *s,
+		     const char **compare_sha)
 {
 	*compare_sha = NULL;
 	if (!s)
 		return true;
+	if (c->named)
+		return (s->st.mode & S_IFMT) != (e->lst.mode & S_IFMT) ||
+		       s->st.ino != e->lst.ino || hvc_mem_changed(&c->clock, e->lst.ctime_ns);
 	if ((s->st.mode & S_IFMT) != (e->lst.mode & S_IFMT) || s->st.ino != e->lst.ino ||
 	    s->st.dev != e->lst.dev || s->st.size != e->lst.size ||
 	    s->st.mtime_ns != e->lst.mtime_ns || s->st.ctime_ns != e->lst.ctime_ns)
@@ -535,19 +566,6 @@ static bool produced(const hv_entry *e, const hv_snapshot_entry *s, const char *
 	}
 	return false;
 }
-
-/* What a collect compares against: a snapshot of the store or one in memory, read in walk
- * order by a cursor. */
-struct since {
-	hv_snapshot *sn;
-	const hv_mem_snapshot *m;
-	size_t i;                   /* m's next entry */
-	hv_snapshot_entry tmp;      /* m's current entry */
-	const hv_snapshot_entry *cur;
-	bool at_end;
-	const char *root;
-	const hv_store *st;
-};
 
 static hv_status since_next(struct since *s, const hv_snapshot_entry **out)
 {
@@ -560,6 +578,7 @@ static hv_status since_next(struct since *s, const hv_snapshot_entry **out)
 	s->tmp.path_len = me->len;
 	s->tmp.st = me->st;
 	s->tmp.sha256 = me->sha ? s->m->shas[me->sha - 1] : NULL;
+	s->named = me->named;
 	*out = &s->tmp;
 	return HV_OK;
 }
@@ -681,6 +700,8 @@ static hv_status collect_impl(hv_store *st, const char *dir, const hv_collect_op
 	struct hvc_db_files dbf;
 	hvc_db_files_init(&dbf, st);
 	struct since since = {.sn = sn, .m = m, .root = root, .st = st};
+	if (m && m->n_named)
+		hvc_since_clock_init(m, &since.clock);
 	bool compare = sn || m;
 	k.c->compared = compare;
 	struct hvc_pipe pipe;
@@ -723,7 +744,7 @@ static hv_status collect_impl(hv_store *st, const char *dir, const hv_collect_op
 				if (rc != HV_OK)
 					break;
 			}
-			if (!produced(e, match, &compare_sha))
+			if (!produced(&since, e, match, &compare_sha))
 				continue;
 			change = match && S_ISREG(match->st.mode) ? "modified" : "created";
 		}

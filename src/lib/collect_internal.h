@@ -19,6 +19,8 @@
  * xdev. `harvest mime DIR` walks the same way. */
 hv_status hv_collect_walk_open(hv_walk **w, const char *dir, const hv_collect_opts *o,
 			       hv_walk_sort sort);
+/* The same walk listing names only (hv__walk_open_names): a run's snapshot in memory. */
+hv_status hv_collect_walk_open_names(hv_walk **w, const char *dir, const hv_collect_opts *o);
 
 /* ---- Descriptors ----
  *
@@ -39,11 +41,28 @@ struct hvc_db_files {
 
 /* ---- snapshots in memory ----
  * The entries in walk order (HV_SORT_NAME, the order of hv_store_path_cmp), their paths in one
- * arena, the few racy digests apart: a run's snapshot costs one walk and no I/O beyond it. */
+ * arena, the few racy digests apart: a run's snapshot costs one walk and no I/O beyond it.
+ *
+ * On a file system that stamps ctime from this machine's clock at nanoseconds (ext4, XFS,
+ * Btrfs, tmpfs: hvc_ctime_trusted), a file needs no lstat before the run: its name, type and
+ * inode number come with the directory's listing (a "named" entry), and whatever changes the
+ * file after the snapshot sets its ctime to a time not older than since_ns, the coarse clock
+ * once it has ticked past the walk's start (file times come from that clock). So the walk
+ * before the command costs getdents64 and one lstat per directory, not one per entry. Entries
+ * elsewhere (another file system, one with coarse times, a type the listing does not give)
+ * keep their lstat state and the racy rule. */
 struct hvc_mem_entry {
 	size_t off, len;
-	hv_stat st;
+	hv_stat st; /* named: only mode's type and ino */
 	size_t sha; /* 1 + index in shas, 0: none */
+	bool named;
+};
+
+/* Whether a named entry has changed since, by its ctime now (see hvc_mem_changed). */
+struct hvc_since_clock {
+	int64_t since_ns;  /* a ctime not older than this is a change since the snapshot */
+	int64_t now_ns;    /* the clock when last read: a ctime later than now is from before */
+	bool no_upper;     /* the clock was set back since the snapshot: no "later than now" */
 };
 
 struct hv_mem_snapshot {
@@ -56,7 +75,15 @@ struct hv_mem_snapshot {
 	size_t e_present, paths_present; /* hv_prefault_ahead()'s done, of e and paths */
 	char (*shas)[65];
 	size_t n_shas, cap_shas;
+	size_t n_named;
+	int64_t since_ns;  /* see above; set when n_named */
+	int64_t clock_off; /* CLOCK_REALTIME - CLOCK_MONOTONIC at since_ns */
 };
+
+/* The clock a collect compares m's named entries with, read as the collect starts. */
+void hvc_since_clock_init(const hv_mem_snapshot *m, struct hvc_since_clock *c);
+/* Whether a named entry whose file's ctime is now ctime_ns was changed since the snapshot. */
+bool hvc_mem_changed(struct hvc_since_clock *c, int64_t ctime_ns);
 
 #define HVC_PIPE_SLOTS 64
 #define HVC_PIPE_MAX_THREADS 7 /* workers, beside the loop: threads 0 means up to 8 in all */

@@ -4,39 +4,175 @@
 #include "harvest/sys/store.h"
 #include "collect_internal.h"
 #include "internal.h"
+#include "test_hook.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <time.h>
 #include <unistd.h>
 
-/* Where a snapshot walk puts each entry: the store's writer or memory. */
-typedef hv_status (*snap_add_fn)(void *ctx, const hv_entry *e, const char *sha);
+static int64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
-/* The walk of a snapshot taken at time at (ns): each entry, with its SHA-256 when racy. */
+/* The clock file times come from (a tick behind the real time at most). */
+static int64_t coarse_ns(void)
+{
+	return clock_ns(CLOCK_REALTIME_COARSE);
+}
+
+/* Where a snapshot walk puts each entry: the store's writer or memory. named: e->lst holds
+ * only the type and the inode number (see collect_internal.h). */
+typedef hv_status (*snap_add_fn)(void *ctx, const hv_entry *e, const char *sha, bool named);
+
+/* The file systems of a names-only walk: which stamp ctime from this machine's clock at
+ * nanoseconds, by device, and the device of each directory on the walk's current path. */
+#define TRUST_DEVS 16
+struct trust {
+	struct {
+		uint64_t dev;
+		bool ok;
+	} seen[TRUST_DEVS];
+	size_t n_seen;
+	uint64_t *dev_at; /* by depth: the directory at that depth on the path (0: the root) */
+	size_t cap;
+};
+
+/* Local file systems whose times are the kernel's clock, kept in nanoseconds: ext2/3/4 (one
+ * magic; an ext4 of 128-byte inodes keeps seconds, told by the directory's own ctime),
+ * XFS, Btrfs, tmpfs. Not network or FUSE file systems, whose times may come from another
+ * clock, nor overlayfs, whose listings may give other inode numbers than lstat. */
+static bool fs_trusted(int64_t f_type)
+{
+	switch (f_type) {
+	case 0xEF53:     /* EXT4_SUPER_MAGIC */
+	case 0x58465342: /* XFS_SUPER_MAGIC */
+	case 0x9123683E: /* BTRFS_SUPER_MAGIC */
+	case 0x01021994: /* TMPFS_MAGIC */
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Whether the file system of dev (a directory of it: open as fd, its ctime ctime_ns) stamps
+ * ctime from this clock at nanoseconds; once per device. fd < 0: not known, not trusted. */
+static bool trust_dev(struct trust *t, uint64_t dev, int fd, int64_t ctime_ns)
+{
+	for (size_t i = 0; i < t->n_seen; i++)
+		if (t->seen[i].dev == dev)
+			return t->seen[i].ok;
+	struct statfs sf;
+	/* Whole seconds on this directory: a file system that keeps no more (or, once in a
+	 * billion, a time on the second): its files are stat'ed. */
+	bool ok = fd >= 0 && fstatfs(fd, &sf) == 0 && fs_trusted((int64_t)sf.f_type) &&
+		  ctime_ns % 1000000000 != 0 && !hv__test_switch_on(HV__SWITCH_SNAPSHOT_LSTAT);
+	if (t->n_seen < TRUST_DEVS) {
+		t->seen[t->n_seen].dev = dev;
+		t->seen[t->n_seen].ok = ok;
+		t->n_seen++;
+	}
+	return ok;
+}
+
+/* Notes the directory e (lstat known) at its depth, and whether its device is trusted. */
+static hv_status trust_note_dir(struct trust *t, hv_walk *w, const hv_entry *e)
+{
+	size_t d = (size_t)e->depth;
+	if (d >= t->cap || !t->dev_at) {
+		size_t cap = (d + 1) * 2;
+		uint64_t *n = realloc(t->dev_at, cap * sizeof(*n));
+		if (!n)
+			return hv_error_set(HV_ENOMEM, "out of memory");
+		t->dev_at = n;
+		t->cap = cap;
+	}
+	t->dev_at[d] = e->lst.dev;
+	bool known = false;
+	for (size_t i = 0; i < t->n_seen && !known; i++)
+		known = t->seen[i].dev == e->lst.dev;
+	if (!known) {
+		int fd = hv_walk_openat(w, O_RDONLY | O_DIRECTORY);
+		trust_dev(t, e->lst.dev, fd, e->lst.ctime_ns);
+		if (fd >= 0)
+			close(fd);
+	}
+	return HV_OK;
+}
+
+static bool trust_parent(const struct trust *t, const hv_entry *e)
+{
+	size_t d = (size_t)e->depth - 1;
+	if (d >= t->cap)
+		return false;
+	for (size_t i = 0; i < t->n_seen; i++)
+		if (t->seen[i].dev == t->dev_at[d])
+			return t->seen[i].ok;
+	return false;
+}
+
+/* The walk of a snapshot taken at time at (ns): each entry, with its SHA-256 when racy. With
+ * names, a file on a trusted file system is given named (no lstat, no digest). */
 static hv_status snapshot_walk(const char *root, const hv_collect_opts *opts, int64_t at,
-			       hv_walk_sort sort, snap_add_fn add, void *ctx, uint64_t *entries)
+			       hv_walk_sort sort, bool names, snap_add_fn add, void *ctx,
+			       uint64_t *entries)
 {
 	hv_walk *w;
-	int rc = hv_collect_walk_open(&w, root, opts, sort);
+	int rc = names ? hv_collect_walk_open_names(&w, root, opts)
+		       : hv_collect_walk_open(&w, root, opts, sort);
 	if (rc != HV_OK)
 		return rc;
+	struct trust t = {0};
+	if (names) {
+		/* The root, depth 0. */
+		int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		struct stat rst;
+		hv_entry re = {.depth = 0};
+		if (fd >= 0 && fstat(fd, &rst) == 0) {
+			HV_STAT_FROM(&rst, &re.lst);
+			trust_dev(&t, re.lst.dev, fd, re.lst.ctime_ns);
+			rc = trust_note_dir(&t, w, &re);
+		}
+		if (fd >= 0)
+			close(fd);
+	}
 	uint64_t count = 0;
 	const hv_entry *e;
-	while ((rc = hv_walk_next(w, &e)) != HV_DONE) {
+	hv_entry copy;
+	while (rc == HV_OK && (rc = hv_walk_next(w, &e)) != HV_DONE) {
 		if (rc == HV_WARN) {
 			hvc_warn(opts, hv_error_last());
+			rc = HV_OK;
 			continue;
 		}
 		if (rc != HV_OK)
 			break;
-		if (!e->have_lstat)
+		bool named = names && hv__walk_named(w);
+		if (named && !trust_parent(&t, e)) {
+			/* Not a file system whose ctime says it all: its state now, as without
+			 * names. */
+			copy = *e;
+			if (hv__walk_lstat(w, &copy.lst) != 0)
+				continue; /* vanished */
+			copy.have_lstat = true;
+			copy.type = hv_ftype_from_mode(copy.lst.mode);
+			e = &copy;
+			named = false;
+		}
+		if (!named && !e->have_lstat)
 			continue; /* vanished: not there to compare against */
+		if (names && e->type == HV_FT_DIR && (rc = trust_note_dir(&t, w, e)) != HV_OK)
+			break;
 		char hex[65];
 		const char *sha = NULL;
-		if (S_ISREG(e->lst.mode) && hv_store_stat_is_racy(&e->lst, at) &&
+		if (!named && S_ISREG(e->lst.mode) && hv_store_stat_is_racy(&e->lst, at) &&
 		    e->lst.size <= opts->max_file_bytes) {
 			/* Changed within the clock's resolution of the snapshot: remember the content,
 			 * so a same-size rewrite in the same tick is still seen (the racy rule). */
@@ -48,7 +184,7 @@ static hv_status snapshot_walk(const char *root, const hv_collect_opts *opts, in
 			if (fd >= 0)
 				close(fd);
 		}
-		rc = add(ctx, e, sha);
+		rc = add(ctx, e, sha, named);
 		if (rc != HV_OK)
 			break;
 		count++;
@@ -56,12 +192,14 @@ static hv_status snapshot_walk(const char *root, const hv_collect_opts *opts, in
 			opts->on_progress(opts->ctx, count, 0, 0);
 	}
 	hv_walk_close(w);
+	free(t.dev_at);
 	*entries = count;
 	return rc == HV_DONE ? HV_OK : rc;
 }
 
-static hv_status writer_add(void *ctx, const hv_entry *e, const char *sha)
+static hv_status writer_add(void *ctx, const hv_entry *e, const char *sha, bool named)
 {
+	(void)named; /* never: a stored snapshot's walk lists with lstat */
 	return hv_snapshot_writer_add(ctx, e->path, e->path_len, &e->lst, sha);
 }
 
@@ -98,8 +236,8 @@ hv_status hv_snapshot_take(hv_store *st, const char *dir, const hv_collect_opts 
 	}
 	uint64_t count = 0;
 	/* The store sorts the entries itself: the walk need not. */
-	rc = snapshot_walk(root, opts, hv_snapshot_writer_created_at(sw), HV_SORT_NONE, writer_add,
-			   sw, &count);
+	rc = snapshot_walk(root, opts, hv_snapshot_writer_created_at(sw), HV_SORT_NONE, false,
+			   writer_add, sw, &count);
 	if (rc != HV_OK) {
 		free(root);
 		hv_error_saved saved;
@@ -124,11 +262,12 @@ hv_status hv_snapshot_take(hv_store *st, const char *dir, const hv_collect_opts 
 	return HV_OK;
 }
 
-static hv_status mem_add(void *ctx, const hv_entry *e, const char *sha)
+static hv_status mem_add(void *ctx, const hv_entry *e, const char *sha, bool named)
 {
 	hv_mem_snapshot *m = ctx;
-	/* The database's own files are never artifacts: not there to compare against either. */
-	if (hvc_is_db_file(&m->dbf, &e->lst) || hvc_is_db_path(m->root, m->st, e))
+	/* The database's own files are never artifacts: not there to compare against either
+	 * (a named entry has no device: known by name). */
+	if ((!named && hvc_is_db_file(&m->dbf, &e->lst)) || hvc_is_db_path(m->root, m->st, e))
 		return HV_OK;
 	if (m->n == m->cap) {
 		size_t cap = m->cap ? m->cap * 2 : 256;
@@ -147,6 +286,8 @@ static hv_status mem_add(void *ctx, const hv_entry *e, const char *sha)
 	me->len = e->path_len;
 	me->st = e->lst;
 	me->sha = 0;
+	me->named = named;
+	m->n_named += named;
 	char *before = m->paths.data;
 	if (hv_buf_append(&m->paths, e->path, e->path_len + 1) != HV_OK)
 		return HV_ENOMEM;
@@ -181,9 +322,23 @@ hv_status hv_snapshot_take_mem(hv_store *st, const char *dir, const hv_collect_o
 	m->st = st;
 	hvc_db_files_init(&m->dbf, st);
 	int rc = snapshot_prepare(dir, &m->root);
+	/* Read before anything is listed: every change the listing may have missed was made
+	 * before the clock ticks past this (see collect_internal.h). */
+	int64_t start = coarse_ns();
 	if (rc == HV_OK) {
 		uint64_t count;
-		rc = snapshot_walk(m->root, opts, hv_store_now_ns(), HV_SORT_NAME, mem_add, m, &count);
+		rc = snapshot_walk(m->root, opts, hv_store_now_ns(), HV_SORT_NAME, true, mem_add, m,
+				   &count);
+	}
+	if (rc == HV_OK && m->n_named) {
+		/* A change after this has a ctime not older than since_ns (a file time is the
+		 * coarse clock's, or finer and later); one before the listing is older. A walk
+		 * shorter than a tick waits for it (4 ms at most here). */
+		while ((m->since_ns = coarse_ns()) <= start) {
+			struct timespec ts = {0, 250000};
+			nanosleep(&ts, NULL);
+		}
+		m->clock_off = clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC);
 	}
 	if (rc != HV_OK) {
 		hv_mem_snapshot_free(m);
@@ -191,6 +346,33 @@ hv_status hv_snapshot_take_mem(hv_store *st, const char *dir, const hv_collect_o
 	}
 	*out = m;
 	return HV_OK;
+}
+
+void hvc_since_clock_init(const hv_mem_snapshot *m, struct hvc_since_clock *c)
+{
+	c->now_ns = clock_ns(CLOCK_REALTIME);
+	int64_t back = m->clock_off - (c->now_ns - clock_ns(CLOCK_MONOTONIC));
+	c->since_ns = m->since_ns;
+	c->no_upper = false;
+	if (back > 1000000) {
+		/* The clock was set back since (by back ns): changes since have older times than
+		 * it said then, and files may have times later than now. */
+		c->since_ns -= back;
+		c->no_upper = true;
+	}
+}
+
+bool hvc_mem_changed(struct hvc_since_clock *c, int64_t ctime_ns)
+{
+	if (ctime_ns < c->since_ns)
+		return false;
+	if (c->no_upper || ctime_ns <= c->now_ns)
+		return true;
+	/* Later than the clock was: read it again. A file changed since has a time not later
+	 * than now; one still later was stamped before the snapshot, by a clock that was ahead,
+	 * and has not changed (a change would have stamped it now). */
+	c->now_ns = clock_ns(CLOCK_REALTIME);
+	return ctime_ns <= c->now_ns;
 }
 
 uint64_t hv_mem_snapshot_entries(const hv_mem_snapshot *m)

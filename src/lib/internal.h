@@ -112,6 +112,20 @@ hv_status hv_sha256_hex(const void *data, size_t len, char hex[65]);
  * more than max bytes. */
 hv_status hv_sha256_fd(int fd, uint64_t max, const char *path, char hex[65]);
 
+/* A walk that stats only directories (and entries of unknown type): of every other entry
+ * it knows the name, the type and the inode number the directory gives (hv_entry.lst.mode and
+ * .ino; have_lstat false), and hv__walk_named() says so. What a run's snapshot in memory lists
+ * before the command (collect_snapshot.c). */
+struct hv_walk;
+struct hv_walk_opts;
+hv_status hv__walk_open_names(struct hv_walk **out, const char *root,
+			      const struct hv_walk_opts *opts);
+/* Whether the last entry was listed by name only. */
+bool hv__walk_named(const struct hv_walk *w);
+/* lstat of the last entry, relative to its directory's descriptor: 0, or -1 with errno. */
+struct hv_stat;
+int hv__walk_lstat(struct hv_walk *w, struct hv_stat *out);
+
 /* Processes harvest starts for itself and keeps for the life of the process (libmagic's
  * spawner): a run's end_descendants leaves them alone although they may be started while a
  * command runs. Registered by whoever forks one, right after the fork and on the thread that

@@ -35,6 +35,7 @@ static const char *const switch_vars[HV__SWITCH_COUNT] = {
 	[HV__SWITCH_CHANGES_LOST] = "HARVEST_TEST_CHANGES_LOST",
 	[HV__SWITCH_CHANGES_READ_LATE] = "HARVEST_TEST_CHANGES_READ_LATE",
 	[HV__SWITCH_CHANGES_READ_SLOW] = "HARVEST_TEST_CHANGES_READ_SLOW",
+	[HV__SWITCH_SNAPSHOT_LSTAT] = "HARVEST_TEST_SNAPSHOT_LSTAT",
 };
 
 /* Bit s: switch s is on. SWITCHES_READ: the environment was read (so 0 means "not yet"). */

@@ -63,6 +63,10 @@ typedef enum hv__test_switch {
 	 * the events, so that reads end at other points of a workload each run and the kernel
 	 * merges some events and not others. */
 	HV__SWITCH_CHANGES_READ_SLOW,
+	/* HARVEST_TEST_SNAPSHOT_LSTAT: a snapshot in memory trusts no file system's ctime: it
+	 * keeps every entry's lstat state, as on a file system it does not know
+	 * (collect_snapshot.c). */
+	HV__SWITCH_SNAPSHOT_LSTAT,
 	HV__SWITCH_COUNT
 } hv__test_switch;
 

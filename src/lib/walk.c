@@ -142,6 +142,7 @@ static void fill_entry(hv_walk *w, const struct frame *f, const struct rec *r)
 	e->depth = f->depth + 1;
 	e->have_lstat = r->flags & REC_HAVE_LSTAT;
 	e->lst = r->lst;
+	w->entry_named = r->flags & REC_NAMES;
 	e->type = e->have_lstat ? hv_ftype_from_mode(r->lst.mode) : ftype_from_dtype(r->dtype);
 	e->have_stat = r->flags & REC_HAVE_STAT;
 	e->is_dir = r->flags & REC_STAT_DIR;
@@ -251,7 +252,8 @@ hv_status hv_walk_next(hv_walk *w, const hv_entry **out)
 	return HV_DONE;
 }
 
-hv_status hv_walk_open(hv_walk **out, const char *root, const hv_walk_opts *opts)
+static hv_status walk_open(hv_walk **out, const char *root, const hv_walk_opts *opts,
+			   bool names_only)
 {
 	*out = NULL;
 	hv_walk_opts o;
@@ -272,6 +274,7 @@ hv_status hv_walk_open(hv_walk **out, const char *root, const hv_walk_opts *opts
 	if (!w)
 		return hv_error_set(HV_ENOMEM, "out of memory");
 	w->opts = o;
+	w->names_only = names_only;
 	w->root_arg = strdup(root);
 	w->dents_buf = malloc(DENTS_BUF);
 	pthread_mutex_init(&w->lock, NULL);
@@ -361,6 +364,43 @@ hv_status hv_walk_open(hv_walk **out, const char *root, const hv_walk_opts *opts
 	}
 	*out = w;
 	return HV_OK;
+}
+
+hv_status hv_walk_open(hv_walk **out, const char *root, const hv_walk_opts *opts)
+{
+	return walk_open(out, root, opts, false);
+}
+
+hv_status hv__walk_open_names(hv_walk **out, const char *root, const hv_walk_opts *opts)
+{
+	return walk_open(out, root, opts, true);
+}
+
+bool hv__walk_named(const hv_walk *w)
+{
+	return w->entry_named;
+}
+
+int hv__walk_lstat(hv_walk *w, hv_stat *out)
+{
+	struct dnode *p = w->entry_parent;
+	if (!p || !w->entry.name) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (!atomic_load_explicit(&w->keeps_fds, memory_order_relaxed))
+		atomic_store_explicit(&w->keeps_fds, true, memory_order_relaxed);
+	int dfd = hvw_node_fd(w, p, true);
+	if (dfd < 0)
+		return -1;
+	struct stat st;
+	int rc = fstatat(dfd, w->entry.name, &st, AT_SYMLINK_NOFOLLOW);
+	int err = errno;
+	hvw_cache_unpin(w, p);
+	if (rc == 0)
+		HV_STAT_FROM(&st, out);
+	errno = err;
+	return rc;
 }
 
 int hv_walk_openat(hv_walk *w, int flags)

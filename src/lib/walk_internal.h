@@ -49,6 +49,9 @@ enum rec_flags {
 	REC_HAVE_LSTAT = 1 << 0,
 	REC_HAVE_STAT = 1 << 1,  /* stat following symlinks succeeded */
 	REC_STAT_DIR = 1 << 2,   /* ... and says directory */
+	/* Not stat'ed (a names-only walk, hv__walk_open_names): lst holds only the directory
+	 * entry's type (in mode) and inode number. */
+	REC_NAMES = 1 << 3,
 };
 
 /* One directory entry as read by a job. */
@@ -129,6 +132,7 @@ struct hv_walk {
 	atomic_bool keeps_fds;      /* hv_walk_openat was called (see hvw_worker_main) */
 	bool assume_blocked;        /* test switch: treat every batch as blocked (test_hook.h) */
 	bool slow_claims;           /* test switch: widen a claimed job's window (test_hook.h) */
+	bool names_only;            /* stat only directories (and unknown types): see REC_NAMES */
 	/* The root's file system is ext2/3/4, on device eof_dev: there a listing whose last
 	 * entry's d_off is the htree's end needs no further getdents64 (see hvw_read_dir). Set
 	 * when the root is read, before any worker starts. */
@@ -148,6 +152,7 @@ struct hv_walk {
 	hv_buf msg_path;
 	hv_entry entry;
 	struct dnode *entry_parent;   /* the directory holding the last entry */
+	bool entry_named;             /* the last entry is REC_NAMES */
 	hv_buf pending_warn;          /* a warning to give on the next call */
 	char *dents_buf;
 	uint64_t count, warnings;

@@ -109,7 +109,8 @@ static int rec_cmp(const void *a, const void *b, void *names)
 	return strcmp((const char *)names + x->name_off, (const char *)names + y->name_off);
 }
 
-static int listing_add(struct listing *l, const char *name, size_t len, unsigned char dtype)
+static int listing_add(struct listing *l, const char *name, size_t len, unsigned char dtype,
+		       uint64_t ino)
 {
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? l->cap * 2 : 32;
@@ -126,6 +127,7 @@ static int listing_add(struct listing *l, const char *name, size_t len, unsigned
 	r->name_off = (uint32_t)l->names.len;
 	r->name_len = (uint32_t)len;
 	r->dtype = dtype;
+	r->lst.ino = ino;
 	/* Names are stored with their NUL, so they can be compared and passed to syscalls. */
 	if (hv_buf_append(&l->names, name, len + 1) != HV_OK)
 		return -1;
@@ -138,6 +140,12 @@ static void stat_entries(hv_walk *w, int dfd, struct listing *l)
 	for (size_t i = 0; i < l->n; i++) {
 		struct rec *r = &l->recs[i];
 		const char *name = l->names.data + r->name_off;
+		if (w->names_only && r->dtype != DT_DIR && r->dtype != DT_UNKNOWN) {
+			/* The entry's type and inode number, as the directory gives them. */
+			r->flags |= REC_NAMES;
+			r->lst.mode = DTTOIF(r->dtype);
+			continue;
+		}
 		struct stat st;
 		if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
 			continue;
@@ -239,7 +247,7 @@ int hvw_read_dir(hv_walk *w, struct dnode *n, int pfd, char *dbuf, bool patient)
 				continue;
 			if (excluded(w, nm))
 				continue;
-			if (listing_add(l, nm, strlen(nm), d->d_type) != 0) {
+			if (listing_add(l, nm, strlen(nm), d->d_type, d->d_ino) != 0) {
 				l->err = ENOMEM;
 				l->partial = true;
 				goto read_done;

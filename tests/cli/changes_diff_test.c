@@ -4,6 +4,10 @@
  * here (a listing of the tree before and after the run, with content hashes), which must all
  * give the same produced and deleted sets.
  *
+ * The snapshots run twice: as they are (on the file systems whose ctime they trust, files
+ * listed by name and inode number before the run) and keeping every entry's lstat state
+ * (HARVEST_TEST_SNAPSHOT_LSTAT), on other seeds.
+ *
  * A workload is made from a seed: a tree (deep directories, files of a few sizes, hard links,
  * as root a tmpfs mounted below the directory), then operations run by the command (this
  * program again, as `changes_diff_test ops SEED DIR OUT`): creations in new deep directories,
@@ -786,6 +790,7 @@ static void check(uint64_t seed, const char *mode, bool as_nobody, const char *w
 #define N_SEEDS_NOBODY 32  /* as nobody */
 #define N_SEEDS_AUTO 96    /* the default as root: the events path, on other seeds */
 #define N_SEEDS_LATE 48    /* events read late, and read slowly */
+#define N_SEEDS_LSTAT 48   /* snapshots keeping every lstat state */
 
 /* The seeds: 1..n, or HV_DIFF_SEEDS=FIRST:COUNT to run others (a failure prints its seed). */
 static void seeds(uint64_t dflt_first, uint64_t dflt_n, uint64_t *first, uint64_t *n)
@@ -864,6 +869,19 @@ static void test_snapshot_against_oracle(void **state)
 	seeds(1, N_SEEDS, &first, &n);
 	for (uint64_t seed = first; seed < first + n; seed += BATCH)
 		check(seed, "snapshot", false, NULL);
+}
+
+/* The snapshot on a file system whose ctime it does not trust (a test switch makes every one
+ * so): each entry's lstat state before the run, and the racy rule, on other seeds. */
+static void test_snapshot_lstat_against_oracle(void **state)
+{
+	(void)state;
+	uint64_t first, n;
+	seeds(5001, N_SEEDS_LSTAT, &first, &n);
+	setenv("HARVEST_TEST_SNAPSHOT_LSTAT", "1", 1);
+	for (uint64_t seed = first; seed < first + n; seed += BATCH)
+		check(seed, "snapshot", false, NULL);
+	unsetenv("HARVEST_TEST_SNAPSHOT_LSTAT");
 }
 
 /* As nobody, fanotify is refused: auto says so and compares snapshots, with the same result;
@@ -959,6 +977,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_events_read_late_against_oracle),
 		cmocka_unit_test(test_events_read_slow_against_oracle),
 		cmocka_unit_test(test_snapshot_against_oracle),
+		cmocka_unit_test(test_snapshot_lstat_against_oracle),
 		cmocka_unit_test(test_auto_against_oracle),
 		cmocka_unit_test(test_nobody_auto_falls_back),
 		cmocka_unit_test(test_nobody_events_refused),

@@ -12,6 +12,7 @@
 #include "harvest/records.h"
 #include "harvest/store.h"
 #include "harvest/sys/store.h"
+#include "collect_internal.h"
 #include "test_hook.h"
 
 #include <errno.h>
@@ -1169,6 +1170,126 @@ static void test_produced_set(void **state)
 	cfree(c);
 }
 
+/* The names of c's files and deleted paths, "f:PATH:CHANGE ... d:PATH ...", in order. */
+static char *changes_text(const hv_collection *c)
+{
+	char *out = tu_xmemdup("", 0);
+	for (size_t i = 0; i < c->n_files; i++) {
+		char *n = NULL;
+		assert_true(asprintf(&n, "%sf:%s:%s ", out, c->files[i].path,
+				     c->files[i].change ? c->files[i].change : "-") > 0);
+		free(out);
+		out = n;
+	}
+	for (size_t i = 0; i < c->n_deleted; i++) {
+		char *n = NULL;
+		assert_true(asprintf(&n, "%sd:%s ", out, c->deleted[i].path) > 0);
+		free(out);
+		out = n;
+	}
+	return out;
+}
+
+static void names_tree(const char *root)
+{
+	tu_mkdir(root, "a");
+	tu_mkdir(root, "c");
+	tu_write(root, "a/x", "one\n", 4);
+	tu_write(root, "c/x", "two\n", 4);
+	tu_write(root, "c/y", "why\n", 4);
+	tu_write(root, "keep.txt", "kept\n", 5);
+	tu_write(root, "gone.txt", "gone\n", 5);
+}
+
+/* A snapshot in memory on tmpfs (a file system whose ctime it trusts) lists files by name and
+ * inode number only, and tells what changed by their ctime after the run: the same answer as
+ * the lstat state gives (HARVEST_TEST_SNAPSHOT_LSTAT), including a directory replaced by another
+ * holding the same names (their files keep old times: only the inode numbers differ) and a
+ * file rewritten with the same size just before the snapshot and again just after it. */
+static void test_mem_snapshot_by_names(void **state)
+{
+	fx *f = *state;
+	char tmpl[] = "/dev/shm/harvest-names-XXXXXX";
+	assert_non_null(mkdtemp(tmpl));
+	const char *root = tmpl;
+	names_tree(root);
+	const char *want = "f:a/x:modified f:a/y:created f:new.txt:created f:racy.txt:modified "
+			   "f:tmp/x:created d:c/x d:c/y d:gone.txt ";
+	hv_collect_opts o;
+	hv_collect_opts_init(&o);
+	o.no_content = true;
+	for (int lstat_mode = 0; lstat_mode < 2; lstat_mode++) {
+		if (lstat_mode) {
+			setenv("HARVEST_TEST_SNAPSHOT_LSTAT", "1", 1);
+			hv__test_switches_reload();
+		}
+		/* Written just before the snapshot, in the same tick. */
+		tu_write(root, "racy.txt", "aaaa", 4);
+		tu_write(root, "same.txt", "bbbb", 4);
+		hv_mem_snapshot *mem = NULL;
+		assert_int_equal(hv_snapshot_take_mem(f->st, root, &o, &mem), HV_OK);
+		assert_int_equal(hv_mem_snapshot_entries(mem), 9);
+		/* Named: every file (the three directories are stat'ed); none with lstat. */
+		assert_int_equal(mem->n_named, lstat_mode ? 0 : 7);
+		tu_write(root, "racy.txt", "cccc", 4);
+		char *a = tu_path(root, "a"), *c = tu_path(root, "c"), *t = tu_path(root, "tmp");
+		assert_int_equal(rename(a, t), 0);
+		assert_int_equal(rename(c, a), 0);
+		free(a), free(c), free(t);
+		char *g = tu_path(root, "gone.txt");
+		assert_int_equal(unlink(g), 0);
+		free(g);
+		tu_write(root, "new.txt", "new\n", 4);
+		hv_collection *col = NULL;
+		assert_int_equal(hv_collect_since_mem(f->st, root, &o, mem, &col), HV_OK);
+		track(col);
+		char *got = changes_text(col);
+		if (strcmp(got, want))
+			fail_msg("%s: %s, not %s", lstat_mode ? "lstat" : "names", got, want);
+		free(got);
+		cfree(col);
+		hv_mem_snapshot_free(mem);
+		/* Back as before, for the other mode. */
+		tu_rmrf(root);
+		assert_int_equal(mkdir(root, 0700), 0);
+		names_tree(root);
+	}
+	unsetenv("HARVEST_TEST_SNAPSHOT_LSTAT");
+	hv__test_switches_reload();
+	tu_rmrf(root);
+}
+
+/* The clock a snapshot by names compares ctimes with: not older than the snapshot's tick and
+ * not later than now; a time later than now is from a clock that was ahead before the
+ * snapshot, unless the clock was set back since, which lowers the line by as much. */
+static void test_mem_snapshot_clock(void **state)
+{
+	(void)state;
+	struct timespec rt, mono;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	int64_t now = (int64_t)rt.tv_sec * 1000000000 + rt.tv_nsec;
+	int64_t off = now - ((int64_t)mono.tv_sec * 1000000000 + mono.tv_nsec);
+	hv_mem_snapshot m = {.since_ns = now - 5000000000, .clock_off = off, .n_named = 1};
+	struct hvc_since_clock c;
+	hvc_since_clock_init(&m, &c);
+	assert_false(c.no_upper);
+	assert_int_equal(c.since_ns, m.since_ns);
+	assert_false(hvc_mem_changed(&c, m.since_ns - 1));
+	assert_true(hvc_mem_changed(&c, m.since_ns));
+	assert_true(hvc_mem_changed(&c, now));
+	assert_false(hvc_mem_changed(&c, now + 3600 * 1000000000LL)); /* stamped ahead, before */
+	/* The clock set back an hour since the snapshot: as if the snapshot were an hour older,
+	 * and times ahead of the clock now are changes. */
+	m.clock_off = off + 3600 * 1000000000LL;
+	hvc_since_clock_init(&m, &c);
+	assert_true(c.no_upper);
+	assert_true(c.since_ns <= m.since_ns - 3600 * 1000000000LL + 1000000);
+	assert_true(hvc_mem_changed(&c, m.since_ns - 1800 * 1000000000LL));
+	assert_true(hvc_mem_changed(&c, now + 1800 * 1000000000LL));
+	assert_false(hvc_mem_changed(&c, m.since_ns - 7200 * 1000000000LL));
+}
+
 static void test_produced_merge_order(void **state)
 {
 	/* Names around '/' in byte order ("a" < "a b" < "a!b" < "a-b" < "a.txt" < "a0", and
@@ -2318,6 +2439,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_swap_dir, tu_fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_swap_socket, tu_fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_produced_set, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_mem_snapshot_by_names, tu_fx_setup, teardown),
+		cmocka_unit_test(test_mem_snapshot_clock),
 		cmocka_unit_test_setup_teardown(test_produced_merge_order, tu_fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_racy_rule, tu_fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_content_cache_hit, tu_fx_setup, teardown),
