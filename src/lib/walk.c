@@ -381,16 +381,24 @@ bool hv__walk_named(const hv_walk *w)
 	return w->entry_named;
 }
 
-int hv__walk_lstat(hv_walk *w, hv_stat *out)
+/* The descriptor of the last entry's directory, pinned in the cache until
+ * hvw_cache_unpin(w, w->entry_parent); -1 with errno set when there is none. From the first
+ * call on, workers keep the descriptors of the directories they read (see hvw_worker_main). */
+static int entry_dir_fd(hv_walk *w)
 {
-	struct dnode *p = w->entry_parent;
-	if (!p || !w->entry.name) {
+	if (!w->entry_parent || !w->entry.name) {
 		errno = EINVAL;
 		return -1;
 	}
 	if (!atomic_load_explicit(&w->keeps_fds, memory_order_relaxed))
 		atomic_store_explicit(&w->keeps_fds, true, memory_order_relaxed);
-	int dfd = hvw_node_fd(w, p, true);
+	return hvw_node_fd(w, w->entry_parent, true);
+}
+
+int hv__walk_lstat(hv_walk *w, hv_stat *out)
+{
+	struct dnode *p = w->entry_parent;
+	int dfd = entry_dir_fd(w);
 	if (dfd < 0)
 		return -1;
 	struct stat st;
@@ -406,13 +414,7 @@ int hv__walk_lstat(hv_walk *w, hv_stat *out)
 int hv_walk_openat(hv_walk *w, int flags)
 {
 	struct dnode *p = w->entry_parent;
-	if (!p || !w->entry.name) {
-		errno = EINVAL;
-		return -1;
-	}
-	if (!atomic_load_explicit(&w->keeps_fds, memory_order_relaxed))
-		atomic_store_explicit(&w->keeps_fds, true, memory_order_relaxed);
-	int dfd = hvw_node_fd(w, p, true);
+	int dfd = entry_dir_fd(w);
 	if (dfd < 0)
 		return -1;
 	int fd = hvw_open_evicting(w, dfd, w->entry.name, flags | O_NOFOLLOW | O_CLOEXEC, true);
