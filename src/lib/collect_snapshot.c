@@ -99,7 +99,7 @@ static hv_status trust_note_dir(struct trust *t, hv_walk *w, const hv_entry *e)
 	for (size_t i = 0; i < t->n_seen && !known; i++)
 		known = t->seen[i].dev == e->lst.dev;
 	if (!known) {
-		int fd = hv_walk_openat(w, O_RDONLY | O_DIRECTORY);
+		int fd = hv_walk_openat(w, O_PATH | O_DIRECTORY);
 		trust_dev(t, e->lst.dev, fd, e->lst.ctime_ns);
 		if (fd >= 0)
 			close(fd);
@@ -132,7 +132,7 @@ static hv_status snapshot_walk(const char *root, const hv_collect_opts *opts, in
 	struct trust t = {0};
 	if (names) {
 		/* The root, depth 0. */
-		int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		int fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 		struct stat rst;
 		hv_entry re = {.depth = 0};
 		if (fd >= 0 && fstat(fd, &rst) == 0) {

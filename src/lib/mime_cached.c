@@ -146,15 +146,11 @@ static hv_status detect_cached(hv_store *st, const char *const *paths, const str
 		rc = hv_error_set(HV_ENOMEM, "out of memory");
 		goto done;
 	}
-	/* Each is written once per path: its pages made present together (hv_prefault_ahead). */
-	size_t present = 0;
-	hv_prefault_ahead(res, 0, n * sizeof(*res), &present);
-	present = 0;
-	hv_prefault_ahead(stats, 0, n * sizeof(*stats), &present);
-	present = 0;
-	hv_prefault_ahead(hits, 0, n * sizeof(*hits), &present);
-	present = 0;
-	hv_prefault_ahead(keys, 0, n * sizeof(*keys), &present);
+	/* Each is written once per path: its pages made present together (hv_prefault). */
+	hv_prefault(res, n * sizeof(*res));
+	hv_prefault(stats, n * sizeof(*stats));
+	hv_prefault(hits, n * sizeof(*hits));
+	hv_prefault(keys, n * sizeof(*keys));
 	/* Hits first, on this thread: the regular files' lookups, all in one transaction and by
 	 * runs of one statement (hvst_mime_lookup_many). */
 	for (size_t i = 0; i < n; i++) {
