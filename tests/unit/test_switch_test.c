@@ -11,6 +11,7 @@ static const char *const vars[HV__SWITCH_COUNT] = {
 	[HV__SWITCH_CHANGES_LOST] = "HARVEST_TEST_CHANGES_LOST",
 	[HV__SWITCH_CHANGES_READ_LATE] = "HARVEST_TEST_CHANGES_READ_LATE",
 	[HV__SWITCH_CHANGES_READ_SLOW] = "HARVEST_TEST_CHANGES_READ_SLOW",
+	[HV__SWITCH_SNAPSHOT_LSTAT] = "HARVEST_TEST_SNAPSHOT_LSTAT",
 };
 
 /* Runs first, so the library has not looked yet: the first call reads the environment. */
