@@ -47,7 +47,8 @@ struct hvc_db_files {
  * Btrfs, tmpfs: hvc_ctime_trusted), a file needs no lstat before the run: its name, type and
  * inode number come with the directory's listing (a "named" entry), and whatever changes the
  * file after the snapshot sets its ctime to a time not older than since_ns, the coarse clock
- * once it has ticked past the walk's start (file times come from that clock). So the walk
+ * once it has passed the real time at the walk's start (file times come from that clock, or
+ * are finer and later). So the walk
  * before the command costs getdents64 and one lstat per directory, not one per entry. Entries
  * elsewhere (another file system, one with coarse times, a type the listing does not give)
  * keep their lstat state and the racy rule. */

@@ -322,18 +322,20 @@ hv_status hv_snapshot_take_mem(hv_store *st, const char *dir, const hv_collect_o
 	m->st = st;
 	hvc_db_files_init(&m->dbf, st);
 	int rc = snapshot_prepare(dir, &m->root);
-	/* Read before anything is listed: every change the listing may have missed was made
-	 * before the clock ticks past this (see collect_internal.h). */
-	int64_t start = coarse_ns();
+	/* The real time before anything is listed: every change made before the listing has a
+	 * ctime not later than this. Not the coarse clock's reading: a file time may be finer
+	 * than it and ahead of it (the kernel's multigrain times), and the coarse clock may be
+	 * more than a tick behind (a tick handled late). */
+	int64_t start = clock_ns(CLOCK_REALTIME);
 	if (rc == HV_OK) {
 		uint64_t count;
 		rc = snapshot_walk(m->root, opts, hv_store_now_ns(), HV_SORT_NAME, true, mem_add, m,
 				   &count);
 	}
 	if (rc == HV_OK && m->n_named) {
-		/* A change after this has a ctime not older than since_ns (a file time is the
-		 * coarse clock's, or finer and later); one before the listing is older. A walk
-		 * shorter than a tick waits for it (4 ms at most here). */
+		/* Once the coarse clock is past start, a change from then on has a ctime not older
+		 * than since_ns (a file time is the coarse clock's, or finer and later), and one
+		 * before the listing is older. A walk shorter than a tick waits for it. */
 		while ((m->since_ns = coarse_ns()) <= start) {
 			struct timespec ts = {0, 250000};
 			nanosleep(&ts, NULL);
