@@ -170,13 +170,6 @@ struct hv_changes {
 	bool best_effort; /* hv_changes_result_since(): what the events tell, nothing refused */
 };
 
-static int64_t coarse_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME_COARSE, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* ---- mountinfo ---- */
 
 /* Undoes mountinfo's octal escapes (\040 for a space) in place. */
@@ -1116,7 +1109,7 @@ static void *drain(void *arg)
 		return NULL;
 	bool late = hv__test_switch_on(HV__SWITCH_CHANGES_READ_LATE);
 	bool slow = hv__test_switch_on(HV__SWITCH_CHANGES_READ_SLOW);
-	uint64_t slow_seed = (uint64_t)getpid() ^ (uint64_t)coarse_now_ns();
+	uint64_t slow_seed = (uint64_t)getpid() ^ (uint64_t)hv_clock_ns(CLOCK_REALTIME_COARSE);
 	for (;;) {
 		struct pollfd pf[2] = {{late ? -1 : c->fan, POLLIN, 0}, {c->stop_pipe[0], POLLIN, 0}};
 		int got = poll(pf, 2, -1);
@@ -1247,7 +1240,12 @@ hv_status hv_changes_start(const char *root, const hv_collect_opts *opts, hv_cha
 		p = nl + 1;
 	}
 	if (rc == HV_OK) {
-		c->start_ns = coarse_now_ns();
+		/* The line of walk_since's ctime fallback, after an overflow: the coarse clock now,
+		 * so a change from here on has a ctime not older. A file changed just before, in
+		 * the same tick (or stamped finer than the tick), is then reported too: a false
+		 * positive in a rare path. The snapshot's exact line (hv_snapshot_take_mem) waits
+		 * for the tick to pass, which every run here would pay for. */
+		c->start_ns = hv_clock_ns(CLOCK_REALTIME_COARSE);
 		/* The events are read on the caller's thread (hv_changes_pump) until they are
 		 * many; the test switches that read them late or slowly want the thread. */
 		if (hv__test_switch_on(HV__SWITCH_CHANGES_READ_LATE) ||

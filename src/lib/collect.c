@@ -553,11 +553,12 @@ static bool produced(struct since *c, const hv_entry *e, const hv_snapshot_entry
 	*compare_sha = NULL;
 	if (!s)
 		return true;
+	/* Another file at the name (a directory swapped for one holding the same names). */
+	if ((s->st.mode & S_IFMT) != (e->lst.mode & S_IFMT) || s->st.ino != e->lst.ino)
+		return true;
 	if (c->named)
-		return (s->st.mode & S_IFMT) != (e->lst.mode & S_IFMT) ||
-		       s->st.ino != e->lst.ino || hvc_mem_changed(&c->clock, e->lst.ctime_ns);
-	if ((s->st.mode & S_IFMT) != (e->lst.mode & S_IFMT) || s->st.ino != e->lst.ino ||
-	    s->st.dev != e->lst.dev || s->st.size != e->lst.size ||
+		return hvc_mem_changed(&c->clock, e->lst.ctime_ns);
+	if (s->st.dev != e->lst.dev || s->st.size != e->lst.size ||
 	    s->st.mtime_ns != e->lst.mtime_ns || s->st.ctime_ns != e->lst.ctime_ns)
 		return true;
 	if (s->sha256 && S_ISREG(e->lst.mode)) {

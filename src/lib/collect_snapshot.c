@@ -15,19 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static int64_t clock_ns(clockid_t id)
-{
-	struct timespec ts;
-	clock_gettime(id, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* The clock file times come from (a tick behind the real time at most). */
-static int64_t coarse_ns(void)
-{
-	return clock_ns(CLOCK_REALTIME_COARSE);
-}
-
 /* Where a snapshot walk puts each entry: the store's writer or memory. named: e->lst holds
  * only the type and the inode number (see collect_internal.h). */
 typedef hv_status (*snap_add_fn)(void *ctx, const hv_entry *e, const char *sha, bool named);
@@ -326,7 +313,7 @@ hv_status hv_snapshot_take_mem(hv_store *st, const char *dir, const hv_collect_o
 	 * ctime not later than this. Not the coarse clock's reading: a file time may be finer
 	 * than it and ahead of it (the kernel's multigrain times), and the coarse clock may be
 	 * more than a tick behind (a tick handled late). */
-	int64_t start = clock_ns(CLOCK_REALTIME);
+	int64_t start = hv_clock_ns(CLOCK_REALTIME);
 	if (rc == HV_OK) {
 		uint64_t count;
 		rc = snapshot_walk(m->root, opts, hv_store_now_ns(), HV_SORT_NAME, true, mem_add, m,
@@ -336,11 +323,11 @@ hv_status hv_snapshot_take_mem(hv_store *st, const char *dir, const hv_collect_o
 		/* Once the coarse clock is past start, a change from then on has a ctime not older
 		 * than since_ns (a file time is the coarse clock's, or finer and later), and one
 		 * before the listing is older. A walk shorter than a tick waits for it. */
-		while ((m->since_ns = coarse_ns()) <= start) {
+		while ((m->since_ns = hv_clock_ns(CLOCK_REALTIME_COARSE)) <= start) {
 			struct timespec ts = {0, 250000};
 			nanosleep(&ts, NULL);
 		}
-		m->clock_off = clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC);
+		m->clock_off = hv_clock_ns(CLOCK_REALTIME) - hv_clock_ns(CLOCK_MONOTONIC);
 	}
 	if (rc != HV_OK) {
 		hv_mem_snapshot_free(m);
@@ -352,8 +339,8 @@ hv_status hv_snapshot_take_mem(hv_store *st, const char *dir, const hv_collect_o
 
 void hvc_since_clock_init(const hv_mem_snapshot *m, struct hvc_since_clock *c)
 {
-	c->now_ns = clock_ns(CLOCK_REALTIME);
-	int64_t back = m->clock_off - (c->now_ns - clock_ns(CLOCK_MONOTONIC));
+	c->now_ns = hv_clock_ns(CLOCK_REALTIME);
+	int64_t back = m->clock_off - (c->now_ns - hv_clock_ns(CLOCK_MONOTONIC));
 	c->since_ns = m->since_ns;
 	c->no_upper = false;
 	if (back > 1000000) {
@@ -373,7 +360,7 @@ bool hvc_mem_changed(struct hvc_since_clock *c, int64_t ctime_ns)
 	/* Later than the clock was: read it again. A file changed since has a time not later
 	 * than now; one still later was stamped before the snapshot, by a clock that was ahead,
 	 * and has not changed (a change would have stamped it now). */
-	c->now_ns = clock_ns(CLOCK_REALTIME);
+	c->now_ns = hv_clock_ns(CLOCK_REALTIME);
 	return ctime_ns <= c->now_ns;
 }
 

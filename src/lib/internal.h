@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
+#include <time.h>
 
 #define HV_ATTR_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #define HV_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -85,6 +86,15 @@ void hv_prefault(void *base, size_t len);
  * most HV_DEFAULT_THREADS_MAX (more threads than that only contend for the disk). */
 #define HV_DEFAULT_THREADS_MAX 8
 int hv_default_threads(void);
+
+/* The clock id's reading in nanoseconds: CLOCK_REALTIME for times stored, CLOCK_MONOTONIC for
+ * durations and deadlines, CLOCK_REALTIME_COARSE for the clock file times are stamped by. */
+static inline int64_t hv_clock_ns(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 /* Seconds and nanoseconds as nanoseconds since the epoch, saturated outside 1677–2262:
  * a file's times are set by untrusted code (`touch -d 2300-01-01`). */

@@ -678,9 +678,7 @@ void hvm_spawner_prepare(void)
 
 static int64_t now_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return hv_clock_ns(CLOCK_MONOTONIC) / 1000000;
 }
 
 static void reap(hvm_worker *w, char *why, size_t why_len, bool timed_out)

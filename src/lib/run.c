@@ -145,16 +145,9 @@ void hv_run_result_free(hv_run_result *r)
 	memset(r, 0, sizeof(*r));
 }
 
-static int64_t clock_ns(clockid_t id)
-{
-	struct timespec ts;
-	clock_gettime(id, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static int64_t mono_ms(void)
 {
-	return clock_ns(CLOCK_MONOTONIC) / 1000000;
+	return hv_clock_ns(CLOCK_MONOTONIC) / 1000000;
 }
 
 static void close_fd(int *fd)
@@ -1324,8 +1317,8 @@ hv_status hv__run_watched(const hv_run_opts *opts, hv_run_chunk_fn on_chunk, voi
 	if (opts->timeout_ms)
 		r.deadline = mono_ms() + (int64_t)(opts->timeout_ms < (uint64_t)NEVER / 2
 						   ? opts->timeout_ms : (uint64_t)NEVER / 2);
-	out->started_at_ns = clock_ns(CLOCK_REALTIME);
-	int64_t start_ns = clock_ns(CLOCK_MONOTONIC);
+	out->started_at_ns = hv_clock_ns(CLOCK_REALTIME);
+	int64_t start_ns = hv_clock_ns(CLOCK_MONOTONIC);
 
 	sigset_t all, old_mask;
 	sigfillset(&all);
@@ -1402,8 +1395,8 @@ hv_status hv__run_watched(const hv_run_opts *opts, hv_run_chunk_fn on_chunk, voi
 ended:
 	if (rc == HV_OK)
 		rc = r.abort_status;
-	out->ended_at_ns = clock_ns(CLOCK_REALTIME);
-	out->duration_ms = (uint64_t)((clock_ns(CLOCK_MONOTONIC) - start_ns) / 1000000);
+	out->ended_at_ns = hv_clock_ns(CLOCK_REALTIME);
+	out->duration_ms = (uint64_t)((hv_clock_ns(CLOCK_MONOTONIC) - start_ns) / 1000000);
 	{
 		hv_status frc = finish_streams(&r, out);
 		if (rc == HV_OK && frc != HV_OK)

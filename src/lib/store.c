@@ -58,9 +58,7 @@ static const char *const stmt_sql[STMT__COUNT] = {
 
 int64_t hv_store_now_ns(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * INT64_C(1000000000) + ts.tv_nsec;
+	return hv_clock_ns(CLOCK_REALTIME);
 }
 
 hv_status hvst_db_error(hv_store *st, int rc, const char *what)

@@ -221,13 +221,6 @@ static void finish_jobs_locked(hv_walk *w, struct batch_job *jobs, size_t from, 
 	wake_workers_locked(w);
 }
 
-static int64_t now_ns(clockid_t clock)
-{
-	struct timespec ts;
-	clock_gettime(clock, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* CPU time and voluntary context switches of the calling thread so far. */
 static void thread_usage(int64_t *cpu_ns, long *vcsw)
 {
@@ -316,7 +309,7 @@ void *hvw_worker_main(void *arg)
 		if (w->slow_claims)
 			pause_us(200);
 
-		int64_t t0 = now_ns(CLOCK_MONOTONIC), cpu0 = 0;
+		int64_t t0 = hv_clock_ns(CLOCK_MONOTONIC), cpu0 = 0;
 		long vcsw0 = 0;
 		if (measure)
 			thread_usage(&cpu0, &vcsw0);
@@ -355,7 +348,7 @@ void *hvw_worker_main(void *arg)
 				done = i + 1;
 			}
 		}
-		int64_t wall = now_ns(CLOCK_MONOTONIC) - t0;
+		int64_t wall = hv_clock_ns(CLOCK_MONOTONIC) - t0;
 		bool blocked = false;
 		if (measure) {
 			int64_t cpu1;
