@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -181,56 +182,61 @@ static void on_walk_warning(void *ctx, const char *message)
 	o->rc = EXIT_WARN;
 }
 
-/* The lstat of arguments [begin, end), into lst and lerr (0 or its errno). */
-struct lstat_slice {
+/* Every argument's lstat, before any is answered. Each is a path walk in the kernel: the 4,000
+ * of a warm run take 12 ms on one thread, and they are independent, so a long list is shared
+ * among up to LSTAT_THREADS threads (one per LSTAT_PER_THREAD arguments, at most `threads`, 0
+ * meaning the online CPUs), the calling one included. The threads take LSTAT_CHUNK arguments
+ * at a time from a shared counter, so the calling thread can open the MIME cache meanwhile
+ * (lstat_begin, then the store, then lstat_finish) and join in late without leaving the
+ * others a longer share. They are joined before lstat_finish returns, so the process is
+ * single-threaded again when libmagic's spawner is forked (it must be: see cmd_mime). A
+ * thread that cannot be started leaves its share to the others. */
+enum { LSTAT_THREADS = 4, LSTAT_PER_THREAD = 512, LSTAT_CHUNK = 64 };
+
+struct lstat_job {
 	char *const *paths;
-	struct stat *lst;
-	int *lerr;
-	size_t begin, end;
+	struct stat *lst; /* out: the lstat of paths[i] */
+	int *lerr;        /* out: 0, or lstat's errno for paths[i] */
+	size_t n;
+	atomic_size_t next; /* the first argument no thread has taken */
+	pthread_t tids[LSTAT_THREADS - 1];
+	bool started[LSTAT_THREADS - 1];
 };
 
-static void *lstat_slice_run(void *arg)
+static void *lstat_run(void *arg)
 {
-	const struct lstat_slice *s = arg;
-	for (size_t i = s->begin; i < s->end; i++)
-		s->lerr[i] = lstat(s->paths[i], &s->lst[i]) != 0 ? errno : 0;
-	return NULL;
+	struct lstat_job *j = arg;
+	for (;;) {
+		size_t b = atomic_fetch_add(&j->next, LSTAT_CHUNK);
+		if (b >= j->n)
+			return NULL;
+		size_t e = j->n - b < LSTAT_CHUNK ? j->n : b + LSTAT_CHUNK;
+		for (size_t i = b; i < e; i++)
+			j->lerr[i] = lstat(j->paths[i], &j->lst[i]) != 0 ? errno : 0;
+	}
 }
 
-/* Every argument's lstat, before any is answered. Each is a path walk in the kernel: the 4,000
- * of a warm run took 15 ms of its 30 on one thread, and they are independent, so a long list
- * is split among up to LSTAT_THREADS threads (one per LSTAT_PER_THREAD arguments, at most
- * `threads`, 0 meaning the online CPUs), the calling one included. They are joined before this
- * returns, so the process is single-threaded again when libmagic's spawner is forked (it must
- * be: see cmd_mime). A thread that cannot be started leaves its slice to the calling one. */
-enum { LSTAT_THREADS = 4, LSTAT_PER_THREAD = 512 };
-
-/* lst and lerr are written through the slices.
- * NOLINTNEXTLINE(readability-non-const-parameter) */
-static void lstat_all(char *const *paths, struct stat *lst, int *lerr, size_t n, int threads)
+/* Starts the helper threads of j (set up by the caller but for next and the threads). */
+static void lstat_begin(struct lstat_job *j, int threads)
 {
 	long cpus = threads > 0 ? threads : sysconf(_SC_NPROCESSORS_ONLN);
-	size_t k = n / LSTAT_PER_THREAD;
+	size_t k = j->n / LSTAT_PER_THREAD;
 	if (cpus > 0 && k > (size_t)cpus)
 		k = (size_t)cpus;
 	if (k > LSTAT_THREADS)
 		k = LSTAT_THREADS;
-	if (k < 1)
-		k = 1;
-	struct lstat_slice slices[LSTAT_THREADS];
-	pthread_t tids[LSTAT_THREADS];
-	bool started[LSTAT_THREADS] = {false};
-	for (size_t t = 0; t < k; t++)
-		slices[t] = (struct lstat_slice){paths, lst, lerr, n * t / k, n * (t + 1) / k};
-	for (size_t t = 1; t < k; t++)
-		started[t] = pthread_create(&tids[t], NULL, lstat_slice_run, &slices[t]) == 0;
-	for (size_t t = 0; t < k; t++) {
-		if (!started[t])
-			(void)lstat_slice_run(&slices[t]);
-	}
-	for (size_t t = 1; t < k; t++) {
-		if (started[t])
-			(void)pthread_join(tids[t], NULL);
+	atomic_init(&j->next, 0);
+	for (size_t t = 0; t + 1 < LSTAT_THREADS; t++)
+		j->started[t] = t + 1 < k && pthread_create(&j->tids[t], NULL, lstat_run, j) == 0;
+}
+
+/* Takes the calling thread's share of j, then joins the helpers: every lstat is then done. */
+static void lstat_finish(struct lstat_job *j)
+{
+	(void)lstat_run(j);
+	for (size_t t = 0; t + 1 < LSTAT_THREADS; t++) {
+		if (j->started[t])
+			(void)pthread_join(j->tids[t], NULL);
 	}
 }
 
@@ -378,11 +384,14 @@ int cmd_mime(int argc, char **argv)
 	if (!isolate)
 		hv_magic_set_isolation(false, 0);
 	bool spawner_started = false;
-	lstat_all(pos, lst, lerr, (size_t)npos, m.opts.threads);
+	struct lstat_job lj = {.paths = pos, .lst = lst, .lerr = lerr, .n = (size_t)npos};
+	lstat_begin(&lj, m.opts.threads);
 	struct mime_out o = {.c = &c, .rc = EXIT_DONE};
 	hv_store *st = NULL;
-	if (!m.no_cache && hv_store_open_with_cache(&st, c.db, c.cache_db,
-							  HV_STORE_NO_HISTORY) != HV_OK) {
+	hv_status open_rc = m.no_cache ? HV_OK : hv_store_open_with_cache(&st, c.db, c.cache_db,
+									  HV_STORE_NO_HISTORY);
+	lstat_finish(&lj);
+	if (open_rc != HV_OK) {
 		/* The cache only saves time: without it every answer is still right. Exit 1, as for
 		 * any warning: the output is complete, but something was wrong. */
 		cli_warn(&c, "%s; answering without the MIME cache", hv_error_last());

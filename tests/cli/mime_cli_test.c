@@ -1092,8 +1092,9 @@ static void test_threads_keep_input_order(void **state)
 	free(root);
 }
 
-/* Many file arguments are lstat'ed on several threads, each a slice of the list: every
- * argument still gets its own lstat's answer, in argument order, whatever slice it fell in.
+/* Many file arguments are lstat'ed on several threads, each taking chunks of the list from a
+ * shared counter while the calling thread opens the cache: every argument still gets its own
+ * lstat's answer, in argument order, whatever thread took it.
  * Missing paths, a FIFO, symlinks (to a file and to a directory, walked as that directory) and
  * a directory argument in the middle of the list, among regular files of three kinds, answer
  * as with one thread (--threads 1, no lstat thread), byte for byte, stderr and status too. */
@@ -1294,6 +1295,27 @@ static void test_bad_database(void **state)
 	assert_int_equal(r.status, 1);
 	assert_ptr_equal(memchr(r.err, '\n', r.err_len), r.err + r.err_len - 1);
 	tu_result_free(&r);
+	/* Enough paths for lstat threads: the failed open (on the calling thread, while they
+	 * run) still warns once, after which every path is answered. */
+	{
+		enum { MANY = 1200 };
+		const char *many[MANY + 6] = {"mime", "--threads", "2", "--db", notdb};
+		for (int i = 0; i < MANY; i++)
+			many[5 + i] = t.md;
+		tu_harvestv(&r, NULL, NULL, many);
+		assert_int_equal(r.status, 1);
+		assert_non_null(strstr(r.err, "without the MIME cache"));
+		assert_ptr_equal(memchr(r.err, '\n', r.err_len), r.err + r.err_len - 1);
+		tj_value *docm;
+		size_t nm;
+		answer *am = parse_answers(&r, &docm, &nm);
+		assert_int_equal(nm, MANY);
+		for (size_t i = 0; i < nm; i++)
+			assert_string_equal(am[i].mime, "text/markdown");
+		free(am);
+		tj_free(docm);
+		tu_result_free(&r);
+	}
 	const char *quiet[] = {"mime", "--quiet", "--db", notdb, t.md, NULL};
 	tu_harvestv(&r, NULL, NULL, quiet);
 	assert_int_equal(r.status, 1);
