@@ -3,10 +3,13 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -267,6 +270,16 @@ static void mime_cli_free(struct mime_cli *m, char **list_bufs)
 	free(m->excludes);
 }
 
+/* Makes the whole pages of [p, p + len) present at once, for a buffer about to be filled. */
+static void prefault(void *p, size_t len)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t first = ((uintptr_t)p + page - 1) & ~(page - 1);
+	uintptr_t last = ((uintptr_t)p + len) & ~(page - 1);
+	if (last > first)
+		(void)madvise((void *)first, last - first, MADV_POPULATE_WRITE);
+}
+
 /* Reads list l (whole: its paths are answered as arguments are) into *buf, and appends a
  * pointer to each of its paths to *pos: a path ends at the separator (or the list's end),
  * and empty ones are skipped. 0, or EXIT_USAGE with the error printed: a list that cannot
@@ -276,32 +289,43 @@ static int read_list(const cli_common *c, const struct mime_list *l, char **buf,
 {
 	bool std_in = strcmp(l->name, "-") == 0;
 	const char *opt = l->sep ? "--files-from" : "--files0-from";
-	FILE *f = std_in ? stdin : fopen(l->name, "re");
-	if (!f)
+	int fd = std_in ? STDIN_FILENO : open(l->name, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
 		return cli_usage_error(c, "%s %s: %s", opt, l->name, strerror(errno));
-	size_t len = 0, cap = 0;
-	char *b = NULL;
-	int err = 0;
-	for (;;) {
-		if (cap - len < 65536) {
-			cap = cap ? cap * 2 : 65536;
-			char *nb = realloc(b, cap + 1);
+	/* A regular file's size is known: one buffer of that size, its pages made present in one
+	 * call (a 4,000-path list is 80 pages, and faulting them one by one cost a warm run more
+	 * than a millisecond). A list that grows meanwhile, or a pipe, doubles it as it fills. */
+	struct stat fs;
+	size_t len = 0, cap = 65536;
+	if (fstat(fd, &fs) == 0 && S_ISREG(fs.st_mode) && fs.st_size > 0 &&
+	    (uint64_t)fs.st_size < SIZE_MAX / 4)
+		cap = (size_t)fs.st_size + 1; /* + 1: the read that returns 0 has room */
+	char *b = malloc(cap + 1);
+	int err = b ? 0 : ENOMEM;
+	if (b)
+		prefault(b, cap + 1);
+	while (!err) {
+		if (len == cap) {
+			char *nb = cap < SIZE_MAX / 4 ? realloc(b, cap * 2 + 1) : NULL;
 			if (!nb) {
 				err = ENOMEM;
 				break;
 			}
 			b = nb;
+			cap *= 2;
 		}
-		size_t got = fread(b + len, 1, cap - len, f);
-		len += got;
-		if (got == 0) {
-			if (ferror(f))
-				err = errno ? errno : EIO;
+		ssize_t got = read(fd, b + len, cap - len);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0)
+			err = errno;
+		else if (got == 0)
 			break;
-		}
+		else
+			len += (size_t)got;
 	}
 	if (!std_in)
-		(void)fclose(f); /* read only: everything was read, or err says why not */
+		(void)close(fd); /* read only: everything was read, or err says why not */
 	if (!err && !b)
 		err = ENOMEM;
 	if (err) {
@@ -316,8 +340,8 @@ static int read_list(const cli_common *c, const struct mime_list *l, char **buf,
 	}
 	b[len] = '\0';
 	size_t n = 0;
-	for (size_t i = 0; i < len; i++)
-		n += b[i] == l->sep;
+	for (const char *q = b; (q = memchr(q, l->sep, len - (size_t)(q - b))); q++)
+		n++;
 	char **np = realloc(*pos, ((size_t)*npos + n + 2) * sizeof(*np));
 	if (!np) {
 		free(b);

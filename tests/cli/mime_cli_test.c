@@ -969,6 +969,47 @@ static void test_files_from(void **state)
 	assert_int_equal(count_lines(r.err, r.err_len), 1);
 	assert_non_null(strstr(r.err, "a NUL byte"));
 	tu_result_free(&r);
+
+	/* A list longer than the first buffer, through a pipe (no size known ahead): the buffer
+	 * grows, and every line is answered, the last one without its newline too. */
+	{
+		enum { LINES = 1500, DOTS = 60 };
+		/* The text file's path, long: its directory then "./" DOTS times. */
+		char path[4096];
+		const char *slash = strrchr(t.txt, '/');
+		int at = (int)(slash - t.txt) + 1;
+		memcpy(path, t.txt, (size_t)at);
+		for (int i = 0; i < DOTS; i++, at += 2)
+			memcpy(path + at, "./", 2);
+		snprintf(path + at, sizeof(path) - (size_t)at, "%s", slash + 1);
+		size_t lt = strlen(path), cap = LINES * (lt + 2) + 1, len = 0;
+		char *big = malloc(cap);
+		assert_non_null(big);
+		for (int i = 0; i < LINES; i++) {
+			memcpy(big + len, path, lt);
+			len += lt;
+			big[len++] = i + 1 < LINES ? '\n' : '\0';
+		}
+		assert_true(len > 2 * 65536);
+		const char *a7[] = {"mime", "--no-cache", "--format", "text", "-f", "-", NULL};
+		tu_harvestv(&r, NULL, big, a7);
+		assert_int_equal(r.status, 0);
+		assert_int_equal(count_lines(r.out, r.out_len), LINES);
+		snprintf(want, sizeof(want), "%s: text/plain\n", path);
+		assert_int_equal(r.out_len, LINES * strlen(want));
+		assert_memory_equal(r.out + r.out_len - strlen(want), want, strlen(want));
+		tu_result_free(&r);
+		free(big);
+	}
+
+	/* A directory as the list: read fails, a usage error naming it. */
+	const char *a8[] = {"mime", "--no-cache", "-f", t.root, NULL};
+	tu_harvestv(&r, NULL, NULL, a8);
+	assert_int_equal(r.status, 2);
+	assert_int_equal(r.out_len, 0);
+	assert_int_equal(count_lines(r.err, r.err_len), 1);
+	assert_non_null(strstr(r.err, "Is a directory"));
+	tu_result_free(&r);
 	free(list);
 	free(list0);
 	free(empty);
