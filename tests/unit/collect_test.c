@@ -2183,6 +2183,58 @@ static int64_t count_rows(const char *db, const char *sql)
 	return n;
 }
 
+/* A --no-content collect looks its cached answers up in shared read transactions, which end
+ * before an answer is written: half the files cached, the other half new, interleaved by
+ * name, more than a write batch (256) and a transaction's share (1,024) of each. Every new
+ * answer reaches the cache (none lost to a write begun inside the read), and the next
+ * collect opens nothing. */
+static void test_no_content_reads_then_writes(void **state)
+{
+	fx *f = *state;
+	enum { N = 2200 };
+	for (int i = 0; i < N; i++) {
+		char name[32], text[32];
+		snprintf(name, sizeof(name), "f%04d-%c.txt", i, i % 2 ? 'o' : 'e');
+		snprintf(text, sizeof(text), "file %d\n", i);
+		wr(f, name, text);
+	}
+	age_files();
+	hook h;
+	hv_collect_opts o;
+	/* The even ones first: the odd ones excluded by name. */
+	const char *odd[] = {"*-o.txt"};
+	hook_init(&h, f, NULL, SWAP_NONE);
+	opts_with_hook(&o, &h);
+	o.no_content = true;
+	o.max_files = 10 * N;
+	o.excludes = odd;
+	o.n_excludes = 1;
+	hv_collection *c = collect(f, &o);
+	assert_int_equal(c->n_files, N / 2);
+	cfree(c);
+	assert_int_equal(count_rows(f->db, "SELECT count(*) FROM mime_cache"), N / 2);
+	/* All of them: the even ones are hits, the odd ones are opened and their answers put. */
+	hook_init(&h, f, NULL, SWAP_NONE);
+	opts_with_hook(&o, &h);
+	o.no_content = true;
+	o.max_files = 10 * N;
+	c = collect(f, &o);
+	assert_int_equal(c->n_files, N);
+	assert_int_equal(h.calls, N / 2);
+	for (size_t i = 0; i < c->n_files; i++)
+		assert_string_equal(c->files[i].mime_type, "text/plain");
+	cfree(c);
+	assert_int_equal(count_rows(f->db, "SELECT count(*) FROM mime_cache"), N);
+	hook_init(&h, f, NULL, SWAP_NONE);
+	opts_with_hook(&o, &h);
+	o.no_content = true;
+	o.max_files = 10 * N;
+	c = collect(f, &o);
+	assert_int_equal(c->n_files, N);
+	assert_int_equal(h.calls, 0);
+	cfree(c);
+}
+
 static void test_record(void **state)
 {
 	fx *f = *state;
@@ -2457,6 +2509,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_db_inside_root, tu_fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_db_in_subdir, tu_fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_db_symlinked_file, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_no_content_reads_then_writes, tu_fx_setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_record, tu_fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mime_detect_cached, tu_fx_setup, teardown),
 	};
