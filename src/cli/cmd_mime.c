@@ -274,10 +274,12 @@ static void mime_cli_free(struct mime_cli *m, char **list_bufs)
 static void prefault(void *p, size_t len)
 {
 	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-	uintptr_t first = ((uintptr_t)p + page - 1) & ~(page - 1);
-	uintptr_t last = ((uintptr_t)p + len) & ~(page - 1);
+	uintptr_t head = (uintptr_t)p & (page - 1);
+	char *first = (char *)p + (head ? page - head : 0);
+	char *last = (char *)p + len;
+	last -= (uintptr_t)last & (page - 1);
 	if (last > first)
-		(void)madvise((void *)first, last - first, MADV_POPULATE_WRITE);
+		(void)madvise(first, (size_t)(last - first), MADV_POPULATE_WRITE);
 }
 
 /* Reads list l (whole: its paths are answered as arguments are) into *buf, and appends a
