@@ -2183,6 +2183,26 @@ static int64_t count_rows(const char *db, const char *sql)
 	return n;
 }
 
+/* A --no-content collect of f's tree, excluding what *exclude matches (if not NULL): it must
+ * hold `files` text files; the number of files it opened. */
+static int no_content_opens(const fx *f, int max, const char **exclude, size_t files)
+{
+	hook h;
+	hv_collect_opts o;
+	hook_init(&h, f, NULL, SWAP_NONE);
+	opts_with_hook(&o, &h);
+	o.no_content = true;
+	o.max_files = 10 * (uint64_t)max;
+	o.excludes = exclude;
+	o.n_excludes = exclude ? 1 : 0;
+	hv_collection *c = collect(f, &o);
+	assert_int_equal(c->n_files, files);
+	for (size_t i = 0; i < c->n_files; i++)
+		assert_string_equal(c->files[i].mime_type, "text/plain");
+	cfree(c);
+	return h.calls;
+}
+
 /* A --no-content collect looks its cached answers up in shared read transactions, which end
  * before an answer is written: half the files cached, the other half new, interleaved by
  * name, more than a write batch (256) and a transaction's share (1,024) of each. Every new
@@ -2199,40 +2219,14 @@ static void test_no_content_reads_then_writes(void **state)
 		wr(f, name, text);
 	}
 	age_files();
-	hook h;
-	hv_collect_opts o;
-	/* The even ones first: the odd ones excluded by name. */
+	/* The even ones first: the odd ones excluded by name; no file cached, each one opened. */
 	const char *odd[] = {"*-o.txt"};
-	hook_init(&h, f, NULL, SWAP_NONE);
-	opts_with_hook(&o, &h);
-	o.no_content = true;
-	o.max_files = 10 * N;
-	o.excludes = odd;
-	o.n_excludes = 1;
-	hv_collection *c = collect(f, &o);
-	assert_int_equal(c->n_files, N / 2);
-	cfree(c);
+	assert_int_equal(no_content_opens(f, N, odd, N / 2), N / 2);
 	assert_int_equal(count_rows(f->db, "SELECT count(*) FROM mime_cache"), N / 2);
 	/* All of them: the even ones are hits, the odd ones are opened and their answers put. */
-	hook_init(&h, f, NULL, SWAP_NONE);
-	opts_with_hook(&o, &h);
-	o.no_content = true;
-	o.max_files = 10 * N;
-	c = collect(f, &o);
-	assert_int_equal(c->n_files, N);
-	assert_int_equal(h.calls, N / 2);
-	for (size_t i = 0; i < c->n_files; i++)
-		assert_string_equal(c->files[i].mime_type, "text/plain");
-	cfree(c);
+	assert_int_equal(no_content_opens(f, N, NULL, N), N / 2);
 	assert_int_equal(count_rows(f->db, "SELECT count(*) FROM mime_cache"), N);
-	hook_init(&h, f, NULL, SWAP_NONE);
-	opts_with_hook(&o, &h);
-	o.no_content = true;
-	o.max_files = 10 * N;
-	c = collect(f, &o);
-	assert_int_equal(c->n_files, N);
-	assert_int_equal(h.calls, 0);
-	cfree(c);
+	assert_int_equal(no_content_opens(f, N, NULL, N), 0);
 }
 
 static void test_record(void **state)
