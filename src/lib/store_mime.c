@@ -218,6 +218,7 @@ hv_status hvst_mime_lookup_many(hv_store *st, const char *fingerprint, const cha
 	key_pos *ord = malloc(2 * n * sizeof(*ord));
 	if (!ord)
 		return hv_error_set(HV_ENOMEM, "out of memory");
+	hv_prefault(ord, 2 * n * sizeof(*ord)); /* the sort writes all of it */
 	for (size_t i = 0; i < n; i++)
 		ord[i] = (key_pos){(int64_t)keys[i].s->dev, (int64_t)keys[i].s->ino, i};
 	sort_pos(ord, ord + n, n);
