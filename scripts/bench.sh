@@ -360,23 +360,19 @@ hv_walk_counts() {
 	echo "  (counted with $how)"
 }
 
-# The cold walk: the page cache, dentries and inodes dropped before every run (root only).
-# Interleaved rounds like hv_time_rounds, without the warm-up.
-hv_walk_cold() {
-	local tree=$1 name round ref t
-	local -a cmd names=(hv_none hv_none8 find)
-	echo
-	echo "== walk, cold: the page cache dropped before every run"
+# hv_cold_rounds NAME... : hv_time_rounds with the page cache, dentries and inodes dropped
+# before every run (and so no warm-up); sets HV_MEDIAN[cold_<NAME>] and HV_CPU[cold_<NAME>].
+# Root only: returns 1, having said why, when the caches cannot be dropped.
+hv_cold_rounds() {
+	local name round ref t
+	local -a cmd
 	if [ "$(id -u)" != 0 ] || ! [ -w /proc/sys/vm/drop_caches ]; then
 		echo "  skipped: dropping the page cache needs root (and a writable /proc/sys/vm/drop_caches)"
-		return
+		return 1
 	fi
-	# shellcheck disable=SC2034 # run through ${!ref}
-	HV_CMD_hv_none8=("$HARVEST" walk --sort none --threads 8 --format jsonl "$tree")
-	[ -n "${HV_CMD_bfs[*]:-}" ] && names+=(bfs)
 	declare -A times cpus
 	for ((round = 1; round <= HV_ROUNDS; round++)); do
-		for name in "${names[@]}"; do
+		for name in "$@"; do
 			ref="HV_CMD_${name}[@]"
 			cmd=("${!ref}")
 			sync
@@ -386,28 +382,40 @@ hv_walk_cold() {
 			cpus[$name]+=" ${t#* }"
 		done
 	done
-	declare -A med cpu
-	for name in "${names[@]}"; do
+	for name in "$@"; do
 		# shellcheck disable=SC2086
-		med[$name]=$(hv_median ${times[$name]})
+		HV_MEDIAN[cold_$name]=$(hv_median ${times[$name]})
 		# shellcheck disable=SC2086
-		cpu[$name]=$(hv_median ${cpus[$name]})
+		HV_CPU[cold_$name]=$(hv_median ${cpus[$name]})
 	done
-	local f=${med[find]} b=${med[bfs]:-}
+}
+
+# The cold walk: interleaved rounds of harvest, find and bfs from a dropped page cache.
+hv_walk_cold() {
+	local tree=$1 name
+	local -a names=(hv_none hv_none8 find)
+	echo
+	echo "== walk, cold: the page cache dropped before every run"
+	# shellcheck disable=SC2034 # run through ${!ref}
+	HV_CMD_hv_none8=("$HARVEST" walk --sort none --threads 8 --format jsonl "$tree")
+	[ -n "${HV_CMD_bfs[*]:-}" ] && names+=(bfs)
+	hv_cold_rounds "${names[@]}" || return 0
+	local f=${HV_MEDIAN[cold_find]} b=${HV_MEDIAN[cold_bfs]:-}
 	printf '  %-44s %10s %10s %10s %10s\n' "command" "median s" "÷ find" "÷ bfs" "CPU s"
 	for name in "${names[@]}"; do
-		printf '  %-44s %10s %10s %10s %10s\n' "$(hv_walk_label "$name")" "${med[$name]}" \
-			"$(hv_div "${med[$name]}" "$f")" "$([ -n "$b" ] && hv_div "${med[$name]}" "$b" || echo -)" \
-			"${cpu[$name]}"
+		local m=${HV_MEDIAN[cold_$name]}
+		printf '  %-44s %10s %10s %10s %10s\n' "$(hv_walk_label "$name")" "$m" \
+			"$(hv_div "$m" "$f")" "$([ -n "$b" ] && hv_div "$m" "$b" || echo -)" \
+			"${HV_CPU[cold_$name]}"
 	done
 	echo "  load average now: $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo "  targets:"
 	if [ -n "$b" ]; then
 		hv_target "cold --sort none ÷ bfs $(hv_bfs_version) (goal: ÷ bfs 4 -j2)" \
-			"$(hv_div "${med[hv_none]}" "$b")" 0.55
+			"$(hv_div "${HV_MEDIAN[cold_hv_none]}" "$b")" 0.55
 	fi
 	hv_target "cold default threads ÷ cold --threads 8" \
-		"$(hv_div "${med[hv_none]}" "${med[hv_none8]}")" 1.05
+		"$(hv_div "${HV_MEDIAN[cold_hv_none]}" "${HV_MEDIAN[cold_hv_none8]}")" 1.05
 }
 
 # ---- helpers shared by the sections below ----
@@ -664,6 +672,36 @@ bench_collect() {
 	echo "  the MIME answer is cached or not, so the 1/20 target is for --no-content only)"
 	echo "  targets:"
 	hv_target "--no-content: warm ÷ cold" "$(hv_div "${HV_MEDIAN[n_warm]}" "${HV_MEDIAN[n_cold]}")" 0.05
+	hv_collect_cold "$tree"
+}
+
+# The same collects from a dropped page cache (a sandbox's first harvest after its files were
+# written out, or after a restart): every inode and every byte read comes from the disk. With
+# content, against tar, which reads the same bytes; --no-content with the MIME cache filled,
+# against find printing each file's size, which stats the same files.
+# shellcheck disable=SC2034 # HV_CMD_* are run through ${!ref}
+hv_collect_cold() {
+	local tree=$1 k
+	echo
+	echo "== collect, cold: the page cache dropped before every run"
+	# c_warm, c_cold and n_warm are bench_collect's commands, on its database.
+	HV_CMD_tar=(tar -cf "$HV_OUTDIR/collect.tar" -C "$tree" .)
+	HV_CMD_findsize=(find "$tree" -type f -printf '%s %p\n')
+	hv_cold_rounds tar findsize c_warm c_cold n_warm || return 0
+	rm -f "$HV_OUTDIR/collect.tar"
+	hv_row "command (page cache dropped)" "median s" "÷ peer" "CPU s"
+	for k in tar c_warm c_cold findsize n_warm; do
+		local label peer=tar m=${HV_MEDIAN[cold_$k]}
+		case $k in
+		tar) label="tar -cf OUT -C DIR ." ;;
+		c_warm) label="harvest collect, content, cache filled" ;;
+		c_cold) label="harvest collect, content, --no-cache" ;;
+		findsize) label="find DIR -type f -printf '%s %p'" ; peer=findsize ;;
+		n_warm) label="harvest collect --no-content, cache filled" ; peer=findsize ;;
+		esac
+		hv_row "$label" "$m" "$(hv_div "$m" "${HV_MEDIAN[cold_$peer]}")" "${HV_CPU[cold_$k]}"
+	done
+	hv_load
 }
 
 # ---- section: run ----
