@@ -122,7 +122,8 @@ struct scratch {
 	size_t *miss_index;
 };
 
-/* The offset after an array of n elements of size each at *off, aligned for any of them. */
+/* Places an array of n elements of size bytes at the first 16-byte boundary at or after *off:
+ * *at is where it starts, and *off moves past it. False when the sizes overflow. */
 static bool scratch_take(size_t *off, size_t n, size_t size, size_t *at)
 {
 	enum { ALIGN = 16 };
@@ -186,7 +187,7 @@ static hv_status detect_cached(hv_store *st, const char *const *paths, const str
 	 * has no fingerprint. */
 	const char *rfp = !o.raw && !o.db ? hvm_refine_fingerprint() : NULL;
 	/* Zeroed after its pages are made present: calloc's memset would fault them one by one. */
-	hv_mime_result *res = malloc((n ? n : 1) * sizeof(*res));
+	hv_mime_result *res = n < SIZE_MAX / sizeof(*res) ? malloc((n ? n : 1) * sizeof(*res)) : NULL;
 	if (res) {
 		hv_prefault(res, n * sizeof(*res));
 		memset(res, 0, (n ? n : 1) * sizeof(*res));
