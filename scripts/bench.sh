@@ -592,7 +592,15 @@ PY
 	"${HV_CMD_inproc[@]}" >"$HV_OUTDIR/mime-inproc" 2>/dev/null || die "mime: the in-process run failed"
 	cmp -s "$HV_OUTDIR/mime-inproc" "$HV_OUTDIR/mime-cold" ||
 		echo "  WARNING: the in-process answers differ from the sandboxed ones"
-	hv_time_rounds file cold inproc warm warmargs
+	# The workers run libmagic's regular expressions behind a literal prefilter (mime_rx.c);
+	# HARVEST_MIME_REGEX_FILTER=0 runs every one of them, as file(1) and the in-process run do.
+	# The isolation's cost is that run against the in-process one: the same libmagic work.
+	HV_CMD_unfilt=(env HARVEST_MIME_REGEX_FILTER=0 "$HARVEST" mime --no-cache --format jsonl
+		--db "$db" -f "$list")
+	"${HV_CMD_unfilt[@]}" >"$HV_OUTDIR/mime-unfilt" 2>/dev/null || die "mime: the unfiltered run failed"
+	cmp -s "$HV_OUTDIR/mime-unfilt" "$HV_OUTDIR/mime-cold" ||
+		echo "  WARNING: the answers without the expression filter differ from those with it"
+	hv_time_rounds file cold unfilt inproc warm warmargs
 
 	local f=${HV_MEDIAN[file]} c=${HV_MEDIAN[cold]} w=${HV_MEDIAN[warm]}
 	hv_row "command" "median s" "÷ file" "CPU s"
@@ -601,20 +609,28 @@ PY
 	hv_row "harvest mime, all cached (warm)" "$w" "$(hv_div "$w" "$f")" "${HV_CPU[warm]}"
 	hv_row "warm, every path an argument" "${HV_MEDIAN[warmargs]}" \
 		"$(hv_div "${HV_MEDIAN[warmargs]}" "$f")" "${HV_CPU[warmargs]}"
+	hv_row "cold, every expression run (no filter)" "${HV_MEDIAN[unfilt]}" \
+		"$(hv_div "${HV_MEDIAN[unfilt]}" "$f")" "${HV_CPU[unfilt]}"
 	hv_row "cold, libmagic in-process (no sandbox)" "${HV_MEDIAN[inproc]}" \
 		"$(hv_div "${HV_MEDIAN[inproc]}" "$f")" "${HV_CPU[inproc]}"
+	printf '  the expression filter: cold %s of the unfiltered time, %s of its CPU\n' \
+		"$(hv_div "$c" "${HV_MEDIAN[unfilt]}")" "$(hv_div "${HV_CPU[cold]}" "${HV_CPU[unfilt]}")"
 	echo "  targets ($(nproc) CPUs; the cold target is for 2):"
 	hv_target "cold ÷ file" "$(hv_div "$c" "$f")" 0.5
 	hv_target "warm ÷ cold" "$(hv_div "$w" "$c")" 0.02
-	# CPU, the workers' included, against file(1) doing the same libmagic work in one process:
-	# a bound on the cost of the sandboxed workers (with refinement and the rest), and far
-	# less sensitive to the machine's load than wall-clock time.
-	hv_target "cold CPU ÷ file CPU (sandbox ≤ 10%)" "$(hv_div "${HV_CPU[cold]}" "${HV_CPU[file]}")" 1.10
+	# CPU, the workers' included, against file(1) doing the same libmagic work in one process
+	# (every expression run, as file(1) runs them): a bound on the cost of the sandboxed
+	# workers (with refinement and the rest), and far less sensitive to the machine's load
+	# than wall-clock time.
+	hv_target "unfiltered cold CPU ÷ file CPU (sandbox ≤ 10%)" \
+		"$(hv_div "${HV_CPU[unfilt]}" "${HV_CPU[file]}")" 1.10
 	# The isolation's own cost, measured directly: the sandboxed cold run against the same
-	# run without the sandbox, in wall-clock time and in CPU (workers and spawner included).
-	hv_target "sandboxed ÷ in-process cold (≤ 10%)" "$(hv_div "$c" "${HV_MEDIAN[inproc]}")" 1.10
+	# run without the sandbox, in wall-clock time and in CPU (workers and spawner included),
+	# both running every expression.
+	hv_target "sandboxed ÷ in-process cold (≤ 10%)" \
+		"$(hv_div "${HV_MEDIAN[unfilt]}" "${HV_MEDIAN[inproc]}")" 1.10
 	hv_target "sandboxed ÷ in-process cold CPU (≤ 10%)" \
-		"$(hv_div "${HV_CPU[cold]}" "${HV_CPU[inproc]}")" 1.10
+		"$(hv_div "${HV_CPU[unfilt]}" "${HV_CPU[inproc]}")" 1.10
 	# The 4,000-word array would stay in this shell and slow every later fork it times.
 	unset HV_CMD_warmargs
 }

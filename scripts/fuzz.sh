@@ -57,6 +57,7 @@ max_len() {
 	json) echo 12288 ;;  # past the writer's 4096-byte string chunks and escape's 512
 	chunk) echo 4096 ;;
 	parse) echo 96 ;;
+	regex) echo 512 ;;  # an expression of at most 96 bytes and a few lines to match
 	produced) echo 64 ;;  # a header and at most 12 two-byte operations
 	store) echo 32768 ;;  # the seed databases have 512-byte pages
 	*) echo 4096 ;;

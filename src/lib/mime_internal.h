@@ -123,4 +123,26 @@ void hvm_memo_put(hvm_memo *m, const char *sha, const char *raw);
 /* How many hvm_memo_get calls found an answer in this process: for tests. */
 unsigned long hvm_memo_hits(void);
 
+/* ---- libmagic's regular expressions, prefiltered (mime_rx.c) ---- */
+
+enum { HVM_RX_LITS = 8, HVM_RX_LIT_MAX = 32 };
+/* A necessary condition for an expression to match: the subject holds at least one of n
+ * literals (n == 0: no condition is known, the expression must be run). */
+struct hvm_rx_need {
+	unsigned n;
+	unsigned char len[HVM_RX_LITS];
+	char lit[HVM_RX_LITS][HVM_RX_LIT_MAX + 1];
+};
+/* The condition for pattern as regcomp(pattern, cflags) compiles it. */
+void hvm_rx_analyze(const char *pattern, int cflags, struct hvm_rx_need *out);
+/* False only when no match of an expression with this condition can be found in s. */
+bool hvm_rx_may_match(const struct hvm_rx_need *need, const char *s);
+/* Routes libmagic's regcomp/regexec/regfree through the filter in this process, for the
+ * spawner (and the workers it forks) only; false when libmagic's entries cannot be found or
+ * rewritten (the expressions then run unfiltered, with the same answers). */
+bool hvm_rx_hook_libmagic(void);
+/* How many regexec calls the filter answered without running the expression, in this process:
+ * for tests. */
+unsigned long hvm_rx_skipped(void);
+
 #endif

@@ -557,6 +557,11 @@ static int spawner_start_locked(void)
 		close_range(1, ~0U, 0);
 		signal(SIGPIPE, SIG_DFL);
 		signal(SIGCHLD, SIG_DFL);
+		/* Before any database is loaded here, so that every expression the workers compile
+		 * is seen (mime_rx.c); HARVEST_MIME_REGEX_FILTER=0 runs them all unfiltered. */
+		const char *rx = getenv("HARVEST_MIME_REGEX_FILTER");
+		if (!rx || strcmp(rx, "0") != 0)
+			(void)hvm_rx_hook_libmagic();
 		spawner_main(0);
 		_exit(0);
 	}

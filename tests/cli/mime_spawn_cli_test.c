@@ -152,11 +152,65 @@ static void test_in_process_switch(void **state)
 	tu_result_free(&b);
 }
 
+/* libmagic's expressions run behind the literal prefilter in the workers (mime_rx.c), or all of
+ * them unfiltered with HARVEST_MIME_REGEX_FILTER=0: the answers are the same either way, and
+ * the same as libmagic's in harvest's own process (never filtered), for sources whose types
+ * are decided by those expressions. */
+static void test_regex_filter_same_answers(void **state)
+{
+	(void)state;
+	char *dir = tu_mkdtemp();
+	static const char *const texts[][2] = {
+		{"a.mjs", "import x from './x.js';\nexport default function f() { return x; }\n"},
+		{"b.rb", "require 'json'\nmodule Foo\n  class Bar < Base\n    def baz\n    end\n"
+			 "  end\nend\n"},
+		{"c.cc", "#include <vector>\nnamespace n {\nclass A {\npublic:\n  virtual ~A();\n"
+			 "};\n}\n"},
+		{"d.mk", "CFLAGS = -O2\nall: prog\nprog: prog.o\n\t$(CC) -o $@ $^\n"},
+		{"e.s", "\t.file \"a.c\"\n\t.text\n\t.globl main\nmain:\n\tret\n"},
+		{"f.srt", "1\n00:00:01,000 --> 00:00:02,000\nHello\n"},
+		{"g.txt", "Plain words, nothing more.\n"},
+	};
+	enum { N = sizeof(texts) / sizeof(texts[0]) };
+	const char *args[3 + N + 1] = {"mime", "--no-cache", "--raw"};
+	char *paths[N];
+	for (int i = 0; i < N; i++) {
+		tu_write(dir, texts[i][0], texts[i][1], strlen(texts[i][1]));
+		paths[i] = tu_path(dir, texts[i][0]);
+		args[3 + i] = paths[i];
+	}
+	args[3 + N] = NULL;
+	tu_result filtered, unfiltered, in_process;
+	tu_harvestv(&filtered, NULL, NULL, args);
+	setenv("HARVEST_MIME_REGEX_FILTER", "0", 1);
+	tu_harvestv(&unfiltered, NULL, NULL, args);
+	unsetenv("HARVEST_MIME_REGEX_FILTER");
+	setenv("HARVEST_BENCH_MIME_IN_PROCESS", "1", 1);
+	tu_harvestv(&in_process, NULL, NULL, args);
+	unsetenv("HARVEST_BENCH_MIME_IN_PROCESS");
+	assert_int_equal(filtered.status, 0);
+	assert_int_equal(unfiltered.status, 0);
+	assert_int_equal(in_process.status, 0);
+	assert_string_equal(filtered.out, unfiltered.out);
+	assert_string_equal(filtered.out, in_process.out);
+	assert_non_null(strstr(filtered.out, "\"text/x-ruby\""));
+	assert_non_null(strstr(filtered.out, "\"text/x-makefile\""));
+	assert_non_null(strstr(filtered.out, "\"application/x-subrip\""));
+	tu_result_free(&filtered);
+	tu_result_free(&unfiltered);
+	tu_result_free(&in_process);
+	for (int i = 0; i < N; i++)
+		free(paths[i]);
+	tu_rmrf(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_spawner_only_on_a_miss),
 		cmocka_unit_test(test_in_process_switch),
+		cmocka_unit_test(test_regex_filter_same_answers),
 	};
 	return cmocka_run_group_tests(tests, fx_setup, fx_teardown);
 }
