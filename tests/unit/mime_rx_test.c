@@ -165,7 +165,7 @@ static void test_sound_against_glibc(void **state)
 {
 	(void)state;
 	static const char alphabet[] = "aabbcc} \n.(<w";
-	int patterns = UNDER_VALGRIND() ? 1500 : 30000;
+	int patterns = UNDER_VALGRIND() ? 3000 : 30000;
 	unsigned long compiled = 0, conditioned = 0, rejected = 0, matched = 0;
 	for (int i = 0; i < patterns; i++) {
 		struct text pat = {.n = 0};
@@ -208,8 +208,8 @@ static void test_sound_against_glibc(void **state)
 		      compiled, conditioned, matched, rejected);
 	assert_true(compiled > (unsigned long)patterns / 4);
 	assert_true(conditioned > compiled / 4);
-	assert_true(matched > 1000);
-	assert_true(rejected > 1000);
+	assert_true(matched > (unsigned long)patterns);
+	assert_true(rejected > (unsigned long)patterns / 4);
 }
 
 /* ---- libmagic through the rewritten entries ---- */
