@@ -9,6 +9,19 @@
 #include <sys/types.h>
 #include <cmocka.h>
 
+/* UNDER_VALGRIND(): whether this test runs under valgrind (scripts/test.sh --valgrind), where
+ * there is no seccomp and everything is many times slower. */
+#include <stdbool.h>
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define UNDER_VALGRIND() (RUNNING_ON_VALGRIND != 0)
+#endif
+#endif
+#ifndef UNDER_VALGRIND
+#define UNDER_VALGRIND() false
+#endif
+
 /* A fresh directory under $TMPDIR (or /tmp); the caller frees the string. */
 char *tu_mkdtemp(void);
 /* Removes a tree (no symlink is followed). */

@@ -15,16 +15,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#if defined(__has_include)
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#define UNDER_VALGRIND() (RUNNING_ON_VALGRIND != 0)
-#endif
-#endif
-#ifndef UNDER_VALGRIND
-#define UNDER_VALGRIND() false
-#endif
-
 /* The condition as "lit|lit|...", "" for none. */
 static void show(const struct hvm_rx_need *need, char *out, size_t cap)
 {

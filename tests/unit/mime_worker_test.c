@@ -26,16 +26,6 @@
 #include <unistd.h>
 
 /* Under valgrind (no seccomp there) the worker runs unfiltered: a refused open is an exit(3). */
-#if defined(__has_include)
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#define UNDER_VALGRIND() (RUNNING_ON_VALGRIND != 0)
-#endif
-#endif
-#ifndef UNDER_VALGRIND
-#define UNDER_VALGRIND() false
-#endif
-
 #define LIMIT_MS (UNDER_VALGRIND() ? 20000 : 500)
 
 static const char good_text[] = "hello, world\n";

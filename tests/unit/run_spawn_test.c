@@ -20,14 +20,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#define UNDER_VALGRIND() (RUNNING_ON_VALGRIND != 0)
-#endif
-#ifndef UNDER_VALGRIND
-#define UNDER_VALGRIND() false
-#endif
-
 /* Runs argv with default options in cwd (NULL: ours); the result (free it). */
 static hv_run_result run_argv(const char *const *argv, const char *cwd)
 {
