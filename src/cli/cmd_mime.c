@@ -54,6 +54,8 @@ static const char mime_usage[] =
 	"  --cache-db PATH   the cache with a PostgreSQL --db (default: the XDG location)\n"
 	"  --format F        jsonl (default), json, text (\"path: type\") or nul\n"
 	"  --case C, --quiet\n"
+	"Environment: HARVEST_MIME_REGEX_FILTER=0 runs every libmagic expression, none\n"
+	"skipped by the literal prefilter (the answers are the same either way).\n"
 	"Exit status: 0 all answered; 1 some path could not be read, or was typed\n"
 	"application/octet-stream because libmagic's sandboxed worker crashed or hung on it\n"
 	"(named on stderr); 2 usage.\n";
