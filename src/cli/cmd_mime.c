@@ -1,6 +1,7 @@
 /* harvest mime: the MIME answer record of each file; a directory means every regular file
  * below it. */
 #include "cli.h"
+#include "../lib/mem.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -9,7 +10,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -272,18 +272,6 @@ static void mime_cli_free(struct mime_cli *m, char **list_bufs)
 	free(m->excludes);
 }
 
-/* Makes the whole pages of [p, p + len) present at once, for a buffer about to be filled. */
-static void prefault(void *p, size_t len)
-{
-	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-	uintptr_t head = (uintptr_t)p & (page - 1);
-	char *first = (char *)p + (head ? page - head : 0);
-	char *last = (char *)p + len;
-	last -= (uintptr_t)last & (page - 1);
-	if (last > first)
-		(void)madvise(first, (size_t)(last - first), MADV_POPULATE_WRITE);
-}
-
 /* Reads list l (whole: its paths are answered as arguments are) into *buf, and appends a
  * pointer to each of its paths to *pos: a path ends at the separator (or the list's end),
  * and empty ones are skipped. 0, or EXIT_USAGE with the error printed: a list that cannot
@@ -296,18 +284,17 @@ static int read_list(const cli_common *c, const struct mime_list *l, char **buf,
 	int fd = std_in ? STDIN_FILENO : open(l->name, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return cli_usage_error(c, "%s %s: %s", opt, l->name, strerror(errno));
-	/* A regular file's size is known: one buffer of that size, its pages made present in one
-	 * call (a 4,000-path list is 80 pages, and faulting them one by one cost a warm run more
-	 * than a millisecond). A list that grows meanwhile, or a pipe, doubles it as it fills. */
+	/* A regular file's size is known: one buffer of that size, made present at once
+	 * (hv_bulk_calloc: a 4,000-path list is 80 pages, and faulting them one by one cost a warm
+	 * run more than a millisecond). A list that grows meanwhile, or a pipe, doubles it as it
+	 * fills. */
 	struct stat fs;
 	size_t len = 0, cap = 65536;
 	if (fstat(fd, &fs) == 0 && S_ISREG(fs.st_mode) && fs.st_size > 0 &&
 	    (uint64_t)fs.st_size < SIZE_MAX / 4)
 		cap = (size_t)fs.st_size + 1; /* + 1: the read that returns 0 has room */
-	char *b = malloc(cap + 1);
+	char *b = hv_bulk_calloc(cap + 1);
 	int err = b ? 0 : ENOMEM;
-	if (b)
-		prefault(b, cap + 1);
 	while (!err) {
 		if (len == cap) {
 			char *nb = cap < SIZE_MAX / 4 ? realloc(b, cap * 2 + 1) : NULL;
@@ -391,8 +378,10 @@ int cmd_mime(int argc, char **argv)
 	cli_check_excludes(&c, m.excludes, m.n_excludes);
 	/* Each argument's lstat: the directory decision and, for a file, its answer's. */
 	size_t nargs = npos > 0 ? (size_t)npos : 1; /* npos > 0 here; never calloc(0) */
-	struct stat *lst = calloc(nargs, sizeof(*lst));
-	int *lerr = calloc(nargs, sizeof(*lerr));
+	/* Each element is written by an lstat thread and read here: made present at once. */
+	bool fits = nargs < SIZE_MAX / sizeof(struct stat);
+	struct stat *lst = fits ? hv_bulk_calloc(nargs * sizeof(*lst)) : NULL;
+	int *lerr = fits ? hv_bulk_calloc(nargs * sizeof(*lerr)) : NULL;
 	if (!lst || !lerr) {
 		cli_error("out of memory");
 		free(lst);
@@ -412,10 +401,6 @@ int cmd_mime(int argc, char **argv)
 	if (!isolate)
 		hv_magic_set_isolation(false, 0);
 	bool spawner_started = false;
-	/* Every element is written by an lstat: 144 pages for 4,000 arguments, made present in
-	 * two calls rather than faulted one by one by the threads. */
-	prefault(lst, nargs * sizeof(*lst));
-	prefault(lerr, nargs * sizeof(*lerr));
 	struct lstat_job lj = {.paths = pos, .lst = lst, .lerr = lerr, .n = (size_t)npos};
 	lstat_begin(&lj, m.opts.threads);
 	struct mime_out o = {.c = &c, .rc = EXIT_DONE};

@@ -71,16 +71,8 @@ hv_status hv_buf_printf(hv_buf *b, const char *fmt, ...) HV_ATTR_PRINTF(2, 3);
 void hv_buf_truncate(hv_buf *b, size_t n);
 void hv_buf_free(hv_buf *b);
 
-/* Keeps the pages of an array being filled present ahead of its writes: when used bytes of
- * base's cap are filled, [used, used + 1 MiB) is made present in one call, unless *done (the
- * bytes made present so far; 0 after the array moved) reaches half that far already. A
- * sandbox is often a virtual machine, where each first write to a page traps through the
- * hypervisor: 18 us a page here, against 0.6 us for pages made present together. Best effort
- * (nothing before Linux 5.14); the contents never change. */
-void hv_prefault_ahead(void *base, size_t used, size_t cap, size_t *done);
-/* Makes the whole pages of [base, base + len) present at once, for an array about to be
- * written through (see hv_prefault_ahead). */
-void hv_prefault(void *base, size_t len);
+/* hv_prefault, hv_prefault_ahead, hv_bulk_calloc. */
+#include "mem.h"
 
 /* The thread count that options' "0: the default" means: the online CPUs, at least 1 and at
  * most HV_DEFAULT_THREADS_MAX (more threads than that only contend for the disk). */

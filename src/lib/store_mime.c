@@ -215,10 +215,9 @@ hv_status hvst_mime_lookup_many(hv_store *st, const char *fingerprint, const cha
 		memset(keys[i].out, 0, sizeof(*keys[i].out));
 	if (n == 0)
 		return HV_OK;
-	key_pos *ord = malloc(2 * n * sizeof(*ord));
+	key_pos *ord = hv_bulk_calloc(2 * n * sizeof(*ord)); /* the sort writes all of it */
 	if (!ord)
 		return hv_error_set(HV_ENOMEM, "out of memory");
-	hv_prefault(ord, 2 * n * sizeof(*ord)); /* the sort writes all of it */
 	for (size_t i = 0; i < n; i++)
 		ord[i] = (key_pos){(int64_t)keys[i].s->dev, (int64_t)keys[i].s->ino, i};
 	sort_pos(ord, ord + n, n);
