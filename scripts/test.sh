@@ -9,7 +9,7 @@
 #       2. lint      scripts/lint.sh: clang-tidy (.clang-tidy) and cppcheck on src/, include/
 #       3. fuzz      scripts/fuzz.sh: every libFuzzer target (tests/fuzz/) under ASan + UBSan,
 #                    its saved regression inputs first, then HARVEST_FUZZ_SECONDS
-#                    of fuzzing from its seed corpus (default 30 s each)
+#                    of fuzzing from its seed corpus (default 20 s each)
 #       4. valgrind  the suite again, built without sanitizers (build-vg/), under memcheck (see
 #                    --valgrind below)
 #       5. coverage  scripts/coverage.sh on step 4's counters (build-vg/ is a --coverage
@@ -360,7 +360,7 @@ page)
 all)
 	step suite run_suite
 	step lint scripts/lint.sh
-	step fuzz scripts/fuzz.sh "${HARVEST_FUZZ_SECONDS:-30}"
+	step fuzz scripts/fuzz.sh "${HARVEST_FUZZ_SECONDS:-20}"
 	step valgrind run_valgrind
 	step coverage run_coverage
 	step adapters run_adapters
