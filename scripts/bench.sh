@@ -290,8 +290,33 @@ bench_walk() {
 		hv_target "warm --sort none ÷ bfs $(hv_bfs_version) (goal: ÷ bfs 4 -j2)" \
 			"$(hv_div "${HV_MEDIAN[hv_none]}" "${HV_MEDIAN[bfs]}")" 0.67
 	fi
+	hv_walk_small
 	hv_walk_counts "$tree"
 	hv_walk_cold "$tree"
+}
+
+# One small directory listed many times, as an agent's harness lists its workspace at every
+# turn: 100 invocations of each lister on a 20-file directory, in one shell loop each (the
+# loop's own forks weigh alike on both). What this times is mostly start-up: the libraries a
+# process maps before its first instruction of work.
+# shellcheck disable=SC2034 # the HV_CMD_* arrays are read by hv_time_rounds
+hv_walk_small() {
+	local dir=$HV_TMP/small-dir i
+	mkdir -p "$dir"
+	for ((i = 0; i < 20; i++)); do
+		printf 'file %d\n' "$i" >"$dir/f$i.txt"
+	done
+	local loop='for ((i = 0; i < 100; i++)); do "$@" >"$0"; done'
+	HV_CMD_ls100=(bash -c "$loop" "$HV_OUTDIR/small" ls -l "$dir")
+	HV_CMD_hvls100=(bash -c "$loop" "$HV_OUTDIR/small" "$HARVEST" ls "$dir")
+	hv_time_rounds ls100 hvls100
+	echo
+	echo "  one directory of 20 files, 100 invocations in a shell loop:"
+	hv_row "ls -l DIR (ms per invocation)" \
+		"$(awk -v s="${HV_MEDIAN[ls100]}" 'BEGIN { printf "%.2f", s * 10 }')" "1.000"
+	hv_row "harvest ls DIR (ms per invocation)" \
+		"$(awk -v s="${HV_MEDIAN[hvls100]}" 'BEGIN { printf "%.2f", s * 10 }')" \
+		"$(hv_div "${HV_MEDIAN[hvls100]}" "${HV_MEDIAN[ls100]}")"
 }
 
 hv_walk_label() {

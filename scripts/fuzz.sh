@@ -77,8 +77,9 @@ timeout_for() {
 cflags=(-std=c11 -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined
 	-fno-sanitize-recover=all -Iinclude -Isrc/lib -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64
 	-DHARVEST_VERSION='"fuzz"' -Wall -Wno-unused-parameter -I"$(pg_config --includedir)")
-# libpq and libarchive are not linked: libharvest opens them with dlopen when first used.
-libs=(-lmagic -lsqlite3 -lcrypto -lseccomp -lpthread)
+# libpq, libarchive, libmagic and libseccomp are not linked: libharvest opens them with dlopen
+# when first used.
+libs=(-lsqlite3 -lcrypto -lpthread)
 
 # The library once, instrumented for coverage (fuzzer-no-link) and the sanitizers.
 objs=()

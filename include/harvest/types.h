@@ -45,8 +45,9 @@ HV_EXTERN void hv_error_clear(void);
 /* The version string of libharvest, e.g. "0.1.0". */
 HV_EXTERN const char *hv_version(void);
 
-/* The versions of the libraries libharvest runs with: libmagic as "5.44", SQLite as
- * "3.40.1". Static strings. */
+/* The versions of the libraries libharvest runs with: libmagic as "5.44" ("unavailable" when
+ * libmagic.so.1 cannot be loaded: libharvest loads it on first use), SQLite as "3.40.1".
+ * Static strings. */
 HV_EXTERN const char *hv_libmagic_version(void);
 HV_EXTERN const char *hv_sqlite_version(void);
 

@@ -1,9 +1,9 @@
 /* The per-thread last error, and the version strings. Thread-local, so two handles used from
  * two threads never see each other's messages. */
+#include "dl_magic.h"
+#include "dl_sqlite.h"
 #include "internal.h"
 
-#include <magic.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,6 +95,9 @@ const char *hv_version(void)
 const char *hv_libmagic_version(void)
 {
 	static _Thread_local char text[32];
+	char why[512];
+	if (hv__magic_load(why, sizeof(why)) != 0)
+		return "unavailable"; /* what is missing is said when detection is asked for */
 	int v = magic_version();
 	snprintf(text, sizeof(text), "%d.%02d", v / 100, v % 100);
 	return text;
@@ -102,5 +105,8 @@ const char *hv_libmagic_version(void)
 
 const char *hv_sqlite_version(void)
 {
+	char why[512];
+	if (hv__sqlite_load(why, sizeof(why)) != 0)
+		return "unavailable"; /* what is missing is said when a store is opened */
 	return sqlite3_libversion();
 }

@@ -13,6 +13,7 @@
  * magic_descriptor() reads from the descriptor's current offset and seeks back to it; we seek
  * to 0 first and restore the caller's offset after. */
 #include "collect_internal.h"
+#include "dl_magic.h"
 #include "harvest/sys/store.h"
 #include "internal.h"
 #include "mime_internal.h"
@@ -20,7 +21,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <magic.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -161,6 +161,10 @@ hv_status hvm_magic_open_lazy(hv_magic **out, const char *database, int extra_fl
 		return hv_error_set(HV_EUSAGE,
 				    "libmagic flags 0x%x are not allowed (only MAGIC_NO_CHECK_*)",
 				    (unsigned)(extra_flags & ~HV_MAGIC_ALLOWED_FLAGS));
+	/* libmagic is loaded on the first detector, not when harvest starts (dl_magic.h). */
+	char why[512];
+	if (hv__magic_load(why, sizeof(why)) != 0)
+		return hv_error_set(HV_EIO, "cannot detect MIME types: %s", why);
 	hv_magic *m = calloc(1, sizeof(*m));
 	if (!m)
 		return hv_error_set(HV_ENOMEM, "out of memory");

@@ -15,7 +15,6 @@
 #include "store_internal.h"
 
 #include <errno.h>
-#include <sqlite3.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>

@@ -11,6 +11,7 @@
  *            a read-only descriptor of the file (SCM_RIGHTS), positioned at offset 0.
  *   answer:  struct ans, then `len` bytes of the type or of libmagic's error message.
  * The first message from a new worker is an answer saying whether its database loaded. */
+#include "dl_magic.h"
 #include "internal.h"
 #include "mime_internal.h"
 #include "test_hook.h"
@@ -19,11 +20,9 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <locale.h>
-#include <magic.h>
 #include <malloc.h>
 #include <poll.h>
 #include <pthread.h>
-#include <seccomp.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -532,12 +531,22 @@ static void spawner_atexit(void)
 	pthread_mutex_unlock(&zy_mu);
 }
 
+/* Loads libmagic and libseccomp into this process (dl_magic.h): the spawner and its workers
+ * find them loaded, as a worker, under its filter, could open nothing. 0, or -1 with why set. */
+static int detect_libs_load(char *why, size_t cap)
+{
+	return hv__magic_load(why, cap) != 0 || hv__seccomp_load(why, cap) != 0 ? -1 : 0;
+}
+
 /* Starts the spawner unless it runs. Under zy_mu. */
 static int spawner_start_locked(void)
 {
 	static bool at_exit;
 	if (zy_sock >= 0)
 		return 0;
+	char why[512];
+	if (detect_libs_load(why, sizeof(why)) != 0)
+		return ELIBACC; /* said in full by spawn_send */
 	if (!at_exit)
 		at_exit = atexit(spawner_atexit) == 0;
 	int sv[2];
@@ -857,6 +866,9 @@ void hvm_worker_faults_reload(void)
  * one started ahead of need, which warms up meanwhile. */
 static hv_status spawn_send(hvm_worker *w, bool warm)
 {
+	char why[512];
+	if (detect_libs_load(why, sizeof(why)) != 0)
+		return hv_error_set(HV_EIO, "libmagic worker: %s", why);
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
 		return hv_error_errno(HV_EIO, "libmagic worker", errno);

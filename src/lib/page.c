@@ -7,7 +7,6 @@
 #include "harvest/parse.h"
 
 #include <errno.h>
-#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

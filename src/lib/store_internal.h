@@ -3,12 +3,12 @@
 #ifndef HARVEST_STORE_INTERNAL_H
 #define HARVEST_STORE_INTERNAL_H
 
+#include "dl_sqlite.h"
 #include "harvest/store.h"
 #include "harvest/sys/store.h"
 #include "internal.h"
 #include "store_backend.h"
 
-#include <sqlite3.h>
 
 /* How long a statement waits for another connection's lock. */
 #define ST_BUSY_TIMEOUT_MS 10000

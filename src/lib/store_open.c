@@ -311,6 +311,11 @@ static hv_status check_adopted(hv_store *st)
 
 static hv_status db_open(hv_store *st, const char *file, int oflags)
 {
+	/* SQLite is loaded with the first store, not when harvest starts (dl_sqlite.h). */
+	char why[512];
+	if (hv__sqlite_load(why, sizeof(why)) != 0)
+		return hv_error_set(HV_EDB, "%s: cannot open the database: %s",
+				    st->path ? st->path : "database", why);
 	int rc = sqlite3_open_v2(file, &st->db, oflags | SQLITE_OPEN_NOMUTEX, NULL);
 	if (rc != SQLITE_OK)
 		return hvst_db_error(st, rc, "cannot open the database");
@@ -327,6 +332,8 @@ static hv_status db_open(hv_store *st, const char *file, int oflags)
 
 static void db_close(hv_store *st)
 {
+	if (!st->db)
+		return; /* never opened: SQLite may not even be loaded */
 	for (int i = 0; i < STMT__COUNT; i++) {
 		sqlite3_finalize(st->stmt[i]);
 		st->stmt[i] = NULL;

@@ -1,10 +1,12 @@
-/* libpq and libarchive are opened with dlopen on first use, not linked: neither the harvest
- * binary nor libharvest.so names them in its ELF dynamic section (DT_NEEDED), the real
- * libraries load when a PostgreSQL history or an archive is used (the history_pg and archive
- * tests cover what they do), and a library that cannot be loaded (a test-only switch naming a
- * missing file, or one without its functions) gives one line naming it and the documented
- * status: 125 and the command not started for run, 1 for a history query, 1 and no half file
- * for an archive. libcrypto is neither linked nor loaded: SHA-256 is harvest's own. */
+/* libpq, libarchive, libmagic, libseccomp and SQLite are opened with dlopen on first use, not
+ * linked: neither the harvest binary nor libharvest.so names them in its ELF dynamic section
+ * (DT_NEEDED), the real libraries load when a PostgreSQL history, an archive, MIME detection or
+ * a store is used (the history_pg, archive, mime and store tests cover what they do) and only
+ * then, and a library that cannot be loaded (a test-only switch naming a missing file, or one
+ * without its functions) gives one line naming it and the documented status: 125 and the
+ * command not started for run, 1 for a history query, 1 and no half file for an archive, 1 for
+ * mime and collect, while the commands that need none of them work on. libcrypto is neither
+ * linked nor loaded: SHA-256 is harvest's own. */
 #include "testutil.h"
 
 #include <dirent.h>
@@ -67,12 +69,15 @@ static char *needed_of(const char *file)
 static void expect_lazy(const char *file)
 {
 	char *needed = needed_of(file);
-	/* The parser reads the section: libc and SQLite are still linked as before. */
-	if (!strstr(needed, "libc.so.6\n") || !strstr(needed, "libsqlite3.so"))
+	/* The parser reads the section: libc is still linked. */
+	if (!strstr(needed, "libc.so.6\n"))
 		fail_msg("%s: the dynamic section was not read: '%s'", file, needed);
-	if (strstr(needed, "libpq") || strstr(needed, "libarchive") || strstr(needed, "libcrypto"))
-		fail_msg("%s: still linked against libpq, libarchive or libcrypto:\n%s", file,
-			 needed);
+	static const char *const lazy[] = {"libpq",   "libarchive", "libcrypto",
+					    "libmagic", "libseccomp", "liblzma",
+					    "libbz2",  "libz.so",    "libsqlite3"};
+	for (size_t i = 0; i < sizeof(lazy) / sizeof(lazy[0]); i++)
+		if (strstr(needed, lazy[i]))
+			fail_msg("%s: still linked against %s:\n%s", file, lazy[i], needed);
 	free(needed);
 }
 
@@ -171,8 +176,8 @@ static void test_libarchive_missing(void **state)
 	assert_int_not_equal(stat(file, &sb), 0); /* no half file */
 	tu_result_free(&r);
 
-	/* A library that loads but lacks libarchive's functions (zlib, which every harvest
-	 * already maps through libmagic): the missing symbol is named. */
+	/* A library that loads but lacks libarchive's functions (zlib): the missing symbol is
+	 * named. */
 	assert_int_equal(setenv("HARVEST_TEST_LIBARCHIVE", "libz.so.1", 1), 0);
 	tu_harvest(&r, "archive", tree, "-o", file, NULL);
 	assert_int_equal(r.status, 1);
@@ -196,28 +201,42 @@ static void test_libarchive_missing(void **state)
 
 /* ---- libcrypto: never loaded ------------------------------------------------------------ */
 
-/* Whether any of the dynamic loader's logs in dir (LD_DEBUG_OUTPUT) names has. */
-static bool logs_name(const char *dir, const char *has)
+/* The dynamic loader's logs in dir (LD_DEBUG_OUTPUT), all in one new string; the files are
+ * removed, so the next command's logs are read alone. */
+static char *take_logs(const char *dir)
 {
 	DIR *d = opendir(dir);
 	assert_non_null(d);
-	bool found = false;
-	size_t logs = 0;
+	char *all = tu_xmalloc(1);
+	size_t len = 0, logs = 0;
+	all[0] = '\0';
 	for (struct dirent *e; (e = readdir(d)) != NULL;) {
 		if (e->d_name[0] == '.')
 			continue;
 		char *f = tu_path(dir, e->d_name);
-		size_t len = 0;
-		char *b = tu_read_file(f, &len);
+		size_t n = 0;
+		char *b = tu_read_file(f, &n);
 		assert_non_null(b);
 		logs++;
-		found = found || strstr(b, has) != NULL;
+		all = tu_xrealloc(all, len + n + 1);
+		memcpy(all + len, b, n);
+		len += n;
+		all[len] = '\0';
 		free(b);
 		assert_int_equal(unlink(f), 0);
 		free(f);
 	}
 	closedir(d);
 	assert_true(logs > 0); /* the loader did write its log */
+	return all;
+}
+
+/* Whether any of the dynamic loader's logs in dir names has. */
+static bool logs_name(const char *dir, const char *has)
+{
+	char *all = take_logs(dir);
+	bool found = strstr(all, has) != NULL;
+	free(all);
 	return found;
 }
 
@@ -273,6 +292,236 @@ static void test_no_libcrypto(void **state)
 	free(log);
 }
 
+/* ---- libmagic and libseccomp: loaded by MIME detection only ------------------------------ */
+
+/* Runs harvest with args (which must succeed) under the dynamic loader's log in logs, and
+ * says whether it mapped libmagic (with its compressors), in *seccomp libseccomp and in
+ * *sqlite SQLite. */
+static bool maps_lazy_libs(const char *logs, const char *log, const char *const *args,
+			   bool *seccomp, bool *sqlite)
+{
+	tu_result r;
+	assert_int_equal(setenv("LD_DEBUG", "files", 1), 0);
+	assert_int_equal(setenv("LD_DEBUG_OUTPUT", log, 1), 0);
+	tu_harvestv(&r, NULL, NULL, args);
+	unsetenv("LD_DEBUG");
+	unsetenv("LD_DEBUG_OUTPUT");
+	if (r.status != 0)
+		fail_msg("harvest %s: status %d: %s", args[0], r.status, r.err);
+	tu_result_free(&r);
+	char *all = take_logs(logs);
+	assert_non_null(strstr(all, "libc.so.6")); /* the log names what it maps */
+	bool magic = strstr(all, "libmagic.so") != NULL;
+	bool compressors = strstr(all, "liblzma.so") != NULL;
+	*seccomp = strstr(all, "libseccomp.so") != NULL;
+	*sqlite = strstr(all, "libsqlite3.so") != NULL;
+	free(all);
+	/* libmagic brings its compressors (which libarchive needs too). */
+	if (magic)
+		assert_true(compressors);
+	return magic;
+}
+
+/* Listing, walking, reading, writing and archiving files never map libmagic, libseccomp or
+ * SQLite; a MIME detection maps SQLite for its cache and libmagic, and libseccomp with the
+ * first sandboxed worker, which a run answered wholly from the cache never starts. */
+static void test_lazy_libs_on_first_use(void **state)
+{
+	(void)state;
+	char *root = tu_mkdtemp();
+	char *tree = tu_path(root, "tree");
+	char *logs = tu_path(root, "logs");
+	char *log = tu_path(logs, "ld");
+	char *db = tu_path(root, "h.db");
+	char *file = tu_path(tree, "a.txt");
+	char *put = tu_path(tree, "b.txt");
+	tu_mkdir(root, "tree");
+	tu_mkdir(root, "logs");
+	tu_write(tree, "a.txt", "alpha\n", 6);
+	char *tar = tu_path(root, "t.tar");
+	bool seccomp, sqlite;
+
+	const char *ls[] = {"ls", tree, NULL};
+	const char *walk[] = {"walk", root, NULL};
+	const char *cat[] = {"cat", file, NULL};
+	const char *rm[] = {"rm", put, NULL};
+	const char *archive[] = {"archive", tree, "-o", tar, NULL};
+	const char *version[] = {"--version", NULL};
+	const char *const *plain[] = {ls, walk, cat, rm, archive};
+	tu_write(tree, "b.txt", "beta\n", 5);
+	for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++) {
+		if (maps_lazy_libs(logs, log, plain[i], &seccomp, &sqlite) || seccomp || sqlite)
+			fail_msg("harvest %s mapped libmagic, libseccomp or SQLite", plain[i][0]);
+	}
+	/* --version names libmagic's and SQLite's versions: it loads both, to ask. */
+	assert_true(maps_lazy_libs(logs, log, version, &seccomp, &sqlite));
+	assert_false(seccomp);
+	assert_true(sqlite);
+
+	/* A miss: libmagic, in a sandboxed worker. The cache takes a file whose change is more
+	 * than 2 s old: a second more for the clock's granularity. */
+	sleep(3);
+	const char *mime[] = {"mime", "--db", db, file, NULL};
+	assert_true(maps_lazy_libs(logs, log, mime, &seccomp, &sqlite));
+	assert_true(seccomp);
+	assert_true(sqlite);
+	/* The same file again, a hit: libmagic for the fingerprint, no worker, no libseccomp. */
+	assert_true(maps_lazy_libs(logs, log, mime, &seccomp, &sqlite));
+	assert_false(seccomp);
+	assert_true(sqlite);
+
+	tu_rmrf(root);
+	free(root);
+	free(tree);
+	free(logs);
+	free(log);
+	free(db);
+	free(file);
+	free(put);
+	free(tar);
+}
+
+static void test_detect_libs_missing(void **state)
+{
+	(void)state;
+	char *root = tu_mkdtemp();
+	char *tree = tu_path(root, "tree");
+	char *db = tu_path(root, "h.db");
+	tu_mkdir(root, "tree");
+	tu_write(tree, "a.txt", "alpha\n", 6);
+	char *file = tu_path(tree, "a.txt");
+	tu_result r;
+
+	/* Without libmagic: what detects nothing works, what detects fails in one line. */
+	assert_int_equal(setenv("HARVEST_TEST_LIBMAGIC", "libharvest-no-such-magic.so", 1), 0);
+	tu_harvest(&r, "walk", tree, NULL);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "\"a.txt\""));
+	tu_result_free(&r);
+	tu_harvest(&r, "--version", NULL);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "libmagic unavailable\n"));
+	assert_non_null(strstr(r.out, "SQLite 3."));
+	tu_result_free(&r);
+	tu_harvest(&r, "mime", "--db", db, file, NULL);
+	assert_int_equal(r.status, 1);
+	expect_one_line(&r, "cannot load libmagic.so.1: ", "mime, libmagic missing");
+	expect_one_line(&r, "libharvest-no-such-magic.so", "mime, libmagic missing");
+	assert_int_equal(r.out_len, 0);
+	tu_result_free(&r);
+	tu_harvest(&r, "collect", "--db", db, "--no-content", tree, NULL);
+	assert_int_equal(r.status, 1);
+	expect_one_line(&r, "cannot load libmagic.so.1: ", "collect, libmagic missing");
+	assert_int_equal(r.out_len, 0);
+	tu_result_free(&r);
+	/* A library without libmagic's functions: the missing symbol is named. */
+	assert_int_equal(setenv("HARVEST_TEST_LIBMAGIC", "libz.so.1", 1), 0);
+	tu_harvest(&r, "mime", "--db", db, file, NULL);
+	assert_int_equal(r.status, 1);
+	expect_one_line(&r, "undefined symbol: magic_", "mime, not libmagic");
+	tu_result_free(&r);
+	unsetenv("HARVEST_TEST_LIBMAGIC");
+
+	/* Without libseccomp no worker starts: a miss fails in one line, never unsandboxed. */
+	assert_int_equal(setenv("HARVEST_TEST_LIBSECCOMP", "libharvest-no-such-seccomp.so", 1), 0);
+	tu_harvest(&r, "mime", "--db", db, file, NULL);
+	assert_int_equal(r.status, 1);
+	expect_one_line(&r, "cannot load libseccomp.so.2: ", "mime, libseccomp missing");
+	assert_int_equal(r.out_len, 0);
+	tu_result_free(&r);
+	unsetenv("HARVEST_TEST_LIBSECCOMP");
+
+	/* Both real libraries load; then a hit needs no libseccomp at all (once the file is old
+	 * enough for the cache to take it). */
+	sleep(3);
+	tu_harvest(&r, "mime", "--db", db, file, NULL);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "\"text/plain\""));
+	tu_result_free(&r);
+	assert_int_equal(setenv("HARVEST_TEST_LIBSECCOMP", "libharvest-no-such-seccomp.so", 1), 0);
+	tu_harvest(&r, "mime", "--db", db, file, NULL);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "\"text/plain\""));
+	tu_result_free(&r);
+	unsetenv("HARVEST_TEST_LIBSECCOMP");
+
+	tu_rmrf(root);
+	free(root);
+	free(tree);
+	free(db);
+	free(file);
+}
+
+/* Without SQLite: listing works; the store's commands fail in one line naming it, mime answers
+ * without its cache (saying so, exit 1) and a run is not started. */
+static void test_sqlite_missing(void **state)
+{
+	(void)state;
+	char *root = tu_mkdtemp();
+	char *tree = tu_path(root, "tree");
+	char *db = tu_path(root, "h.db");
+	char *marker = tu_path(root, "started");
+	tu_mkdir(root, "tree");
+	tu_write(tree, "a.txt", "alpha\n", 6);
+	char *file = tu_path(tree, "a.txt");
+	char cmd[4200];
+	snprintf(cmd, sizeof(cmd), "touch %s", marker);
+	tu_result r;
+
+	assert_int_equal(setenv("HARVEST_TEST_LIBSQLITE", "libharvest-no-such-sqlite.so", 1), 0);
+	tu_harvest(&r, "ls", tree, NULL);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "\"a.txt\""));
+	tu_result_free(&r);
+	tu_harvest(&r, "--version", NULL);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "SQLite unavailable\n"));
+	assert_non_null(strstr(r.out, "libmagic 5."));
+	tu_result_free(&r);
+	tu_harvest(&r, "history", "runs", "--db", db, NULL);
+	assert_int_equal(r.status, 1);
+	expect_one_line(&r, ": cannot open the database: cannot load libsqlite3.so.0: ",
+			"history, SQLite missing");
+	expect_one_line(&r, "libharvest-no-such-sqlite.so", "history, SQLite missing");
+	assert_int_equal(r.out_len, 0);
+	tu_result_free(&r);
+	tu_harvest(&r, "mime", "--db", db, file, NULL);
+	assert_int_equal(r.status, 1);
+	expect_one_line(&r, "cannot load libsqlite3.so.0: ", "mime, SQLite missing");
+	assert_non_null(strstr(r.out, "\"text/plain\""));
+	tu_result_free(&r);
+	tu_harvest(&r, "run", "--db", db, "--dir", root, "--shell", "--", cmd, NULL);
+	assert_int_equal(r.status, 125);
+	expect_one_line(&r, "cannot load libsqlite3.so.0: ", "run, SQLite missing");
+	struct stat sb;
+	assert_int_not_equal(stat(marker, &sb), 0); /* the command never started */
+	tu_result_free(&r);
+	/* A library without SQLite's functions: the missing symbol is named. */
+	assert_int_equal(setenv("HARVEST_TEST_LIBSQLITE", "libz.so.1", 1), 0);
+	tu_harvest(&r, "history", "runs", "--db", db, NULL);
+	assert_int_equal(r.status, 1);
+	expect_one_line(&r, "undefined symbol: sqlite3_", "history, not SQLite");
+	tu_result_free(&r);
+	unsetenv("HARVEST_TEST_LIBSQLITE");
+
+	/* The real SQLite loads: the same run starts and is recorded. */
+	tu_harvest(&r, "run", "--db", db, "--dir", root, "--shell", "--", cmd, NULL);
+	assert_int_equal(r.status, 0);
+	assert_int_equal(stat(marker, &sb), 0);
+	tu_result_free(&r);
+	tu_harvest(&r, "history", "runs", "--db", db, NULL);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "touch"));
+	tu_result_free(&r);
+
+	tu_rmrf(root);
+	free(root);
+	free(tree);
+	free(db);
+	free(marker);
+	free(file);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -280,6 +529,9 @@ int main(void)
 		cmocka_unit_test(test_libpq_missing),
 		cmocka_unit_test(test_libarchive_missing),
 		cmocka_unit_test(test_no_libcrypto),
+		cmocka_unit_test(test_lazy_libs_on_first_use),
+		cmocka_unit_test(test_detect_libs_missing),
+		cmocka_unit_test(test_sqlite_missing),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
