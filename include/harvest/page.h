@@ -46,7 +46,9 @@ typedef struct hv_page_opts {
 	uint64_t embed_max;           /* 0: HV_PAGE_EMBED_MAX */
 	const char *host;             /* the host the run ran on, shown when not NULL (for
 	                               * hv_page_write_run, NULL: the one the history recorded) */
-	const char *const *deleted;   /* paths the run deleted, shown when n_deleted > 0 */
+	const char *const *deleted;   /* paths the run deleted, shown when n_deleted > 0; else the
+	                               * page shows the collection's (compared with a snapshot) or
+	                               * the recorded run's own */
 	size_t n_deleted;
 	const char *generated_by;     /* the footer's "harvest VERSION"; NULL: hv_version() */
 } hv_page_opts;

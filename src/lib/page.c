@@ -321,7 +321,14 @@ static bool json_string(const char **pp, const char *end, sbuf *b)
 					p += 6;
 				}
 			}
-			sb_utf8(b, cp);
+			if (cp >= 0xdc80 && cp <= 0xdcff) {
+				/* A lone U+DC80..U+DCFF is the byte 0x80..0xFF that was not UTF-8
+				 * (the surrogateescape of SPEC §1): that byte again. */
+				char byte = (char)(cp & 0xff);
+				sb_add(b, &byte, 1);
+			} else {
+				sb_utf8(b, cp);
+			}
 			break;
 		default: sb_add(b, &c, 1); break;
 		}
@@ -1090,19 +1097,76 @@ static void page_skipped_json(pw *w, const char *json)
 	free(err.p);
 }
 
-static void page_tail(pw *w, const hv_page_opts *o)
+static void page_deleted_begin(pw *w, size_t n)
+{
+	putf(w, "<h2 id=\"deleted\">Deleted <span class=\"count\">%zu</span></h2>\n"
+		"<div class=\"card\"><ul class=\"mono\">",
+	     n);
+}
+
+static void page_deleted_path(pw *w, const char *path, size_t len)
+{
+	puts_(w, "<li>");
+	put_text(w, path, len, ESC_NAME);
+	puts_(w, "</li>");
+}
+
+/* Counts the paths of a JSON array of strings (a run's recorded `deleted`), writing each to
+ * w when w is not NULL: how many, or -1 when json is not such an array. */
+static long deleted_json_each(const char *json, pw *w, sbuf *b)
+{
+	const char *p = json, *end = json + strlen(json);
+	long n = 0;
+	p = skip_ws(p, end);
+	if (p >= end || *p != '[')
+		return -1;
+	p = skip_ws(p + 1, end);
+	while (p < end && *p == '"') {
+		if (!json_string(&p, end, b))
+			return -1;
+		if (w)
+			page_deleted_path(w, b->p, b->n);
+		n++;
+		p = skip_ws(p, end);
+		if (p < end && *p == ',')
+			p = skip_ws(p + 1, end);
+	}
+	return p < end && *p == ']' ? n : -1;
+}
+
+/* The Deleted section: the caller's list (o->deleted) when it gives one, else the
+ * collection's (c compared with a snapshot) or the recorded run's (deleted_json). */
+static void page_deleted(pw *w, const hv_page_opts *o, const hv_collection *c,
+			 const char *deleted_json)
 {
 	if (o->n_deleted > 0) {
-		putf(w, "<h2 id=\"deleted\">Deleted <span class=\"count\">%zu</span></h2>\n"
-			"<div class=\"card\"><ul class=\"mono\">",
-		     o->n_deleted);
-		for (size_t i = 0; i < o->n_deleted; i++) {
-			puts_(w, "<li>");
-			put_cname(w, o->deleted[i]);
-			puts_(w, "</li>");
+		page_deleted_begin(w, o->n_deleted);
+		for (size_t i = 0; i < o->n_deleted; i++)
+			page_deleted_path(w, o->deleted[i], strlen(o->deleted[i]));
+	} else if (c && c->compared && c->n_deleted > 0) {
+		page_deleted_begin(w, c->n_deleted);
+		for (size_t i = 0; i < c->n_deleted; i++)
+			page_deleted_path(w, c->deleted[i].path, c->deleted[i].path_len);
+	} else if (deleted_json) {
+		sbuf b = {0};
+		long n = deleted_json_each(deleted_json, NULL, &b);
+		if (n > 0) {
+			page_deleted_begin(w, (size_t)n);
+			(void)deleted_json_each(deleted_json, w, &b);
 		}
-		puts_(w, "</ul></div>\n");
+		free(b.p);
+		if (n <= 0)
+			return;
+	} else {
+		return;
 	}
+	puts_(w, "</ul></div>\n");
+}
+
+static void page_tail(pw *w, const hv_page_opts *o, const hv_collection *c,
+		      const char *deleted_json)
+{
+	page_deleted(w, o, c, deleted_json);
 	puts_(w, "<footer>Made by ");
 	if (o->generated_by) {
 		put_cname(w, o->generated_by);
@@ -1247,7 +1311,7 @@ hv_status hv_page_write_collection(const hv_run_row *run, const hv_collection *c
 		page_skipped_json(w, sk);
 		free(sk);
 	}
-	page_tail(w, o);
+	page_tail(w, o, c, NULL);
 	hv_status s = pw_end(w);
 	free(w);
 	return s;
@@ -1332,7 +1396,7 @@ hv_status hv_page_write_run(hv_store *st, int64_t run_id, const hv_page_opts *o,
 	}
 	if (s == HV_OK) {
 		page_skipped_json(w, r->skipped_json);
-		page_tail(w, o);
+		page_tail(w, o, NULL, r->deleted_json);
 		s = pw_end(w);
 	}
 	hv_run_iter_free(it);

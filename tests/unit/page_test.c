@@ -265,6 +265,39 @@ static void test_bytes(void **state)
 	free(p);
 }
 
+/* The deleted files: the caller's list when it gives one, else the collection's when it was
+ * compared with a snapshot; none, no section. */
+static void test_deleted(void **state)
+{
+	(void)state;
+	hv_deleted_file gone[] = {{.path = (char *)"a/old.csv", .path_len = 9},
+				  {.path = (char *)"b<x>", .path_len = 4}};
+	hv_collection c = {.root = (char *)"/tmp/out", .compared = true, .deleted = gone,
+			   .n_deleted = 2};
+	hv_run_row r = {.run_id = 0, .command_json = "[\"x\"]", .dir = "/tmp/out", .dir_len = 8,
+			.ended = true, .has_exit_code = true};
+	sink s = {0};
+	assert_int_equal(hv_page_write_collection(&r, &c, NULL, sink_write, &s), HV_OK);
+	assert_non_null(strstr(s.p, "<h2 id=\"deleted\">Deleted <span class=\"count\">2</span>"));
+	assert_non_null(strstr(s.p, "<li>a/old.csv</li><li>b&lt;x&gt;</li></ul>"));
+	free(s.p);
+
+	const char *mine[] = {"only.txt"};
+	hv_page_opts o = {.deleted = mine, .n_deleted = 1};
+	s = (sink){0};
+	assert_int_equal(hv_page_write_collection(&r, &c, &o, sink_write, &s), HV_OK);
+	assert_non_null(strstr(s.p, "<span class=\"count\">1</span></h2>\n<div class=\"card\">"
+				    "<ul class=\"mono\"><li>only.txt</li></ul>"));
+	assert_null(strstr(s.p, "old.csv"));
+	free(s.p);
+
+	c.compared = false; /* not compared: nothing is known deleted */
+	s = (sink){0};
+	assert_int_equal(hv_page_write_collection(&r, &c, NULL, sink_write, &s), HV_OK);
+	assert_null(strstr(s.p, "id=\"deleted\""));
+	free(s.p);
+}
+
 /* A record of 150 columns shows 100 and an ellipsis; the next record starts a new row. */
 static void test_csv_columns(void **state)
 {
@@ -356,7 +389,9 @@ static void test_from_store(void **state)
 	char *db = tu_path(dir, "h.db");
 	hv_store *st;
 	assert_int_equal(hv_store_open(&st, db, 0), HV_OK);
-	hv_run_start start = {.label = "nightly", .command_json = "[\"make\"]", .dir = "/w"};
+	/* "x\udcff": the command word x followed by the byte 0xFF that was not UTF-8 */
+	hv_run_start start = {.label = "nightly", .command_json = "[\"make\",\"x\\udcff\"]",
+			      .dir = "/w"};
 	int64_t id;
 	assert_int_equal(hv_store_run_begin(st, &start, &id), HV_OK);
 	static const char csv[] = "a,b\n1,2\n";
@@ -375,14 +410,22 @@ static void test_from_store(void **state)
 		.has_exit_code = true, .duration_ms = 12, .stdout_data = "hello\n", .stdout_len = 6,
 		.skipped_json = "[{\"path\":\"big/<f>.bin\",\"reason\":\"too_large\",\"size\":99999999},"
 				"{\"path\":\"x\\u00e9\\ud83d\\ude00\",\"reason\":\"error\",\"size\":null,"
-				"\"error\":\"x: Permission denied\"}]",
+				"\"error\":\"x: Permission denied\"},"
+				"{\"path\":\"m\\udcfd\",\"reason\":\"symlink\",\"size\":1}]",
+		.deleted_json = "[\"gone.txt\", \"k\\udcfd\",\"<i>\"]",
 	};
 	assert_int_equal(hv_store_run_finish(st, id, &end, arts, 2), HV_OK);
 	sink s = {0};
 	hv_page_opts o = {.generated_by = "harvest test"};
 	assert_int_equal(hv_page_write_run(st, id, &o, sink_write, &s), HV_OK);
 	assert_non_null(strstr(s.p, "<title>Run 1 \xe2\x80\x94 nightly \xc2\xb7 harvest</title>"));
-	assert_non_null(strstr(s.p, "<code>make</code>"));
+	assert_non_null(strstr(s.p, "<code>make &#39;x\\xff&#39;</code>"));
+	/* a lone U+DCxx is the byte xx, shown as \xNN like any byte that is not UTF-8 */
+	assert_non_null(strstr(s.p, "<td class=\"mono\">m\\xfd</td><td>symlink</td>"));
+	assert_null(strstr(s.p, "\xed\xb3"));
+	/* the deleted files the history recorded */
+	assert_non_null(strstr(s.p, "<h2 id=\"deleted\">Deleted <span class=\"count\">3</span>"));
+	assert_non_null(strstr(s.p, "<li>gone.txt</li><li>k\\xfd</li><li>&lt;i&gt;</li></ul>"));
 	assert_non_null(strstr(s.p, "<pre class=\"term\">hello\n</pre>"));
 	assert_non_null(strstr(s.p, "id=\"artifact-1\""));
 	assert_non_null(strstr(s.p, "<tr><td>1</td><td>2</td></tr>"));
@@ -425,6 +468,7 @@ int main(void)
 		cmocka_unit_test(test_200_lines),
 		cmocka_unit_test(test_ansi),
 		cmocka_unit_test(test_bytes),
+		cmocka_unit_test(test_deleted),
 		cmocka_unit_test(test_csv_columns),
 		cmocka_unit_test(test_embed_cap),
 		cmocka_unit_test(test_base64_and_no_content),
