@@ -31,8 +31,12 @@ int main(int argc, char **argv)
 		hv_json_string(j, e->name, e->name_len);
 		hv_json_key(j, "path");
 		hv_json_string(j, e->path, e->path_len);
+		/* is_dir and size are null when stat failed (a dangling symlink): never guessed */
 		hv_json_key(j, "is_dir");
-		hv_json_bool(j, e->have_stat && e->is_dir);
+		if (e->have_stat)
+			hv_json_bool(j, e->is_dir);
+		else
+			hv_json_null(j);
 		hv_json_key(j, "size");
 		if (e->have_stat)
 			hv_json_uint(j, e->size);

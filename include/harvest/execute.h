@@ -35,6 +35,10 @@ typedef struct hv_execute_opts {
 	void *open_store_ctx;
 } hv_execute_opts;
 
+/* Zeroes o, then fills run and collect with their defaults (hv_run_opts_init,
+ * hv_collect_opts_init): changes HV_CHANGES_AUTO, history recorded, no label. */
+HV_EXTERN void hv_execute_opts_init(hv_execute_opts *o);
+
 typedef struct hv_execution {
 	hv_run_result run;        /* exit code, output, timing */
 	hv_run_end end;           /* the same as the history records it (pointers into run) */
@@ -60,6 +64,7 @@ typedef struct hv_execution {
 HV_EXTERN hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 		     hv_run_chunk_fn on_chunk, void *ctx, hv_execution *out);
 
+/* Frees what e holds and zeroes it; NULL is allowed. */
 HV_EXTERN void hv_execution_free(hv_execution *e);
 
 /* The argv as a JSON array text (malloc'd), as the history records a run's command. */

@@ -140,7 +140,7 @@ HV_EXTERN hv_status hv_run_argv_language(const char *argv[2], const char *lang);
 HV_EXTERN hv_status hv_run(const hv_run_opts *opts, hv_run_chunk_fn on_chunk, void *ctx,
 		 hv_run_result *out);
 
-/* Frees the buffers of a result and zeroes it. */
+/* Frees the buffers of a result and zeroes it; NULL is allowed. */
 HV_EXTERN void hv_run_result_free(hv_run_result *r);
 
 #ifdef __cplusplus

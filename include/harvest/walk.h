@@ -102,7 +102,8 @@ HV_EXTERN uint64_t hv_walk_warnings(const hv_walk *w);
  * them were added during the walk because the others spent their time blocked on I/O. */
 HV_EXTERN int hv_walk_workers(hv_walk *w, uint64_t *grown);
 
-/* The absolute path of the root the walk opened. */
+/* The root as given to hv_walk_open, trailing slashes removed (a symlink stays as it was
+ * given, not resolved): the path the walk's warnings begin with. */
 HV_EXTERN const char *hv_walk_root(const hv_walk *w);
 
 HV_EXTERN void hv_walk_close(hv_walk *w);

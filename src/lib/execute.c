@@ -252,8 +252,17 @@ hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 	return rc;
 }
 
+void hv_execute_opts_init(hv_execute_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	hv_run_opts_init(&o->run);
+	hv_collect_opts_init(&o->collect);
+}
+
 void hv_execution_free(hv_execution *e)
 {
+	if (!e)
+		return;
 	hv_run_result_free(&e->run);
 	hv_collection_free(e->files);
 	free(e->changes_note);

@@ -139,6 +139,8 @@ hv_status hv_run_argv_language(const char *argv[2], const char *lang)
 
 void hv_run_result_free(hv_run_result *r)
 {
+	if (!r)
+		return;
 	free(r->message);
 	free(r->stdout_data);
 	free(r->stderr_data);

@@ -85,9 +85,11 @@ mkdir -p "$t/sub/deeper"
 printf 'hello\n' >"$t/a.txt"
 printf '0123456789' >"$t/sub/b.bin"
 printf '' >"$t/sub/deeper/empty"
+ln -s nowhere "$t/dangling" # stat fails: is_dir and size are null, not guessed
 dsize() { stat -c %s "$1"; }
 cat >"$tmp/expected" <<-EXPECTED
 {"name":"a.txt","path":"a.txt","is_dir":false,"size":6}
+{"name":"dangling","path":"dangling","is_dir":null,"size":null}
 {"name":"sub","path":"sub","is_dir":true,"size":$(dsize "$t/sub")}
 {"name":"b.bin","path":"sub/b.bin","is_dir":false,"size":10}
 {"name":"deeper","path":"sub/deeper","is_dir":true,"size":$(dsize "$t/sub/deeper")}

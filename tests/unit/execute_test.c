@@ -59,9 +59,7 @@ static hv_status on_chunk(void *ctx, hv_stream which, const char *data, size_t l
 
 static void opts_sh(hv_execute_opts *o, const char *argv[4], const char *script)
 {
-	memset(o, 0, sizeof(*o));
-	hv_run_opts_init(&o->run);
-	hv_collect_opts_init(&o->collect);
+	hv_execute_opts_init(o);
 	assert_int_equal(hv_run_argv_shell(argv, script), HV_OK);
 	o->run.argv = argv;
 	o->run.timeout_ms = 20000;
@@ -365,9 +363,7 @@ static void test_execute_usage_error(void **state)
 	const char *argv[] = {"true", NULL};
 	const char *env[] = {"1BAD=x"};
 	hv_execute_opts o;
-	memset(&o, 0, sizeof(o));
-	hv_run_opts_init(&o.run);
-	hv_collect_opts_init(&o.collect);
+	hv_execute_opts_init(&o);
 	o.run.argv = argv;
 	o.run.env = env;
 	o.run.n_env = 1;
@@ -376,6 +372,29 @@ static void test_execute_usage_error(void **state)
 	assert_null(ex.files);
 	hv_execution_free(&ex);
 	assert_no_snapshots(f);
+}
+
+/* hv_execute_opts_init: the run's and the collect's own defaults, the rest zero; the frees
+ * take NULL. */
+static void test_execute_opts_init(void **state)
+{
+	(void)state;
+	hv_execute_opts o, want;
+	memset(&o, 0xa5, sizeof(o));
+	hv_execute_opts_init(&o);
+	memset(&want, 0, sizeof(want));
+	hv_run_opts_init(&want.run);
+	hv_collect_opts_init(&want.collect);
+	assert_memory_equal(&o.run, &want.run, sizeof(want.run));
+	assert_memory_equal(&o.collect, &want.collect, sizeof(want.collect));
+	assert_null(o.label);
+	assert_null(o.host);
+	assert_false(o.no_history);
+	assert_int_equal(o.changes, HV_CHANGES_AUTO);
+	assert_null(o.open_store);
+	assert_true(o.collect.max_files > 0);
+	hv_execution_free(NULL);
+	hv_run_result_free(NULL);
 }
 
 static void test_execute_db_inside_dir(void **state)
@@ -522,6 +541,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_execute_missing_dir, tu_fx_setup, tu_fx_teardown),
 		cmocka_unit_test_setup_teardown(test_execute_not_found, tu_fx_setup, tu_fx_teardown),
 		cmocka_unit_test_setup_teardown(test_execute_timeout, tu_fx_setup, tu_fx_teardown),
+		cmocka_unit_test(test_execute_opts_init),
 		cmocka_unit_test_setup_teardown(test_execute_usage_error, tu_fx_setup, tu_fx_teardown),
 		cmocka_unit_test_setup_teardown(test_execute_db_inside_dir, tu_fx_setup, tu_fx_teardown),
 		cmocka_unit_test_setup_teardown(test_execute_no_command, tu_fx_setup, tu_fx_teardown),
