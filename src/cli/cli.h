@@ -195,7 +195,9 @@ int cmd_put(int argc, char **argv);
 int cmd_rm(int argc, char **argv);
 int cmd_archive(int argc, char **argv);
 /* `history get --run RUN_ID [-o FILE]`: the run's stored artifacts as an archive (format from
- * FILE's extension; tar on standard output). Returns the exit status. */
-int cli_archive_run(const cli_common *c, hv_store *st, int64_t run_id, const char *output);
+ * FILE's extension; tar on standard output); a symlink FILE is refused unless follow, as
+ * `history get` refuses one for an artifact. Returns the exit status. */
+int cli_archive_run(const cli_common *c, hv_store *st, int64_t run_id, const char *output,
+		    bool follow);
 
 #endif

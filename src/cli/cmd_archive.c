@@ -99,7 +99,7 @@ static const char *out_name(const struct out *o)
 }
 
 /* EXIT_DONE, or the exit status after the error was printed. */
-static int out_open(const cli_common *c, struct out *o, const char *path)
+static int out_open(const cli_common *c, struct out *o, const char *path, bool follow)
 {
 	o->path = path && strcmp(path, "-") != 0 ? path : NULL;
 	o->fd = -1;
@@ -112,8 +112,9 @@ static int out_open(const cli_common *c, struct out *o, const char *path)
 		o->fd = STDOUT_FILENO;
 		return EXIT_DONE;
 	}
-	/* A symlink FILE is written through, as the shell's > does. */
-	hv_status s = hv_file_out_open(&o->file, o->path, HV_WRITE_FOLLOW);
+	/* A symlink FILE: written through (archive, as the shell's > and tar -f do), or refused
+	 * (history get --run without --follow, as history get refuses one for an artifact). */
+	hv_status s = hv_file_out_open(&o->file, o->path, follow ? HV_WRITE_FOLLOW : 0);
 	if (s != HV_OK) {
 		cli_error("%s", hv_error_last());
 		return EXIT_WARN;
@@ -188,7 +189,7 @@ int cmd_archive(int argc, char **argv)
 	/* a reader that goes away must end harvest with a message, not a silent SIGPIPE */
 	signal(SIGPIPE, SIG_IGN);
 	struct out o;
-	rc = out_open(&c, &o, a.output);
+	rc = out_open(&c, &o, a.output, true);
 	if (rc == EXIT_DONE) {
 		hv_status s = hv_archive_dir(o.fd, pos[0], &a.opts, NULL);
 		rc = archive_status(&o, s);
@@ -201,7 +202,8 @@ int cmd_archive(int argc, char **argv)
 	return rc;
 }
 
-int cli_archive_run(const cli_common *c, hv_store *st, int64_t run_id, const char *output)
+int cli_archive_run(const cli_common *c, hv_store *st, int64_t run_id, const char *output,
+		    bool follow)
 {
 	hv_archive_opts opts;
 	hv_archive_opts_init(&opts);
@@ -212,7 +214,7 @@ int cli_archive_run(const cli_common *c, hv_store *st, int64_t run_id, const cha
 	opts.ctx = (void *)c;
 	signal(SIGPIPE, SIG_IGN);
 	struct out o;
-	int rc = out_open(c, &o, output);
+	int rc = out_open(c, &o, output, follow);
 	if (rc != EXIT_DONE)
 		return out_close(&o, rc, false);
 	hv_status s = hv_archive_run(o.fd, st, run_id, &opts, NULL);

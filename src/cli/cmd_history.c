@@ -63,7 +63,8 @@ static const char history_usage[] =
 	"  get ARTIFACT_ID|SHA256 [-o FILE] [--follow]         an artifact's stored bytes\n"
 	"            (-o -: stdout; a device or FIFO FILE is written into; a symlink FILE is\n"
 	"            refused unless --follow)\n"
-	"  get --run RUN_ID [-o FILE.tar|.tar.gz|.zip]         a run's artifacts as an archive\n"
+	"  get --run RUN_ID [-o FILE.tar|.tar.gz|.zip] [--follow]\n"
+	"                                                      a run's artifacts as an archive\n"
 	"  prune (--keep-runs N | --before TIME)               delete old ended runs and contents\n"
 	"  push --to URI [--since RUN_ID]                      copy the ended runs of the SQLite\n"
 	"            history (--db) into a PostgreSQL one (again: adds nothing)\n"
@@ -353,7 +354,7 @@ int cmd_history(int argc, char **argv)
 		return EXIT_WARN;
 	}
 	if (get_run) {
-		rc = cli_archive_run(&c, st, h.arts.run_id, h.output);
+		rc = cli_archive_run(&c, st, h.arts.run_id, h.output, h.follow);
 	} else if (is_get) {
 		rc = get_artifact(&c, st, &h, pos[0]);
 	} else if (is_show && c.format == FMT_HTML) {
