@@ -576,7 +576,64 @@ struct since {
 	bool at_end;
 	const char *root;
 	const hv_store *st;
+	/* The directories the walk could not read (or read only in part), in walk order: what
+	 * the snapshot held below them is not known gone. unread[first_unread..] are the ones
+	 * the cursor has not passed yet. */
+	char **unread;
+	size_t n_unread, unread_cap, first_unread;
 };
+
+/* Notes the directory the walk just warned it could not read, if that was the warning. */
+static hv_status note_unread(struct since *s, const hv_walk *w)
+{
+	size_t len;
+	const char *dir = hv__walk_unread_dir(w, &len);
+	if (!dir)
+		return HV_OK;
+	if (s->n_unread == s->unread_cap) {
+		size_t cap = s->unread_cap ? s->unread_cap * 2 : 8;
+		char **u = realloc(s->unread, cap * sizeof(*u));
+		if (!u)
+			return hv_error_set(HV_ENOMEM, "out of memory");
+		s->unread = u;
+		s->unread_cap = cap;
+	}
+	char *copy = strndup(dir, len);
+	if (!copy)
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	s->unread[s->n_unread++] = copy;
+	return HV_OK;
+}
+
+/* Whether path is below directory dir ("" is the root: everything is). */
+static bool below(const char *path, size_t len, const char *dir)
+{
+	size_t n = strlen(dir);
+	return n == 0 || (len > n && path[n] == '/' && memcmp(path, dir, n) == 0);
+}
+
+/* Whether the snapshot's entry x lies below a directory the walk could not read. The cursor
+ * only moves forward, in the walk's order, where a directory's subtree follows it at once:
+ * the directories it has passed are dropped from the front. */
+static bool below_unread(struct since *s, const hv_snapshot_entry *x)
+{
+	while (s->first_unread < s->n_unread) {
+		const char *dir = s->unread[s->first_unread];
+		if (below(x->path, x->path_len, dir))
+			return true;
+		if (hv_store_path_cmp(x->path, x->path_len, dir, strlen(dir)) < 0)
+			return false; /* before it: nor below any later one */
+		s->first_unread++;
+	}
+	return false;
+}
+
+static void since_free(struct since *s)
+{
+	for (size_t i = 0; i < s->n_unread; i++)
+		free(s->unread[i]);
+	free(s->unread);
+}
 
 /* Whether e differs from the snapshot's entry s (NULL: absent), the cursor's current one.
  * *compare_sha is set when only the content can tell (a racy regular file whose metadata
@@ -621,9 +678,9 @@ static hv_status since_next(struct since *s, const hv_snapshot_entry **out)
 /* The snapshot's entry x is not a regular file any more: deleted, if it was one (the
  * database's own files are never artifacts, so never deleted ones either; known by name here,
  * as the inode of a file deleted since may be the database's now). */
-static hv_status note_gone(struct collector *k, const struct since *s, const hv_snapshot_entry *x)
+static hv_status note_gone(struct collector *k, struct since *s, const hv_snapshot_entry *x)
 {
-	if (!S_ISREG(x->st.mode))
+	if (!S_ISREG(x->st.mode) || below_unread(s, x))
 		return HV_OK;
 	hv_entry fake = {.path = x->path, .path_len = x->path_len};
 	if (hvc_is_db_path(s->root, s->st, &fake))
@@ -746,6 +803,9 @@ static hv_status collect_impl(hv_store *st, const char *dir, const hv_collect_op
 		if (rc == HV_WARN) {
 			k.c->warnings++;
 			hvc_warn(opts, hv_error_last());
+			rc = compare ? note_unread(&since, k.w) : HV_OK;
+			if (rc != HV_OK)
+				break;
 			continue;
 		}
 		if (rc != HV_OK)
@@ -806,6 +866,7 @@ static hv_status collect_impl(hv_store *st, const char *dir, const hv_collect_op
 			rc = drc;
 	}
 	hvc_pipe_destroy(&pipe);
+	since_free(&since);
 	cache_read_release(&k);
 	if (rc == HV_DONE)
 		rc = HV_OK;

@@ -130,6 +130,11 @@ bool hv__walk_named(const struct hv_walk *w);
 /* lstat of the last entry, relative to its directory's descriptor: 0, or -1 with errno. */
 struct hv_stat;
 int hv__walk_lstat(struct hv_walk *w, struct hv_stat *out);
+/* When hv_walk_next() last returned HV_WARN for a directory it could not read, or read only in
+ * part: that directory's path relative to the root (*len bytes, not NUL-terminated; length 0
+ * for the root itself), of which some entries may be missing from the walk. Else NULL. Valid
+ * until the next hv_walk_next(). */
+const char *hv__walk_unread_dir(const struct hv_walk *w, size_t *len);
 
 /* Processes harvest starts for itself and keeps for the life of the process (libmagic's
  * spawner): a run's end_descendants leaves them alone although they may be started while a

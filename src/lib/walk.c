@@ -163,6 +163,8 @@ static hv_status start_frame(hv_walk *w, struct frame *f)
 	int err = l->err;
 	l->err = 0;
 	w->warnings++;
+	w->unread_warned = true;
+	w->unread_len = f->base_len;
 	hv_error_errno(HV_WARN, message_path(w, w->path.data, f->base_len), err);
 	if (!l->partial)
 		l->n = 0; /* nothing was read: the frame ends at once */
@@ -173,6 +175,7 @@ hv_status hv_walk_next(hv_walk *w, const hv_entry **out)
 {
 	*out = NULL;
 	w->entry_parent = NULL;
+	w->unread_warned = false;
 	if (w->pending_warn.len) {
 		hv_error_set(HV_WARN, "%s", w->pending_warn.data);
 		hv_buf_truncate(&w->pending_warn, 0);
@@ -379,6 +382,14 @@ hv_status hv__walk_open_names(hv_walk **out, const char *root, const hv_walk_opt
 bool hv__walk_named(const hv_walk *w)
 {
 	return w->entry_named;
+}
+
+const char *hv__walk_unread_dir(const hv_walk *w, size_t *len)
+{
+	if (!w->unread_warned)
+		return NULL;
+	*len = w->unread_len;
+	return w->unread_len ? w->path.data : "";
 }
 
 /* The descriptor of the last entry's directory, pinned in the cache until
