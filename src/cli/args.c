@@ -45,7 +45,8 @@ static int common_opt(cli_common *c, int id, const char *v)
 		else if (strcmp(v, "html") == 0)
 			c->format = FMT_HTML;
 		else
-			return cli_usage_error(c, "--format: unknown format '%s'", v);
+			return cli_usage_error(c, "--format: unknown format '%s' (one of json, jsonl, text, "
+						  "nul, html, as the command offers)", v);
 		return 0;
 	case OPT_CASE:
 		/* NOLINTNEXTLINE(clang-analyzer-core.NonNullParamChecker): has_arg 1, see above */
