@@ -337,13 +337,14 @@ int cmd_history(int argc, char **argv)
 		free(pos);
 		return rc < 0 ? EXIT_DONE : rc;
 	}
-	/* A local history named but absent has nothing to push: the writing open below would
-	 * create an empty file there and report success (a mistyped --db pushing nothing). */
+	/* A local history named but absent has nothing to push or prune: the writing open below
+	 * would create an empty file there and report success (a mistyped --db doing nothing). */
 	const char *local = c.db ? c.db : getenv("HARVEST_DB");
 	struct stat lsb;
-	if (is_push && local && *local && strncmp(local, "postgresql://", 13) != 0 &&
+	if ((is_push || is_prune) && local && *local && strncmp(local, "postgresql://", 13) != 0 &&
 	    strncmp(local, "postgres://", 11) != 0 && stat(local, &lsb) != 0 && errno == ENOENT) {
-		cli_error("%s: no such history database: nothing to push", local);
+		cli_error("%s: no such history database: nothing to %s", local,
+			  is_push ? "push" : "prune");
 		free(pos);
 		return EXIT_WARN;
 	}

@@ -1212,6 +1212,15 @@ static void test_prune(void **state)
 	expect_usage(&f, "prune", (const char *const[]){"--keep-runs", "-1", NULL});
 	expect_usage(&f, "prune", (const char *const[]){"--before", "someday", NULL});
 	expect_runs(&f, NULL, (int64_t[]){r3, r2, r1}, 3, "before prune");
+	/* A database that is not there has nothing to prune: said, and not created. */
+	char *typo = tu_path(f.root, "typo.db");
+	hv(&r, NULL, "history", "prune", "--keep-runs", "1", "--db", typo, NULL);
+	expect_status(&r, 1, "prune of a missing database");
+	expect_one_line_error(&r, "no such history database", "prune of a missing database");
+	tu_result_free(&r);
+	struct stat tsb;
+	assert_int_equal(stat(typo, &tsb), -1);
+	free(typo);
 
 	/* --keep-runs 1: runs 1 and 2 go with their 3 artifacts and the 2 contents only they had;
 	 * the shared content stays (run 3 has it). */
