@@ -11,6 +11,7 @@ import asyncio
 import base64
 import dataclasses
 import hashlib
+import inspect
 import json
 import os
 import subprocess
@@ -380,11 +381,94 @@ def test_missing_paths(make, tmp_path):
             assert not isinstance(info.value, SandboxPathNotFoundError)
     with pytest.raises(HarvestError, match="missing"):
         run(sandbox.execute("true", cwd="missing"))
-    broken = HarvestSandbox(str(tmp_path), harvest="/nonexistent/harvest", exec=sandbox.exec or None)
-    with pytest.raises(OSError):
-        run(broken.execute("true"))
-    with pytest.raises(OSError):
-        run(broken.list_files("."))
+
+
+def every_operation(sandbox):
+    """Each operation of the sandbox once."""
+    return {
+        "execute": lambda: sandbox.execute("true"),
+        "execute_streaming": lambda: collect(sandbox.execute_streaming("true")),
+        "execute_code": lambda: sandbox.execute_code("pass", "python3"),
+        "execute_code_streaming": lambda: collect(sandbox.execute_code_streaming("pass", "python3")),
+        "read_file": lambda: sandbox.read_file("f"),
+        "read_text": lambda: sandbox.read_text("f"),
+        "write_file": lambda: sandbox.write_file("f", b"x"),
+        "write_text": lambda: sandbox.write_text("f", "x"),
+        "remove_file": lambda: sandbox.remove_file("f"),
+        "remove_tree": lambda: sandbox.remove_tree("d"),
+        "list_files": lambda: sandbox.list_files("."),
+    }
+
+
+@pytest.mark.parametrize(
+    "kind, why, status",
+    [("missing", "No such file or directory", 127), ("not-executable", "Permission denied", 126),
+     ("not-a-directory", "Not a directory", 126)],
+)
+def test_harvest_that_cannot_start(make, tmp_path, kind, why, status):
+    """A missing or non-executable binary is a HarvestError naming it, never the
+    FileNotFoundError of a missing sandbox path."""
+    binary = "/nonexistent/harvest"
+    if kind != "missing":
+        binary = str(tmp_path / "harvest")
+        with open(binary, "w") as f:
+            f.write("#!/bin/sh\n")
+        os.chmod(binary, 0o644)
+        if kind == "not-a-directory":
+            binary += "/harvest"
+    (tmp_path / "f").write_text("x")
+    probe = make(tmp_path)
+    sandbox = HarvestSandbox(str(tmp_path), harvest=binary, exec=probe.exec or None)
+    what = f"{binary} through env" if probe.exec else binary
+    for name, op in every_operation(sandbox).items():
+        with pytest.raises(HarvestError) as info:
+            run(op())
+        error = info.value
+        assert not isinstance(error, FileNotFoundError), name
+        assert str(error).startswith(f"cannot start harvest ({what}): "), (name, str(error))
+        assert why in str(error), (name, str(error))
+        assert error.exit_code == status, name
+    assert (tmp_path / "f").read_text() == "x"
+
+
+def test_exec_prefix_that_cannot_start(tmp_path):
+    sandbox = HarvestSandbox(str(tmp_path), exec=["/nonexistent/env"])
+    for name, op in every_operation(sandbox).items():
+        with pytest.raises(HarvestError, match=r"^cannot start harvest \(harvest through /nonexistent/env\): No such file"):
+            run(op())
+
+
+def test_unknown_keyword_arguments_are_ignored(make, tmp_path):
+    """The SDK's methods take **kwargs for forward compatibility, and its read_text/write_text
+    pass theirs on to read_file/write_file."""
+    sandbox = make(tmp_path)
+    run(sandbox.write_file("w.txt", b"abc", future=1))
+    assert run(sandbox.read_file("w.txt", encoding="x")) == b"abc"
+    run(sandbox.write_text("t.txt", "é", "utf-8", future=1))
+    assert run(sandbox.read_text("t.txt", future=1)) == "é"
+    run(sandbox.write_text("m.sh", "#!/bin/sh\n", mode=0o700))
+    assert os.stat(tmp_path / "m.sh").st_mode & 0o777 == 0o700
+    assert run(sandbox.list_files(".", future=1)) == run(sandbox.list_files("."))
+    run(sandbox.remove_file("m.sh", future=1))
+    assert not (tmp_path / "m.sh").exists()
+    items = run(collect(sandbox.execute_streaming("echo $X", env={"X": "1"}, future=1)))
+    assert items[-1].stdout == "1\n"
+    items = run(collect(sandbox.execute_code_streaming("print(2)", "python3", timeout=60, future=1)))
+    assert items[-1].stdout == "2\n"
+    assert run(sandbox.execute("pwd", cwd=str(tmp_path), future=1)).stdout == f"{tmp_path}\n"
+    assert run(sandbox.execute_code("print(3)", "python3", future=1)).stdout == "3\n"
+    assert sandbox.get_tools() == []
+
+
+@pytest.mark.parametrize(
+    "name", ["execute_streaming", "execute_code_streaming", "read_file", "write_file", "remove_file", "list_files"]
+)
+def test_signatures_are_the_sdks(name):
+    """timeout/cwd/env keyword-only, and **kwargs, as strands.sandbox.Sandbox declares them."""
+    params = inspect.signature(getattr(HarvestSandbox, name)).parameters
+    assert list(params.values())[-1].kind is inspect.Parameter.VAR_KEYWORD
+    if name.startswith("execute"):
+        assert [p for p in params if params[p].kind is inspect.Parameter.KEYWORD_ONLY] == ["timeout", "cwd", "env"]
 
 
 def test_16_concurrent_executions(make, tmp_path):
@@ -430,21 +514,27 @@ def test_subclasses_strands_when_importable(tmp_path):
             from .types import ExecutionResult, FileInfo, OutputFile, StreamChunk
             class Sandbox(ABC):
                 @abstractmethod
-                async def execute_streaming(self, command, *, timeout=None, cwd=None, env=None): ...
+                async def execute_streaming(self, command, *, timeout=None, cwd=None, env=None, **kwargs): ...
                 @abstractmethod
-                async def execute_code_streaming(self, code, language, *, timeout=None, cwd=None, env=None): ...
+                async def execute_code_streaming(self, code, language, *, timeout=None, cwd=None, env=None, **kwargs): ...
                 @abstractmethod
-                async def read_file(self, path): ...
+                async def read_file(self, path, **kwargs): ...
                 @abstractmethod
-                async def write_file(self, path, content): ...
+                async def write_file(self, path, content, **kwargs): ...
                 @abstractmethod
-                async def remove_file(self, path): ...
+                async def remove_file(self, path, **kwargs): ...
                 @abstractmethod
-                async def list_files(self, path): ...
-                async def execute(self, command, **kw):
-                    async for x in self.execute_streaming(command, **kw):
+                async def list_files(self, path, **kwargs): ...
+                async def execute(self, command, *, timeout=None, cwd=None, env=None, **kwargs):
+                    async for x in self.execute_streaming(command, timeout=timeout, cwd=cwd, env=env, **kwargs):
                         if isinstance(x, ExecutionResult):
                             return x
+                async def read_text(self, path, encoding="utf-8", **kwargs):
+                    return (await self.read_file(path, **kwargs)).decode(encoding)
+                async def write_text(self, path, content, encoding="utf-8", **kwargs):
+                    await self.write_file(path, content.encode(encoding), **kwargs)
+                def get_tools(self):
+                    return []
             """
         )
     )
@@ -488,6 +578,9 @@ def test_subclasses_strands_when_importable(tmp_path):
         r = asyncio.run(sb.execute("echo hi > o.txt"))
         assert type(r) is t.ExecutionResult and type(r.output_files[0]) is t.OutputFile, r
         assert all(type(x) is t.FileInfo for x in asyncio.run(sb.list_files(".")))
+        asyncio.run(sb.write_text("w.txt", "hé", future=1))
+        assert asyncio.run(sb.read_text("w.txt", encoding="utf-8", future=1)) == "hé"
+        assert sb.get_tools() == []
         try:
             asyncio.run(sb.list_files("missing"))
         except e.SandboxPathNotFoundError:

@@ -27,9 +27,18 @@ import type {
   StreamChunk,
   Tool,
 } from '@strands-agents/sdk';
-import { exitStatus, reason, runHarvest, spawnHarvest, type Launcher } from './process.js';
+import {
+  HarvestError,
+  exitStatus,
+  prefixFailure,
+  reason,
+  runHarvest,
+  spawnFailure,
+  spawnHarvest,
+  type Launcher,
+} from './process.js';
 
-export { shellQuote } from './process.js';
+export { HarvestError, shellQuote } from './process.js';
 
 /** Limits and filters of the collection that ends every run (harvest run's collect options). */
 export interface CollectOptions {
@@ -99,20 +108,6 @@ export interface HarvestExecutionResult extends ExecutionResult {
   readonly durationMs: number;
   readonly stdoutTruncated: boolean;
   readonly stderrTruncated: boolean;
-}
-
-/** A harvest failure that is not one of the SDK's errors; `code` is `ENOENT` for a missing path. */
-export class HarvestError extends Error {
-  readonly exitCode: number;
-  readonly path: string | undefined;
-  readonly code: string | undefined;
-  constructor(message: string, exitCode: number, path?: string, code?: string) {
-    super(message);
-    this.name = 'HarvestError';
-    this.exitCode = exitCode;
-    this.path = path;
-    this.code = code;
-  }
 }
 
 // The SDK's rules, so a name is refused here as the SDK's own sandboxes refuse it.
@@ -341,9 +336,12 @@ export class HarvestSandbox extends Sandbox {
         });
       }
       if (aborted) throw new SandboxAbortError();
-      if (spawnError) throw spawnError;
+      if (spawnError) throw spawnFailure(this._launcher, spawnError);
       if (result === undefined) {
-        const why = reason(Buffer.concat(stderr).toString('utf8'), badLine ?? `harvest run exited with status ${status}`);
+        const stderrText = Buffer.concat(stderr).toString('utf8');
+        const failed = prefixFailure(this._launcher, status, stderrText);
+        if (failed) throw failed;
+        const why = reason(stderrText, badLine ?? `harvest run exited with status ${status}`);
         throw new HarvestError(why, status);
       }
       const final = toResult(result);

@@ -5,6 +5,21 @@
  * or bytes on its stdout, a one-line reason on its stderr and an exit status.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { getSystemErrorMap } from 'node:util';
+
+/** A harvest failure that is not one of the SDK's errors; `code` is `ENOENT` for a missing path. */
+export class HarvestError extends Error {
+  readonly exitCode: number;
+  readonly path: string | undefined;
+  readonly code: string | undefined;
+  constructor(message: string, exitCode: number, path?: string, code?: string) {
+    super(message);
+    this.name = 'HarvestError';
+    this.exitCode = exitCode;
+    this.path = path;
+    this.code = code;
+  }
+}
 
 /** How to reach harvest: the binary, and the command prefix it is started through. */
 export interface Launcher {
@@ -19,16 +34,51 @@ export function shellQuote(value: string): string {
   return "'" + value.replace(/'/g, "'\\''") + "'";
 }
 
-/** Starts `harvest ARGS...`, through the prefix when there is one. */
+/**
+ * Starts `harvest ARGS...`, through the prefix when there is one. Node reports ENOENT and EACCES
+ * with an 'error' event (see spawnFailure) and throws the other exec failures (ENOTDIR...): those
+ * are thrown as the same HarvestError.
+ */
 export function spawnHarvest(launcher: Launcher, args: readonly string[]): ChildProcess {
   const argv = [launcher.harvest, ...args];
-  if (launcher.exec.length === 0) {
-    return spawn(argv[0]!, argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe'] });
+  let file = argv[0]!;
+  let rest = argv.slice(1);
+  if (launcher.exec.length > 0) {
+    file = launcher.exec[0]!;
+    rest = [...launcher.exec.slice(1), ...(launcher.execQuote ? [argv.map(shellQuote).join(' ')] : argv)];
   }
-  const rest = launcher.execQuote ? [argv.map(shellQuote).join(' ')] : argv;
-  return spawn(launcher.exec[0]!, [...launcher.exec.slice(1), ...rest], {
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
+  try {
+    return spawn(file, rest, { stdio: ['pipe', 'pipe', 'pipe'] });
+  } catch (err) {
+    throw spawnFailure(launcher, err as NodeJS.ErrnoException);
+  }
+}
+
+/**
+ * harvest (or the prefix) could not be started: exit status 127 (not found) or 126, as a shell
+ * reports it, and no `code`, so that it is never read as a missing sandbox path.
+ */
+export function cannotStart(launcher: Launcher, why: string, exitCode: number): HarvestError {
+  const what = launcher.exec.length > 0 ? `${launcher.harvest} through ${launcher.exec[0]}` : launcher.harvest;
+  return new HarvestError(`cannot start harvest (${what}): ${why}`, exitCode);
+}
+
+/** The HarvestError for a ChildProcess 'error' event from spawn; any other error as it is. */
+export function spawnFailure(launcher: Launcher, err: NodeJS.ErrnoException): Error {
+  if (!err.syscall?.startsWith('spawn')) return err;
+  // libuv's text for the errno ("no such file or directory"), capitalised as strerror's.
+  const known = typeof err.errno === 'number' ? getSystemErrorMap().get(err.errno)?.[1] : undefined;
+  const text = known ?? err.code ?? err.message;
+  return cannotStart(launcher, text.charAt(0).toUpperCase() + text.slice(1), err.code === 'ENOENT' ? 127 : 126);
+}
+
+/**
+ * Through a prefix, 126/127 without harvest's output is the prefix's "cannot execute" or "not
+ * found" (harvest's own commands never exit so; `run` prints its result first).
+ */
+export function prefixFailure(launcher: Launcher, code: number, stderr: string): HarvestError | undefined {
+  if (launcher.exec.length === 0 || (code !== 126 && code !== 127)) return undefined;
+  return cannotStart(launcher, reason(stderr, `exit status ${code}`), code);
 }
 
 /** What a finished harvest process gave back. */
@@ -59,9 +109,13 @@ export function runHarvest(launcher: Launcher, args: readonly string[], input?: 
     // harvest may exit before reading all of stdin (a missing parent it cannot create): the
     // EPIPE is not the error to report, its exit status and message are.
     proc.stdin!.on('error', () => {});
-    proc.on('error', reject);
+    proc.on('error', (e) => reject(spawnFailure(launcher, e)));
     proc.on('close', (code, signal) => {
-      resolve({ code: exitStatus(code, signal), stdout: Buffer.concat(out), stderr: Buffer.concat(err).toString('utf8') });
+      const status = exitStatus(code, signal);
+      const stderr = Buffer.concat(err).toString('utf8');
+      const failed = prefixFailure(launcher, status, stderr);
+      if (failed) reject(failed);
+      else resolve({ code: status, stdout: Buffer.concat(out), stderr });
     });
     if (input !== undefined) proc.stdin!.end(input);
     else proc.stdin!.end();

@@ -4,8 +4,8 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { HarvestSandbox } from '../dist/index.js';
-import { defineSuite } from './suite.js';
+import { HarvestSandbox, HarvestError } from '../dist/index.js';
+import { defineSuite, everyOperation } from './suite.js';
 import { HARVEST, tmpdir } from './helpers.js';
 
 defineSuite("exec ['env']", ['env']);
@@ -20,6 +20,14 @@ describe('exec prefix', () => {
     assert.deepStrictEqual(await sandbox.listFiles('.'), [{ name: 'a $b.txt', isDir: false, size: 2 }]);
     const r = await sandbox.execute("printf '%s' \"$PWD\"");
     assert.equal(r.stdout, dir);
+  });
+
+  it('raises a HarvestError naming a prefix that cannot start', async () => {
+    const broken = new HarvestSandbox({ workingDir: tmpdir(), exec: ['/nonexistent/env'] });
+    for (const [name, op] of Object.entries(everyOperation(broken))) {
+      await assert.rejects(op(), (e) => e instanceof HarvestError && e.code === undefined && e.exitCode === 127 &&
+        e.message === 'cannot start harvest (harvest through /nonexistent/env): No such file or directory', name);
+    }
   });
 
   it('needs an absolute workingDir, and defaults to the remote harvest', () => {

@@ -21,6 +21,23 @@ async function collect(iterable) {
   return items;
 }
 
+/** Each operation of the sandbox once. */
+export function everyOperation(sandbox) {
+  return {
+    execute: () => sandbox.execute('true'),
+    executeStreaming: () => collect(sandbox.executeStreaming('true')),
+    executeCode: () => sandbox.executeCode('pass', 'python3'),
+    executeCodeStreaming: () => collect(sandbox.executeCodeStreaming('pass', 'python3')),
+    readFile: () => sandbox.readFile('f'),
+    readText: () => sandbox.readText('f'),
+    writeFile: () => sandbox.writeFile('f', new Uint8Array([120])),
+    writeText: () => sandbox.writeText('f', 'x'),
+    removeFile: () => sandbox.removeFile('f'),
+    removeTree: () => sandbox.removeTree('d'),
+    listFiles: () => sandbox.listFiles('.'),
+  };
+}
+
 /**
  * @param {string} label
  * @param {string[] | undefined} exec  the prefix harvest is started through
@@ -293,11 +310,35 @@ export function defineSuite(label, exec) {
       }
       // A cwd that does not exist: harvest refuses to run, with the reason.
       await assert.rejects(sandbox.execute('true', { cwd: 'missing' }), (e) => e instanceof HarvestError && /missing/.test(e.message));
-      // A harvest that cannot be started.
-      const broken = new HarvestSandbox({ workingDir: dir, harvest: '/nonexistent/harvest', exec });
-      await assert.rejects(broken.execute('true'));
-      await assert.rejects(broken.listFiles('.'));
     });
+
+    for (const [kind, why, status] of [
+      ['missing', 'No such file or directory', 127],
+      ['not executable', 'Permission denied', 126],
+      ['under a file', 'Not a directory', 126],
+    ]) {
+      it(`raises a HarvestError naming a harvest that cannot start (${kind}), never ENOENT`, async () => {
+        const dir = tmpdir();
+        fs.writeFileSync(path.join(dir, 'f'), 'x');
+        let harvest = '/nonexistent/harvest';
+        if (kind !== 'missing') {
+          harvest = path.join(dir, 'harvest');
+          fs.writeFileSync(harvest, '#!/bin/sh\n', { mode: 0o644 });
+          if (kind === 'under a file') harvest += '/harvest';
+        }
+        const what = exec ? `${harvest} through ${exec[0]}` : harvest;
+        const broken = new HarvestSandbox({ workingDir: dir, harvest, exec });
+        for (const [name, op] of Object.entries(everyOperation(broken))) {
+          const err = await op().catch((e) => e);
+          assert.ok(err instanceof HarvestError, `${name}: ${err}`);
+          assert.ok(err.message.startsWith(`cannot start harvest (${what}): `), `${name}: ${err.message}`);
+          assert.ok(err.message.includes(why), `${name}: ${err.message}`);
+          assert.equal(err.code, undefined, name);
+          assert.equal(err.exitCode, status, name);
+        }
+        assert.equal(fs.readFileSync(path.join(dir, 'f'), 'utf8'), 'x');
+      });
+    }
 
     it('runs 16 executions at once', async () => {
       const dir = tmpdir();

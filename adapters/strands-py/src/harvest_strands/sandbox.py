@@ -71,6 +71,11 @@ class HarvestSandbox(SandboxBase):
     ``exec_quote`` passes harvest's argv as one shell-quoted string, for prefixes that hand it to
     a remote shell (default: when ``exec[0]`` is ``ssh``). The collect limits are harvest run's
     options of the same names.
+
+    The SDK's methods take, and ignore, keyword arguments they do not know, as the SDK declares
+    them (``**kwargs``, for forward compatibility). A harvest that cannot be started (missing,
+    not executable; through a prefix, its exit status 127 or 126) raises HarvestError, never
+    the FileNotFoundError of a missing sandbox path.
     """
 
     def __init__(
@@ -133,13 +138,27 @@ class HarvestSandbox(SandboxBase):
 
     async def _spawn(self, args: Sequence[str]) -> asyncio.subprocess.Process:
         argv = self._argv(args)
-        return await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            limit=_LINE_LIMIT,
-        )
+        try:
+            return await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                limit=_LINE_LIMIT,
+            )
+        except OSError as e:
+            # Not the FileNotFoundError of a missing sandbox path: the binary (or the prefix's).
+            raise self._cannot_start(e.strerror or str(e), 127 if e.errno == errno.ENOENT else 126) from e
+
+    def _cannot_start(self, why: str, code: int) -> HarvestError:
+        what = f"{self.harvest} through {self.exec[0]}" if self.exec else self.harvest
+        return HarvestError(f"cannot start harvest ({what}): {why}", code)
+
+    def _started(self, code: int, err: bytes) -> None:
+        """Through a prefix, 126/127 without harvest's output is the prefix's "cannot execute" /
+        "not found" (harvest's own commands never exit so)."""
+        if self.exec and code in (126, 127):
+            raise self._cannot_start(_reason(err, f"exit status {code}"), code)
 
     async def _call(self, args: Sequence[str], data: bytes | None = None) -> tuple[int, bytes, bytes]:
         proc = await self._spawn(args)
@@ -148,7 +167,9 @@ class HarvestSandbox(SandboxBase):
         except BrokenPipeError:
             # harvest exited before reading all of stdin: its status and message tell why.
             out, err = await proc.communicate()
-        return _status(proc.returncode), out, err
+        code = _status(proc.returncode)
+        self._started(code, err)
+        return code, out, err
 
     def _check(self, code: int, err: bytes, what: str, full: str) -> None:
         if code == 0:
@@ -183,6 +204,7 @@ class HarvestSandbox(SandboxBase):
         timeout: float | None = None,
         cwd: str | None = None,
         env: Mapping[str, str] | None = None,
+        **kwargs: Any,
     ) -> AsyncGenerator[StreamChunk | ExecutionResult, None]:
         """Runs ``sh -c COMMAND``: each StreamChunk as harvest prints it, then the ExecutionResult.
 
@@ -202,6 +224,7 @@ class HarvestSandbox(SandboxBase):
         timeout: float | None = None,
         cwd: str | None = None,
         env: Mapping[str, str] | None = None,
+        **kwargs: Any,
     ) -> AsyncGenerator[StreamChunk | ExecutionResult, None]:
         """Feeds ``code`` to the interpreter ``language`` on its stdin, as execute_streaming."""
         if not _LANGUAGE.match(language):
@@ -252,6 +275,7 @@ class HarvestSandbox(SandboxBase):
         err = await stderr_task
         if result is None:
             code = _status(proc.returncode)
+            self._started(code, err)
             raise HarvestError(_reason(err, f"harvest run exited with status {code}"), code)
         final = _result(result)
         if final.timed_out:  # type: ignore[attr-defined]
@@ -264,20 +288,20 @@ class HarvestSandbox(SandboxBase):
 
     # ---- files ----
 
-    async def read_file(self, path: str) -> bytes:
+    async def read_file(self, path: str, **kwargs: Any) -> bytes:
         full = self.resolve_path(path)
         code, out, err = await self._call(["cat", "--", full])
         self._check(code, err, "cat", full)
         return out
 
-    async def write_file(self, path: str, content: bytes, mode: int | None = None) -> None:
+    async def write_file(self, path: str, content: bytes, mode: int | None = None, **kwargs: Any) -> None:
         """Writes through ``harvest put``: a temporary file beside it, renamed; parents created."""
         full = self.resolve_path(path)
         args = ["put"] + (["--mode", format(mode, "o")] if mode is not None else []) + ["--", full]
         code, _out, err = await self._call(args, bytes(content))
         self._check(code, err, "put", full)
 
-    async def remove_file(self, path: str) -> None:
+    async def remove_file(self, path: str, **kwargs: Any) -> None:
         full = self.resolve_path(path)
         code, _out, err = await self._call(["rm", "--", full])
         self._check(code, err, "rm", full)
@@ -288,7 +312,7 @@ class HarvestSandbox(SandboxBase):
         code, _out, err = await self._call(["rm", "-r", "--", full])
         self._check(code, err, "rm", full)
 
-    async def list_files(self, path: str) -> list[FileInfo]:
+    async def list_files(self, path: str, **kwargs: Any) -> list[FileInfo]:
         full = self.resolve_path(path)
         code, out, err = await self._call(["ls", "--case", "snake", "--quiet", "--", full])
         if code == 3:

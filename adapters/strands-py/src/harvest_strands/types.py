@@ -9,8 +9,9 @@ same standard exceptions as ``strands.sandbox.errors``).
 from __future__ import annotations
 
 from abc import ABC
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 try:  # pragma: no cover - depends on whether strands-agents is installed
     from strands.sandbox import Sandbox as SandboxBase
@@ -70,27 +71,52 @@ except ImportError:
             self.path = path
 
     class SandboxBase(ABC):  # type: ignore[no-redef]
-        """The convenience half of strands' Sandbox, built on the abstract operations."""
+        """The convenience half of strands' Sandbox, built on the abstract operations; unknown
+        keyword arguments are passed on, as the SDK's are."""
 
-        async def execute(self, command: str, **kwargs) -> ExecutionResult:
-            async for item in self.execute_streaming(command, **kwargs):  # type: ignore[attr-defined]
+        async def execute(
+            self,
+            command: str,
+            *,
+            timeout: float | None = None,
+            cwd: str | None = None,
+            env: Mapping[str, str] | None = None,
+            **kwargs: Any,
+        ) -> ExecutionResult:
+            stream = self.execute_streaming(  # type: ignore[attr-defined]
+                command, timeout=timeout, cwd=cwd, env=env, **kwargs
+            )
+            async for item in stream:
                 if isinstance(item, ExecutionResult):
                     return item
             raise RuntimeError("execute_streaming() did not yield an ExecutionResult")
 
-        async def execute_code(self, code: str, language: str, **kwargs) -> ExecutionResult:
-            async for item in self.execute_code_streaming(code, language, **kwargs):  # type: ignore[attr-defined]
+        async def execute_code(
+            self,
+            code: str,
+            language: str,
+            *,
+            timeout: float | None = None,
+            cwd: str | None = None,
+            env: Mapping[str, str] | None = None,
+            **kwargs: Any,
+        ) -> ExecutionResult:
+            stream = self.execute_code_streaming(  # type: ignore[attr-defined]
+                code, language, timeout=timeout, cwd=cwd, env=env, **kwargs
+            )
+            async for item in stream:
                 if isinstance(item, ExecutionResult):
                     return item
             raise RuntimeError("execute_code_streaming() did not yield an ExecutionResult")
 
-        async def read_text(self, path: str, encoding: str = "utf-8") -> str:
-            return (await self.read_file(path)).decode(encoding)  # type: ignore[attr-defined]
+        async def read_text(self, path: str, encoding: str = "utf-8", **kwargs: Any) -> str:
+            return (await self.read_file(path, **kwargs)).decode(encoding)  # type: ignore[attr-defined]
 
-        async def write_text(self, path: str, content: str, encoding: str = "utf-8") -> None:
-            await self.write_file(path, content.encode(encoding))  # type: ignore[attr-defined]
+        async def write_text(self, path: str, content: str, encoding: str = "utf-8", **kwargs: Any) -> None:
+            await self.write_file(path, content.encode(encoding), **kwargs)  # type: ignore[attr-defined]
 
         def get_tools(self) -> list:
+            """The SDK's base vends no tools; HarvestSandbox does not override it."""
             return []
 
 
