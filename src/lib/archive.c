@@ -91,7 +91,24 @@ struct writer {
 	hv_archive_stats *stats;
 	char *buf;
 	struct archive_entry *entry;
+	const char *root;       /* a tree's root as given: what its members' warnings begin with */
+	hv_buf shown;           /* root/path of the last member warned about */
 };
+
+/* A tree member's path as warnings name it: under the root as the caller gave it, as the
+ * walk's own warnings do (a run's artifacts: the recorded path). */
+static const char *shown(struct writer *wr, const char *path)
+{
+	if (!wr->root)
+		return path;
+	size_t n = strlen(wr->root);
+	hv_buf_truncate(&wr->shown, 0);
+	if (hv_buf_append(&wr->shown, wr->root, n) != HV_OK ||
+	    (n && wr->root[n - 1] != '/' && hv_buf_append_char(&wr->shown, '/') != HV_OK) ||
+	    hv_buf_append(&wr->shown, path, strlen(path) + 1) != HV_OK)
+		return path;
+	return wr->shown.data;
+}
 
 /* libarchive's write callback: the whole block, retrying short writes and EINTR. A failure
  * (ENOSPC, EPIPE with SIGPIPE ignored, EIO) is recorded and everything after it is discarded:
@@ -213,6 +230,7 @@ static hv_status writer_close(struct writer *wr, int rc)
 	if (wr->entry) /* NULL when libarchive could not be loaded */
 		archive_entry_free(wr->entry);
 	free(wr->buf);
+	hv_buf_free(&wr->shown);
 	return rc;
 }
 
@@ -373,26 +391,27 @@ static void set_times(const struct writer *wr, struct archive_entry *ae, int64_t
 
 static hv_status archive_file(struct writer *wr, hv_walk *w, const hv_entry *e, const struct stat *out)
 {
+	const char *name = shown(wr, e->path); /* for messages */
 	if (wr->o->test_before_open)
 		wr->o->test_before_open(wr->o->ctx, e->path);
 	int fd = hv_walk_openat(w, O_RDONLY | O_NONBLOCK);
 	if (fd < 0) {
 		int err = errno;
 		if (err == ELOOP)
-			warnf(wr, "%s: became a symlink while being archived; skipped", e->path);
+			warnf(wr, "%s: became a symlink while being archived; skipped", name);
 		else if (err == ENXIO || err == ENODEV || err == EOPNOTSUPP)
-			warnf(wr, "%s: became a special file while being archived; skipped", e->path);
+			warnf(wr, "%s: became a special file while being archived; skipped", name);
 		else
-			warnf(wr, "%s: %s; skipped", e->path, strerror(err));
+			warnf(wr, "%s: %s; skipped", name, strerror(err));
 		return HV_OK;
 	}
 	struct stat fst;
 	int rc = HV_OK;
 	if (fstat(fd, &fst) != 0) {
-		warnf(wr, "%s: %s; skipped", e->path, strerror(errno));
+		warnf(wr, "%s: %s; skipped", name, strerror(errno));
 	} else if (!S_ISREG(fst.st_mode)) {
 		/* swapped for a FIFO or a device after the walk saw it: never read */
-		warnf(wr, "%s: became a special file while being archived; skipped", e->path);
+		warnf(wr, "%s: became a special file while being archived; skipped", name);
 	} else if (out && fst.st_dev == out->st_dev && fst.st_ino == out->st_ino) {
 		/* the archive being written, inside the tree it archives: left out, as tar does */
 	} else {
@@ -402,11 +421,11 @@ static hv_status archive_file(struct writer *wr, hv_walk *w, const hv_entry *e, 
 		archive_entry_set_size(wr->entry, fst.st_size);
 		set_times(wr, wr->entry,
 			  hv_ns_from_timespec(fst.st_mtim.tv_sec, fst.st_mtim.tv_nsec));
-		rc = entry_header(wr, e->path);
+		rc = entry_header(wr, name);
 		if (rc > 0 && wr->o->test_after_header)
 			wr->o->test_after_header(wr->o->ctx, e->path, fd);
 		if (rc > 0)
-			rc = copy_file(wr, fd, (uint64_t)fst.st_size, e->path);
+			rc = copy_file(wr, fd, (uint64_t)fst.st_size, name);
 	}
 	close(fd);
 	return rc < 0 ? rc : HV_OK;
@@ -415,14 +434,15 @@ static hv_status archive_file(struct writer *wr, hv_walk *w, const hv_entry *e, 
 static hv_status archive_entry_of_walk(struct writer *wr, hv_walk *w, const hv_entry *e,
 				 const struct stat *out)
 {
+	const char *name = shown(wr, e->path); /* for messages */
 	if (!member_path_safe(e->path, e->path_len)) {
-		warnf(wr, "%s: not a safe member path; skipped", e->path);
+		warnf(wr, "%s: not a safe member path; skipped", name);
 		return HV_OK;
 	}
 	if (e->type == HV_FT_FILE)
 		return archive_file(wr, w, e, out);
 	if (!e->have_lstat) {
-		warnf(wr, "%s: cannot be examined; skipped", e->path);
+		warnf(wr, "%s: cannot be examined; skipped", name);
 		return HV_OK;
 	}
 	int rc;
@@ -432,11 +452,11 @@ static hv_status archive_entry_of_walk(struct writer *wr, hv_walk *w, const hv_e
 		archive_entry_set_filetype(wr->entry, AE_IFDIR);
 		archive_entry_set_perm(wr->entry, e->lst.mode & MODE_KEPT);
 		set_times(wr, wr->entry, e->lst.mtime_ns);
-		rc = entry_header(wr, e->path);
+		rc = entry_header(wr, name);
 		return rc < 0 ? rc : HV_OK;
 	case HV_FT_SYMLINK:
 		if (!e->target) {
-			warnf(wr, "%s: cannot read the symlink; skipped", e->path);
+			warnf(wr, "%s: cannot read the symlink; skipped", name);
 			return HV_OK;
 		}
 		entry_begin(wr, e->path, e->path_len);
@@ -444,11 +464,11 @@ static hv_status archive_entry_of_walk(struct writer *wr, hv_walk *w, const hv_e
 		archive_entry_set_perm(wr->entry, 0777);
 		archive_entry_copy_symlink(wr->entry, e->target);
 		set_times(wr, wr->entry, e->lst.mtime_ns);
-		rc = entry_header(wr, e->path);
+		rc = entry_header(wr, name);
 		return rc < 0 ? rc : HV_OK;
 	default:
 		/* never opened: reading a FIFO could block forever, a device is not a file */
-		warnf(wr, "%s: a %s, not archived", e->path, hv_ftype_name(e->type));
+		warnf(wr, "%s: a %s, not archived", name, hv_ftype_name(e->type));
 		return HV_OK;
 	}
 }
@@ -479,6 +499,7 @@ hv_status hv_archive_dir(int out_fd, const char *root, const hv_archive_opts *o,
 	bool have_out = fstat(out_fd, &out_st) == 0 && S_ISREG(out_st.st_mode);
 	struct writer wr;
 	rc = writer_open(&wr, out_fd, o, stats);
+	wr.root = root;
 	while (rc == HV_OK) {
 		const hv_entry *e;
 		int s = hv_walk_next(w, &e);

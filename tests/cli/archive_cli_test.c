@@ -320,8 +320,10 @@ static void test_fifo_skipped(void **s)
 	/* a FIFO opened for reading would block forever (the test's timeout would end it) */
 	tu_harvest(&r, "archive", root, "-o", file, NULL);
 	assert_int_equal(r.status, 1);
-	assert_non_null(strstr(r.err, "harvest: sub/pipe: a fifo, not archived\n"));
-	assert_int_equal(strlen(r.err), strlen("harvest: sub/pipe: a fifo, not archived\n"));
+	/* named under DIR as given, as the walk's own warnings are */
+	char want[4200];
+	snprintf(want, sizeof(want), "harvest: %s/sub/pipe: a fifo, not archived\n", root);
+	assert_string_equal(r.err, want);
 	tu_result_free(&r);
 	/* the rest is archived all the same */
 	char *out = extract(dir, "x", "tar", file);
