@@ -382,7 +382,12 @@ static hv_status job_finish(struct collector *k, struct hvc_job *j)
 		k->c->warnings++;
 		hvc_warn(o, j->warning);
 	}
-	hv_mime_refine(NULL, e.name, j->raw, &type);
+	/* The worker's fallback (it died or hung on the file) is octet-stream as it stands: the
+	 * name cannot vouch for bytes libmagic never finished, as harvest mime answers it too. */
+	if (j->warning)
+		type = j->raw;
+	else
+		hv_mime_refine(NULL, e.name, j->raw, &type);
 	unsigned char *content = o->no_content || j->spooled ? NULL : j->buf;
 	int rc = add_file(k, &e, type, j->len, j->sha, content, content ? j->len : 0, j->change);
 	if (rc == HV_OK && content)

@@ -254,8 +254,8 @@ static void job_read(struct hvc_job *j, const struct hvc_pipe *p, hv_magic *magi
 					j->outcome = HVC_READ_NOMEM;
 			} else if (rc == HV_WARN && t) {
 				/* The worker died or hung on it: the file is still an artifact, typed
-				 * octet-stream with a warning, and that answer is neither cached nor
-				 * reused for the same bytes. */
+				 * octet-stream (not refined by its name) with a warning, and that
+				 * answer is neither cached nor reused for the same bytes. */
 				j->raw = strdup(t);
 				j->warning = strdup(hv_error_last());
 				if (!j->raw || !j->warning)

@@ -1257,6 +1257,10 @@ static void test_worker_crash_is_artifact(void **state)
 	char *d = tu_path(root, "d");
 	tu_write(d, "a.txt", "hello\n", 6);
 	tu_write(d, "bad", "HARVEST-TEST-CRASH\n", 19);
+	/* named as text and CSV: the fallback is still octet-stream, never refined by the name
+	 * (libmagic never finished reading the bytes) */
+	tu_write(d, "bad.csv", "HARVEST-TEST-CRASH,1\n", 21);
+	tu_write(d, "bad.txt", "HARVEST-TEST-CRASH 2\n", 21);
 	tu_result r;
 	tj_value *doc;
 	const char *args[] = {"collect", "--no-history", "--db", db, d, NULL};
@@ -1265,8 +1269,12 @@ static void test_worker_crash_is_artifact(void **state)
 	unsetenv("HARVEST_TEST_WORKER_FAULT");
 	assert_int_equal(r.status, 1);
 	assert_non_null(doc);
-	assert_paths(doc, "a.txt|bad");
+	assert_paths(doc, "a.txt|bad|bad.csv|bad.txt");
 	assert_string_equal(tj_str(tj_get(of_find(doc, "bad"), "mime_type"), NULL),
+			    "application/octet-stream");
+	assert_string_equal(tj_str(tj_get(of_find(doc, "bad.csv"), "mime_type"), NULL),
+			    "application/octet-stream");
+	assert_string_equal(tj_str(tj_get(of_find(doc, "bad.txt"), "mime_type"), NULL),
 			    "application/octet-stream");
 	assert_string_equal(tj_str(tj_get(of_find(doc, "a.txt"), "mime_type"), NULL),
 			    "text/plain");
@@ -1281,6 +1289,8 @@ static void test_worker_crash_is_artifact(void **state)
 		fail_msg("exit %d: %s", r.status, r.err);
 	assert_string_equal(tj_str(tj_get(of_find(doc, "bad"), "mime_type"), NULL),
 			    "text/plain");
+	assert_string_equal(tj_str(tj_get(of_find(doc, "bad.csv"), "mime_type"), NULL),
+			    "text/csv");
 	tj_free(doc);
 	tu_result_free(&r);
 	free(d);
