@@ -175,7 +175,15 @@ static hv_status on_dir_answer(void *ctx, const char *path, size_t path_len,
 	memcpy(o->joined + n, path, path_len);
 	n += path_len;
 	o->joined[n] = '\0';
-	print_answer(o, o->joined, n, r);
+	/* The library names the file by its path below the directory ("sub/f: Permission
+	 * denied"): the message names it as the answer does, under the argument as given. */
+	hv_mime_result shown = *r;
+	char *msg = NULL;
+	if (r->error && !strncmp(r->error, path, path_len) && r->error[path_len] == ':' &&
+	    asprintf(&msg, "%s%s", o->joined, r->error + path_len) >= 0)
+		shown.error = msg;
+	print_answer(o, o->joined, n, &shown);
+	free(msg);
 	return HV_OK;
 }
 

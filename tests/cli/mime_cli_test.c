@@ -1258,6 +1258,9 @@ static void test_unreadable_directories(void **state)
 	tu_write(root, "tree/secret/s.txt", "s\n", 2);
 	tu_write(root, "closed/c.txt", "c\n", 2);
 	tu_write(root, "z.txt", "z\n", 2);
+	tu_write(root, "tree/locked.txt", "l\n", 2);
+	char *locked = tu_path(root, "tree/locked.txt");
+	assert_int_equal(chmod(locked, 0), 0);
 	char *tree = tu_path(root, "tree"), *secret = tu_path(root, "tree/secret");
 	char *closed = tu_path(root, "closed"), *z = tu_path(root, "z.txt");
 	char *a_md = tu_path(root, "tree/a.md");
@@ -1279,10 +1282,15 @@ static void test_unreadable_directories(void **state)
 		assert_string_equal(a[1].path, z);
 		assert_string_equal(a[1].mime, "text/plain");
 		/* The argument that cannot be opened is an error, the subdirectory below an
-		 * argument a warning. */
-		assert_int_equal(count_lines(r.err, r.err_len), quiet ? 1 : 2);
+		 * argument a warning; a file below one that cannot be read an error naming it
+		 * under the argument, as its answer would. */
+		assert_int_equal(count_lines(r.err, r.err_len), quiet ? 2 : 3);
 		if (!strstr(r.err, closed))
 			fail_msg("stderr does not name %s: %s", closed, r.err);
+		char want[4200];
+		snprintf(want, sizeof(want), "harvest: %s: Permission denied\n", locked);
+		if (!strstr(r.err, want))
+			fail_msg("stderr does not name %s: %s", locked, r.err);
 		if (quiet ? strstr(r.err, secret) != NULL : strstr(r.err, secret) == NULL)
 			fail_msg("--quiet %d, but stderr: %s", quiet, r.err);
 		assert_non_null(strstr(r.err, "Permission denied"));
@@ -1292,6 +1300,7 @@ static void test_unreadable_directories(void **state)
 	}
 	assert_int_equal(chmod(secret, 0755), 0);
 	assert_int_equal(chmod(closed, 0755), 0);
+	free(locked);
 	free(a_md);
 	free(tree);
 	free(secret);
