@@ -100,7 +100,7 @@ hv_status hv_collect_walk_open_names(hv_walk **w, const char *dir, const hv_coll
 
 /* How many descriptors the process can still open; *limit gets its soft limit (INT_MAX:
  * too many to count). Descriptors at or above the limit (inherited) take no slot below it. */
-static int free_fds(int *limit)
+int hv__free_fds(int *limit)
 {
 	struct rlimit rl;
 	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
@@ -120,7 +120,7 @@ static int free_fds(int *limit)
 hv_status hvc_check_fds(const char *dir, int extra, int *avail)
 {
 	int limit;
-	*avail = free_fds(&limit);
+	*avail = hv__free_fds(&limit);
 	if (*avail >= HVC_WALK_FDS + extra)
 		return HV_OK;
 	return hv_error_set(HV_EIO,

@@ -130,6 +130,9 @@ bool hv__walk_named(const struct hv_walk *w);
 /* lstat of the last entry, relative to its directory's descriptor: 0, or -1 with errno. */
 struct hv_stat;
 int hv__walk_lstat(struct hv_walk *w, struct hv_stat *out);
+/* How many descriptors the process can still open (INT_MAX: too many to count under a high
+ * limit); *limit gets the soft limit (collect.c). */
+int hv__free_fds(int *limit);
 /* When hv_walk_next() last returned HV_WARN for a directory it could not read, or read only in
  * part: that directory's path relative to the root (*len bytes, not NUL-terminated; length 0
  * for the root itself), of which some entries may be missing from the walk. Else NULL. Valid

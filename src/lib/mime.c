@@ -21,6 +21,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -442,11 +443,24 @@ typedef struct batch {
 } batch;
 
 /* Records hv_error_last() as path i's error. */
+/* The last error as a message naming path (malloc'd; NULL when out of memory): a failure that
+ * is not the file's own ("libmagic worker: Too many open files") must still say which file
+ * went unanswered. */
+static char *error_naming(const char *path)
+{
+	const char *msg = hv_error_last();
+	size_t len = strlen(path);
+	if (!strncmp(msg, path, len) && msg[len] == ':')
+		return strdup(msg);
+	char *s = NULL;
+	return asprintf(&s, "%s: %s", path, msg) >= 0 ? s : NULL;
+}
+
 static void record_error(batch *b, size_t i, hv_status st)
 {
 	hv_mime_result *r = &b->results[i];
 	r->status = st;
-	r->error = strdup(hv_error_last());
+	r->error = error_naming(b->paths[i]);
 	if (!r->error)
 		atomic_store(&b->oom, true);
 }
@@ -540,6 +554,10 @@ hv_status hvm_detect_regular(const char *const *paths, size_t n, const hv_mime_o
 	return detect(paths, n, opts, true, results);
 }
 
+/* Descriptors a detection thread holds (the file, its worker's socket), and those kept free
+ * for the rest (SQLite's files, the spawner's socket, a walk's directories). */
+enum { DETECT_FDS_PER_THREAD = 2, DETECT_FDS_KEPT = 8 };
+
 static hv_status detect(const char *const *paths, size_t n, const hv_mime_opts *opts,
 			bool regular, hv_mime_result **results)
 {
@@ -581,6 +599,15 @@ static hv_status detect(const char *const *paths, size_t n, const hv_mime_opts *
 	size_t threads = (size_t)(opts->threads ? opts->threads : hv_default_threads());
 	if (threads > n)
 		threads = n;
+	/* Each thread holds a file open and, isolated, its worker's socket: no more threads than
+	 * the free descriptors give room for (keeping some for SQLite and the spawner), or the
+	 * files past that would fail with EMFILE one by one. */
+	int limit, avail = hv__free_fds(&limit);
+	size_t room = avail > DETECT_FDS_KEPT
+			      ? (size_t)(avail - DETECT_FDS_KEPT) / DETECT_FDS_PER_THREAD
+			      : 0;
+	if (threads > room)
+		threads = room ? room : 1;
 	pthread_t *tids = threads > 1 ? calloc(threads - 1, sizeof(*tids)) : NULL;
 	size_t started = 0;
 	for (size_t t = 0; tids && t + 1 < threads; t++) {
@@ -652,6 +679,9 @@ typedef struct dir_item {
 typedef struct dir_batch {
 	dir_item items[DIR_BATCH];
 	size_t n;
+	size_t max;           /* items a batch holds (each may hold a file open): the descriptors
+	                       * left beside the walk's, the workers' and SQLite's, at most
+	                       * DIR_BATCH */
 	hv_magic **magic;     /* one per thread */
 	size_t threads;
 	atomic_size_t next;
@@ -667,7 +697,7 @@ static void dir_detect_one(dir_item *it, hv_magic *m)
 	it->fd = -1;
 	it->r.status = rc;
 	if (rc != HV_OK)
-		it->r.error = strdup(hv_error_last());
+		it->r.error = error_naming(it->path);
 	/* HV_WARN: the worker died or hung on it; octet-stream, said so, never cached */
 	if (rc == HV_OK || rc == HV_WARN)
 		it->r.mime_type = strdup(type ? type : "application/octet-stream");
@@ -865,6 +895,15 @@ hv_status hv_mime_detect_dir(hv_store *st, const char *dir, const hv_collect_opt
 		walk_opts = *co;
 	if (walk_opts.no_cache)
 		st = NULL;
+	/* The walk needs its few descriptors, and the batch holds files open for detection: with
+	 * few free, a batch that took them would leave the walk waiting for descriptors only the
+	 * batch's end gives back. So the batch takes what is free beyond the walk's, the
+	 * detection threads' and SQLite's, and one descriptor at the least; too few for even
+	 * that is an error, as for collect. */
+	int avail = 0;
+	rc = hvc_check_fds(dir, 3, &avail);
+	if (rc != HV_OK)
+		return rc;
 	dir_batch *b = calloc(1, sizeof(*b));
 	if (!b)
 		return hv_error_set(HV_ENOMEM, "out of memory");
@@ -876,6 +915,14 @@ hv_status hv_mime_detect_dir(hv_store *st, const char *dir, const hv_collect_opt
 		b->threads = HV_DEFAULT_THREADS_MAX;
 	if (b->threads < 1)
 		b->threads = 1;
+	int spare = avail == INT_MAX ? INT_MAX : avail - HVC_WALK_FDS - DETECT_FDS_KEPT;
+	if (spare != INT_MAX && b->threads > (size_t)(spare > 0 ? spare : 0) / 4)
+		b->threads = spare >= 8 ? (size_t)spare / 4 : 1; /* a worker's socket and a file each */
+	b->max = DIR_BATCH;
+	if (spare != INT_MAX) {
+		int left = spare - (int)b->threads * DETECT_FDS_PER_THREAD;
+		b->max = left < 1 ? 1 : left < DIR_BATCH ? (size_t)left : DIR_BATCH;
+	}
 	b->magic = calloc(b->threads, sizeof(hv_magic *));
 	if (!b->magic) {
 		free(b);
@@ -917,7 +964,7 @@ hv_status hv_mime_detect_dir(hv_store *st, const char *dir, const hv_collect_opt
 			continue;
 		files++;
 		rc = dir_add(b, w, e, st, fp);
-		if (rc == HV_OK && b->n == DIR_BATCH)
+		if (rc == HV_OK && b->n == b->max)
 			rc = dir_flush(b, st, fp, &o, fn, ctx, &failed);
 	}
 	if (rc == HV_OK && b->n)

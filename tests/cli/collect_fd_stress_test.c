@@ -1,4 +1,4 @@
-/* `harvest collect`, `snapshot` and `run` under low descriptor limits (RLIMIT_NOFILE set in the
+/* `harvest collect`, `snapshot`, `run` and `mime` under low descriptor limits (RLIMIT_NOFILE set in the
  * child before exec): at every limit from the documented minimum up, each command ends (a
  * watchdog kills it after a generous bound, and that fails the case), and when it exits 0 its
  * output is complete: every file of the tree, each entry of the snapshot, the files the
@@ -216,6 +216,47 @@ static void check_one_line(const char *path, const char *what, int limit)
 	free(err);
 }
 
+/* Fails unless the mime answers in path are n lines, one per file. */
+static void check_answers(const char *path, size_t n, const char *what, int limit)
+{
+	size_t len, lines = 0;
+	char *out = slurp(path, &len);
+	for (size_t i = 0; i < len; i++)
+		lines += out[i] == '\n';
+	if (lines != n)
+		fail_msg("%s at limit %d: %zu answers, expected %zu", what, limit, lines, n);
+	free(out);
+}
+
+/* Below MIN_DETECTOR (exit 1): refused on one line, or every file answered or named on a line
+ * of its own (the detector could not get a descriptor for it): none missing unsaid. */
+static void check_accounted(const char *out, const char *err, const char *dir, size_t n,
+			    const char *what, int limit)
+{
+	size_t olen, elen, answers = 0, named = 0;
+	char *o = slurp(out, &olen), *e = slurp(err, &elen);
+	if (strstr(e, "too few file descriptors")) {
+		check_one_line(err, what, limit);
+	} else {
+		for (size_t i = 0; i < olen; i++)
+			answers += o[i] == '\n';
+		char prefix[4200];
+		snprintf(prefix, sizeof(prefix), "harvest: %s/", dir);
+		for (char *line = e; line < e + elen;) {
+			char *nl = memchr(line, '\n', (size_t)(e + elen - line));
+			if (!nl || strncmp(line, prefix, strlen(prefix)) != 0)
+				fail_msg("%s at limit %d: a line that names no file: %s", what, limit, e);
+			named++;
+			line = nl + 1;
+		}
+		if (answers + named != n)
+			fail_msg("%s at limit %d: %zu answers and %zu named failures for %zu files",
+				 what, limit, answers, named, n);
+	}
+	free(o);
+	free(e);
+}
+
 static int64_t snapshot_entries(const char *path, int limit)
 {
 	size_t len;
@@ -246,6 +287,13 @@ static void test_limits(void **state)
 	char script[8300];
 	snprintf(script, sizeof(script), "echo a > made; echo b > '%s'", made_deep);
 	char *made_paths[2] = {tu_path(t.dir, "made"), tu_path(t.dir, made_deep)};
+	/* Every file as a list for mime -f, which reads it whole before it opens anything. */
+	char *list = tu_path(t.root, "list");
+	FILE *lf = fopen(list, "w");
+	assert_non_null(lf);
+	for (size_t i = 0; i < t.n_files; i++)
+		fprintf(lf, "%s/%s\n", t.dir, t.files[i]);
+	assert_int_equal(fclose(lf), 0);
 
 	for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
 		int L = limits[i];
@@ -298,7 +346,33 @@ static void test_limits(void **state)
 		}
 		unlink(made_paths[0]);
 		unlink(made_paths[1]);
+
+		/* mime below a directory holds files open for detection in batches: sized by the
+		 * free descriptors, never waiting for ones only the batch gives back (a hang), never
+		 * dropping a file unsaid; too few for the walk itself is one line. */
+		const char *mdir[] = {"mime", "--no-cache", t.dir, NULL};
+		rc = run_limited(L, out, err, mdir);
+		if (rc == 1 && L < MIN_DETECTOR) {
+			check_accounted(out, err, t.dir, t.n_files, "mime DIR", L);
+		} else {
+			if (rc != 0)
+				fail_msg("mime DIR at limit %d: exit %d: %s", L, rc,
+					 tu_read_file(err, NULL));
+			check_answers(out, t.n_files, "mime DIR", L);
+		}
+		/* A list with far more threads asked for than descriptors: as many as fit. */
+		const char *mlist[] = {"mime", "--no-cache", "--threads", "1024", "-f", list, NULL};
+		rc = run_limited(L, out, err, mlist);
+		if (rc == 1 && L < MIN_DETECTOR) {
+			check_accounted(out, err, t.dir, t.n_files, "mime -f", L);
+		} else {
+			if (rc != 0)
+				fail_msg("mime -f at limit %d: exit %d: %s", L, rc,
+					 tu_read_file(err, NULL));
+			check_answers(out, t.n_files, "mime -f", L);
+		}
 	}
+	free(list);
 	free(made_paths[0]);
 	free(made_paths[1]);
 	free(out);
