@@ -139,9 +139,14 @@ HV_EXTERN hv_status hv_collect(hv_store *st, const char *dir, const hv_collect_o
 
 /* Records c as the artifacts of a run (contents stored when c has them) in one transaction:
  * begins a run described by start unless *run_id > 0 already names a begun one, and finishes
- * it with end (NULL: a collect, which has no exit code). *run_id gets the id. */
+ * it with end (NULL: a collect, which has no exit code). *run_id gets the id. A content over
+ * HV_STORE_CONTENT_MAX is not stored (its artifact is): see hv_collection_unstored. */
 HV_EXTERN hv_status hv_collection_record(hv_store *st, const hv_collection *c, const hv_run_start *start,
 			       const hv_run_end *end, int64_t *run_id);
+
+/* Whether c->files[i] has a content too large for a history (over HV_STORE_CONTENT_MAX): its
+ * artifact is recorded without it. */
+HV_EXTERN bool hv_collection_unstored(const hv_collection *c, size_t i);
 
 /* The collection's skipped list as a JSON array text (malloc'd), for hv_run_end.skipped_json. */
 HV_EXTERN char *hv_collection_skipped_json(const hv_collection *c, int kase);

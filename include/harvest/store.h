@@ -52,6 +52,10 @@ extern "C" {
 #define HV_STORE_SCHEMA_VERSION 6
 /* The version of harvest's PostgreSQL schema (the row harvest.meta 'schema_version'). */
 #define HV_STORE_PG_SCHEMA_VERSION 2
+/* The largest content a history stores, in bytes: one value of SQLite (its default
+ * SQLITE_MAX_LENGTH) and of PostgreSQL (a bytea holds at most 1 GiB) alike. A larger
+ * artifact is recorded without its content. */
+#define HV_STORE_CONTENT_MAX 1000000000
 
 typedef struct hv_store hv_store;
 

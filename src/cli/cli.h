@@ -182,6 +182,9 @@ void cli_collect_hooks_end(cli_hooks *h);
  * name; a spooled content is read from col's temporary file. 0, or -1 with the reason on
  * stderr (standard output's failure, or the content that could not be read back). */
 int cli_page_print(const hv_run_row *row, const hv_collection *col);
+/* Warns of each file of col recorded without its content (hv_collection_unstored), named
+ * under dir as the user gave it (NULL: relative). */
+bool cli_warn_unstored(const cli_common *c, const char *dir, const hv_collection *col);
 /* Commands. */
 int cmd_ls(int argc, char **argv);
 int cmd_walk(int argc, char **argv);

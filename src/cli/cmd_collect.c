@@ -93,6 +93,21 @@ static void collect_progress(void *ctx, uint64_t entries, uint64_t files, uint64
 	cli_progress_update(&x->progress, entries, files, bytes);
 }
 
+bool cli_warn_unstored(const cli_common *c, const char *dir, const hv_collection *col)
+{
+	bool slash = dir && *dir && dir[strlen(dir) - 1] == '/', any = false;
+	for (size_t i = 0; col && i < col->n_files; i++) {
+		if (!hv_collection_unstored(col, i))
+			continue;
+		any = true;
+		cli_warn(c, "%s%s%s: %llu bytes, more than a history stores (%d): recorded without "
+			    "its content",
+			 dir ? dir : "", dir && !slash ? "/" : "", col->files[i].path,
+			 (unsigned long long)col->files[i].content_len, HV_STORE_CONTENT_MAX);
+	}
+	return any;
+}
+
 int cli_page_print(const hv_run_row *row, const hv_collection *col)
 {
 	char host[256] = "";
@@ -331,6 +346,8 @@ int cmd_collect(int argc, char **argv)
 				cli_error("%s", hv_error_last());
 				rc = EXIT_WARN;
 				run_id = 0;
+			} else if (cli_warn_unstored(&c, pos[0], col)) {
+				rc = EXIT_WARN;
 			}
 		}
 		for (size_t i = 0; i < col->n_skipped; i++)

@@ -308,6 +308,8 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 			for (size_t i = 0; i < ex.files->n_skipped; i++)
 				if (ex.files->skipped[i].error)
 					cli_warn(c, "%s", ex.files->skipped[i].error);
+		if (ex.run_id > 0)
+			(void)cli_warn_unstored(c, r->dir, ex.files); /* the exit status is the command's */
 		bool page_failed = false;
 		if (c->format == FMT_HTML) {
 			page_failed = print_page(r, &eo, &ex) != 0;

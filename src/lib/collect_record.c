@@ -48,9 +48,13 @@ hv_status hv_collection_record(hv_store *st, const hv_collection *c, const hv_ru
 		a->mime_type = f->mime_type;
 		a->size = f->size;
 		a->sha256 = f->sha256;
+		a->change = f->change;
+		/* Bytes past what a history can hold in one value are not stored (the artifact
+		 * is, its content not: hv_collection_unstored says which). */
+		if (f->content_len > HV_STORE_CONTENT_MAX)
+			continue;
 		a->content = f->content;
 		a->content_len = f->content_len;
-		a->change = f->change;
 		if (f->spooled) {
 			/* Read back one at a time while the store records them. */
 			a->read_content = read_spooled;
@@ -72,6 +76,11 @@ hv_status hv_collection_record(hv_store *st, const hv_collection *c, const hv_ru
 	free(skipped);
 	free(deleted);
 	return rc;
+}
+
+bool hv_collection_unstored(const hv_collection *c, size_t i)
+{
+	return c->files[i].content_len > HV_STORE_CONTENT_MAX;
 }
 
 void hv_collection_free(hv_collection *c)

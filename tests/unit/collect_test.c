@@ -2304,6 +2304,49 @@ static void test_no_content_reads_then_writes(void **state)
 	assert_int_equal(no_content_opens(f, N, NULL, N), 0);
 }
 
+/* A content over HV_STORE_CONTENT_MAX: its artifact is recorded without it (the run is
+ * recorded all the same), and hv_collection_unstored says so; the others are stored. The
+ * large file's bytes are never read (only its length is over the bound). */
+static void test_record_content_too_large(void **state)
+{
+	fx *f = *state;
+	static char small[] = "small\n";
+	char sha_small[65], sha_big[65];
+	tu_sha256_hex(small, strlen(small), sha_small);
+	memset(sha_big, 'b', 64);
+	sha_big[64] = '\0';
+	hv_output_file files[2] = {
+		{.path = (char *)"big.bin", .path_len = 7, .name = (char *)"big.bin", .name_len = 7,
+		 .mime_type = (char *)"application/octet-stream",
+		 .size = (uint64_t)HV_STORE_CONTENT_MAX + 1, .content = (unsigned char *)small,
+		 .content_len = (size_t)HV_STORE_CONTENT_MAX + 1},
+		{.path = (char *)"small.txt", .path_len = 9, .name = (char *)"small.txt",
+		 .name_len = 9, .mime_type = (char *)"text/plain", .size = strlen(small),
+		 .content = (unsigned char *)small, .content_len = strlen(small)},
+	};
+	memcpy(files[0].sha256, sha_big, 65);
+	memcpy(files[1].sha256, sha_small, 65);
+	hv_collection c = {.root = (char *)"/w", .files = files, .n_files = 2};
+	assert_true(hv_collection_unstored(&c, 0));
+	assert_false(hv_collection_unstored(&c, 1));
+	int64_t run = 0;
+	assert_int_equal(hv_collection_record(f->st, &c, NULL, NULL, &run), HV_OK);
+	hv_artifact_filter af = {.run_id = run, .with_content = true};
+	hv_artifact_iter *it;
+	assert_int_equal(hv_store_artifacts(f->st, &af, &it), HV_OK);
+	const hv_artifact_row *r;
+	assert_int_equal(hv_artifact_iter_next(it, &r), HV_OK);
+	assert_memory_equal(r->path, "big.bin", 7);
+	assert_int_equal(r->size, (uint64_t)HV_STORE_CONTENT_MAX + 1);
+	assert_false(r->content_stored);
+	assert_int_equal(hv_artifact_iter_next(it, &r), HV_OK);
+	assert_memory_equal(r->path, "small.txt", 9);
+	assert_true(r->content_stored);
+	assert_int_equal(r->content_len, strlen(small));
+	assert_int_equal(hv_artifact_iter_next(it, &r), HV_DONE);
+	hv_artifact_iter_free(it);
+}
+
 static void test_record(void **state)
 {
 	fx *f = *state;
@@ -2582,6 +2625,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_no_content_reads_then_writes, tu_fx_setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_record, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_record_content_too_large, tu_fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mime_detect_cached, tu_fx_setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
