@@ -7,10 +7,15 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* A memo entry (hvm_memo) that is not an answer but a failure: this byte, then the warning of
+ * the file whose detection failed. */
+#define MEMO_FAILED '\x01'
 
 /* Reads all of fd (a regular file of expected size) into a new buffer, at most max bytes:
  * HV_OK, HV_WARN when it holds more than max, HV_EIO on a read error. */
@@ -242,7 +247,20 @@ static void job_read(struct hvc_job *j, const struct hvc_pipe *p, hv_magic *magi
 			j->outcome = HVC_READ_SAME;
 		} else if (!j->raw && !j->lookup_error &&
 			   (j->raw = hvm_memo_get(memo, j->sha)) != NULL) {
-			j->detected = true; /* the same bytes were detected earlier in this collect */
+			if (j->raw[0] == MEMO_FAILED) {
+				/* The same bytes killed or outran a worker earlier in this collect:
+				 * the same answer and a warning, without another 10 s wait. */
+				char *first = j->raw;
+				j->raw = strdup("application/octet-stream");
+				if (asprintf(&j->warning, "%s: the same bytes as %s", j->path,
+					     first + 1) < 0)
+					j->warning = NULL;
+				free(first);
+				if (!j->raw || !j->warning)
+					j->outcome = HVC_READ_NOMEM;
+			} else {
+				j->detected = true; /* the same bytes, detected earlier */
+			}
 		} else if (!j->raw && !j->lookup_error) {
 			const char *t;
 			rc = hv_magic_buffer(magic, j->buf, j->len, j->fd, j->path, &t);
@@ -254,10 +272,17 @@ static void job_read(struct hvc_job *j, const struct hvc_pipe *p, hv_magic *magi
 					j->outcome = HVC_READ_NOMEM;
 			} else if (rc == HV_WARN && t) {
 				/* The worker died or hung on it: the file is still an artifact, typed
-				 * octet-stream (not refined by its name) with a warning, and that
-				 * answer is neither cached nor reused for the same bytes. */
+				 * octet-stream (not refined by its name) with a warning. That answer
+				 * is never cached; within this collect the same bytes get it again
+				 * at once (a thousand copies of a file that outruns the time limit
+				 * would otherwise cost 10 s each). */
 				j->raw = strdup(t);
 				j->warning = strdup(hv_error_last());
+				char *failed = NULL;
+				if (j->warning && asprintf(&failed, "%c%s", MEMO_FAILED, j->warning) >= 0) {
+					hvm_memo_put(memo, j->sha, failed);
+					free(failed);
+				}
 				if (!j->raw || !j->warning)
 					j->outcome = HVC_READ_NOMEM;
 			} else {

@@ -1293,6 +1293,26 @@ static void test_worker_crash_is_artifact(void **state)
 			    "text/csv");
 	tj_free(doc);
 	tu_result_free(&r);
+
+	/* Copies of bytes a worker died on get the same answer within one collect, said of
+	 * each, without another worker dying on them (one thread: the first is detected before
+	 * its copies are reached). */
+	tu_write(d, "bad-copy", "HARVEST-TEST-CRASH\n", 19);
+	tu_write(d, "bad-copy2", "HARVEST-TEST-CRASH\n", 19);
+	const char *one[] = {"collect", "--no-history", "--no-cache", "--threads", "1", d, NULL};
+	setenv("HARVEST_TEST_WORKER_FAULT", "1", 1);
+	run_json(&r, &doc, one);
+	unsetenv("HARVEST_TEST_WORKER_FAULT");
+	assert_int_equal(r.status, 1);
+	assert_string_equal(tj_str(tj_get(of_find(doc, "bad-copy"), "mime_type"), NULL),
+			    "application/octet-stream");
+	assert_string_equal(tj_str(tj_get(of_find(doc, "bad-copy2"), "mime_type"), NULL),
+			    "application/octet-stream");
+	assert_non_null(strstr(r.err, "harvest: bad-copy: the same bytes as bad: the libmagic "
+				      "worker was killed by signal"));
+	assert_non_null(strstr(r.err, "harvest: bad-copy2: the same bytes as bad: "));
+	tj_free(doc);
+	tu_result_free(&r);
 	free(d);
 	free(db);
 	tu_rmrf(root);
