@@ -916,8 +916,9 @@ hv_status hv_mime_detect_dir(hv_store *st, const char *dir, const hv_collect_opt
 	if (b->threads < 1)
 		b->threads = 1;
 	int spare = avail == INT_MAX ? INT_MAX : avail - HVC_WALK_FDS - DETECT_FDS_KEPT;
-	if (spare != INT_MAX && b->threads > (size_t)(spare > 0 ? spare : 0) / 4)
-		b->threads = spare >= 8 ? (size_t)spare / 4 : 1; /* a worker's socket and a file each */
+	size_t fit = spare > 0 ? (size_t)spare / 4 : 0; /* a worker's socket and a file each */
+	if (spare != INT_MAX && b->threads > fit)
+		b->threads = fit > 0 ? fit : 1;
 	b->max = DIR_BATCH;
 	if (spare != INT_MAX) {
 		int left = spare - (int)b->threads * DETECT_FDS_PER_THREAD;
