@@ -1722,38 +1722,58 @@ static void test_unreadable_as_nobody(void **state)
 	assert_int_equal(tu_as_nobody(nobody_collect_unreadable, f->root), 0);
 }
 
+/* What a test run as nobody works with: its own database, and collect options that count the
+ * warnings. */
+typedef struct nobody_run {
+	char *db;
+	hv_store *st;
+	hv_collect_opts o;
+	warnings warned;
+} nobody_run;
+
+/* Opens dbname in f's scratch directory; false (said on stderr) when it cannot. */
+static bool nobody_begin(const fx *f, const char *dbname, nobody_run *nr)
+{
+	memset(nr, 0, sizeof(*nr));
+	nr->db = tu_path(f->dir, dbname);
+	hv_collect_opts_init(&nr->o);
+	nr->o.on_warning = on_warning;
+	nr->o.ctx = &nr->warned;
+	if (hv_store_open(&nr->st, nr->db, 0) == HV_OK)
+		return true;
+	fprintf(stderr, "nobody: hv_store_open: %s\n", hv_error_last());
+	nr->st = NULL;
+	return false;
+}
+
+static void nobody_end(nobody_run *nr)
+{
+	hv_store_close(nr->st);
+	free(nr->db);
+}
+
 /* A snapshot as nobody of a tree with a directory it cannot read: a warning naming it, and the
  * snapshot of the rest (the directory itself included) is still taken. */
 static int nobody_snapshot_unreadable(void *arg)
 {
 	const fx *f = arg;
-	char *db = tu_path(f->dir, "nobody.db");
-	hv_store *st;
-	if (hv_store_open(&st, db, 0) != HV_OK) {
-		fprintf(stderr, "nobody: hv_store_open: %s\n", hv_error_last());
-		free(db);
-		return 50;
-	}
-	hv_collect_opts o;
-	hv_collect_opts_init(&o);
-	warnings warned = {0};
-	o.on_warning = on_warning;
-	o.ctx = &warned;
+	nobody_run nr;
 	int64_t id = 0;
 	uint64_t entries = 0;
 	int ret = 0;
-	if (hv_snapshot_take(st, f->root, &o, &id, &entries, NULL) != HV_OK)
+	if (!nobody_begin(f, "nobody.db", &nr))
+		ret = 50;
+	else if (hv_snapshot_take(nr.st, f->root, &nr.o, &id, &entries, NULL) != HV_OK)
 		ret = 51;
-	else if (warned.n != 1 || !strstr(warned.last, "closeddir") ||
-		 !strstr(warned.last, "Permission denied"))
+	else if (nr.warned.n != 1 || !strstr(nr.warned.last, "closeddir") ||
+		 !strstr(nr.warned.last, "Permission denied"))
 		ret = 52;
 	else if (entries != 2 || id <= 0) /* open.txt and closeddir */
 		ret = 53;
 	if (ret)
-		fprintf(stderr, "nobody: %d warnings (%s), %llu entries: %s\n", warned.n,
-			warned.last, (unsigned long long)entries, hv_error_last());
-	hv_store_close(st);
-	free(db);
+		fprintf(stderr, "nobody: %d warnings (%s), %llu entries: %s\n", nr.warned.n,
+			nr.warned.last, (unsigned long long)entries, hv_error_last());
+	nobody_end(&nr);
 	return ret;
 }
 
@@ -1778,43 +1798,37 @@ static void test_snapshot_unreadable_as_nobody(void **state)
 static int nobody_since_unreadable(void *arg)
 {
 	const fx *f = arg;
-	char *db = tu_path(f->dir, "nobody-since.db");
 	char *closed = rp(f, "b-closed"), *gone = rp(f, "gone.txt");
-	hv_store *st = NULL;
+	nobody_run nr;
 	hv_collection *c = NULL;
-	hv_collect_opts o;
-	hv_collect_opts_init(&o);
-	warnings warned = {0};
-	o.on_warning = on_warning;
-	o.ctx = &warned;
 	int64_t id = 0;
 	uint64_t entries = 0;
 	int ret = 0;
-	if (hv_store_open(&st, db, 0) != HV_OK)
+	if (!nobody_begin(f, "nobody-since.db", &nr))
 		ret = 60;
-	else if (hv_snapshot_take(st, f->root, &o, &id, &entries, NULL) != HV_OK || warned.n)
+	else if (hv_snapshot_take(nr.st, f->root, &nr.o, &id, &entries, NULL) != HV_OK ||
+		 nr.warned.n)
 		ret = 61;
 	else if (unlink(gone) != 0 || chmod(closed, 0) != 0)
 		ret = 62;
-	o.since_snapshot = id;
-	if (!ret && hv_collect(st, f->root, &o, &c) != HV_OK)
+	nr.o.since_snapshot = id;
+	if (!ret && hv_collect(nr.st, f->root, &nr.o, &c) != HV_OK)
 		ret = 63;
 	else if (!ret && (!c->compared || c->n_deleted != 1 ||
 			  strcmp(c->deleted[0].path, "gone.txt") != 0))
 		ret = 64;
-	else if (!ret && (warned.n != 1 || !strstr(warned.last, "b-closed") ||
-			  !strstr(warned.last, "Permission denied")))
+	else if (!ret && (nr.warned.n != 1 || !strstr(nr.warned.last, "b-closed") ||
+			  !strstr(nr.warned.last, "Permission denied")))
 		ret = 65;
 	if (ret)
 		fprintf(stderr, "nobody: %zu deleted (%s), %d warnings (%s): %s\n",
-			c ? c->n_deleted : 0, c && c->n_deleted ? c->deleted[0].path : "-", warned.n,
-			warned.last, hv_error_last());
+			c ? c->n_deleted : 0, c && c->n_deleted ? c->deleted[0].path : "-",
+			nr.warned.n, nr.warned.last, hv_error_last());
 	(void)chmod(closed, 0755);
 	hv_collection_free(c);
-	hv_store_close(st);
+	nobody_end(&nr);
 	free(gone);
 	free(closed);
-	free(db);
 	return ret;
 }
 
