@@ -442,7 +442,6 @@ typedef struct batch {
 	atomic_bool oom;
 } batch;
 
-/* Records hv_error_last() as path i's error. */
 /* The last error as a message naming path (malloc'd; NULL when out of memory): a failure that
  * is not the file's own ("libmagic worker: Too many open files") must still say which file
  * went unanswered. */
@@ -456,6 +455,7 @@ static char *error_naming(const char *path)
 	return asprintf(&s, "%s: %s", path, msg) >= 0 ? s : NULL;
 }
 
+/* Records hv_error_last() as path i's error. */
 static void record_error(batch *b, size_t i, hv_status st)
 {
 	hv_mime_result *r = &b->results[i];
