@@ -274,21 +274,22 @@ static void entry_begin(struct writer *wr, const char *path, size_t len)
 	archive_entry_set_gid(wr->entry, 0);
 }
 
-/* Writes the header of the prepared entry. 1: written; 0: libarchive refused this member
- * (warned, the archive goes on); <0: fatal. */
+/* Writes the header of the prepared entry (path: the member's; messages name it as shown()
+ * does). 1: written; 0: libarchive refused this member (warned, the archive goes on); <0:
+ * fatal. */
 static hv_status entry_header(struct writer *wr, const char *path)
 {
 	int r = archive_write_header(wr->a, wr->entry);
 	if (wr->write_errno)
-		return fail_archive(wr, path);
+		return fail_archive(wr, shown(wr, path));
 	if (r == ARCHIVE_OK || r == ARCHIVE_WARN) {
 		wr->stats->members++;
 		return 1;
 	}
 	if (r == ARCHIVE_FATAL)
-		return fail_archive(wr, path);
+		return fail_archive(wr, shown(wr, path));
 	const char *msg = archive_error_string(wr->a);
-	warnf(wr, "%s: %s; skipped", path, msg ? msg : "cannot be archived");
+	warnf(wr, "%s: %s; skipped", shown(wr, path), msg ? msg : "cannot be archived");
 	return 0;
 }
 
@@ -298,7 +299,7 @@ static hv_status write_data(struct writer *wr, const void *data, size_t len, con
 	while (len > 0) {
 		la_ssize_t n = archive_write_data(wr->a, p, len);
 		if (n <= 0 || wr->write_errno)
-			return fail_archive(wr, path);
+			return fail_archive(wr, shown(wr, path));
 		p += n;
 		len -= (size_t)n;
 	}
@@ -346,9 +347,11 @@ static hv_status copy_file(struct writer *wr, int fd, uint64_t size, const char 
 		if (rc != HV_OK)
 			return rc;
 		if (read_err)
-			warnf(wr, "%s: %s; the rest stored as zeros", path, strerror(read_err));
+			warnf(wr, "%s: %s; the rest stored as zeros", shown(wr, path),
+			      strerror(read_err));
 		else
-			warnf(wr, "%s: file shrank as we read it; padded with zeros", path);
+			warnf(wr, "%s: file shrank as we read it; padded with zeros",
+			      shown(wr, path));
 		return HV_OK;
 	}
 	char extra;
@@ -357,8 +360,8 @@ static hv_status copy_file(struct writer *wr, int fd, uint64_t size, const char 
 		n = read(fd, &extra, 1);
 	while (n < 0 && errno == EINTR);
 	if (n > 0)
-		warnf(wr, "%s: file grew as we read it; stored its first %llu bytes", path,
-		      (unsigned long long)size);
+		warnf(wr, "%s: file grew as we read it; stored its first %llu bytes",
+		      shown(wr, path), (unsigned long long)size);
 	return HV_OK;
 }
 
@@ -391,27 +394,29 @@ static void set_times(const struct writer *wr, struct archive_entry *ae, int64_t
 
 static hv_status archive_file(struct writer *wr, hv_walk *w, const hv_entry *e, const struct stat *out)
 {
-	const char *name = shown(wr, e->path); /* for messages */
 	if (wr->o->test_before_open)
 		wr->o->test_before_open(wr->o->ctx, e->path);
 	int fd = hv_walk_openat(w, O_RDONLY | O_NONBLOCK);
 	if (fd < 0) {
 		int err = errno;
 		if (err == ELOOP)
-			warnf(wr, "%s: became a symlink while being archived; skipped", name);
+			warnf(wr, "%s: became a symlink while being archived; skipped",
+			      shown(wr, e->path));
 		else if (err == ENXIO || err == ENODEV || err == EOPNOTSUPP)
-			warnf(wr, "%s: became a special file while being archived; skipped", name);
+			warnf(wr, "%s: became a special file while being archived; skipped",
+			      shown(wr, e->path));
 		else
-			warnf(wr, "%s: %s; skipped", name, strerror(err));
+			warnf(wr, "%s: %s; skipped", shown(wr, e->path), strerror(err));
 		return HV_OK;
 	}
 	struct stat fst;
 	int rc = HV_OK;
 	if (fstat(fd, &fst) != 0) {
-		warnf(wr, "%s: %s; skipped", name, strerror(errno));
+		warnf(wr, "%s: %s; skipped", shown(wr, e->path), strerror(errno));
 	} else if (!S_ISREG(fst.st_mode)) {
 		/* swapped for a FIFO or a device after the walk saw it: never read */
-		warnf(wr, "%s: became a special file while being archived; skipped", name);
+		warnf(wr, "%s: became a special file while being archived; skipped",
+		      shown(wr, e->path));
 	} else if (out && fst.st_dev == out->st_dev && fst.st_ino == out->st_ino) {
 		/* the archive being written, inside the tree it archives: left out, as tar does */
 	} else {
@@ -421,11 +426,11 @@ static hv_status archive_file(struct writer *wr, hv_walk *w, const hv_entry *e, 
 		archive_entry_set_size(wr->entry, fst.st_size);
 		set_times(wr, wr->entry,
 			  hv_ns_from_timespec(fst.st_mtim.tv_sec, fst.st_mtim.tv_nsec));
-		rc = entry_header(wr, name);
+		rc = entry_header(wr, e->path);
 		if (rc > 0 && wr->o->test_after_header)
 			wr->o->test_after_header(wr->o->ctx, e->path, fd);
 		if (rc > 0)
-			rc = copy_file(wr, fd, (uint64_t)fst.st_size, name);
+			rc = copy_file(wr, fd, (uint64_t)fst.st_size, e->path);
 	}
 	close(fd);
 	return rc < 0 ? rc : HV_OK;
@@ -434,15 +439,14 @@ static hv_status archive_file(struct writer *wr, hv_walk *w, const hv_entry *e, 
 static hv_status archive_entry_of_walk(struct writer *wr, hv_walk *w, const hv_entry *e,
 				 const struct stat *out)
 {
-	const char *name = shown(wr, e->path); /* for messages */
 	if (!member_path_safe(e->path, e->path_len)) {
-		warnf(wr, "%s: not a safe member path; skipped", name);
+		warnf(wr, "%s: not a safe member path; skipped", shown(wr, e->path));
 		return HV_OK;
 	}
 	if (e->type == HV_FT_FILE)
 		return archive_file(wr, w, e, out);
 	if (!e->have_lstat) {
-		warnf(wr, "%s: cannot be examined; skipped", name);
+		warnf(wr, "%s: cannot be examined; skipped", shown(wr, e->path));
 		return HV_OK;
 	}
 	int rc;
@@ -452,11 +456,11 @@ static hv_status archive_entry_of_walk(struct writer *wr, hv_walk *w, const hv_e
 		archive_entry_set_filetype(wr->entry, AE_IFDIR);
 		archive_entry_set_perm(wr->entry, e->lst.mode & MODE_KEPT);
 		set_times(wr, wr->entry, e->lst.mtime_ns);
-		rc = entry_header(wr, name);
+		rc = entry_header(wr, e->path);
 		return rc < 0 ? rc : HV_OK;
 	case HV_FT_SYMLINK:
 		if (!e->target) {
-			warnf(wr, "%s: cannot read the symlink; skipped", name);
+			warnf(wr, "%s: cannot read the symlink; skipped", shown(wr, e->path));
 			return HV_OK;
 		}
 		entry_begin(wr, e->path, e->path_len);
@@ -464,11 +468,11 @@ static hv_status archive_entry_of_walk(struct writer *wr, hv_walk *w, const hv_e
 		archive_entry_set_perm(wr->entry, 0777);
 		archive_entry_copy_symlink(wr->entry, e->target);
 		set_times(wr, wr->entry, e->lst.mtime_ns);
-		rc = entry_header(wr, name);
+		rc = entry_header(wr, e->path);
 		return rc < 0 ? rc : HV_OK;
 	default:
 		/* never opened: reading a FIFO could block forever, a device is not a file */
-		warnf(wr, "%s: a %s, not archived", name, hv_ftype_name(e->type));
+		warnf(wr, "%s: a %s, not archived", shown(wr, e->path), hv_ftype_name(e->type));
 		return HV_OK;
 	}
 }

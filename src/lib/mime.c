@@ -601,13 +601,16 @@ static hv_status detect(const char *const *paths, size_t n, const hv_mime_opts *
 		threads = n;
 	/* Each thread holds a file open and, isolated, its worker's socket: no more threads than
 	 * the free descriptors give room for (keeping some for SQLite and the spawner), or the
-	 * files past that would fail with EMFILE one by one. */
-	int limit, avail = hv__free_fds(&limit);
-	size_t room = avail > DETECT_FDS_KEPT
-			      ? (size_t)(avail - DETECT_FDS_KEPT) / DETECT_FDS_PER_THREAD
-			      : 0;
-	if (threads > room)
-		threads = room ? room : 1;
+	 * files past that would fail with EMFILE one by one. Counting them costs a call per
+	 * descriptor slot, so a call that runs on its own thread alone never pays it. */
+	if (threads > 1) {
+		int limit, avail = hv__free_fds(&limit);
+		size_t room = avail > DETECT_FDS_KEPT
+				      ? (size_t)(avail - DETECT_FDS_KEPT) / DETECT_FDS_PER_THREAD
+				      : 0;
+		if (threads > room)
+			threads = room ? room : 1;
+	}
 	pthread_t *tids = threads > 1 ? calloc(threads - 1, sizeof(*tids)) : NULL;
 	size_t started = 0;
 	for (size_t t = 0; tids && t + 1 < threads; t++) {

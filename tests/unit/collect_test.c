@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -2598,10 +2599,57 @@ static void test_mime_detect_cached(void **state)
 	free(dbdir);
 }
 
+/* The descriptors hv__free_fds counts: the open ones below the soft limit, read from
+ * /proc/self/fd, and asked of each slot when /proc cannot be opened (here: no descriptor
+ * left to open it with). */
+static int open_below(int limit)
+{
+	int used = 0;
+	for (int fd = 0; fd < limit; fd++)
+		used += fcntl(fd, F_GETFD) != -1;
+	return used;
+}
+
+static void test_free_fds(void **state)
+{
+	(void)state;
+	struct rlimit saved;
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved), 0);
+	struct rlimit low = saved;
+	low.rlim_cur = 64;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+
+	int limit = 0;
+	int before = hv__free_fds(&limit);
+	assert_int_equal(limit, 64);
+	assert_int_equal(before, 64 - open_below(64));
+	assert_true(before > 5);
+
+	int extra[64], n = 0;
+	for (; n < 5; n++)
+		assert_true((extra[n] = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0);
+	assert_int_equal(hv__free_fds(&limit), before - 5);
+
+	/* none left: opendir fails with EMFILE and each slot is asked */
+	int fd;
+	while ((fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
+		extra[n++] = fd;
+	assert_int_equal(errno, EMFILE);
+	assert_int_equal(hv__free_fds(&limit), 0);
+	close(extra[--n]);
+	assert_int_equal(hv__free_fds(&limit), 1);
+
+	while (n > 0)
+		close(extra[--n]);
+	assert_int_equal(hv__free_fds(&limit), before);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_collect_all, tu_fx_setup, teardown),
+		cmocka_unit_test(test_free_fds),
 		cmocka_unit_test_setup_teardown(test_spool_content, tu_fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_spool_file_grows, tu_fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_collect_errors, tu_fx_setup, teardown),
