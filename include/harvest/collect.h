@@ -179,7 +179,7 @@ HV_EXTERN hv_status hv_mime_detect_cached(hv_store *st, const char *const *paths
 /* hv_mime_detect_cached() for a caller that has lstat'ed the paths already (`harvest mime`
  * does, to tell a directory argument from a file), so each path costs one lstat: lstats[i] is
  * the lstat of paths[i] when errnos[i] is 0, else errnos[i] is the errno of its failed lstat.
- * With st NULL the paths are examined afresh, as hv_mime_detect_paths() does. */
+ * With st NULL nothing is cached and the lstats still stand: a path is not lstat'ed again. */
 HV_EXTERN hv_status hv_mime_detect_cached_lstat(hv_store *st, const char *const *paths,
 						const struct stat *lstats, const int *errnos,
 						size_t n, const hv_mime_opts *opts,

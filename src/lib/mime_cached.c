@@ -160,6 +160,61 @@ static bool scratch_alloc(struct scratch *sc, size_t n)
 	return true;
 }
 
+/* Without a cache, from the caller's lstats: the regular files go to libmagic as regular (not
+ * lstat'ed again), the rest are answered from their lstat. */
+static hv_status detect_uncached(const char *const *paths, const struct stat *lstats,
+				 const int *errnos, size_t n, const hv_mime_opts *o,
+				 hv_mime_result **results)
+{
+	*results = NULL;
+	hv_mime_result *res = n < SIZE_MAX / sizeof(*res) ? hv_bulk_calloc(n * sizeof(*res)) : NULL;
+	const char **reg = n < SIZE_MAX / sizeof(*reg) ? malloc((n ? n : 1) * sizeof(*reg)) : NULL;
+	size_t *reg_index = n < SIZE_MAX / sizeof(*reg_index)
+				    ? malloc((n ? n : 1) * sizeof(*reg_index))
+				    : NULL;
+	hv_status rc = HV_OK, overall = HV_OK;
+	size_t n_reg = 0;
+	if (!res || !reg || !reg_index)
+		rc = hv_error_set(HV_ENOMEM, "out of memory");
+	for (size_t i = 0; rc == HV_OK && i < n; i++) {
+		if (!errnos[i] && S_ISREG(lstats[i].st_mode)) {
+			reg_index[n_reg] = i;
+			reg[n_reg++] = paths[i];
+			continue;
+		}
+		rc = answer_without_content(&res[i], paths[i], &lstats[i], errnos[i]);
+		if (rc == HV_OK && res[i].status != HV_OK)
+			overall = HV_WARN;
+	}
+	if (rc == HV_OK && n_reg > 0) {
+		hv_mime_result *got = NULL;
+		rc = hvm_detect_regular(reg, n_reg, o, &got);
+		if (rc >= 0) {
+			if (rc != HV_OK)
+				overall = rc;
+			for (size_t k = 0; k < n_reg; k++)
+				res[reg_index[k]] = got[k];
+			free(got); /* its strings moved into res */
+			rc = HV_OK;
+		}
+	}
+	free(reg);
+	free(reg_index);
+	if (rc != HV_OK) {
+		if (res)
+			hv_mime_results_free(res, n);
+		return rc;
+	}
+	if (overall == HV_WARN) {
+		size_t failed = 0;
+		for (size_t i = 0; i < n; i++)
+			failed += res[i].status != HV_OK;
+		hv_error_set(HV_WARN, "%zu of %zu paths could not be examined", failed, n);
+	}
+	*results = res;
+	return overall;
+}
+
 /* lstats NULL: each path is lstat'ed here; else its lstat (or errnos' errno) is the caller's. */
 static hv_status detect_cached(hv_store *st, const char *const *paths, const struct stat *lstats,
 			       const int *errnos, size_t n, const hv_mime_opts *opts,
@@ -171,7 +226,8 @@ static hv_status detect_cached(hv_store *st, const char *const *paths, const str
 	else
 		hv_mime_opts_init(&o);
 	if (!st)
-		return hv_mime_detect_paths(paths, n, &o, results);
+		return lstats ? detect_uncached(paths, lstats, errnos, n, &o, results)
+			      : hv_mime_detect_paths(paths, n, &o, results);
 	*results = NULL;
 	hv_magic *m;
 	/* Only for the fingerprint: nothing is loaded until a miss needs libmagic. */

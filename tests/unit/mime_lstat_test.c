@@ -60,22 +60,34 @@ static void test_follows_callers_lstat(void **state)
 	free(path);
 }
 
-/* Without a store the paths are examined afresh (hv_mime_detect_paths). */
+/* Without a store nothing is cached, and the answers still follow the caller's lstats: the
+ * paths are not lstat'ed again. */
 static void test_without_store(void **state)
 {
 	tu_fx *f = *state;
 	tu_write(f->root, "b.txt", text, sizeof(text) - 1);
-	char *path = tu_path(f->root, "b.txt");
-	const char *paths[] = {path};
-	struct stat lst[1];
-	int lerr[1] = {0};
-	assert_int_equal(lstat(path, &lst[0]), 0);
+	tu_write(f->root, "c.txt", text, sizeof(text) - 1);
+	char *b = tu_path(f->root, "b.txt"), *c = tu_path(f->root, "c.txt");
+	const char *paths[] = {b, c, b};
+	struct stat lst[3];
+	int lerr[3] = {0, 0, EACCES};
+	assert_int_equal(lstat(b, &lst[0]), 0);
+	assert_int_equal(lstat(c, &lst[1]), 0);
 	lst[0].st_mode = S_IFIFO | 0644;
 	hv_mime_result *r = NULL;
-	assert_int_equal(hv_mime_detect_cached_lstat(NULL, paths, lst, lerr, 1, NULL, &r), HV_OK);
-	assert_string_equal(r[0].mime_type, "text/plain");
-	hv_mime_results_free(r, 1);
-	free(path);
+	assert_int_equal(hv_mime_detect_cached_lstat(NULL, paths, lst, lerr, 3, NULL, &r), HV_WARN);
+	assert_int_equal(r[0].status, HV_OK);
+	assert_string_equal(r[0].mime_type, "inode/fifo");
+	assert_int_equal(r[1].status, HV_OK);
+	assert_string_equal(r[1].mime_type, "text/plain");
+	assert_int_not_equal(r[2].status, HV_OK);
+	assert_null(r[2].mime_type);
+	assert_non_null(strstr(r[2].error, b));
+	assert_non_null(strstr(r[2].error, strerror(EACCES)));
+	assert_non_null(strstr(hv_error_last(), "1 of 3 paths"));
+	hv_mime_results_free(r, 3);
+	free(b);
+	free(c);
 }
 
 int main(void)
