@@ -172,10 +172,14 @@ static hv_status detect_uncached(const char *const *paths, const struct stat *ls
 	size_t *reg_index = n < SIZE_MAX / sizeof(*reg_index)
 				    ? malloc((n ? n : 1) * sizeof(*reg_index))
 				    : NULL;
+	if (!res || !reg || !reg_index) {
+		free(res);
+		free(reg);
+		free(reg_index);
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	}
 	hv_status rc = HV_OK, overall = HV_OK;
 	size_t n_reg = 0;
-	if (!res || !reg || !reg_index)
-		rc = hv_error_set(HV_ENOMEM, "out of memory");
 	for (size_t i = 0; rc == HV_OK && i < n; i++) {
 		if (!errnos[i] && S_ISREG(lstats[i].st_mode)) {
 			reg_index[n_reg] = i;
@@ -201,8 +205,7 @@ static hv_status detect_uncached(const char *const *paths, const struct stat *ls
 	free(reg);
 	free(reg_index);
 	if (rc != HV_OK) {
-		if (res)
-			hv_mime_results_free(res, n);
+		hv_mime_results_free(res, n);
 		return rc;
 	}
 	if (overall == HV_WARN) {
