@@ -445,6 +445,7 @@ typedef struct batch {
 	const char *database;
 	int extra_flags;
 	bool regular; /* every path was just lstat'ed as a regular file: skip the lstat */
+	size_t chunk; /* files a thread takes at once: > 1, a sandboxed worker's batch */
 	hv_mime_result *results;
 	atomic_size_t next;
 	atomic_bool oom;
@@ -473,35 +474,10 @@ static void record_error(batch *b, size_t i, hv_status st)
 		atomic_store(&b->oom, true);
 }
 
-static void detect_one(batch *b, hv_magic *m, size_t i)
+/* Path i's result from libmagic's answer type (rc HV_OK), the worker's fallback (HV_WARN,
+ * with hv_error_last() saying why), or its failure (hv_error_last()). */
+static void detect_finish(batch *b, size_t i, hv_status rc, const char *type)
 {
-	const char *path = b->paths[i];
-	const char *type = NULL;
-	struct stat st;
-	hv_status rc = HV_OK;
-	if (b->regular) {
-		st.st_mode = S_IFREG;
-	} else if (lstat(path, &st) != 0) {
-		record_error(b, i, hv_error_errno(HV_EIO, path, errno));
-		return;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		/* Devices, FIFOs and sockets are never opened; symlinks are not followed. */
-		type = hv_mime_for_mode(st.st_mode);
-		if (!type)
-			rc = hv_error_set(HV_EIO, "%s: unknown file type", path);
-	} else {
-		int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-		if (fd < 0 && errno == ELOOP) {
-			type = "inode/symlink"; /* replaced by a symlink since the lstat */
-		} else if (fd < 0) {
-			rc = hv_error_errno(HV_EIO, path, errno);
-		} else {
-			/* fstat again: a swapped-in FIFO */
-			rc = magic_fd(m, fd, path, &type, true);
-			close(fd);
-		}
-	}
 	if (rc == HV_WARN) {
 		/* The worker died or hung on this file: octet-stream, never refined, and why. */
 		record_error(b, i, rc);
@@ -511,7 +487,7 @@ static void detect_one(batch *b, hv_magic *m, size_t i)
 		return;
 	}
 	if (rc == HV_OK && !b->raw)
-		rc = hv_mime_refine(b->db, path, type, &type);
+		rc = hv_mime_refine(b->db, b->paths[i], type, &type);
 	if (rc != HV_OK) {
 		record_error(b, i, rc);
 		return;
@@ -525,8 +501,110 @@ static void detect_one(batch *b, hv_magic *m, size_t i)
 		atomic_store(&b->oom, true);
 }
 
+/* Opens path i for libmagic: its descriptor (a regular file with bytes, at offset 0), or -1
+ * when its result is already set (answered from its type or size, or failed). Devices, FIFOs
+ * and sockets are never opened; symlinks are not followed; a file swapped for a FIFO after the
+ * lstat is caught by the fstat of what was opened. */
+static int detect_open(batch *b, size_t i)
+{
+	const char *path = b->paths[i];
+	struct stat st;
+	if (b->regular) {
+		st.st_mode = S_IFREG;
+	} else if (lstat(path, &st) != 0) {
+		record_error(b, i, hv_error_errno(HV_EIO, path, errno));
+		return -1;
+	}
+	if (S_ISREG(st.st_mode)) {
+		int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+		if (fd < 0 && errno == ELOOP) {
+			detect_finish(b, i, HV_OK, "inode/symlink"); /* a symlink since the lstat */
+			return -1;
+		}
+		if (fd < 0) {
+			record_error(b, i, hv_error_errno(HV_EIO, path, errno));
+			return -1;
+		}
+		if (fstat(fd, &st) != 0) {
+			record_error(b, i, hv_error_errno(HV_EIO, path, errno));
+			close(fd);
+			return -1;
+		}
+		if (S_ISREG(st.st_mode) && st.st_size > 0)
+			return fd;
+		close(fd);
+		if (S_ISREG(st.st_mode)) {
+			detect_finish(b, i, HV_OK, "inode/x-empty"); /* file(1) decides this from stat */
+			return -1;
+		}
+	}
+	const char *type = hv_mime_for_mode(st.st_mode);
+	detect_finish(b, i, type ? HV_OK : hv_error_set(HV_EIO, "%s: unknown file type", path),
+		      type);
+	return -1;
+}
+
+static void detect_one(batch *b, hv_magic *m, size_t i)
+{
+	int fd = detect_open(b, i);
+	if (fd < 0)
+		return;
+	const char *type = NULL;
+	hv_status rc = describe_fd(m, fd, b->paths[i], &type, true);
+	close(fd);
+	detect_finish(b, i, rc, type);
+}
+
+/* Files [i0, i1) (at most HVM_WORKER_FDS_MAX) through m's sandboxed worker in one round
+ * trip. */
+static void detect_chunk(batch *b, hv_magic *m, size_t i0, size_t i1, hv_buf *answers)
+{
+	int fds[HVM_WORKER_FDS_MAX];
+	size_t idx[HVM_WORKER_FDS_MAX];
+	const char *whats[HVM_WORKER_FDS_MAX];
+	hv_status rcs[HVM_WORKER_FDS_MAX];
+	char *errs[HVM_WORKER_FDS_MAX] = {0};
+	size_t k = 0;
+	for (size_t i = i0; i < i1; i++) {
+		int fd = detect_open(b, i);
+		if (fd >= 0) {
+			fds[k] = fd;
+			idx[k] = i;
+			whats[k++] = b->paths[i];
+		}
+	}
+	if (k == 0)
+		return;
+	hv_status rc = magic_load_now(m);
+	if (rc == HV_OK)
+		rc = hvm_worker_detect_fds(m->worker, fds, k, whats, answers, rcs, errs);
+	char *why = rc != HV_OK ? strdup(hv_error_last()) : NULL;
+	for (size_t j = 0; j < k; j++) {
+		close(fds[j]);
+		hv_status r = rc != HV_OK ? rc : rcs[j];
+		const char *msg = rc != HV_OK ? why : errs[j];
+		if (r != HV_OK)
+			hv_error_set(r, "%s", msg ? msg : "out of memory");
+		detect_finish(b, idx[j], r, r == HV_OK || r == HV_WARN ? answers[j].data : NULL);
+		free(errs[j]);
+	}
+	free(why);
+}
+
 static void run_batch(batch *b, hv_magic *m)
 {
+	if (b->chunk > 1 && m->isolated) {
+		hv_buf answers[HVM_WORKER_FDS_MAX] = {0};
+		for (;;) {
+			size_t i = atomic_fetch_add(&b->next, b->chunk);
+			if (i >= b->n || atomic_load(&b->oom))
+				break;
+			detect_chunk(b, m, i, b->n - i < b->chunk ? b->n : i + b->chunk, answers);
+		}
+		for (size_t j = 0; j < HVM_WORKER_FDS_MAX; j++)
+			hv_buf_free(&answers[j]);
+		return;
+	}
 	for (;;) {
 		size_t i = atomic_fetch_add(&b->next, 1);
 		if (i >= b->n || atomic_load(&b->oom))
@@ -608,17 +686,28 @@ static hv_status detect(const char *const *paths, size_t n, const hv_mime_opts *
 	size_t threads = (size_t)(opts->threads ? opts->threads : hv_default_threads());
 	if (threads > n)
 		threads = n;
-	/* Each thread holds a file open and, isolated, its worker's socket: no more threads than
-	 * the free descriptors give room for (keeping some for SQLite and the spawner), or the
-	 * files past that would fail with EMFILE one by one. Counting them costs a call per
-	 * descriptor slot, so a call that runs on its own thread alone never pays it. */
-	if (threads > 1) {
+	/* Sandboxed, a thread hands its worker up to HVM_WORKER_FDS_MAX files at once (one round
+	 * trip between the processes for all of them), taking a quarter of its share of the
+	 * files or fewer, so that the threads still end together. */
+	b.chunk = 1;
+	if (m->isolated) {
+		size_t quarter = threads > 0 ? n / (threads * 4) : 0;
+		b.chunk = quarter < 1 ? 1 : quarter > HVM_WORKER_FDS_MAX ? HVM_WORKER_FDS_MAX : quarter;
+	}
+	/* Each thread holds its files open and, isolated, its worker's socket: no more threads
+	 * and files than the free descriptors give room for (keeping some for SQLite and the
+	 * spawner), or the files past that would fail with EMFILE one by one. Counting them
+	 * costs a call or two, so a call with one thread and one file at a time never pays it. */
+	if (threads > 1 || b.chunk > 1) {
 		int limit, avail = hv__free_fds(&limit);
-		size_t room = avail > DETECT_FDS_KEPT
-				      ? (size_t)(avail - DETECT_FDS_KEPT) / DETECT_FDS_PER_THREAD
-				      : 0;
+		size_t spare = avail > DETECT_FDS_KEPT ? (size_t)(avail - DETECT_FDS_KEPT) : 0;
+		size_t room = spare / DETECT_FDS_PER_THREAD;
 		if (threads > room)
 			threads = room ? room : 1;
+		/* a thread's files, and its worker's socket */
+		size_t files = spare / threads > 1 ? spare / threads - 1 : 1;
+		if (b.chunk > files)
+			b.chunk = files;
 	}
 	pthread_t *tids = threads > 1 ? calloc(threads - 1, sizeof(*tids)) : NULL;
 	size_t started = 0;

@@ -70,6 +70,21 @@ bool hvm_worker_inherited(const hvm_worker *w);
  * "application/octet-stream" and the status HV_WARN, naming what and why. */
 hv_status hvm_worker_detect(hvm_worker *w, int fd, const void *buf, size_t len, const char *what,
 			    hv_buf *answer);
+/* The most descriptors hvm_worker_detect_fds takes at once. */
+enum { HVM_WORKER_FDS_MAX = 16 };
+/* hvm_worker_detect for the k (1 to HVM_WORKER_FDS_MAX) regular files open on fds (each at
+ * offset 0), in one round trip: answers[i] and rcs[i] are what hvm_worker_detect would give
+ * for fds[i] (whats[i] names it), errs[i] the message of an rcs[i] that is not HV_OK
+ * (malloc'd; NULL when out of memory) and NULL otherwise. When the worker dies, hangs or
+ * answers short, it is stopped and each file is asked again on its own, so only the file at
+ * fault gets the fallback. Returns HV_OK, or a failure of the call itself (no worker could
+ * be started, out of memory), when rcs and errs say nothing. */
+hv_status hvm_worker_detect_fds(hvm_worker *w, const int *fds, size_t k,
+				const char *const *whats, hv_buf *answers, hv_status *rcs,
+				char **errs);
+/* How many batches of more than one file hvm_worker_detect_fds has had answered whole by a
+ * worker, not asked again file by file (for tests). */
+unsigned long hvm_worker_fds_batches(void);
 
 /* The process id of m's libmagic worker, -1 when it has none (not isolated, not loaded yet, or
  * killed and not yet replaced): for tests. */

@@ -112,6 +112,96 @@ static void test_faults_replaced(void **state)
 	free(dir);
 }
 
+/* Sandboxed detection of many files goes to each worker in batches (one round trip for up
+ * to HVM_WORKER_FDS_MAX files); a crash, a hang or an open in the middle of a batch still
+ * gives only that file octet-stream and its warning, every other file of the batch (before
+ * and after it) its real answer, and the files are answered in their order. */
+static void test_faults_in_batches(void **state)
+{
+	(void)state;
+	char *dir = tu_mkdtemp();
+	enum { N = 64 };
+	char *paths[N];
+	const char *want[N];
+	for (size_t i = 0; i < N; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "f%02zu", i);
+		const char *body = i % 3 == 0 ? good_sh : good_text;
+		want[i] = i % 3 == 0 ? "text/x-shellscript" : "text/plain";
+		if (i == 5) {
+			body = "HARVEST-TEST-CRASH\n";
+			want[i] = NULL;
+		} else if (i == 20) {
+			body = "HARVEST-TEST-HANG\n";
+			want[i] = NULL;
+		} else if (i == 37) {
+			body = "HARVEST-TEST-OPEN\n";
+			want[i] = NULL;
+		} else if (i == 50) {
+			body = "";
+			want[i] = "inode/x-empty";
+		}
+		tu_write(dir, name, body, strlen(body));
+		paths[i] = tu_path(dir, name);
+	}
+	hv_mime_opts o;
+	hv_mime_opts_init(&o);
+	o.threads = 1;
+	o.raw = true;
+	unsigned long batches = hvm_worker_fds_batches();
+	hv_mime_result *r = NULL;
+	assert_int_equal(hv_mime_detect_paths((const char *const *)paths, N, &o, &r), HV_WARN);
+	assert_string_equal(hv_error_last(), "3 of 64 paths could not be examined");
+	/* 64 files on one thread: four batches of 16, and the three with a fault asked again one
+	 * file at a time: one answered whole */
+	assert_int_equal(hvm_worker_fds_batches() - batches, 1);
+	for (size_t i = 0; i < N; i++) {
+		if (want[i]) {
+			assert_int_equal(r[i].status, HV_OK);
+			assert_string_equal(r[i].mime_type, want[i]);
+			assert_null(r[i].error);
+			continue;
+		}
+		assert_int_equal(r[i].status, HV_WARN);
+		assert_string_equal(r[i].mime_type, "application/octet-stream");
+		assert_non_null(strstr(r[i].error, paths[i]));
+		assert_non_null(strstr(r[i].error, "typed application/octet-stream"));
+	}
+	char why[96];
+	snprintf(why, sizeof(why), "killed by signal %d", SIGABRT);
+	assert_non_null(strstr(r[5].error, why));
+	snprintf(why, sizeof(why), "took longer than %d ms", LIMIT_MS);
+	assert_non_null(strstr(r[20].error, why));
+	if (UNDER_VALGRIND())
+		snprintf(why, sizeof(why), "exited with status 3");
+	else
+		snprintf(why, sizeof(why), "killed by signal %d", SIGSYS);
+	assert_non_null(strstr(r[37].error, why));
+	hv_mime_results_free(r, N);
+
+	/* The 61 good files alone: batches of 15, each answered whole, and the last file on its
+	 * own; the same answers. */
+	const char *good[N];
+	size_t n_good = 0;
+	for (size_t i = 0; i < N; i++)
+		if (want[i])
+			good[n_good++] = paths[i];
+	batches = hvm_worker_fds_batches();
+	assert_int_equal(hv_mime_detect_paths(good, n_good, &o, &r), HV_OK);
+	assert_int_equal(hvm_worker_fds_batches() - batches, 4);
+	for (size_t i = 0, g = 0; i < N; i++) {
+		if (!want[i])
+			continue;
+		assert_int_equal(r[g].status, HV_OK);
+		assert_string_equal(r[g++].mime_type, want[i]);
+	}
+	hv_mime_results_free(r, n_good);
+	for (size_t i = 0; i < N; i++)
+		free(paths[i]);
+	tu_rmrf(dir);
+	free(dir);
+}
+
 /* The spawner's children (zombies included), as the kernel lists them. */
 static int spawner_children(pid_t spawner)
 {
@@ -627,6 +717,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_faults_replaced),
+		cmocka_unit_test(test_faults_in_batches),
 		cmocka_unit_test(test_faults_buffer_and_fd),
 		cmocka_unit_test(test_closed_workers_reaped_by_the_spawner),
 		cmocka_unit_test(test_faults_switch_read_once),
