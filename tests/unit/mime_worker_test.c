@@ -112,6 +112,26 @@ static void test_faults_replaced(void **state)
 	free(dir);
 }
 
+/* hv_mime_detect_dir's answers, by file name "fNN" (every one once). */
+struct dir_answers {
+	hv_mime_result r[64];
+	int seen[64];
+};
+
+static hv_status on_dir_answer(void *ctx, const char *path, size_t path_len,
+			       const hv_mime_result *r)
+{
+	struct dir_answers *a = ctx;
+	assert_int_equal(path_len, 3);
+	int i = atoi(path + 1);
+	assert_true(i >= 0 && i < 64);
+	a->seen[i]++;
+	a->r[i].status = r->status;
+	a->r[i].mime_type = r->mime_type ? strdup(r->mime_type) : NULL;
+	a->r[i].error = r->error ? strdup(r->error) : NULL;
+	return HV_OK;
+}
+
 /* Sandboxed detection of many files goes to each worker in batches (one round trip for up
  * to HVM_WORKER_FDS_MAX files); a crash, a hang or an open in the middle of a batch still
  * gives only that file octet-stream and its warning, every other file of the batch (before
@@ -196,8 +216,38 @@ static void test_faults_in_batches(void **state)
 		assert_string_equal(r[g++].mime_type, want[i]);
 	}
 	hv_mime_results_free(r, n_good);
-	for (size_t i = 0; i < N; i++)
+
+	/* The directory itself (hv_mime_detect_dir, no cache): its 64 files are one walk batch,
+	 * handed to the worker 16 at a time; the same answers, the faults' warnings naming the
+	 * file by its path under the directory. */
+	struct dir_answers a;
+	memset(&a, 0, sizeof(a));
+	hv_collect_opts co;
+	hv_collect_opts_init(&co);
+	co.no_cache = true;
+	batches = hvm_worker_fds_batches();
+	assert_int_equal(hv_mime_detect_dir(NULL, dir, &co, &o, on_dir_answer, &a), HV_WARN);
+	assert_int_equal(hvm_worker_fds_batches() - batches, 1);
+	for (size_t i = 0; i < N; i++) {
+		assert_int_equal(a.seen[i], 1);
+		if (want[i]) {
+			assert_int_equal(a.r[i].status, HV_OK);
+			assert_string_equal(a.r[i].mime_type, want[i]);
+			assert_null(a.r[i].error);
+		} else {
+			char name[32];
+			snprintf(name, sizeof(name), "f%02zu: ", i);
+			assert_int_equal(a.r[i].status, HV_WARN);
+			assert_string_equal(a.r[i].mime_type, "application/octet-stream");
+			assert_non_null(strstr(a.r[i].error, name));
+			assert_non_null(strstr(a.r[i].error, "typed application/octet-stream"));
+		}
+	}
+	for (size_t i = 0; i < N; i++) {
+		free(a.r[i].mime_type);
+		free(a.r[i].error);
 		free(paths[i]);
+	}
 	tu_rmrf(dir);
 	free(dir);
 }
