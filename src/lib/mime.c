@@ -555,6 +555,22 @@ static void detect_one(batch *b, hv_magic *m, size_t i)
 	detect_finish(b, i, rc, type);
 }
 
+/* hvm_worker_detect_fds through m's worker, loaded first; a failure of the call itself (no
+ * worker, out of memory) becomes every file's status and message. */
+static void magic_fds(hv_magic *m, const int *fds, size_t k, const char *const *whats,
+		      hv_buf *answers, hv_status *rcs, char **errs)
+{
+	hv_status rc = magic_load_now(m);
+	if (rc == HV_OK)
+		rc = hvm_worker_detect_fds(m->worker, fds, k, whats, answers, rcs, errs);
+	if (rc == HV_OK)
+		return;
+	for (size_t j = 0; j < k; j++) {
+		rcs[j] = rc;
+		errs[j] = strdup(hv_error_last());
+	}
+}
+
 /* Files [i0, i1) (at most HVM_WORKER_FDS_MAX) through m's sandboxed worker in one round
  * trip. */
 static void detect_chunk(batch *b, hv_magic *m, size_t i0, size_t i1, hv_buf *answers)
@@ -575,20 +591,15 @@ static void detect_chunk(batch *b, hv_magic *m, size_t i0, size_t i1, hv_buf *an
 	}
 	if (k == 0)
 		return;
-	hv_status rc = magic_load_now(m);
-	if (rc == HV_OK)
-		rc = hvm_worker_detect_fds(m->worker, fds, k, whats, answers, rcs, errs);
-	char *why = rc != HV_OK ? strdup(hv_error_last()) : NULL;
+	magic_fds(m, fds, k, whats, answers, rcs, errs);
 	for (size_t j = 0; j < k; j++) {
 		close(fds[j]);
-		hv_status r = rc != HV_OK ? rc : rcs[j];
-		const char *msg = rc != HV_OK ? why : errs[j];
+		hv_status r = rcs[j];
 		if (r != HV_OK)
-			hv_error_set(r, "%s", msg ? msg : "out of memory");
+			hv_error_set(r, "%s", errs[j] ? errs[j] : "out of memory");
 		detect_finish(b, idx[j], r, r == HV_OK || r == HV_WARN ? answers[j].data : NULL);
 		free(errs[j]);
 	}
-	free(why);
 }
 
 static void run_batch(batch *b, hv_magic *m)
@@ -831,19 +842,15 @@ static void dir_detect_chunk(dir_batch *b, size_t i0, size_t i1, hv_magic *m, hv
 	}
 	if (k == 0)
 		return;
-	hv_status rc = magic_load_now(m);
-	if (rc == HV_OK)
-		rc = hvm_worker_detect_fds(m->worker, fds, k, whats, answers, rcs, errs);
-	char *why = rc != HV_OK ? strdup(hv_error_last()) : NULL;
+	magic_fds(m, fds, k, whats, answers, rcs, errs);
 	for (size_t j = 0; j < k; j++) {
 		dir_item *it = its[j];
 		close(it->fd);
 		it->fd = -1;
-		hv_status r = rc != HV_OK ? rc : rcs[j];
-		const char *msg = rc != HV_OK ? why : errs[j];
+		hv_status r = rcs[j];
 		it->r.status = r;
 		if (r != HV_OK) {
-			hv_error_set(r, "%s", msg ? msg : "out of memory");
+			hv_error_set(r, "%s", errs[j] ? errs[j] : "out of memory");
 			it->r.error = error_naming(it->path);
 		}
 		/* HV_WARN: the worker died or hung on it; octet-stream, said so, never cached */
@@ -853,7 +860,6 @@ static void dir_detect_chunk(dir_batch *b, size_t i0, size_t i1, hv_magic *m, hv
 		it->learn = r == HV_OK ? DIR_LEARN_RAW : DIR_LEARN_NOTHING;
 		free(errs[j]);
 	}
-	free(why);
 }
 
 /* Refines the item's answer by its name (o->db, else the default tables, loaded on the first
