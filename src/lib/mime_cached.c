@@ -160,65 +160,9 @@ static bool scratch_alloc(struct scratch *sc, size_t n)
 	return true;
 }
 
-/* Without a cache, from the caller's lstats: the regular files go to libmagic as regular (not
- * lstat'ed again), the rest are answered from their lstat. */
-static hv_status detect_uncached(const char *const *paths, const struct stat *lstats,
-				 const int *errnos, size_t n, const hv_mime_opts *o,
-				 hv_mime_result **results)
-{
-	*results = NULL;
-	hv_mime_result *res = n < SIZE_MAX / sizeof(*res) ? hv_bulk_calloc(n * sizeof(*res)) : NULL;
-	const char **reg = n < SIZE_MAX / sizeof(*reg) ? malloc((n ? n : 1) * sizeof(*reg)) : NULL;
-	size_t *reg_index = n < SIZE_MAX / sizeof(*reg_index)
-				    ? malloc((n ? n : 1) * sizeof(*reg_index))
-				    : NULL;
-	if (!res || !reg || !reg_index) {
-		free(res);
-		free(reg);
-		free(reg_index);
-		return hv_error_set(HV_ENOMEM, "out of memory");
-	}
-	hv_status rc = HV_OK, overall = HV_OK;
-	size_t n_reg = 0;
-	for (size_t i = 0; rc == HV_OK && i < n; i++) {
-		if (!errnos[i] && S_ISREG(lstats[i].st_mode)) {
-			reg_index[n_reg] = i;
-			reg[n_reg++] = paths[i];
-			continue;
-		}
-		rc = answer_without_content(&res[i], paths[i], &lstats[i], errnos[i]);
-		if (rc == HV_OK && res[i].status != HV_OK)
-			overall = HV_WARN;
-	}
-	if (rc == HV_OK && n_reg > 0) {
-		hv_mime_result *got = NULL;
-		rc = hvm_detect_regular(reg, n_reg, o, &got);
-		if (rc >= 0) {
-			if (rc != HV_OK)
-				overall = rc;
-			for (size_t k = 0; k < n_reg; k++)
-				res[reg_index[k]] = got[k];
-			free(got); /* its strings moved into res */
-			rc = HV_OK;
-		}
-	}
-	free(reg);
-	free(reg_index);
-	if (rc != HV_OK) {
-		hv_mime_results_free(res, n);
-		return rc;
-	}
-	if (overall == HV_WARN) {
-		size_t failed = 0;
-		for (size_t i = 0; i < n; i++)
-			failed += res[i].status != HV_OK;
-		hv_error_set(HV_WARN, "%zu of %zu paths could not be examined", failed, n);
-	}
-	*results = res;
-	return overall;
-}
-
-/* lstats NULL: each path is lstat'ed here; else its lstat (or errnos' errno) is the caller's. */
+/* lstats NULL: each path is lstat'ed here; else its lstat (or errnos' errno) is the caller's.
+ * st NULL (only with lstats): no cache, every regular file goes to libmagic as a miss, with
+ * nothing looked up or learned, and is refined on the detection threads. */
 static hv_status detect_cached(hv_store *st, const char *const *paths, const struct stat *lstats,
 			       const int *errnos, size_t n, const hv_mime_opts *opts,
 			       hv_mime_result **results)
@@ -228,19 +172,18 @@ static hv_status detect_cached(hv_store *st, const char *const *paths, const str
 		o = *opts;
 	else
 		hv_mime_opts_init(&o);
-	if (!st)
-		return lstats ? detect_uncached(paths, lstats, errnos, n, &o, results)
-			      : hv_mime_detect_paths(paths, n, &o, results);
+	if (!st && !lstats)
+		return hv_mime_detect_paths(paths, n, &o, results);
 	*results = NULL;
-	hv_magic *m;
+	hv_magic *m = NULL;
 	/* Only for the fingerprint: nothing is loaded until a miss needs libmagic. */
-	int rc = hvm_magic_open_lazy(&m, o.database, o.extra_flags);
+	int rc = st ? hvm_magic_open_lazy(&m, o.database, o.extra_flags) : HV_OK;
 	if (rc != HV_OK)
 		return rc;
-	const char *fp = hv_magic_fingerprint(m);
+	const char *fp = st ? hv_magic_fingerprint(m) : NULL;
 	/* Refined answers are cached for the default refinement tables only: a caller's own db
 	 * has no fingerprint. */
-	const char *rfp = !o.raw && !o.db ? hvm_refine_fingerprint() : NULL;
+	const char *rfp = st && !o.raw && !o.db ? hvm_refine_fingerprint() : NULL;
 	hv_mime_result *res = n < SIZE_MAX / sizeof(*res) ? hv_bulk_calloc(n * sizeof(*res)) : NULL;
 	struct scratch sc;
 	bool have_scratch = scratch_alloc(&sc, n);
@@ -280,14 +223,20 @@ static hv_status detect_cached(hv_store *st, const char *const *paths, const str
 				overall = HV_WARN;
 			continue;
 		}
+		if (!st) {
+			miss_index[n_miss] = i;
+			miss[n_miss++] = paths[i];
+			continue;
+		}
 		HV_STAT_FROM(&s, &stats[i]);
 		const char *name = base_name(paths[i]);
 		keys[n_keys++] = (hvst_mime_key){.s = &stats[i], .name = name,
 						 .name_len = strlen(name), .out = &hits[i]};
 		key_index[n_keys - 1] = i;
 	}
-	hvm_read_begin(st, &began);
-	if (rc == HV_OK)
+	if (st)
+		hvm_read_begin(st, &began);
+	if (rc == HV_OK && st)
 		rc = hvst_mime_lookup_many(st, fp, rfp, keys, n_keys);
 	for (size_t k = 0; rc == HV_OK && k < n_keys; k++) {
 		size_t i = key_index[k];
@@ -307,13 +256,15 @@ static hv_status detect_cached(hv_store *st, const char *const *paths, const str
 			miss[n_miss++] = paths[i];
 		}
 	}
-	hvm_read_end(st, began);
+	if (st)
+		hvm_read_end(st, began);
 	if (rc != HV_OK)
 		goto done;
-	/* Misses on worker threads, libmagic's answer only: the cache keeps that one. */
+	/* Misses on worker threads, libmagic's answer only for the cache to keep (without one,
+	 * refined there too). */
 	if (n_miss > 0) {
 		hv_mime_opts raw_opts = o;
-		raw_opts.raw = true;
+		raw_opts.raw = st ? true : o.raw;
 		hv_mime_result *got = NULL;
 		rc = hvm_detect_regular(miss, n_miss, &raw_opts, &got);
 		if (rc < 0)
@@ -324,14 +275,14 @@ static hv_status detect_cached(hv_store *st, const char *const *paths, const str
 			size_t i = miss_index[k];
 			res[i] = got[k];
 			/* Only a real answer: a worker's octet-stream fallback is never cached. */
-			if (got[k].status == HV_OK && got[k].mime_type)
+			if (st && got[k].status == HV_OK && got[k].mime_type)
 				learn[i] = LEARN_RAW;
 		}
 		free(got); /* its strings moved into res */
 	}
 	/* Refinement of every answer not refined from the cache, then what the cache learns: a
 	 * miss's libmagic answer, and the refinement for this name of a miss or a hit. */
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; st && i < n; i++) {
 		if (learn[i] == LEARN_REFINED)
 			continue;
 		/* No answer (never the case with learn set), or out of memory: only the cache
@@ -352,7 +303,7 @@ static hv_status detect_cached(hv_store *st, const char *const *paths, const str
 				      strlen(name), with_refined ? res[i].mime_type : NULL,
 				      with_refined ? rfp : NULL);
 	}
-	if (n_miss > 0 || st->n_mime > 0) {
+	if (st && (n_miss > 0 || st->n_mime > 0)) {
 		rc = hv_store_flush(st);
 		if (rc != HV_OK)
 			goto done;

@@ -1175,18 +1175,6 @@ static int to_memfd(const void *buf, size_t len, const char *what)
 	return fd;
 }
 
-/* The worker failed (r: 0, it timed out; -1, it is gone): stopped, and *answer the fallback,
- * with the warning naming what and why. */
-static hv_status worker_failed(hvm_worker *w, int r, const char *what, hv_buf *answer)
-{
-	char why[160];
-	stop(w, why, sizeof(why), r == 0);
-	hv_buf_truncate(answer, 0);
-	if (hv_buf_append_str(answer, "application/octet-stream") != HV_OK)
-		return hv_error_set(HV_ENOMEM, "out of memory");
-	return hv_error_set(HV_WARN, "%s: %s; typed application/octet-stream", what, why);
-}
-
 hv_status hvm_worker_detect(hvm_worker *w, int fd, const void *buf, size_t len, const char *what,
 			    hv_buf *answer)
 {
@@ -1231,8 +1219,15 @@ hv_status hvm_worker_detect(hvm_worker *w, int fd, const void *buf, size_t len, 
 		close(memfd);
 	size_t n = 0;
 	r = sent < 0 ? -1 : wait_answer(w, &n);
-	if (r != 1)
-		return worker_failed(w, r, what, answer);
+	if (r != 1) {
+		/* Timed out (0) or gone (-1): stopped, and the fallback with the warning. */
+		char why[160];
+		stop(w, why, sizeof(why), r == 0);
+		hv_buf_truncate(answer, 0);
+		if (hv_buf_append_str(answer, "application/octet-stream") != HV_OK)
+			return hv_error_set(HV_ENOMEM, "out of memory");
+		return hv_error_set(HV_WARN, "%s: %s; typed application/octet-stream", what, why);
+	}
 	size_t at = 0;
 	return take_record(w->msg, n, &at, what, answer);
 }

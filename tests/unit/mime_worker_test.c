@@ -61,6 +61,30 @@ static int teardown(void **state)
 	return 0;
 }
 
+/* r's answer is the fallback of a fault: octet-stream, and a warning naming path and why
+ * (a crash: SIGABRT; a hang: the limit; an open: refused by seccomp with SIGSYS, not the
+ * exit(3) a permitted open leads to). */
+enum fault { FAULT_CRASH, FAULT_HANG, FAULT_OPEN };
+
+static void assert_fault(const hv_mime_result *r, const char *path, enum fault f)
+{
+	assert_int_equal(r->status, HV_WARN);
+	assert_string_equal(r->mime_type, "application/octet-stream");
+	assert_non_null(r->error);
+	assert_non_null(strstr(r->error, path));
+	assert_non_null(strstr(r->error, "typed application/octet-stream"));
+	char why[96];
+	if (f == FAULT_CRASH)
+		snprintf(why, sizeof(why), "killed by signal %d", SIGABRT);
+	else if (f == FAULT_HANG)
+		snprintf(why, sizeof(why), "took longer than %d ms", LIMIT_MS);
+	else if (UNDER_VALGRIND())
+		snprintf(why, sizeof(why), "exited with status 3");
+	else
+		snprintf(why, sizeof(why), "killed by signal %d", SIGSYS);
+	assert_non_null(strstr(r->error, why));
+}
+
 /* A crash, a hang and an open each give octet-stream and a warning saying why; the files after
  * each get their real answer from a replacement worker. */
 static void test_faults_replaced(void **state)
@@ -85,26 +109,11 @@ static void test_faults_replaced(void **state)
 	assert_string_equal(r[2].mime_type, "text/x-shellscript");
 	assert_string_equal(r[4].mime_type, "text/plain");
 	assert_string_equal(r[6].mime_type, "text/x-shellscript");
-	for (size_t i = 1; i < N; i += 2) {
-		assert_string_equal(r[i].mime_type, "application/octet-stream");
-		assert_int_equal(r[i].status, HV_WARN);
-		assert_non_null(r[i].error);
-		assert_non_null(strstr(r[i].error, paths[i]));
-		assert_non_null(strstr(r[i].error, "typed application/octet-stream"));
-	}
+	assert_fault(&r[1], paths[1], FAULT_CRASH);
+	assert_fault(&r[3], paths[3], FAULT_HANG);
+	assert_fault(&r[5], paths[5], FAULT_OPEN);
 	for (size_t i = 0; i < N; i += 2)
 		assert_null(r[i].error);
-	char want[96];
-	snprintf(want, sizeof(want), "killed by signal %d", SIGABRT);
-	assert_non_null(strstr(r[1].error, want));
-	snprintf(want, sizeof(want), "took longer than %d ms", LIMIT_MS);
-	assert_non_null(strstr(r[3].error, want));
-	/* The open was refused by seccomp: SIGSYS, not the exit(3) a permitted open leads to. */
-	if (UNDER_VALGRIND())
-		snprintf(want, sizeof(want), "exited with status 3");
-	else
-		snprintf(want, sizeof(want), "killed by signal %d", SIGSYS);
-	assert_non_null(strstr(r[5].error, want));
 	hv_mime_results_free(r, N);
 	for (size_t i = 0; i < N; i++)
 		free(paths[i]);
@@ -176,27 +185,15 @@ static void test_faults_in_batches(void **state)
 	 * file at a time: one answered whole */
 	assert_int_equal(hvm_worker_fds_batches() - batches, 1);
 	for (size_t i = 0; i < N; i++) {
-		if (want[i]) {
-			assert_int_equal(r[i].status, HV_OK);
-			assert_string_equal(r[i].mime_type, want[i]);
-			assert_null(r[i].error);
+		if (!want[i])
 			continue;
-		}
-		assert_int_equal(r[i].status, HV_WARN);
-		assert_string_equal(r[i].mime_type, "application/octet-stream");
-		assert_non_null(strstr(r[i].error, paths[i]));
-		assert_non_null(strstr(r[i].error, "typed application/octet-stream"));
+		assert_int_equal(r[i].status, HV_OK);
+		assert_string_equal(r[i].mime_type, want[i]);
+		assert_null(r[i].error);
 	}
-	char why[96];
-	snprintf(why, sizeof(why), "killed by signal %d", SIGABRT);
-	assert_non_null(strstr(r[5].error, why));
-	snprintf(why, sizeof(why), "took longer than %d ms", LIMIT_MS);
-	assert_non_null(strstr(r[20].error, why));
-	if (UNDER_VALGRIND())
-		snprintf(why, sizeof(why), "exited with status 3");
-	else
-		snprintf(why, sizeof(why), "killed by signal %d", SIGSYS);
-	assert_non_null(strstr(r[37].error, why));
+	assert_fault(&r[5], paths[5], FAULT_CRASH);
+	assert_fault(&r[20], paths[20], FAULT_HANG);
+	assert_fault(&r[37], paths[37], FAULT_OPEN);
 	hv_mime_results_free(r, N);
 
 	/* The 61 good files alone: batches of 15, each answered whole, and the last file on its
