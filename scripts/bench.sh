@@ -242,6 +242,7 @@ bench_walk() {
 	if [ -n "$HV_BFS" ]; then
 		HV_CMD_bfs=("$HV_BFS" $(hv_bfs_jobs) "$tree" -printf '%P\t%y\t%s\n')
 		names+=(bfs)
+		hv_bfs_build
 	fi
 	hv_time_rounds "${names[@]}"
 
@@ -329,6 +330,20 @@ hv_walk_label() {
 	esac
 }
 hv_bfs_version() { "$HV_BFS" --version 2>/dev/null | awk 'NR == 1 { print $2; exit }'; }
+# How the bfs compared with was built, when it says (bfs 3 and later print their configure
+# flags and CFLAGS): a bfs built without --enable-release has no -O and is slower than the
+# one the goals mean, which would flatter harvest's ratios.
+hv_bfs_build() {
+	local flags cflags
+	flags=$("$HV_BFS" --version 2>/dev/null | sed -n 's/^CONFFLAGS *:= *//p')
+	cflags=$("$HV_BFS" --version 2>/dev/null | sed -n 's/^CFLAGS *:= *//p')
+	[ -n "$cflags" ] || return 0
+	echo "  bfs: $HV_BFS, configured with '${flags:-nothing}'"
+	case " $cflags " in
+	*" -O"[123s]*) ;;
+	*) echo "  WARNING: this bfs was built without optimization (configure it with --enable-release)" ;;
+	esac
+}
 # bfs 3 and later walk with threads (-j); the goals compare with -j2, this machine's cores.
 hv_bfs_jobs() {
 	local v
