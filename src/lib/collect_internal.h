@@ -131,6 +131,7 @@ struct hvc_job {
 	char sha[65];
 	bool spooled;         /* the len bytes are in the spool at spool_off, buf is NULL */
 	uint64_t spool_off;
+	size_t spool_len;     /* while a spooled content's head is in buf: its whole length */
 };
 
 struct hvc_pipe {

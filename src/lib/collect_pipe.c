@@ -210,12 +210,35 @@ static struct hvc_job *pipe_claim(struct hvc_pipe *p)
 	return NULL;
 }
 
-/* Reads a claimed job's file: content, digest, and libmagic's answer unless the cache gave
- * one (or the content shows the racy file unchanged). Runs on any thread; touches only j. */
-static void job_read(struct hvc_job *j, const struct hvc_pipe *p, hv_magic *magic)
+/* Answers j from the memo of this collect's detections when it holds j's bytes; false when it
+ * does not. */
+static bool job_from_memo(struct hvc_job *j, hvm_memo *memo)
+{
+	j->raw = hvm_memo_get(memo, j->sha);
+	if (!j->raw)
+		return false;
+	if (j->raw[0] != MEMO_FAILED) {
+		j->detected = true; /* the same bytes, detected earlier */
+		return true;
+	}
+	/* The same bytes killed or outran a worker earlier in this collect: the same answer and
+	 * a warning, without another 10 s wait. */
+	char *first = j->raw;
+	j->raw = strdup("application/octet-stream");
+	if (asprintf(&j->warning, "%s: the same bytes as %s", j->path, first + 1) < 0)
+		j->warning = NULL;
+	free(first);
+	if (!j->raw || !j->warning)
+		j->outcome = HVC_READ_NOMEM;
+	return true;
+}
+
+/* Reads a claimed job's file: content and digest, and libmagic's answer from the memo. True
+ * when libmagic must still look at it: neither the cache nor the memo gave an answer, and the
+ * content does not show the racy file unchanged. Runs on any thread; touches only j. */
+static bool job_load(struct hvc_job *j, const struct hvc_pipe *p, const hv_magic *magic)
 {
 	const hv_collect_opts *o = p->o;
-	hvm_memo *memo = p->memo;
 	struct spooled sp = {0};
 	int rc;
 	hv__test_hook_call(HV__HOOK_COLLECT_BEFORE_READ, j->path);
@@ -228,94 +251,152 @@ static void job_read(struct hvc_job *j, const struct hvc_pipe *p, hv_magic *magi
 			j->len = sp.head_len;
 			j->spooled = true;
 			j->spool_off = sp.off;
+			j->spool_len = sp.len;
 		}
 	} else {
 		rc = read_all(j->fd, j->fs.size, o->max_file_bytes, j->path, &j->buf, &j->len);
 	}
 	if (rc == HV_WARN) {
 		j->outcome = HVC_READ_TOO_LARGE;
-	} else if (rc == HV_ENOMEM) {
+		return false;
+	}
+	if (rc == HV_ENOMEM) {
 		j->outcome = HVC_READ_NOMEM;
-	} else if (rc != HV_OK) {
+		return false;
+	}
+	if (rc != HV_OK) {
 		j->outcome = HVC_READ_ERROR;
 		j->error = strdup(hv_error_last());
+		return false;
+	}
+	if (!j->spooled)
+		hv__sha256_hex(j->buf, j->len, j->sha);
+	j->outcome = HVC_READ_OK;
+	if (j->racy && strcmp(j->sha, j->compare_sha) == 0) {
+		j->outcome = HVC_READ_SAME;
+		return false;
+	}
+	if (j->raw || j->lookup_error)
+		return false;
+	return !job_from_memo(j, p->memo);
+}
+
+/* libmagic's outcome for j: its status rc, its answer t and the message err of a status that
+ * is not HV_OK (both malloc'd or NULL, and taken). */
+static void job_detected(struct hvc_job *j, hvm_memo *memo, hv_status rc, char *t, char *err)
+{
+	if (rc == HV_OK) {
+		free(err);
+		if (t)
+			hvm_memo_put(memo, j->sha, t);
+		j->raw = t;
+		j->detected = true;
+		if (!j->raw)
+			j->outcome = HVC_READ_NOMEM;
+	} else if (rc == HV_WARN && t) {
+		/* The worker died or hung on it: the file is still an artifact, typed octet-stream
+		 * (not refined by its name) with a warning. That answer is never cached; within
+		 * this collect the same bytes get it again at once (a thousand copies of a file
+		 * that outruns the time limit would otherwise cost 10 s each). */
+		j->raw = t;
+		j->warning = err;
+		char *failed = NULL;
+		if (j->warning && asprintf(&failed, "%c%s", MEMO_FAILED, j->warning) >= 0) {
+			hvm_memo_put(memo, j->sha, failed);
+			free(failed);
+		}
+		if (!j->raw || !j->warning)
+			j->outcome = HVC_READ_NOMEM;
 	} else {
-		if (!j->spooled)
-			hv__sha256_hex(j->buf, j->len, j->sha);
-		j->outcome = HVC_READ_OK;
-		if (j->racy && strcmp(j->sha, j->compare_sha) == 0) {
-			j->outcome = HVC_READ_SAME;
-		} else if (!j->raw && !j->lookup_error &&
-			   (j->raw = hvm_memo_get(memo, j->sha)) != NULL) {
-			if (j->raw[0] == MEMO_FAILED) {
-				/* The same bytes killed or outran a worker earlier in this collect:
-				 * the same answer and a warning, without another 10 s wait. */
-				char *first = j->raw;
-				j->raw = strdup("application/octet-stream");
-				if (asprintf(&j->warning, "%s: the same bytes as %s", j->path,
-					     first + 1) < 0)
-					j->warning = NULL;
-				free(first);
-				if (!j->raw || !j->warning)
-					j->outcome = HVC_READ_NOMEM;
-			} else {
-				j->detected = true; /* the same bytes, detected earlier */
-			}
-		} else if (!j->raw && !j->lookup_error) {
-			const char *t;
-			rc = hv_magic_buffer(magic, j->buf, j->len, j->fd, j->path, &t);
-			if (rc == HV_OK) {
-				hvm_memo_put(memo, j->sha, t);
-				j->raw = strdup(t);
-				j->detected = true;
-				if (!j->raw)
-					j->outcome = HVC_READ_NOMEM;
-			} else if (rc == HV_WARN && t) {
-				/* The worker died or hung on it: the file is still an artifact, typed
-				 * octet-stream (not refined by its name) with a warning. That answer
-				 * is never cached; within this collect the same bytes get it again
-				 * at once (a thousand copies of a file that outruns the time limit
-				 * would otherwise cost 10 s each). */
-				j->raw = strdup(t);
-				j->warning = strdup(hv_error_last());
-				char *failed = NULL;
-				if (j->warning && asprintf(&failed, "%c%s", MEMO_FAILED, j->warning) >= 0) {
-					hvm_memo_put(memo, j->sha, failed);
-					free(failed);
-				}
-				if (!j->raw || !j->warning)
-					j->outcome = HVC_READ_NOMEM;
-			} else {
-				j->error = strdup(hv_error_last());
-			}
-		}
-		if (j->outcome == HVC_READ_OK && !j->raw && !j->error && !j->lookup_error)
-			j->outcome = HVC_READ_NOMEM; /* strdup of the error failed */
-		if (j->spooled) {
-			free(j->buf); /* the head: detected now */
-			j->buf = NULL;
-			j->len = sp.len;
-		}
+		free(t);
+		j->error = err;
+	}
+}
+
+/* After the read (and the detection): the head of a spooled content dropped, the file closed. */
+static void job_end(struct hvc_job *j)
+{
+	if (j->outcome == HVC_READ_OK && !j->raw && !j->error && !j->lookup_error)
+		j->outcome = HVC_READ_NOMEM; /* a strdup failed */
+	if (j->spooled) {
+		free(j->buf); /* the head: detected now */
+		j->buf = NULL;
+		j->len = j->spool_len;
 	}
 	close(j->fd);
 	j->fd = -1;
 }
 
-/* With mu held: reads the next queued job (mu released meanwhile), or, when there is none,
- * waits on idle. */
+/* The most jobs a thread claims at once: their detections go to its libmagic worker in one
+ * round trip (hvm_magic_buffers) where their bytes are small enough. */
+#define PIPE_BATCH 8
+
+/* Reads the n claimed jobs js and detects those that need it, together. A job with the same
+ * bytes as an earlier one of the batch waits for that one's answer, as it would have found it
+ * in the memo. Runs on any thread; touches only the jobs (and the memo). */
+static void jobs_read(struct hvc_job **js, size_t n, const struct hvc_pipe *p, hv_magic *magic)
+{
+	const void *bufs[PIPE_BATCH];
+	size_t lens[PIPE_BATCH], at[PIPE_BATCH];
+	int fds[PIPE_BATCH];
+	const char *paths[PIPE_BATCH];
+	char *types[PIPE_BATCH], *errs[PIPE_BATCH];
+	hv_status rcs[PIPE_BATCH];
+	bool later[PIPE_BATCH] = {false};
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct hvc_job *j = js[i];
+		if (!job_load(j, p, magic))
+			continue;
+		for (size_t e = 0; e < k && !later[i]; e++)
+			later[i] = strcmp(js[at[e]]->sha, j->sha) == 0;
+		if (later[i])
+			continue;
+		bufs[k] = j->buf;
+		lens[k] = j->len;
+		fds[k] = j->fd;
+		paths[k] = j->path;
+		at[k++] = i;
+	}
+	if (k > 0)
+		hvm_magic_buffers(magic, k, bufs, lens, fds, paths, types, rcs, errs);
+	for (size_t e = 0; e < k; e++)
+		job_detected(js[at[e]], p->memo, rcs[e], types[e], errs[e]);
+	for (size_t i = 0; i < n; i++) {
+		struct hvc_job *j = js[i];
+		/* The same bytes as one detected above: its answer (a failure that left none in the
+		 * memo is asked again for this file alone). */
+		if (later[i] && !job_from_memo(j, p->memo)) {
+			const char *t;
+			hv_status rc = hv_magic_buffer(magic, j->buf, j->len, j->fd, j->path, &t);
+			char *err = rc != HV_OK ? strdup(hv_error_last()) : NULL;
+			job_detected(j, p->memo, rc,
+				     t && (rc == HV_OK || rc == HV_WARN) ? strdup(t) : NULL, err);
+		}
+		job_end(j);
+	}
+}
+
+/* With mu held: reads the next queued jobs, up to PIPE_BATCH of them (mu released meanwhile),
+ * or, when there is none, waits on idle. */
 static void pipe_step(struct hvc_pipe *p, hv_magic *magic, pthread_cond_t *idle)
 {
-	struct hvc_job *j = pipe_claim(p);
-	if (!j) {
+	struct hvc_job *js[PIPE_BATCH];
+	size_t n = 0;
+	while (n < PIPE_BATCH && (js[n] = pipe_claim(p)) != NULL)
+		n++;
+	if (n == 0) {
 		pthread_cond_wait(idle, &p->mu);
 		return;
 	}
 	pthread_mutex_unlock(&p->mu);
-	job_read(j, p, magic);
+	jobs_read(js, n, p, magic);
 	pthread_mutex_lock(&p->mu);
-	p->open_fds--; /* job_read closed it */
-	j->state = HVC_JOB_DONE;
-	pthread_cond_signal(&p->done_cv); /* the loop may be waiting for this one */
+	for (size_t i = 0; i < n; i++) {
+		p->open_fds--; /* job_end closed it */
+		js[i]->state = HVC_JOB_DONE;
+	}
+	pthread_cond_signal(&p->done_cv); /* the loop may be waiting for one of these */
 }
 
 /* Under mu: whether the job needs no more work. */

@@ -430,6 +430,75 @@ hv_status hv_magic_buffer(hv_magic *m, const void *buf, size_t len, int fd, cons
 	return r ? set_answer(m, r, type) : magic_failure(m, what);
 }
 
+/* One file's outcome of hvm_magic_buffers, from a call that gave rc and t. */
+static void buffer_result(hv_status rc, const char *t, char **type, hv_status *rcp, char **err)
+{
+	*rcp = rc;
+	*type = t && (rc == HV_OK || rc == HV_WARN) ? strdup(t) : NULL;
+	*err = rc != HV_OK ? strdup(hv_error_last()) : NULL;
+}
+
+/* The k buffers collected for one round trip to m's worker; at[j] is each one's index in the
+ * caller's arrays. */
+struct buffers_batch {
+	const void *bufs[HVM_WORKER_BATCH_MAX];
+	size_t lens[HVM_WORKER_BATCH_MAX], at[HVM_WORKER_BATCH_MAX], k, bytes;
+	const char *whats[HVM_WORKER_BATCH_MAX];
+};
+
+static void buffers_flush(hv_magic *m, struct buffers_batch *b, char **types, hv_status *rcs,
+			  char **errs)
+{
+	hv_buf answers[HVM_WORKER_BATCH_MAX] = {0};
+	hv_status brc[HVM_WORKER_BATCH_MAX];
+	char *berr[HVM_WORKER_BATCH_MAX] = {0};
+	hv_status rc = magic_load_now(m);
+	if (rc == HV_OK)
+		rc = hvm_worker_detect_bufs(m->worker, b->bufs, b->lens, b->k, b->whats, answers,
+					    brc, berr);
+	for (size_t j = 0; j < b->k; j++) {
+		size_t i = b->at[j];
+		if (rc != HV_OK) {
+			buffer_result(rc, NULL, &types[i], &rcs[i], &errs[i]);
+		} else {
+			rcs[i] = brc[j];
+			errs[i] = berr[j];
+			types[i] = brc[j] == HV_OK || brc[j] == HV_WARN ? strdup(answers[j].data)
+								      : NULL;
+		}
+		hv_buf_free(&answers[j]);
+	}
+	b->k = 0;
+	b->bytes = 0;
+}
+
+void hvm_magic_buffers(hv_magic *m, size_t k, const void *const *bufs, const size_t *lens,
+		       const int *fds, const char *const *paths, char **types, hv_status *rcs,
+		       char **errs)
+{
+	struct buffers_batch b = {.k = 0};
+	for (size_t i = 0; i < k; i++) {
+		/* Bytes that hv_magic_buffer would send its worker inline go in the batch. */
+		size_t n = lens[i] < m->bytes_max ? lens[i] : m->bytes_max;
+		if (m->isolated && n > 0 && n <= HVM_WORKER_BATCH_BYTES &&
+		    !needs_descriptor(bufs[i], lens[i])) {
+			if (b.k == HVM_WORKER_BATCH_MAX || b.bytes + n > HVM_WORKER_BATCH_BYTES)
+				buffers_flush(m, &b, types, rcs, errs);
+			b.bufs[b.k] = bufs[i];
+			b.lens[b.k] = n;
+			b.whats[b.k] = paths[i] ? paths[i] : "buffer";
+			b.at[b.k++] = i;
+			b.bytes += n;
+			continue;
+		}
+		const char *t;
+		hv_status rc = hv_magic_buffer(m, bufs[i], lens[i], fds[i], paths[i], &t);
+		buffer_result(rc, t, &types[i], &rcs[i], &errs[i]);
+	}
+	if (b.k > 0)
+		buffers_flush(m, &b, types, rcs, errs);
+}
+
 /* ---- The batch helper ---------------------------------------------------------------------- */
 
 void hv_mime_opts_init(hv_mime_opts *opts)
@@ -571,15 +640,15 @@ static void magic_fds(hv_magic *m, const int *fds, size_t k, const char *const *
 	}
 }
 
-/* Files [i0, i1) (at most HVM_WORKER_FDS_MAX) through m's sandboxed worker in one round
+/* Files [i0, i1) (at most HVM_WORKER_BATCH_MAX) through m's sandboxed worker in one round
  * trip. */
 static void detect_chunk(batch *b, hv_magic *m, size_t i0, size_t i1, hv_buf *answers)
 {
-	int fds[HVM_WORKER_FDS_MAX];
-	size_t idx[HVM_WORKER_FDS_MAX];
-	const char *whats[HVM_WORKER_FDS_MAX];
-	hv_status rcs[HVM_WORKER_FDS_MAX];
-	char *errs[HVM_WORKER_FDS_MAX] = {0};
+	int fds[HVM_WORKER_BATCH_MAX];
+	size_t idx[HVM_WORKER_BATCH_MAX];
+	const char *whats[HVM_WORKER_BATCH_MAX];
+	hv_status rcs[HVM_WORKER_BATCH_MAX];
+	char *errs[HVM_WORKER_BATCH_MAX] = {0};
 	size_t k = 0;
 	for (size_t i = i0; i < i1; i++) {
 		int fd = detect_open(b, i);
@@ -605,14 +674,14 @@ static void detect_chunk(batch *b, hv_magic *m, size_t i0, size_t i1, hv_buf *an
 static void run_batch(batch *b, hv_magic *m)
 {
 	if (b->chunk > 1 && m->isolated) {
-		hv_buf answers[HVM_WORKER_FDS_MAX] = {0};
+		hv_buf answers[HVM_WORKER_BATCH_MAX] = {0};
 		for (;;) {
 			size_t i = atomic_fetch_add(&b->next, b->chunk);
 			if (i >= b->n || atomic_load(&b->oom))
 				break;
 			detect_chunk(b, m, i, b->n - i < b->chunk ? b->n : i + b->chunk, answers);
 		}
-		for (size_t j = 0; j < HVM_WORKER_FDS_MAX; j++)
+		for (size_t j = 0; j < HVM_WORKER_BATCH_MAX; j++)
 			hv_buf_free(&answers[j]);
 		return;
 	}
@@ -697,13 +766,13 @@ static hv_status detect(const char *const *paths, size_t n, const hv_mime_opts *
 	size_t threads = (size_t)(opts->threads ? opts->threads : hv_default_threads());
 	if (threads > n)
 		threads = n;
-	/* Sandboxed, a thread hands its worker up to HVM_WORKER_FDS_MAX files at once (one round
+	/* Sandboxed, a thread hands its worker up to HVM_WORKER_BATCH_MAX files at once (one round
 	 * trip between the processes for all of them), taking a quarter of its share of the
 	 * files or fewer, so that the threads still end together. */
 	b.chunk = 1;
 	if (m->isolated) {
 		size_t quarter = threads > 0 ? n / (threads * 4) : 0;
-		b.chunk = quarter < 1 ? 1 : quarter > HVM_WORKER_FDS_MAX ? HVM_WORKER_FDS_MAX : quarter;
+		b.chunk = quarter < 1 ? 1 : quarter > HVM_WORKER_BATCH_MAX ? HVM_WORKER_BATCH_MAX : quarter;
 	}
 	/* Each thread holds its files open and, isolated, its worker's socket: no more threads
 	 * and files than the free descriptors give room for (keeping some for SQLite and the
@@ -822,11 +891,11 @@ static void dir_detect_one(dir_item *it, hv_magic *m)
  * are answered as dir_detect_one answers them. */
 static void dir_detect_chunk(dir_batch *b, size_t i0, size_t i1, hv_magic *m, hv_buf *answers)
 {
-	int fds[HVM_WORKER_FDS_MAX];
-	dir_item *its[HVM_WORKER_FDS_MAX];
-	const char *whats[HVM_WORKER_FDS_MAX];
-	hv_status rcs[HVM_WORKER_FDS_MAX];
-	char *errs[HVM_WORKER_FDS_MAX] = {0};
+	int fds[HVM_WORKER_BATCH_MAX];
+	dir_item *its[HVM_WORKER_BATCH_MAX];
+	const char *whats[HVM_WORKER_BATCH_MAX];
+	hv_status rcs[HVM_WORKER_BATCH_MAX];
+	char *errs[HVM_WORKER_BATCH_MAX] = {0};
 	size_t k = 0;
 	for (size_t i = i0; i < i1; i++) {
 		dir_item *it = &b->items[i];
@@ -918,7 +987,7 @@ static void *dir_worker_main(void *arg)
 	dir_worker *w = arg;
 	dir_batch *b = w->b;
 	if (b->chunk > 1 && w->m->isolated) {
-		hv_buf answers[HVM_WORKER_FDS_MAX] = {0};
+		hv_buf answers[HVM_WORKER_BATCH_MAX] = {0};
 		for (;;) {
 			size_t i = atomic_fetch_add(&b->next, b->chunk);
 			if (i >= b->n)
@@ -926,7 +995,7 @@ static void *dir_worker_main(void *arg)
 			dir_detect_chunk(b, i, b->n - i < b->chunk ? b->n : i + b->chunk, w->m,
 					 answers);
 		}
-		for (size_t j = 0; j < HVM_WORKER_FDS_MAX; j++)
+		for (size_t j = 0; j < HVM_WORKER_BATCH_MAX; j++)
 			hv_buf_free(&answers[j]);
 		return NULL;
 	}
@@ -954,7 +1023,7 @@ static hv_status dir_flush(dir_batch *b, hv_store *st, const char *fp, const hv_
 	/* Sandboxed, a thread hands its worker several of the batch's files at once (one round
 	 * trip for them all): a quarter of its share of the batch, so the threads end together. */
 	size_t quarter = threads > 0 ? b->n / (threads * 4) : 0;
-	b->chunk = quarter < 1 ? 1 : quarter > HVM_WORKER_FDS_MAX ? HVM_WORKER_FDS_MAX : quarter;
+	b->chunk = quarter < 1 ? 1 : quarter > HVM_WORKER_BATCH_MAX ? HVM_WORKER_BATCH_MAX : quarter;
 	pthread_t tids[HV_DEFAULT_THREADS_MAX];
 	dir_worker ws[HV_DEFAULT_THREADS_MAX];
 	size_t started = 0;

@@ -70,9 +70,10 @@ bool hvm_worker_inherited(const hvm_worker *w);
  * "application/octet-stream" and the status HV_WARN, naming what and why. */
 hv_status hvm_worker_detect(hvm_worker *w, int fd, const void *buf, size_t len, const char *what,
 			    hv_buf *answer);
-/* The most descriptors hvm_worker_detect_fds takes at once. */
-enum { HVM_WORKER_FDS_MAX = 16 };
-/* hvm_worker_detect for the k (1 to HVM_WORKER_FDS_MAX) regular files open on fds (each at
+/* The most files hvm_worker_detect_fds and hvm_worker_detect_bufs take at once, and the most
+ * bytes (all buffers together) hvm_worker_detect_bufs does. */
+enum { HVM_WORKER_BATCH_MAX = 16, HVM_WORKER_BATCH_BYTES = 60 * 1024 };
+/* hvm_worker_detect for the k (1 to HVM_WORKER_BATCH_MAX) regular files open on fds (each at
  * offset 0), in one round trip: answers[i] and rcs[i] are what hvm_worker_detect would give
  * for fds[i] (whats[i] names it), errs[i] the message of an rcs[i] that is not HV_OK
  * (malloc'd; NULL when out of memory) and NULL otherwise. When the worker dies, hangs or
@@ -82,9 +83,24 @@ enum { HVM_WORKER_FDS_MAX = 16 };
 hv_status hvm_worker_detect_fds(hvm_worker *w, const int *fds, size_t k,
 				const char *const *whats, hv_buf *answers, hv_status *rcs,
 				char **errs);
-/* How many batches of more than one file hvm_worker_detect_fds has had answered whole by a
- * worker, not asked again file by file (for tests). */
-unsigned long hvm_worker_fds_batches(void);
+/* The same for k (1 to HVM_WORKER_BATCH_MAX) buffers bufs[i][0..lens[i]) of at most
+ * HVM_WORKER_BATCH_BYTES together, each as hvm_worker_detect(w, -1, bufs[i], lens[i], ...)
+ * would answer it. */
+hv_status hvm_worker_detect_bufs(hvm_worker *w, const void *const *bufs, const size_t *lens,
+				 size_t k, const char *const *whats, hv_buf *answers,
+				 hv_status *rcs, char **errs);
+/* How many batches of more than one file hvm_worker_detect_fds and hvm_worker_detect_bufs
+ * have had answered whole by a worker, not asked again file by file (for tests). */
+unsigned long hvm_worker_batches(void);
+
+/* hv_magic_buffer for k files at once: bufs[i][0..lens[i]), fds[i] (or -1) and paths[i] (or
+ * NULL) as its arguments. types[i] gets the answer (malloc'd; NULL when there is none, or out
+ * of memory), rcs[i] the status and errs[i] the message of a status that is not HV_OK
+ * (malloc'd; NULL when out of memory). Through a sandboxed worker, the buffers it would be
+ * sent inline go to it in batches (hvm_worker_detect_bufs): one round trip for several. */
+void hvm_magic_buffers(hv_magic *m, size_t k, const void *const *bufs, const size_t *lens,
+		       const int *fds, const char *const *paths, char **types, hv_status *rcs,
+		       char **errs);
 
 /* The process id of m's libmagic worker, -1 when it has none (not isolated, not loaded yet, or
  * killed and not yet replaced): for tests. */

@@ -9,12 +9,14 @@
  * Protocol over a SOCK_SEQPACKET socketpair (one message per request, one per answer):
  *   request: struct req, then for REQ_BUFFER `len` bytes in the same message; REQ_FD carries
  *            a read-only descriptor of the file (SCM_RIGHTS), positioned at offset 0;
- *            REQ_FDS carries `len` of them (at most HVM_WORKER_FDS_MAX), answered together.
+ *            REQ_FDS carries `len` of them (at most HVM_WORKER_BATCH_MAX), answered together;
+ *            REQ_BUFS carries `len` buffers (at most HVM_WORKER_BATCH_MAX) in the message:
+ *            their lengths (uint32_t each), then their bytes one after the other.
  *   answer:  struct ans, then `len` bytes of the type or of libmagic's error message; to
- *            REQ_FDS, one such record per descriptor, in their order, in one message.
+ *            REQ_FDS and REQ_BUFS, one such record per file, in their order, in one message.
  * The first message from a new worker is an answer saying whether its database loaded.
  *
- * Why REQ_FDS: a request and its answer are a round trip between two processes, two context
+ * Why batches: a request and its answer are a round trip between two processes, two context
  * switches, about 27 us on this project's 2-core virtual machines against libmagic's few
  * hundred per file; a batch pays them once. */
 #include "dl_magic.h"
@@ -47,12 +49,15 @@
  * without descriptors. Anywhere else a filter that cannot be installed fails the worker's
  * start (closed, not open). */
 
-enum { REQ_BUFFER = 1, REQ_FD = 2, REQ_MAPPED = 3, REQ_FDS = 4 };
-/* The longest answer a REQ_FDS record carries (a MIME type, or libmagic's error message). */
+enum { REQ_BUFFER = 1, REQ_FD = 2, REQ_MAPPED = 3, REQ_FDS = 4, REQ_BUFS = 5 };
+/* The longest answer a batch's record carries (a MIME type, or libmagic's error message). */
 enum { FDS_ANSWER_MAX = 1024 };
 /* Bytes larger than this travel in a memfd (REQ_MAPPED: the worker maps it and runs
- * magic_buffer), as a socket message is limited by the socket's buffer size. */
+ * magic_buffer), as a socket message is limited by the socket's buffer size. A REQ_BUFS
+ * message is no larger: its lengths and HVM_WORKER_BATCH_BYTES of bytes. */
 enum { INLINE_MAX = 64 * 1024 };
+_Static_assert(HVM_WORKER_BATCH_BYTES + HVM_WORKER_BATCH_MAX * sizeof(uint32_t) <= INLINE_MAX,
+	       "a REQ_BUFS message fits where one inline buffer does");
 enum { ANS_OK = 0, ANS_ERROR = 1 };
 
 struct req {
@@ -300,6 +305,31 @@ static void warm_up(magic_t cookie)
 	free(b);
 }
 
+/* REQ_BUFS: the k buffers of body[0..n) (their lengths, then their bytes), each answered in
+ * turn, all in one reply built in out. A message that does not add up ends the worker. */
+static void child_bufs(int sock, magic_t cookie, const unsigned char *body, size_t n, uint64_t k,
+		       bool faults, unsigned char *out)
+{
+	uint32_t lens[HVM_WORKER_BATCH_MAX];
+	if (k == 0 || k > HVM_WORKER_BATCH_MAX || n < k * sizeof(uint32_t))
+		_exit(0);
+	memcpy(lens, body, k * sizeof(uint32_t));
+	size_t off = k * sizeof(uint32_t), at = 0;
+	for (size_t i = 0; i < k; i++) {
+		if (lens[i] > n - off)
+			_exit(0);
+		const unsigned char *data = body + off;
+		off += lens[i];
+		if (faults)
+			do_fault(fault_of(data, lens[i]));
+		child_record(out, &at, cookie, magic_buffer(cookie, data, lens[i]));
+	}
+	if (off != n)
+		_exit(0);
+	if (send(sock, out, at, MSG_NOSIGNAL) < 0)
+		_exit(0); /* the parent is gone */
+}
+
 /* loaded: the database as the spawner loaded it before the fork (NULL: load it here). */
 static void child_main(int sock, magic_t loaded, const char *database, int flags, bool faults,
 		       bool warm)
@@ -322,8 +352,8 @@ static void child_main(int sock, magic_t loaded, const char *database, int flags
 #endif
 	size_t cap = sizeof(struct req) + bytes_max;
 	unsigned char *msg = malloc(cap);
-	/* REQ_FDS's reply: its records, each at most FDS_ANSWER_MAX bytes of text. */
-	unsigned char *fds_out = malloc(HVM_WORKER_FDS_MAX * (sizeof(struct ans) + FDS_ANSWER_MAX));
+	/* A batch's reply: its records, each at most FDS_ANSWER_MAX bytes of text. */
+	unsigned char *fds_out = malloc(HVM_WORKER_BATCH_MAX * (sizeof(struct ans) + FDS_ANSWER_MAX));
 	/* The database is loaded: from here on the filter refuses every open. */
 	prepare_libc();
 	if (!msg || !fds_out || (!HV_UNDER_VALGRIND() && install_filter() != 0)) {
@@ -338,7 +368,7 @@ static void child_main(int sock, magic_t loaded, const char *database, int flags
 		struct iovec iov = {msg, cap};
 		union {
 			struct cmsghdr h;
-			char buf[CMSG_SPACE(sizeof(int) * HVM_WORKER_FDS_MAX)];
+			char buf[CMSG_SPACE(sizeof(int) * HVM_WORKER_BATCH_MAX)];
 		} ctl;
 		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
 				    .msg_controllen = sizeof(ctl.buf)};
@@ -350,7 +380,7 @@ static void child_main(int sock, magic_t loaded, const char *database, int flags
 		}
 		if (n <= 0)
 			_exit(0);
-		int fds[HVM_WORKER_FDS_MAX];
+		int fds[HVM_WORKER_BATCH_MAX];
 		size_t nfds = 0;
 		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
 		if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
@@ -379,6 +409,11 @@ static void child_main(int sock, magic_t loaded, const char *database, int flags
 			}
 			if (send(sock, fds_out, at, MSG_NOSIGNAL) < 0)
 				_exit(0); /* the parent is gone */
+			continue;
+		}
+		if (rq.op == REQ_BUFS) {
+			child_bufs(sock, cookie, msg + sizeof(rq), (size_t)n - sizeof(rq), rq.len,
+				   faults, fds_out);
 			continue;
 		}
 		const unsigned char *data = msg + sizeof(rq);
@@ -1232,19 +1267,77 @@ hv_status hvm_worker_detect(hvm_worker *w, int fd, const void *buf, size_t len, 
 	return take_record(w->msg, n, &at, what, answer);
 }
 
-static atomic_ulong fds_batches;
+static atomic_ulong batches;
 
-unsigned long hvm_worker_fds_batches(void)
+unsigned long hvm_worker_batches(void)
 {
-	return atomic_load(&fds_batches);
+	return atomic_load(&batches);
 }
 
 /* rcs[i] = rc, and errs[i] its message when it is not HV_OK (NULL when out of memory). */
-static hv_status fds_result(hv_status rc, hv_status *rcs, char **errs, size_t i)
+static hv_status batch_result(hv_status rc, hv_status *rcs, char **errs, size_t i)
 {
 	rcs[i] = rc;
 	errs[i] = rc != HV_OK ? strdup(hv_error_last()) : NULL;
 	return rc;
+}
+
+/* One file of a batch asked on its own: the descriptor fds[i] put back at 0, or bufs[i]. */
+static hv_status batch_retry(hvm_worker *w, const int *fds, const void *const *bufs,
+			     const size_t *lens, size_t i, const char *what, hv_buf *answer)
+{
+	if (!fds)
+		return hvm_worker_detect(w, -1, bufs[i], lens[i], what, answer);
+	if (lseek(fds[i], 0, SEEK_SET) != 0)
+		return hv_error_errno(HV_EIO, what, errno);
+	return hvm_worker_detect(w, fds[i], NULL, 0, what, answer);
+}
+
+/* Sends the batch request mh of k files (fds, or bufs and lens) and takes its k answers. */
+static hv_status batch_call(hvm_worker *w, struct msghdr *mh, size_t k, const int *fds,
+			    const void *const *bufs, const size_t *lens,
+			    const char *const *whats, hv_buf *answers, hv_status *rcs,
+			    char **errs)
+{
+	ssize_t sent;
+	while ((sent = sendmsg(w->sock, mh, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+		;
+	size_t n = 0;
+	int r = sent < 0 ? -1 : wait_answer(w, &n);
+	size_t at = 0, done = 0;
+	if (r == 1) {
+		for (; done < k; done++) {
+			hv_status rc = take_record(w->msg, n, &at, whats[done], &answers[done]);
+			if (rc == HV_ENOMEM || rc == HV_DONE)
+				break;
+			batch_result(rc, rcs, errs, done);
+		}
+		if (done == k) {
+			atomic_fetch_add(&batches, 1);
+			return HV_OK;
+		}
+		for (size_t i = 0; i < done; i++) {
+			free(errs[i]);
+			errs[i] = NULL;
+		}
+		r = -1; /* a reply short of records: the worker is not trusted further */
+	}
+	/* The worker crashed, hung or answered short: stopped, and each file is asked again on
+	 * its own, so that only the file at fault gets the fallback, as without batches. (The
+	 * worker shared the descriptors' offsets: each is put back at 0 first.) */
+	char why[160];
+	stop(w, why, sizeof(why), r == 0);
+	for (size_t i = 0; i < k; i++) {
+		hv_status rc = batch_retry(w, fds, bufs, lens, i, whats[i], &answers[i]);
+		if (batch_result(rc, rcs, errs, i) == HV_ENOMEM) {
+			for (size_t j = 0; j <= i; j++) {
+				free(errs[j]);
+				errs[j] = NULL;
+			}
+			return rc;
+		}
+	}
+	return HV_OK;
 }
 
 hv_status hvm_worker_detect_fds(hvm_worker *w, const int *fds, size_t k,
@@ -1253,9 +1346,9 @@ hv_status hvm_worker_detect_fds(hvm_worker *w, const int *fds, size_t k,
 {
 	if (k == 1) {
 		hv_status rc = hvm_worker_detect(w, fds[0], NULL, 0, whats[0], &answers[0]);
-		return fds_result(rc, rcs, errs, 0) == HV_ENOMEM ? rc : HV_OK;
+		return batch_result(rc, rcs, errs, 0) == HV_ENOMEM ? rc : HV_OK;
 	}
-	if (k == 0 || k > HVM_WORKER_FDS_MAX)
+	if (k == 0 || k > HVM_WORKER_BATCH_MAX)
 		return hv_error_set(HV_EUSAGE, "hvm_worker_detect_fds: %zu descriptors", k);
 	if (w->sock < 0) {
 		hv_status rc = spawn(w);
@@ -1266,7 +1359,7 @@ hv_status hvm_worker_detect_fds(hvm_worker *w, const int *fds, size_t k,
 	struct iovec iov = {&rq, sizeof(rq)};
 	union {
 		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int) * HVM_WORKER_FDS_MAX)];
+		char buf[CMSG_SPACE(sizeof(int) * HVM_WORKER_BATCH_MAX)];
 	} ctl;
 	memset(&ctl, 0, sizeof(ctl));
 	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
@@ -1276,45 +1369,37 @@ hv_status hvm_worker_detect_fds(hvm_worker *w, const int *fds, size_t k,
 	c->cmsg_type = SCM_RIGHTS;
 	c->cmsg_len = CMSG_LEN(sizeof(int) * k);
 	memcpy(CMSG_DATA(c), fds, sizeof(int) * k);
-	ssize_t sent;
-	while ((sent = sendmsg(w->sock, &mh, MSG_NOSIGNAL)) < 0 && errno == EINTR)
-		;
-	size_t n = 0;
-	int r = sent < 0 ? -1 : wait_answer(w, &n);
-	size_t at = 0, done = 0;
-	if (r == 1) {
-		for (; done < k; done++) {
-			hv_status rc = take_record(w->msg, n, &at, whats[done], &answers[done]);
-			if (rc == HV_ENOMEM || rc == HV_DONE)
-				break;
-			fds_result(rc, rcs, errs, done);
-		}
-		if (done == k) {
-			atomic_fetch_add(&fds_batches, 1);
-			return HV_OK;
-		}
-		for (size_t i = 0; i < done; i++) {
-			free(errs[i]);
-			errs[i] = NULL;
-		}
-		r = -1; /* a reply short of records: the worker is not trusted further */
+	return batch_call(w, &mh, k, fds, NULL, NULL, whats, answers, rcs, errs);
+}
+
+hv_status hvm_worker_detect_bufs(hvm_worker *w, const void *const *bufs, const size_t *lens,
+				 size_t k, const char *const *whats, hv_buf *answers,
+				 hv_status *rcs, char **errs)
+{
+	size_t total = 0;
+	for (size_t i = 0; i < k; i++)
+		total += lens[i];
+	if (k == 0 || k > HVM_WORKER_BATCH_MAX || total > HVM_WORKER_BATCH_BYTES)
+		return hv_error_set(HV_EUSAGE, "hvm_worker_detect_bufs: %zu buffers, %zu bytes", k,
+				    total);
+	if (k == 1) {
+		hv_status rc = hvm_worker_detect(w, -1, bufs[0], lens[0], whats[0], &answers[0]);
+		return batch_result(rc, rcs, errs, 0) == HV_ENOMEM ? rc : HV_OK;
 	}
-	/* The worker crashed, hung or answered short: stopped, and each file is asked again on
-	 * its own, so that only the file at fault gets the fallback, as without batches. The
-	 * worker shared the descriptors' offsets: each is put back at 0 first. */
-	char why[160];
-	stop(w, why, sizeof(why), r == 0);
-	for (size_t i = 0; i < k; i++) {
-		hv_status rc = lseek(fds[i], 0, SEEK_SET) == 0
-				       ? hvm_worker_detect(w, fds[i], NULL, 0, whats[i], &answers[i])
-				       : hv_error_errno(HV_EIO, whats[i], errno);
-		if (fds_result(rc, rcs, errs, i) == HV_ENOMEM) {
-			for (size_t j = 0; j <= i; j++) {
-				free(errs[j]);
-				errs[j] = NULL;
-			}
+	if (w->sock < 0) {
+		hv_status rc = spawn(w);
+		if (rc != HV_OK)
 			return rc;
-		}
 	}
-	return HV_OK;
+	struct req rq = {.op = REQ_BUFS, .len = k};
+	uint32_t l32[HVM_WORKER_BATCH_MAX];
+	struct iovec iov[2 + HVM_WORKER_BATCH_MAX];
+	iov[0] = (struct iovec){&rq, sizeof(rq)};
+	iov[1] = (struct iovec){l32, k * sizeof(uint32_t)};
+	for (size_t i = 0; i < k; i++) {
+		l32[i] = (uint32_t)lens[i];
+		iov[2 + i] = (struct iovec){(void *)bufs[i], lens[i]};
+	}
+	struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2 + k};
+	return batch_call(w, &mh, k, NULL, bufs, lens, whats, answers, rcs, errs);
 }

@@ -142,7 +142,7 @@ static hv_status on_dir_answer(void *ctx, const char *path, size_t path_len,
 }
 
 /* Sandboxed detection of many files goes to each worker in batches (one round trip for up
- * to HVM_WORKER_FDS_MAX files); a crash, a hang or an open in the middle of a batch still
+ * to HVM_WORKER_BATCH_MAX files); a crash, a hang or an open in the middle of a batch still
  * gives only that file octet-stream and its warning, every other file of the batch (before
  * and after it) its real answer, and the files are answered in their order. */
 static void test_faults_in_batches(void **state)
@@ -177,13 +177,13 @@ static void test_faults_in_batches(void **state)
 	hv_mime_opts_init(&o);
 	o.threads = 1;
 	o.raw = true;
-	unsigned long batches = hvm_worker_fds_batches();
+	unsigned long batches = hvm_worker_batches();
 	hv_mime_result *r = NULL;
 	assert_int_equal(hv_mime_detect_paths((const char *const *)paths, N, &o, &r), HV_WARN);
 	assert_string_equal(hv_error_last(), "3 of 64 paths could not be examined");
 	/* 64 files on one thread: four batches of 16, and the three with a fault asked again one
 	 * file at a time: one answered whole */
-	assert_int_equal(hvm_worker_fds_batches() - batches, 1);
+	assert_int_equal(hvm_worker_batches() - batches, 1);
 	for (size_t i = 0; i < N; i++) {
 		if (!want[i])
 			continue;
@@ -203,9 +203,9 @@ static void test_faults_in_batches(void **state)
 	for (size_t i = 0; i < N; i++)
 		if (want[i])
 			good[n_good++] = paths[i];
-	batches = hvm_worker_fds_batches();
+	batches = hvm_worker_batches();
 	assert_int_equal(hv_mime_detect_paths(good, n_good, &o, &r), HV_OK);
-	assert_int_equal(hvm_worker_fds_batches() - batches, 4);
+	assert_int_equal(hvm_worker_batches() - batches, 4);
 	for (size_t i = 0, g = 0; i < N; i++) {
 		if (!want[i])
 			continue;
@@ -222,9 +222,9 @@ static void test_faults_in_batches(void **state)
 	hv_collect_opts co;
 	hv_collect_opts_init(&co);
 	co.no_cache = true;
-	batches = hvm_worker_fds_batches();
+	batches = hvm_worker_batches();
 	assert_int_equal(hv_mime_detect_dir(NULL, dir, &co, &o, on_dir_answer, &a), HV_WARN);
-	assert_int_equal(hvm_worker_fds_batches() - batches, 1);
+	assert_int_equal(hvm_worker_batches() - batches, 1);
 	for (size_t i = 0; i < N; i++) {
 		assert_int_equal(a.seen[i], 1);
 		if (want[i]) {
@@ -245,6 +245,143 @@ static void test_faults_in_batches(void **state)
 		free(a.r[i].error);
 		free(paths[i]);
 	}
+	tu_rmrf(dir);
+	free(dir);
+}
+
+/* hvm_magic_buffers hands the sandboxed worker the buffers it would send inline in batches
+ * (at most 16 files, 60 KiB); a crash, a hang or an open in a batch still costs only that
+ * buffer. An empty buffer, an ELF header (read through a descriptor) and one above the batch's
+ * bytes are each asked alone, as hv_magic_buffer asks them. */
+static void test_buffers_in_batches(void **state)
+{
+	(void)state;
+	enum { N = 24, EMPTY = 17, BIG = 19, ELF = 21 };
+	static char big[100 * 1024];
+	for (size_t i = 0; i < sizeof(big); i++)
+		big[i] = i % 12 == 11 ? '\n' : "lorem ipsum "[i % 12];
+	static const unsigned char elf[64] = {0x7f, 'E', 'L', 'F', 2, 1, 1};
+	const void *bufs[N];
+	size_t lens[N];
+	int fds[N];
+	const char *paths[N];
+	char names[N][16];
+	const char *want[N] = {0};
+	for (size_t i = 0; i < N; i++) {
+		snprintf(names[i], sizeof(names[i]), "b%02zu", i);
+		paths[i] = names[i];
+		fds[i] = -1;
+		bufs[i] = i % 2 ? good_sh : good_text;
+		lens[i] = i % 2 ? strlen(good_sh) : strlen(good_text);
+		want[i] = i % 2 ? "text/x-shellscript" : "text/plain";
+	}
+	/* The faults are in the first batch (the first 16 buffers that go in one); the second
+	 * (16, 18, 20, 22, 23) has none. */
+	bufs[2] = "HARVEST-TEST-CRASH\n";
+	bufs[9] = "HARVEST-TEST-HANG\n";
+	bufs[14] = "HARVEST-TEST-OPEN\n";
+	lens[2] = lens[9] = lens[14] = 18;
+	lens[2] = 19;
+	want[2] = want[9] = want[14] = NULL;
+	lens[EMPTY] = 0;
+	want[EMPTY] = "inode/x-empty";
+	bufs[BIG] = big;
+	lens[BIG] = sizeof(big);
+	want[BIG] = "text/plain";
+	bufs[ELF] = elf;
+	lens[ELF] = sizeof(elf);
+	want[ELF] = NULL; /* hv_magic_buffer's answer, below */
+	hv_magic *m = NULL;
+	assert_int_equal(hv_magic_open(&m, NULL, 0), HV_OK);
+	const char *t = NULL;
+	assert_int_equal(hv_magic_buffer(m, elf, sizeof(elf), -1, "elf", &t), HV_OK);
+	char *elf_type = strdup(t);
+	char *types[N], *errs[N];
+	hv_status rcs[N];
+	unsigned long batches = hvm_worker_batches();
+	hvm_magic_buffers(m, N, bufs, lens, fds, paths, types, rcs, errs);
+	assert_int_equal(hvm_worker_batches() - batches, 1);
+	for (size_t i = 0; i < N; i++) {
+		if (i == 2 || i == 9 || i == 14)
+			continue;
+		if (rcs[i] != HV_OK)
+			fail_msg("%s: %d %s", paths[i], rcs[i], errs[i] ? errs[i] : "");
+		assert_null(errs[i]);
+		assert_string_equal(types[i], i == ELF ? elf_type : want[i]);
+	}
+	hv_mime_result r[3] = {{.status = rcs[2], .mime_type = types[2], .error = errs[2]},
+			       {.status = rcs[9], .mime_type = types[9], .error = errs[9]},
+			       {.status = rcs[14], .mime_type = types[14], .error = errs[14]}};
+	assert_fault(&r[0], paths[2], FAULT_CRASH);
+	assert_fault(&r[1], paths[9], FAULT_HANG);
+	assert_fault(&r[2], paths[14], FAULT_OPEN);
+	for (size_t i = 0; i < N; i++) {
+		free(types[i]);
+		free(errs[i]);
+	}
+	free(elf_type);
+	hv_magic_close(m);
+}
+
+static void on_collect_warning(void *ctx, const char *message)
+{
+	hv_buf *b = ctx;
+	assert_int_equal(hv_buf_append_str(b, message), HV_OK);
+	assert_int_equal(hv_buf_append_char(b, '\n'), HV_OK);
+}
+
+/* A collect reads several files at once and hands their bytes to its worker in one batch: the
+ * answers are those of one file at a time, a crash costs only its file, and a copy of the
+ * crashing bytes in the same batch is told so, as a later copy is. */
+static void test_collect_batches(void **state)
+{
+	(void)state;
+	char *dir = tu_mkdtemp();
+	enum { N = 40 };
+	char names[N][16];
+	for (size_t i = 0; i < N; i++) {
+		snprintf(names[i], sizeof(names[i]), "f%02zu%s", i, i % 3 ? ".txt" : "");
+		char body[64];
+		int n = i % 2 ? snprintf(body, sizeof(body), "#!/bin/sh\necho %zu\n", i)
+			      : snprintf(body, sizeof(body), "line %zu\nof text\n", i);
+		if (i == 5 || i == 6)
+			n = snprintf(body, sizeof(body), "HARVEST-TEST-CRASH\n");
+		if (i == 21) /* the same bytes as f20 */
+			n = snprintf(body, sizeof(body), "line %d\nof text\n", 20);
+		tu_write(dir, names[i], body, (size_t)n);
+	}
+	hv_collect_opts o;
+	hv_collect_opts_init(&o);
+	o.no_cache = true;
+	o.threads = 1;
+	hv_buf warnings = {0};
+	o.on_warning = on_collect_warning;
+	o.ctx = &warnings;
+	hv_collection *c = NULL;
+	unsigned long batches = hvm_worker_batches(), hits = hvm_memo_hits();
+	hv_status rc = hv_collect(NULL, dir, &o, &c);
+	assert_true(rc == HV_OK || rc == HV_WARN);
+	assert_true(hvm_worker_batches() > batches);
+	/* f06 and f21 are copies: each answered from the memo, once. */
+	assert_int_equal(hvm_memo_hits() - hits, 2);
+	assert_int_equal(c->n_files, N);
+	for (size_t i = 0; i < N; i++) {
+		const hv_output_file *f = &c->files[i];
+		assert_string_equal(f->path, names[i]);
+		const char *want = i == 5 || i == 6 ? "application/octet-stream"
+				   : i % 2 && i != 21 ? "text/x-shellscript"
+						       : "text/plain";
+		assert_string_equal(f->mime_type, want);
+	}
+	assert_non_null(warnings.data);
+	char want[128];
+	snprintf(want, sizeof(want), "%s: the libmagic worker was killed by signal %d", names[5],
+		 SIGABRT);
+	assert_non_null(strstr(warnings.data, want));
+	snprintf(want, sizeof(want), "%s: the same bytes as %s: ", names[6], names[5]);
+	assert_non_null(strstr(warnings.data, want));
+	hv_buf_free(&warnings);
+	hv_collection_free(c);
 	tu_rmrf(dir);
 	free(dir);
 }
@@ -765,6 +902,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_faults_replaced),
 		cmocka_unit_test(test_faults_in_batches),
+		cmocka_unit_test(test_buffers_in_batches),
+		cmocka_unit_test(test_collect_batches),
 		cmocka_unit_test(test_faults_buffer_and_fd),
 		cmocka_unit_test(test_closed_workers_reaped_by_the_spawner),
 		cmocka_unit_test(test_faults_switch_read_once),
