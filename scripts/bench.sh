@@ -94,18 +94,20 @@ hv_setup_tmp() {
 # "WALL CPU": the seconds "$@" takes (wall clock, to the microsecond) and the CPU seconds it
 # uses (user + system, all threads, to the millisecond), its stdout written to $HV_OUT. CPU
 # time is the figure that other load on the machine disturbs least. Fails loudly when the
-# command fails: a benchmark of a broken run is worthless.
+# command fails: a benchmark of a broken run is worthless. The timing is bench_timer.py's: it
+# starts the command with posix_spawn from a small process, where the shell's own fork would
+# copy this shell's page tables (arrays of thousands of paths, in some sections) inside the
+# timed interval. The true(1) row of the mime section shows what starting a program costs.
 hv_time() {
-	local t0 t1 rc=0 TIMEFORMAT='%3U %3S'
-	t0=$EPOCHREALTIME
-	{ time "$@" >"$HV_OUT" 2>"$HV_OUTDIR/stderr"; } 2>"$HV_OUTDIR/cpu" || rc=$?
-	t1=$EPOCHREALTIME
+	local rc=0
+	python3 scripts/bench_timer.py "$HV_OUT" "$HV_OUTDIR/stderr" "$@" \
+		>"$HV_OUTDIR/cpu" || rc=$?
 	if [ $rc -ne 0 ]; then
 		echo "bench: '$*' failed with status $rc:" >&2
 		head -5 "$HV_OUTDIR/stderr" >&2
 		exit 1
 	fi
-	awk -v a="$t0" -v b="$t1" '{ printf "%.6f %.3f\n", b - a, $1 + $2 }' "$HV_OUTDIR/cpu"
+	cat "$HV_OUTDIR/cpu"
 }
 
 # The median of the numbers given as arguments.
@@ -640,9 +642,8 @@ PY
 	"${HV_CMD_unfilt[@]}" >"$HV_OUTDIR/mime-unfilt" 2>/dev/null || die "mime: the unfiltered run failed"
 	cmp -s "$HV_OUTDIR/mime-unfilt" "$HV_OUTDIR/mime-cold" ||
 		echo "  WARNING: the answers without the expression filter differ from those with it"
-	# true(1) through the same timer: what starting any program costs from this shell (its
-	# fork with the sample's arrays, the exec, the wait), part of every row here, and a large
-	# part of the warm one.
+	# true(1) through the same timer: what starting any program costs (the spawn, the exec,
+	# the wait), part of every row here, and a large part of the warm one.
 	local true_bin
 	true_bin=$(type -P true) || die "mime: no true(1) binary"
 	HV_CMD_floor=("$true_bin")

@@ -178,6 +178,9 @@ void hvc_pipe_destroy(struct hvc_pipe *p);
 struct hvc_job *hvc_pipe_head(struct hvc_pipe *p, hv_magic *magic, bool wait);
 struct hvc_job *hvc_pipe_slot(struct hvc_pipe *p);
 void hvc_pipe_push(struct hvc_pipe *p, bool queued);
+/* How many copies within a batch were detected on their own, their original's detection
+ * having failed with nothing to reuse, in this process: for tests. */
+unsigned long hvc_copies_detected_alone(void);
 int hvc_pipe_open_fds(struct hvc_pipe *p);
 bool hvc_pipe_full(struct hvc_pipe *p, uint64_t size, bool opens);
 

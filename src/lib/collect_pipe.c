@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -331,6 +332,13 @@ static void job_end(struct hvc_job *j)
  * round trip (hvm_magic_buffers) where their bytes are small enough. */
 #define PIPE_BATCH 8
 
+static atomic_ulong copies_alone;
+
+unsigned long hvc_copies_detected_alone(void)
+{
+	return atomic_load(&copies_alone);
+}
+
 /* Reads the n claimed jobs js and detects those that need it, together. A job with the same
  * bytes as an earlier one of the batch waits for that one's answer, as it would have found it
  * in the memo. Runs on any thread; touches only the jobs (and the memo). */
@@ -367,11 +375,11 @@ static void jobs_read(struct hvc_job **js, size_t n, const struct hvc_pipe *p, h
 		/* The same bytes as one detected above: its answer (a failure that left none in the
 		 * memo is asked again for this file alone). */
 		if (later[i] && !job_from_memo(j, p->memo)) {
-			const char *t;
-			hv_status rc = hv_magic_buffer(magic, j->buf, j->len, j->fd, j->path, &t);
-			char *err = rc != HV_OK ? strdup(hv_error_last()) : NULL;
-			job_detected(j, p->memo, rc,
-				     t && (rc == HV_OK || rc == HV_WARN) ? strdup(t) : NULL, err);
+			atomic_fetch_add(&copies_alone, 1);
+			const void *buf = j->buf;
+			const char *path = j->path;
+			hvm_magic_buffers(magic, 1, &buf, &j->len, &j->fd, &path, types, rcs, errs);
+			job_detected(j, p->memo, rcs[0], types[0], errs[0]);
 		}
 		job_end(j);
 	}

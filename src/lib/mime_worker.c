@@ -109,7 +109,7 @@ bool hvm_isolation(void)
 
 /* Test-only faults, chosen by the first bytes of the file (so a test can mix good and bad
  * files in one run) and enabled by HARVEST_TEST_WORKER_FAULT=1 in builds with tests. */
-enum fault { FAULT_NONE, FAULT_CRASH, FAULT_HANG, FAULT_OPEN, FAULT_LIBC, FAULT_LINGER };
+enum fault { FAULT_NONE, FAULT_CRASH, FAULT_HANG, FAULT_OPEN, FAULT_LIBC, FAULT_LINGER, FAULT_FAIL };
 
 static enum fault fault_of(const unsigned char *b, size_t n)
 {
@@ -127,12 +127,18 @@ static enum fault fault_of(const unsigned char *b, size_t n)
 		return FAULT_LIBC;
 	if (memcmp(b + p, "LING", 4) == 0)
 		return FAULT_LINGER;
+	if (memcmp(b + p, "FAIL", 4) == 0)
+		return FAULT_FAIL;
 	return FAULT_NONE;
 }
 
 /* FAULT_LINGER: the file is answered, and the worker, once its caller has closed it, takes
  * 3 s to exit (a caller that waited for that exit would be seen waiting). */
 static bool linger_at_end;
+
+/* FAULT_FAIL: the file's answer is libmagic's failure (an error record, as when libmagic
+ * returns NULL), the worker unharmed: what a caller does with a real error is testable. */
+static bool fail_next;
 
 static void do_fault(enum fault f)
 {
@@ -170,6 +176,9 @@ static void do_fault(enum fault f)
 	}
 	case FAULT_LINGER:
 		linger_at_end = true;
+		break;
+	case FAULT_FAIL:
+		fail_next = true;
 		break;
 	default:
 		break;
@@ -254,6 +263,10 @@ static void child_answer(int sock, uint32_t kind, int err, const char *s)
 static void child_record(unsigned char *out, size_t *at, magic_t cookie, const char *r)
 {
 	const char *why = NULL;
+	if (fail_next) {
+		fail_next = false;
+		r = NULL;
+	}
 	struct ans a = {.kind = r ? ANS_OK : ANS_ERROR, .err = r ? 0 : magic_errno(cookie)};
 	if (!r) {
 		why = magic_error(cookie);
@@ -268,6 +281,10 @@ static void child_record(unsigned char *out, size_t *at, magic_t cookie, const c
 
 static void child_reply(int sock, magic_t cookie, const char *r)
 {
+	if (fail_next) {
+		fail_next = false;
+		r = NULL;
+	}
 	if (r) {
 		child_answer(sock, ANS_OK, 0, r);
 	} else {

@@ -9,6 +9,7 @@
 #include "harvest/mime.h"
 #include "harvest/store.h"
 #include "harvest/sys/store.h"
+#include "collect_internal.h"
 #include "mime_internal.h"
 
 #include <dirent.h>
@@ -381,6 +382,48 @@ static void test_collect_batches(void **state)
 	snprintf(want, sizeof(want), "%s: the same bytes as %s: ", names[6], names[5]);
 	assert_non_null(strstr(warnings.data, want));
 	hv_buf_free(&warnings);
+	hv_collection_free(c);
+	tu_rmrf(dir);
+	free(dir);
+}
+
+/* Two files with the same bytes in one batch, which libmagic fails on (an error, not a crash:
+ * nothing is left to reuse): the copy is asked again on its own, and both are skipped as
+ * "error" with libmagic's message under their own names; the files around them are typed. */
+static void test_collect_copy_of_a_failure(void **state)
+{
+	(void)state;
+	char *dir = tu_mkdtemp();
+	static const char *names[] = {"a.txt", "fail1", "fail2", "z.sh"};
+	tu_write(dir, names[0], "plain words\n", 12);
+	tu_write(dir, names[1], "HARVEST-TEST-FAIL\n", 18);
+	tu_write(dir, names[2], "HARVEST-TEST-FAIL\n", 18);
+	tu_write(dir, names[3], "#!/bin/sh\necho z\n", 17);
+	hv_collect_opts o;
+	hv_collect_opts_init(&o);
+	o.no_cache = true;
+	o.threads = 1;
+	hv_collection *c = NULL;
+	unsigned long alone = hvc_copies_detected_alone(), hits = hvm_memo_hits();
+	hv_status rc = hv_collect(NULL, dir, &o, &c);
+	assert_int_equal(rc, HV_OK); /* skipped files make it incomplete, not failed */
+	assert_int_equal(hvc_copies_detected_alone() - alone, 1);
+	assert_int_equal(hvm_memo_hits() - hits, 0);
+	assert_int_equal(c->n_files, 2);
+	assert_string_equal(c->files[0].path, names[0]);
+	assert_string_equal(c->files[0].mime_type, "text/plain");
+	assert_string_equal(c->files[1].path, names[3]);
+	assert_string_equal(c->files[1].mime_type, "text/x-shellscript");
+	assert_int_equal(c->n_skipped, 2);
+	assert_true(c->incomplete);
+	for (size_t i = 0; i < 2; i++) {
+		const hv_skipped_file *f = &c->skipped[i];
+		assert_string_equal(f->path, names[1 + i]);
+		assert_string_equal(f->reason, "error");
+		assert_non_null(f->error);
+		assert_non_null(strstr(f->error, names[1 + i]));
+		assert_non_null(strstr(f->error, "libmagic failed"));
+	}
 	hv_collection_free(c);
 	tu_rmrf(dir);
 	free(dir);
@@ -904,6 +947,7 @@ int main(void)
 		cmocka_unit_test(test_faults_in_batches),
 		cmocka_unit_test(test_buffers_in_batches),
 		cmocka_unit_test(test_collect_batches),
+		cmocka_unit_test(test_collect_copy_of_a_failure),
 		cmocka_unit_test(test_faults_buffer_and_fd),
 		cmocka_unit_test(test_closed_workers_reaped_by_the_spawner),
 		cmocka_unit_test(test_faults_switch_read_once),
