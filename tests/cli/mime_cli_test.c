@@ -665,6 +665,7 @@ static void test_cache_used(void **state)
 	nanosleep(&nap, NULL); /* more than 2 s old when cached */
 	tu_write(root, "young.txt", png_bytes, sizeof(png_bytes));
 	assert_int_equal(chmod(young, 0600), 0);
+	tu_make_young(young);
 
 	/* Root fills the cache. */
 	tu_result r;
@@ -686,7 +687,7 @@ static void test_cache_used(void **state)
 	chmod_db(db);
 
 	/* nobody cannot open the files: the old ones are answered from the cache, the young one
-	 * (not cached: it was less than 2 s old) cannot be read. */
+	 * (not cached: dated an hour ahead, too young) cannot be read. */
 	const char *nargs[] = {"mime", "--db", db, old_txt, old_md, young, NULL};
 	tu_harvest_as_nobody(&r, NULL, nargs);
 	print_message("as nobody: exit %d\nstdout: %sstderr: %s", r.status, r.out, r.err);

@@ -30,6 +30,11 @@ void tu_rmrf(const char *path);
 char *tu_path(const char *dir, const char *rel);
 /* Writes len bytes to dir/rel (creating or truncating it); fails the test on error. */
 void tu_write(const char *dir, const char *rel, const void *data, size_t len);
+/* Puts the modification time of path an hour ahead: the MIME cache takes no answer for a file
+ * changed less than 2 s ago, and a file dated in the future stays that young however slowly
+ * a loaded machine runs the test (writing it "just now" does not: the test may reach the
+ * cache more than 2 s later). */
+void tu_make_young(const char *path);
 /* Creates dir/rel as a directory (parents must exist). */
 void tu_mkdir(const char *dir, const char *rel);
 

@@ -1515,6 +1515,9 @@ static void test_no_content_young_files_opened(void **state)
 	/* Files younger than 2 s are never answered from the cache: they are opened. */
 	fx *f = *state;
 	wr(f, "a.txt", "young\n");
+	char *a = rp(f, "a.txt");
+	tu_make_young(a);
+	free(a);
 	hook h;
 	hook_init(&h, f, NULL, SWAP_NONE);
 	hv_collect_opts o;
