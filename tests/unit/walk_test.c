@@ -1859,6 +1859,29 @@ static void test_openat(void **state)
 
 #define LEAVES 24
 
+/* Counts the open and close events of buf[0..n) per watch (and in all, in *n_open and
+ * *n_close). */
+static void count_events(const char *buf, ssize_t n, int opened[], int closed[], const int wd[],
+			 int n_wd, int *n_open, int *n_close)
+{
+	for (ssize_t off = 0; n > 0 && off < n;) {
+		const struct inotify_event *ev = (const struct inotify_event *)(buf + off);
+		off += (ssize_t)(sizeof(*ev) + ev->len);
+		for (int i = 0; i < n_wd; i++) {
+			if (wd[i] != ev->wd)
+				continue;
+			if (ev->mask & IN_OPEN) {
+				opened[i]++;
+				(*n_open)++;
+			}
+			if (ev->mask & IN_CLOSE_NOWRITE) {
+				closed[i]++;
+				(*n_close)++;
+			}
+		}
+	}
+}
+
 /* Reads inotify events from ifd until want_open opens and want_close closes have arrived on
  * the watches (or nothing comes for 10 s: a failure, not a measure of speed), counting them
  * per watch. */
@@ -1876,22 +1899,21 @@ static void read_events(int ifd, int want_open, int want_close, int opened[], in
 		if (poll(&p, 1, 10000) <= 0)
 			break;
 		ssize_t n = read(ifd, buf, sizeof(buf));
-		for (ssize_t off = 0; n > 0 && off < n;) {
-			const struct inotify_event *ev = (const struct inotify_event *)(buf + off);
-			off += (ssize_t)(sizeof(*ev) + ev->len);
-			for (int i = 0; i < n_wd; i++) {
-				if (wd[i] != ev->wd)
-					continue;
-				if (ev->mask & IN_OPEN) {
-					opened[i]++;
-					n_open++;
-				}
-				if (ev->mask & IN_CLOSE_NOWRITE) {
-					closed[i]++;
-					n_close++;
-				}
-			}
-		}
+		count_events(buf, n, opened, closed, wd, n_wd, &n_open, &n_close);
+	}
+}
+
+/* Counts the events that have arrived on ifd, waiting for none. */
+static void drain_events(int ifd, int opened[], int closed[], const int wd[], int n_wd)
+{
+	int n_open = 0, n_close = 0;
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	struct pollfd p = {.fd = ifd, .events = POLLIN};
+	while (poll(&p, 1, 0) > 0) {
+		ssize_t n = read(ifd, buf, sizeof(buf));
+		if (n <= 0)
+			break;
+		count_events(buf, n, opened, closed, wd, n_wd, &n_open, &n_close);
 	}
 }
 
@@ -1934,10 +1956,18 @@ static void test_leaf_dirs_closed_when_read_ahead(void **state)
 		const hv_entry *e;
 		assert_int_equal(hv_walk_next(w, &e), HV_OK);
 		assert_string_equal(e->path, "0first");
-		if (opens)
+		/* before[i]: d<i> was opened before the caller asked for a descriptor. A worker
+		 * reads ahead from the walk's open on, so on a slow run (valgrind, a loaded
+		 * machine) some leaves are read, and closed, before the first hv_walk_openat;
+		 * every leaf opened after it returned must be kept. */
+		int before[LEAVES] = {0};
+		if (opens) {
 			assert_true(check_file_content(w, e));
+			drain_events(ifd, opened, closed, wd, LEAVES);
+			memcpy(before, opened, sizeof(before));
+		}
 		/* The consumer stays on the first record: only the workers read the others, and
-		 * close each at once (without opens), or keep them all (with). */
+		 * close each at once (without opens), or keep them (with). */
 		read_events(ifd, LEAVES, opens ? 0 : LEAVES, opened, closed, wd, LEAVES);
 		if (opens) {
 			/* A short look for closes that should not come: one would follow its
@@ -1946,10 +1976,18 @@ static void test_leaf_dirs_closed_when_read_ahead(void **state)
 			if (poll(&p, 1, 200) > 0)
 				read_events(ifd, LEAVES, 1, opened, closed, wd, LEAVES);
 		}
+		int kept = 0;
 		for (int i = 0; i < LEAVES; i++) {
 			assert_int_equal(opened[i], 1);
-			assert_int_equal(closed[i], opens ? 0 : 1);
+			if (!opens)
+				assert_int_equal(closed[i], 1);
+			else if (!before[i])
+				assert_int_equal(closed[i], 0);
+			kept += opens && !before[i];
 		}
+		if (opens)
+			print_message("%d of %d leaves read after the first hv_walk_openat, all kept\n",
+				      kept, LEAVES);
 		/* The rest of the walk: the reference's records, every file opening. */
 		recs got = {0};
 		rec_from_entry(recs_push(&got), e);
