@@ -259,19 +259,29 @@ static void child_answer(int sock, uint32_t kind, int err, const char *s)
 		_exit(0); /* the parent is gone */
 }
 
+/* libmagic's answer r, or NULL (its failure) when FAULT_FAIL asked for one. */
+static const char *answer_or_fault(const char *r)
+{
+	if (!fail_next)
+		return r;
+	fail_next = false;
+	return NULL;
+}
+
+/* Why libmagic returned no answer. */
+static const char *failure_text(magic_t cookie)
+{
+	const char *why = magic_error(cookie);
+	return why ? why : "libmagic failed";
+}
+
 /* Appends one answer record (struct ans, then its text, cut at FDS_ANSWER_MAX) at *at. */
 static void child_record(unsigned char *out, size_t *at, magic_t cookie, const char *r)
 {
-	const char *why = NULL;
-	if (fail_next) {
-		fail_next = false;
-		r = NULL;
-	}
+	r = answer_or_fault(r);
 	struct ans a = {.kind = r ? ANS_OK : ANS_ERROR, .err = r ? 0 : magic_errno(cookie)};
-	if (!r) {
-		why = magic_error(cookie);
-		r = why ? why : "libmagic failed";
-	}
+	if (!r)
+		r = failure_text(cookie);
 	size_t len = strlen(r);
 	a.len = (uint32_t)(len < FDS_ANSWER_MAX ? len : FDS_ANSWER_MAX);
 	memcpy(out + *at, &a, sizeof(a));
@@ -281,16 +291,11 @@ static void child_record(unsigned char *out, size_t *at, magic_t cookie, const c
 
 static void child_reply(int sock, magic_t cookie, const char *r)
 {
-	if (fail_next) {
-		fail_next = false;
-		r = NULL;
-	}
-	if (r) {
+	r = answer_or_fault(r);
+	if (r)
 		child_answer(sock, ANS_OK, 0, r);
-	} else {
-		const char *why = magic_error(cookie);
-		child_answer(sock, ANS_ERROR, magic_errno(cookie), why ? why : "libmagic failed");
-	}
+	else
+		child_answer(sock, ANS_ERROR, magic_errno(cookie), failure_text(cookie));
 }
 
 /* A new process's first libmagic answer costs several times its later ones: each page of the
