@@ -254,7 +254,8 @@ HV_EXTERN void hv_run_iter_free(hv_run_iter *it);
 typedef struct hv_artifact_filter {
 	int64_t artifact_id;  /* only this artifact */
 	int64_t run_id;       /* only this run's */
-	const char *mime;     /* an fnmatch pattern on the MIME type: "text/plain", "image/" then "*" */
+	const char *mime;     /* an fnmatch pattern on the MIME type, ignoring case: "text/plain",
+	                       * "image/" then "*" */
 	const char *name;     /* an fnmatch glob on the base name: "*.png" */
 	const char *sha256;   /* hex digits: the full digest or a prefix of it */
 	int64_t since_ns;     /* recorded at or after */

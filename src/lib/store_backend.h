@@ -11,6 +11,19 @@
 
 typedef struct hvst_history_ops hvst_history_ops;
 
+/* The MIME types an artifact filter's pattern selects: each distinct type stored that the
+ * pattern matches ignoring case (RFC 2045: types and subtypes are case-insensitive, and
+ * libmagic answers some in capitals, as video/MP2T). hv_store_artifacts() makes it, once
+ * for every backend, so a backend queries exact types through its MIME index. */
+typedef struct hvst_mime_set {
+	char **types;
+	size_t n, cap;
+} hvst_mime_set;
+
+/* Appends a copy of t[0..len) to s (HV_ENOMEM on failure). */
+hv_status hvst_mime_set_add(hvst_mime_set *s, const char *t, size_t len);
+void hvst_mime_set_free(hvst_mime_set *s);
+
 /* Every iterator starts with this, so the public calls find the backend that made it. */
 struct hv_run_iter {
 	const hvst_history_ops *ops;
@@ -30,7 +43,12 @@ struct hvst_history_ops {
 	hv_status (*runs)(hv_store *st, const hv_run_filter *f, hv_run_iter **out);
 	hv_status (*run_next)(hv_run_iter *it, const hv_run_row **out);
 	void (*run_free)(hv_run_iter *it);
-	hv_status (*artifacts)(hv_store *st, const hv_artifact_filter *f, hv_artifact_iter **out);
+	/* Every distinct MIME type among the stored artifacts, into *out (empty before). */
+	hv_status (*mime_types)(hv_store *st, hvst_mime_set *out);
+	/* mimes: the exact types f->mime selects (NULL when f->mime is NULL); the backend
+	 * copies what it keeps of them. */
+	hv_status (*artifacts)(hv_store *st, const hv_artifact_filter *f,
+			       const hvst_mime_set *mimes, hv_artifact_iter **out);
 	hv_status (*artifact_next)(hv_artifact_iter *it, const hv_artifact_row **out);
 	void (*artifact_free)(hv_artifact_iter *it);
 	hv_status (*content_get)(hv_store *st, const char *sha, const char *what, void **data,

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -570,8 +571,11 @@ typedef struct sq_artifact_iter {
 	sqlite3_stmt *q;
 	bool with_content;
 	hv_artifact_row row;
-	/* Upper bounds of the patterns, alive as long as the statement (bound SQLITE_STATIC). */
-	hv_buf mime_hi, name_hi;
+	/* The upper bound of the name pattern, alive as long as the statement (bound
+	 * SQLITE_STATIC). */
+	hv_buf name_hi;
+	/* The types --mime selects, while sq_artifacts() binds them (SQLITE_TRANSIENT). */
+	const hvst_mime_set *mimes;
 	char sha[65], sha_hi[65];
 } sq_artifact_iter;
 
@@ -741,63 +745,60 @@ static bool has_successor(const char *p, size_t len)
 	return false;
 }
 
-/* Adds the conditions of pattern pat on column col to sql: equality when pat has no special
- * character; else a range on its literal prefix (so an index serves it: image/ then * becomes
- * col >= 'image/' AND col < 'image0') and hv_glob(). The parameters are named :<tag>_eq,
- * :<tag>_lo, :<tag>_hi and :<tag>_pat. */
-static void pattern_sql(hv_buf *sql, const char *col, const char *tag, const char *pat)
+/* Adds the conditions of the name glob pat on a.name to sql: equality when pat has no special
+ * character; else a range on its literal prefix (so artifacts_name serves it: plot then *
+ * becomes a.name >= 'plot' AND a.name < 'plou') and hv_glob(). */
+static void name_sql(hv_buf *sql, const char *pat)
 {
 	size_t lit = literal_prefix(pat);
 	if (pat[lit] == '\0') {
-		hv_buf_printf(sql, " AND %s = :%s_eq", col, tag);
+		hv_buf_append_str(sql, " AND a.name = :name_eq");
 		return;
 	}
 	if (lit)
-		hv_buf_printf(sql, " AND %s >= :%s_lo", col, tag);
+		hv_buf_append_str(sql, " AND a.name >= :name_lo");
 	if (lit && has_successor(pat, lit))
-		hv_buf_printf(sql, " AND %s < :%s_hi", col, tag);
-	hv_buf_printf(sql, " AND hv_glob(:%s_pat, %s)", tag, col);
+		hv_buf_append_str(sql, " AND a.name < :name_hi");
+	hv_buf_append_str(sql, " AND hv_glob(:name_pat, a.name)");
 }
 
-/* Binds what pattern_sql() named, as BLOBs or TEXT after the column's type (a BLOB never
- * equals a TEXT, and sorts after every TEXT). *hi keeps the upper bound alive. */
-static void pattern_bind(sqlite3_stmt *q, const char *tag, const char *pat, bool blob, hv_buf *hi)
+/* Binds what name_sql() named: the bounds as BLOBs, as names are stored (a BLOB never equals
+ * a TEXT, and sorts after every TEXT). *hi keeps the upper bound alive. */
+static void name_bind(sqlite3_stmt *q, const char *pat, hv_buf *hi)
 {
-	char name[32];
 	size_t lit = literal_prefix(pat);
 	int idx;
-#define BIND(p, n) (blob ? sqlite3_bind_blob64(q, idx, (n) ? (const void *)(p) : "", (n), \
-					       SQLITE_STATIC)                              \
-			 : sqlite3_bind_text64(q, idx, (p), (n), SQLITE_STATIC, SQLITE_UTF8))
-	snprintf(name, sizeof(name), ":%s_eq", tag);
-	if ((idx = sqlite3_bind_parameter_index(q, name)))
+#define BIND(p, n) sqlite3_bind_blob64(q, idx, (n) ? (const void *)(p) : "", (n), SQLITE_STATIC)
+	if ((idx = sqlite3_bind_parameter_index(q, ":name_eq")))
 		BIND(pat, lit);
-	snprintf(name, sizeof(name), ":%s_lo", tag);
-	if ((idx = sqlite3_bind_parameter_index(q, name)))
+	if ((idx = sqlite3_bind_parameter_index(q, ":name_lo")))
 		BIND(pat, lit);
-	snprintf(name, sizeof(name), ":%s_hi", tag);
-	if ((idx = sqlite3_bind_parameter_index(q, name))) {
+	if ((idx = sqlite3_bind_parameter_index(q, ":name_hi"))) {
 		size_t n = prefix_successor(hi, pat, lit);
 		BIND(hi->data, n);
 	}
-	snprintf(name, sizeof(name), ":%s_pat", tag);
-	if ((idx = sqlite3_bind_parameter_index(q, name)))
+	if ((idx = sqlite3_bind_parameter_index(q, ":name_pat")))
 		sqlite3_bind_text(q, idx, pat, -1, SQLITE_STATIC);
 #undef BIND
 }
 
 /* The WHERE clause of an artifact filter (named parameters, bound by bind_filter()). */
-static void filter_sql(hv_buf *sql, const hv_artifact_filter *f, const char *sha)
+static void filter_sql(hv_buf *sql, const hv_artifact_filter *f, const hvst_mime_set *mimes,
+		       const char *sha)
 {
 	hv_buf_append_str(sql, " WHERE 1");
 	if (f->artifact_id)
 		hv_buf_append_str(sql, " AND a.id = :aid");
 	if (f->run_id)
 		hv_buf_append_str(sql, " AND a.run_id = :run");
-	if (f->mime)
-		pattern_sql(sql, "a.mime_type", "mime", f->mime);
+	if (mimes && mimes->n == 0)
+		hv_buf_append_str(sql, " AND 0");
+	for (size_t i = 0; mimes && i < mimes->n; i++)
+		hv_buf_printf(sql, i ? ", :m%zu" : " AND a.mime_type IN (:m%zu", i);
+	if (mimes && mimes->n)
+		hv_buf_append_str(sql, ")");
 	if (f->name)
-		pattern_sql(sql, "a.name", "name", f->name);
+		name_sql(sql, f->name);
 	if (f->sha256) {
 		if (strlen(sha) == 64)
 			hv_buf_append_str(sql, " AND a.sha256 = :sha");
@@ -819,10 +820,14 @@ static void bind_filter(sqlite3_stmt *q, const hv_artifact_filter *f, sq_artifac
 	bind_name(q, ":run", f->run_id);
 	bind_name(q, ":since", f->since_ns);
 	bind_name(q, ":limit", f->limit > INT64_MAX ? INT64_MAX : (int64_t)f->limit);
-	if (f->mime)
-		pattern_bind(q, "mime", f->mime, false, &it->mime_hi);
+	for (size_t i = 0; it->mimes && i < it->mimes->n; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), ":m%zu", i);
+		sqlite3_bind_text(q, sqlite3_bind_parameter_index(q, name), it->mimes->types[i], -1,
+				  SQLITE_TRANSIENT);
+	}
 	if (f->name)
-		pattern_bind(q, "name", f->name, true, &it->name_hi);
+		name_bind(q, f->name, &it->name_hi);
 	if (f->sha256) {
 		int idx = sqlite3_bind_parameter_index(q, ":sha");
 		sqlite3_bind_text(q, idx, it->sha, -1, SQLITE_STATIC);
@@ -900,20 +905,22 @@ static hv_status choose_plan(hv_store *st, const hv_artifact_filter *f, sq_artif
 
 static void sq_artifact_free(hv_artifact_iter *base);
 
-static hv_status sq_artifacts(hv_store *st, const hv_artifact_filter *f, hv_artifact_iter **out)
+static hv_status sq_artifacts(hv_store *st, const hv_artifact_filter *f,
+			      const hvst_mime_set *mimes, hv_artifact_iter **out)
 {
 	sq_artifact_iter *it = calloc(1, sizeof(*it));
 	if (!it)
 		return hv_error_set(HV_ENOMEM, "out of memory");
 	it->st = st;
 	it->with_content = f->with_content;
+	it->mimes = mimes;
 	int rc = HV_OK;
 	if (f->sha256 && (rc = hvst_hex_norm(f->sha256, false, it->sha)) != HV_OK) {
 		free(it);
 		return rc;
 	}
 	hv_buf where = {0}, sql = {0};
-	filter_sql(&where, f, it->sha);
+	filter_sql(&where, f, mimes, it->sha);
 	enum plan plan = PLAN_NATURAL;
 	rc = where.data ? choose_plan(st, f, it, &where, &plan)
 			: hv_error_set(HV_ENOMEM, "out of memory");
@@ -942,8 +949,35 @@ static hv_status sq_artifacts(hv_store *st, const hv_artifact_filter *f, hv_arti
 		return rc;
 	}
 	bind_filter(it->q, f, it);
+	it->mimes = NULL; /* the caller's, and bound by copy */
 	*out = &it->base;
 	return HV_OK;
+}
+
+/* A loose index scan of artifacts_mime: one seek per distinct type, however many artifacts
+ * share it. */
+static hv_status sq_mime_types(hv_store *st, hvst_mime_set *out)
+{
+	static const char sql[] =
+		"WITH RECURSIVE t(m) AS ("
+		" SELECT (SELECT mime_type FROM artifacts ORDER BY mime_type LIMIT 1)"
+		" UNION ALL SELECT (SELECT mime_type FROM artifacts WHERE mime_type > t.m"
+		" ORDER BY mime_type LIMIT 1) FROM t WHERE t.m IS NOT NULL)"
+		" SELECT m FROM t WHERE m IS NOT NULL";
+	sqlite3_stmt *q = NULL;
+	int src = sqlite3_prepare_v2(st->db, sql, -1, &q, NULL);
+	if (src != SQLITE_OK) {
+		sqlite3_finalize(q);
+		return hvst_db_error(st, src, "cannot query the history");
+	}
+	hv_status rc = HV_OK;
+	while (rc == HV_OK && (src = sqlite3_step(q)) == SQLITE_ROW)
+		rc = hvst_mime_set_add(out, (const char *)sqlite3_column_text(q, 0),
+				       (size_t)sqlite3_column_bytes(q, 0));
+	if (rc == HV_OK && src != SQLITE_DONE)
+		rc = hvst_db_error(st, src, "cannot query the history");
+	sqlite3_finalize(q);
+	return rc;
 }
 
 static hv_status sq_artifact_next(hv_artifact_iter *base, const hv_artifact_row **out)
@@ -986,7 +1020,6 @@ static void sq_artifact_free(hv_artifact_iter *base)
 	if (!it)
 		return;
 	sqlite3_finalize(it->q);
-	hv_buf_free(&it->mime_hi);
 	hv_buf_free(&it->name_hi);
 	free(it);
 }
@@ -1377,6 +1410,7 @@ const hvst_history_ops hvst_sqlite_history = {
 	.runs = sq_runs,
 	.run_next = sq_run_next,
 	.run_free = sq_run_free,
+	.mime_types = sq_mime_types,
 	.artifacts = sq_artifacts,
 	.artifact_next = sq_artifact_next,
 	.artifact_free = sq_artifact_free,
@@ -1446,13 +1480,60 @@ void hv_run_iter_free(hv_run_iter *it)
 		it->ops->run_free(it);
 }
 
+hv_status hvst_mime_set_add(hvst_mime_set *s, const char *t, size_t len)
+{
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 16;
+		char **types = cap < SIZE_MAX / sizeof(*types) ? realloc(s->types, cap * sizeof(*types))
+							       : NULL;
+		if (!types)
+			return hv_error_set(HV_ENOMEM, "out of memory");
+		s->types = types;
+		s->cap = cap;
+	}
+	char *copy = t ? strndup(t, len) : NULL;
+	if (!copy)
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	s->types[s->n++] = copy;
+	return HV_OK;
+}
+
+void hvst_mime_set_free(hvst_mime_set *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		free(s->types[i]);
+	free(s->types);
+	memset(s, 0, sizeof(*s));
+}
+
+/* The stored types pattern matches, ignoring case (hvst_mime_set). */
+static hv_status select_mimes(hv_store *st, const char *pattern, hvst_mime_set *out)
+{
+	hv_status rc = st->hist->mime_types(st, out);
+	size_t kept = 0;
+	for (size_t i = 0; i < out->n; i++) {
+		if (rc == HV_OK && fnmatch(pattern, out->types[i], FNM_CASEFOLD) == 0)
+			out->types[kept++] = out->types[i];
+		else
+			free(out->types[i]);
+	}
+	out->n = kept;
+	return rc;
+}
+
 hv_status hv_store_artifacts(hv_store *st, const hv_artifact_filter *f, hv_artifact_iter **out)
 {
 	if (!st || !out)
 		return hv_error_set(HV_EUSAGE, "hv_store_artifacts: missing argument");
 	*out = NULL;
 	hv_artifact_filter none = {0};
-	int rc = st->hist->artifacts(st, f ? f : &none, out);
+	if (!f)
+		f = &none;
+	hvst_mime_set mimes = {0};
+	int rc = f->mime ? select_mimes(st, f->mime, &mimes) : HV_OK;
+	if (rc == HV_OK)
+		rc = st->hist->artifacts(st, f, f->mime ? &mimes : NULL, out);
+	hvst_mime_set_free(&mimes);
 	if (rc == HV_OK)
 		(*out)->ops = st->hist;
 	return rc;

@@ -989,9 +989,8 @@ typedef struct pg_artifact_iter {
 	PGresult *res;
 	int row;
 	bool with_content;
-	/* Patterns LIKE cannot say ('[' classes): matched here with fnmatch, the limit too. */
-	const char *mime_glob, *name_glob;
-	char *patterns;
+	/* A name glob LIKE cannot say ('[' classes): matched here with fnmatch, the limit too. */
+	char *name_glob;
 	uint64_t limit, given;
 	hv_artifact_row out;
 } pg_artifact_iter;
@@ -1021,7 +1020,45 @@ static bool glob_to_like(const char *g, hv_buf *b)
 	return !b->failed;
 }
 
-static hv_status pg_artifacts(hv_store *st, const hv_artifact_filter *f, hv_artifact_iter **out)
+/* mimes as a text[] literal into b: each type double-quoted, its '"' and '\\' escaped. */
+static void mime_array(hv_buf *b, const hvst_mime_set *mimes)
+{
+	hv_buf_append_char(b, '{');
+	for (size_t i = 0; i < mimes->n; i++) {
+		hv_buf_append_str(b, i ? ",\"" : "\"");
+		for (const char *c = mimes->types[i]; *c; c++) {
+			if (*c == '"' || *c == '\\')
+				hv_buf_append_char(b, '\\');
+			hv_buf_append_char(b, *c);
+		}
+		hv_buf_append_char(b, '"');
+	}
+	hv_buf_append(b, "}", 2); /* with the NUL */
+}
+
+/* A loose index scan of artifacts_mime (hvst_mime_set): one probe per distinct type. */
+static hv_status pg_mime_types(hv_store *st, hvst_mime_set *out)
+{
+	if (!st->pg->have_schema)
+		return HV_OK;
+	PGresult *r = pg_run(st,
+			     "WITH RECURSIVE t(m) AS ("
+			     " SELECT (SELECT min(mime_type) FROM harvest.artifacts)"
+			     " UNION ALL SELECT (SELECT min(mime_type) FROM harvest.artifacts"
+			     " WHERE mime_type > t.m) FROM t WHERE t.m IS NOT NULL)"
+			     " SELECT m FROM t WHERE m IS NOT NULL",
+			     NULL, "cannot query the history");
+	if (!r)
+		return hv_error_last_status();
+	hv_status rc = HV_OK;
+	for (int i = 0; rc == HV_OK && i < PQntuples(r); i++)
+		rc = hvst_mime_set_add(out, PQgetvalue(r, i, 0), (size_t)PQgetlength(r, i, 0));
+	PQclear(r);
+	return rc;
+}
+
+static hv_status pg_artifacts(hv_store *st, const hv_artifact_filter *f,
+			      const hvst_mime_set *mimes, hv_artifact_iter **out)
 {
 	pg_artifact_iter *it = calloc(1, sizeof(*it));
 	if (!it)
@@ -1037,7 +1074,7 @@ static hv_status pg_artifacts(hv_store *st, const hv_artifact_filter *f, hv_arti
 	*out = &it->base;
 	if (!st->pg->have_schema)
 		return HV_OK;
-	hv_buf sql = {0}, mlike = {0}, nlike = {0};
+	hv_buf sql = {0}, marr = {0}, nlike = {0};
 	pgp p = {0};
 	hv_buf_append_str(&sql, "SELECT a.id, a.run_id, a.path, a.name, a.mime_type, a.size,"
 				" a.sha256, a.recorded_at_ns, a.content_stored, a.change");
@@ -1057,21 +1094,16 @@ static hv_status pg_artifacts(hv_store *st, const hv_artifact_filter *f, hv_arti
 		hv_buf_printf(&sql, " AND a.run_id = $%d", p.n);
 	}
 	bool client = false;
-	if (f->mime) {
-		if (glob_to_like(f->mime, &mlike)) {
-			p_text(&p, mlike.data);
-			hv_buf_printf(&sql, " AND a.mime_type LIKE $%d", p.n);
-		} else {
-			it->mime_glob = f->mime;
-			client = true;
-		}
+	if (mimes) {
+		mime_array(&marr, mimes);
+		p_text(&p, marr.data);
+		hv_buf_printf(&sql, " AND a.mime_type = ANY($%d::text[])", p.n);
 	}
 	if (f->name) {
 		if (glob_to_like(f->name, &nlike)) {
 			p_bytes(&p, nlike.data, nlike.len - 1);
 			hv_buf_printf(&sql, " AND a.name LIKE $%d::bytea", p.n);
 		} else {
-			it->name_glob = f->name;
 			client = true;
 		}
 	}
@@ -1102,32 +1134,18 @@ static hv_status pg_artifacts(hv_store *st, const hv_artifact_filter *f, hv_arti
 		hv_buf_printf(&sql, " LIMIT $%d", p.n);
 	}
 	it->limit = client ? f->limit : 0;
-	if (client) {
-		/* The globs must outlive the caller's filter. */
-		size_t lm = it->mime_glob ? strlen(it->mime_glob) + 1 : 0;
-		size_t ln = it->name_glob ? strlen(it->name_glob) + 1 : 0;
-		if (!(it->patterns = malloc(lm + ln + 1))) {
-			rc = hv_error_set(HV_ENOMEM, "out of memory");
-		} else {
-			if (lm) {
-				memcpy(it->patterns, it->mime_glob, lm);
-				it->mime_glob = it->patterns;
-			}
-			if (ln) {
-				memcpy(it->patterns + lm, it->name_glob, ln);
-				it->name_glob = it->patterns + lm;
-			}
-		}
-	}
-	if (rc == HV_OK && (sql.failed || !sql.data || mlike.failed || nlike.failed))
+	/* The glob must outlive the caller's filter. */
+	if (client && !(it->name_glob = strdup(f->name)))
+		rc = hv_error_set(HV_ENOMEM, "out of memory");
+	if (rc == HV_OK && (sql.failed || !sql.data || marr.failed || nlike.failed))
 		rc = hv_error_set(HV_ENOMEM, "out of memory");
 	if (rc == HV_OK && !(it->res = pg_run(st, sql.data, &p, "cannot query the history")))
 		rc = hv_error_last_status();
 	hv_buf_free(&sql);
-	hv_buf_free(&mlike);
+	hv_buf_free(&marr);
 	hv_buf_free(&nlike);
 	if (rc != HV_OK) {
-		free(it->patterns);
+		free(it->name_glob);
 		free(it);
 		*out = NULL;
 	}
@@ -1149,8 +1167,7 @@ static hv_status pg_artifact_next(hv_artifact_iter *base, const hv_artifact_row 
 		a->path = g_bytes(q, i, 2, &a->path_len);
 		a->name = g_bytes(q, i, 3, &a->name_len);
 		a->mime_type = g_text(q, i, 4);
-		if ((it->mime_glob && fnmatch(it->mime_glob, a->mime_type, 0) != 0) ||
-		    (it->name_glob && fnmatch(it->name_glob, a->name, 0) != 0))
+		if (it->name_glob && fnmatch(it->name_glob, a->name, 0) != 0)
 			continue;
 		a->size = (uint64_t)g_i64(q, i, 5);
 		a->sha256 = g_text(q, i, 6);
@@ -1177,7 +1194,7 @@ static void pg_artifact_free(hv_artifact_iter *base)
 {
 	pg_artifact_iter *it = (pg_artifact_iter *)base;
 	PQclear(it->res);
-	free(it->patterns);
+	free(it->name_glob);
 	free(it);
 }
 
@@ -1327,6 +1344,7 @@ const hvst_history_ops hvst_pg_history = {
 	.runs = pg_runs,
 	.run_next = pg_run_next,
 	.run_free = pg_run_free,
+	.mime_types = pg_mime_types,
 	.artifacts = pg_artifacts,
 	.artifact_next = pg_artifact_next,
 	.artifact_free = pg_artifact_free,

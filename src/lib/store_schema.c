@@ -78,7 +78,7 @@ static const char schema_v1[] =
 	");"
 	/* DESC: a forward scan gives (run_id DESC, id ASC), the listing order, without a sort. */
 	"CREATE INDEX artifacts_run ON artifacts(run_id DESC);"
-	/* --mime for all images is the range mime_type >= 'image/' AND mime_type < 'image0'. */
+	/* --mime: the exact types its pattern selects, each a seek here (hv_store_artifacts). */
 	"CREATE INDEX artifacts_mime ON artifacts(mime_type);"
 	"CREATE INDEX artifacts_name ON artifacts(name);"
 	"CREATE INDEX artifacts_sha256 ON artifacts(sha256);"

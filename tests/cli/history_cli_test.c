@@ -1029,6 +1029,109 @@ static void expect_get(const fixture *f, const char *what, const unsigned char *
 	tu_result_free(&r);
 }
 
+/* The names of the artifacts `history artifacts --mime pattern` lists, sorted, each followed
+ * by a space ("" for none). */
+static char *mime_names(const fixture *f, const char *pattern)
+{
+	tj_value *v = history_json(f, "artifacts", (const char *const[]){"--mime", pattern, NULL});
+	const char *names[8];
+	size_t n = tj_len(v);
+	assert_true(n <= 8);
+	for (size_t i = 0; i < n; i++) {
+		names[i] = tj_str(tj_get(tj_at(v, i), "name"), NULL);
+		assert_non_null(names[i]);
+		for (size_t j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
+			const char *t = names[j];
+			names[j] = names[j - 1];
+			names[j - 1] = t;
+		}
+	}
+	char *out = calloc(1, 256);
+	assert_non_null(out);
+	for (size_t i = 0; i < n; i++) {
+		strncat(out, names[i], 200 - strlen(out));
+		strcat(out, " ");
+	}
+	tj_free(v);
+	return out;
+}
+
+/* --mime ignores case, as MIME types do (RFC 2045): libmagic answers some types in capitals
+ * (an MPEG transport stream is video/MP2T), and a pattern in any case finds them; a lower-case
+ * type is found by a pattern in capitals too. */
+static void test_artifacts_mime_case(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	/* 20 packets of 188 bytes, each opened by the sync byte 0x47. */
+	unsigned char ts[20 * 188] = {0};
+	for (size_t i = 0; i < 20; i++) {
+		ts[i * 188] = 0x47;
+		ts[i * 188 + 3] = 0x10;
+	}
+	ts[1] = 0x40;
+	tu_mkdir(f.root, "src");
+	char *src = tu_path(f.root, "src");
+	tu_write(src, "clip.ts", ts, sizeof(ts));
+	free(src);
+	tj_value *res = shell_run(&f, "d", "cp ../src/clip.ts clip.ts; printf 'x,y\\n1,2\\n' > t.csv;"
+				  " echo note > n.txt", 0);
+	tj_free(res);
+	/* The premise: the stored types, as harvest recorded them. */
+	tj_value *all = history_json(&f, "artifacts", NULL);
+	assert_int_equal(tj_len(all), 3);
+	for (size_t i = 0; i < 3; i++) {
+		const tj_value *o = tj_at(all, i);
+		const char *name = tj_str(tj_get(o, "name"), NULL);
+		assert_non_null(name);
+		expect_str(tj_get(o, "mime_type"),
+			   !strcmp(name, "clip.ts") ? "video/MP2T"
+			   : !strcmp(name, "t.csv") ? "text/csv"
+						    : "text/plain",
+			   name);
+	}
+	tj_free(all);
+	static const struct {
+		const char *pattern, *want;
+	} cases[] = {
+		{"video/MP2T", "clip.ts "},
+		{"video/mp2t", "clip.ts "},
+		{"VIDEO/Mp2T", "clip.ts "},
+		{"video/*", "clip.ts "},
+		{"Video/*", "clip.ts "},
+		{"*/mp2t", "clip.ts "},
+		{"video/[m]p2?", "clip.ts "},
+		{"video/[!M]p2t", ""},
+		{"video/mp2", ""},
+		{"video/mp2t*", "clip.ts "},
+		{"TEXT/CSV", "t.csv "},
+		{"Text/*", "n.txt t.csv "},
+		{"text/PLAIN", "n.txt "},
+		{"*", "clip.ts n.txt t.csv "},
+		{"*T*", "clip.ts n.txt t.csv "},
+		{"audio/*", ""},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *got = mime_names(&f, cases[i].pattern);
+		if (strcmp(got, cases[i].want) != 0)
+			fail_msg("--mime '%s': got '%s', expected '%s'", cases[i].pattern, got,
+				 cases[i].want);
+		free(got);
+	}
+	/* With a limit, and with another filter: the same selection. */
+	tj_value *v = history_json(&f, "artifacts",
+				   (const char *const[]){"--mime", "TEXT/*", "--limit", "1", NULL});
+	assert_int_equal(tj_len(v), 1);
+	tj_free(v);
+	v = history_json(&f, "artifacts",
+			 (const char *const[]){"--mime", "TEXT/*", "--name", "*.csv", NULL});
+	assert_int_equal(tj_len(v), 1);
+	expect_str(tj_get(tj_at(v, 0), "name"), "t.csv", "--mime TEXT/* --name *.csv");
+	tj_free(v);
+	fx_close(&f);
+}
+
 static void test_get(void **state)
 {
 	(void)state;
@@ -2681,6 +2784,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_show_collect, tu_cleanup),
 		cmocka_unit_test_teardown(test_runs, tu_cleanup),
 		cmocka_unit_test_teardown(test_artifacts, tu_cleanup),
+		cmocka_unit_test_teardown(test_artifacts_mime_case, tu_cleanup),
 		cmocka_unit_test_teardown(test_get, tu_cleanup),
 		cmocka_unit_test_teardown(test_prune, tu_cleanup),
 		cmocka_unit_test_teardown(test_far_times, tu_cleanup),
@@ -2710,6 +2814,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_show_collect, tu_cleanup),
 		cmocka_unit_test_teardown(test_runs, tu_cleanup),
 		cmocka_unit_test_teardown(test_artifacts, tu_cleanup),
+		cmocka_unit_test_teardown(test_artifacts_mime_case, tu_cleanup),
 		cmocka_unit_test_teardown(test_get, tu_cleanup),
 		cmocka_unit_test_teardown(test_prune, tu_cleanup),
 		cmocka_unit_test_teardown(test_far_times, tu_cleanup),
