@@ -3,7 +3,8 @@
  * whole; stored exactly; one already stored is not read; a content that does not match its
  * digest, or whose read fails midway, leaves nothing; an empty one is stored empty; a role
  * that may not make a temporary table still stores it (whole, one at a time). Then a spooled
- * collection recorded end to end. */
+ * collection recorded end to end, and --mime patterns over stored types that a PostgreSQL
+ * array literal must quote. */
 #include "testutil.h"
 #include "tu_pg.h"
 
@@ -319,6 +320,71 @@ static void test_spooled_collection(void **state)
 	free(tree);
 }
 
+/* How many artifacts hv_store_artifacts() lists for the MIME pattern mime. */
+static size_t count_mime(pgfx *f, const char *mime)
+{
+	hv_artifact_iter *it = NULL;
+	hv_artifact_filter flt = {.mime = mime};
+	if (hv_store_artifacts(f->st, &flt, &it) != HV_OK)
+		fail_msg("artifacts --mime '%s': %s", mime, hv_error_last());
+	size_t n = 0;
+	const hv_artifact_row *row;
+	hv_status rc;
+	while ((rc = hv_artifact_iter_next(it, &row)) == HV_OK)
+		n++;
+	assert_int_equal(rc, HV_DONE);
+	hv_artifact_iter_free(it);
+	return n;
+}
+
+/* A --mime pattern is resolved to the stored types it matches, ignoring case, and those are
+ * sent as one text[] parameter: types holding the characters an array literal gives meaning
+ * to (quotes, backslashes, commas, braces, spaces, the word NULL) are each found exactly, and
+ * a pattern matching none finds nothing. */
+static void test_mime_types_quoted(void **state)
+{
+	pgfx *f = *state;
+	static const char *const types[] = {
+		"odd/\"quoted\"", "odd/back\\slash", "odd/comma,brace{}", "Odd/Upper",
+		"odd/ spaced ", "odd/NULL", "plain/text",
+	};
+	enum { N = sizeof(types) / sizeof(types[0]) };
+	char sha[65];
+	sha_hex("x", 1, sha);
+	hv_artifact_in a[N];
+	char names[N][16];
+	for (size_t i = 0; i < N; i++) {
+		snprintf(names[i], sizeof(names[i]), "f%zu", i);
+		a[i] = artifact(names[i], sha, 1, NULL);
+		a[i].read_content = NULL;
+		a[i].content = "x";
+		a[i].mime_type = types[i];
+	}
+	if (record(f, a, N) != HV_OK)
+		fail_msg("record: %s", hv_error_last());
+	for (size_t i = 0; i < N; i++) {
+		/* The type as a pattern: fnmatch's special characters escaped. */
+		char pat[64];
+		size_t k = 0;
+		for (const char *c = types[i]; *c && k + 2 < sizeof(pat); c++) {
+			if (strchr("\\*?[", *c))
+				pat[k++] = '\\';
+			pat[k++] = *c;
+		}
+		pat[k] = '\0';
+		if (count_mime(f, pat) != 1)
+			fail_msg("--mime '%s' did not find its one artifact", pat);
+	}
+	assert_int_equal(count_mime(f, "odd/back\\slash"), 0); /* \s is an s */
+	assert_int_equal(count_mime(f, "odd/*"), N - 1);
+	assert_int_equal(count_mime(f, "ODD/\"QUOTED\""), 1);
+	assert_int_equal(count_mime(f, "odd/upper"), 1);
+	assert_int_equal(count_mime(f, "odd/null"), 1);
+	assert_int_equal(count_mime(f, "*"), N);
+	assert_int_equal(count_mime(f, "odd/\"*"), 1);
+	assert_int_equal(count_mime(f, "none/*"), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -327,6 +393,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_empty_and_several, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_temp_privilege, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_spooled_collection, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_mime_types_quoted, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, tu_pg_stop);
 }
