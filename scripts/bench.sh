@@ -480,14 +480,19 @@ print(len(d[sys.argv[2]] if len(sys.argv) > 2 else d))' "$@"
 # directories (up to 5 levels), about 85 MB of real bytes: text, markdown, python, CSV, JSON,
 # valid PNGs, random binaries, some without an extension; 80% under 4 KiB, 18% 4-32 KiB, 2%
 # 32-256 KiB. Generated once for all sections, then left to age 2.1 s so that the MIME cache
-# takes its answers (it refuses files younger than 2 s). Sets HV_COLLECT_TREE and _FILES.
+# takes its answers (it refuses files younger than 2 s). Sets HV_COLLECT_TREE, _FILES, _DIRS
+# and _BYTES; each section runs in a subshell, so a later one reads them back from the file
+# the first one left beside the tree.
 hv_collect_corpus() {
 	HV_COLLECT_TREE=$HV_TMP/collect-tree
 	HV_COLLECT_FILES=${1:-10000}
-	if [ -d "$HV_COLLECT_TREE" ]; then
+	local saved=$HV_TMP/collect-tree.info
+	if [ -d "$HV_COLLECT_TREE" ] && [ -s "$saved" ]; then
+		read -r HV_COLLECT_FILES HV_COLLECT_DIRS HV_COLLECT_BYTES <"$saved"
 		echo "  corpus: the $HV_COLLECT_FILES files of the collect section ($HV_COLLECT_TREE)"
 		return 0
 	fi
+	rm -rf "$HV_COLLECT_TREE"
 	local t0=$EPOCHREALTIME info
 	info=$(python3 - "$HV_COLLECT_TREE" "$HV_COLLECT_FILES" <<'PY'
 import json, os, random, struct, sys, zlib
@@ -545,6 +550,7 @@ PY
 )
 	sleep 2.1
 	read -r HV_COLLECT_FILES HV_COLLECT_DIRS HV_COLLECT_BYTES <<<"$info"
+	printf '%s\n' "$info" >"$saved"
 	printf '  corpus: %d files in %d directories, %.1f MB, generated in %.1f s (then 2.1 s to age)\n' \
 		"$HV_COLLECT_FILES" "$HV_COLLECT_DIRS" "$(awk -v b="$HV_COLLECT_BYTES" 'BEGIN { print b / 1e6 }')" \
 		"$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { print b - a - 2.1 }')"

@@ -958,19 +958,17 @@ static hv_status sq_artifacts(hv_store *st, const hv_artifact_filter *f,
  * share it. */
 static hv_status sq_mime_types(hv_store *st, hvst_mime_set *out)
 {
-	static const char sql[] =
-		"WITH RECURSIVE t(m) AS ("
-		" SELECT (SELECT mime_type FROM artifacts ORDER BY mime_type LIMIT 1)"
-		" UNION ALL SELECT (SELECT mime_type FROM artifacts WHERE mime_type > t.m"
-		" ORDER BY mime_type LIMIT 1) FROM t WHERE t.m IS NOT NULL)"
-		" SELECT m FROM t WHERE m IS NOT NULL";
+	hv_buf sql = {0};
+	hv_buf_append_str(&sql, "WITH RECURSIVE t(m) AS ("
+				" SELECT (SELECT mime_type FROM artifacts ORDER BY mime_type LIMIT 1)"
+				" UNION ALL SELECT (SELECT mime_type FROM artifacts"
+				" WHERE mime_type > t.m ORDER BY mime_type LIMIT 1)"
+				" FROM t WHERE t.m IS NOT NULL)"
+				" SELECT m FROM t WHERE m IS NOT NULL");
 	sqlite3_stmt *q = NULL;
-	int src = sqlite3_prepare_v2(st->db, sql, -1, &q, NULL);
-	if (src != SQLITE_OK) {
-		sqlite3_finalize(q);
-		return hvst_db_error(st, src, "cannot query the history");
-	}
-	hv_status rc = HV_OK;
+	hv_status rc = prepare_query(st, &sql, &q);
+	hv_buf_free(&sql);
+	int src = SQLITE_OK;
 	while (rc == HV_OK && (src = sqlite3_step(q)) == SQLITE_ROW)
 		rc = hvst_mime_set_add(out, (const char *)sqlite3_column_text(q, 0),
 				       (size_t)sqlite3_column_bytes(q, 0));
