@@ -668,10 +668,18 @@ static int cmp_pid(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+static unsigned long proc_scans;
+
+unsigned long hvr_proc_scans(void)
+{
+	return __atomic_load_n(&proc_scans, __ATOMIC_RELAXED);
+}
+
 /* Reads every process's pid, parent and state from /proc, sorted by pid. false when /proc
  * cannot be read (or memory runs out): then only the process group can be reached. */
 static bool proc_scan(proc_list *pl)
 {
+	__atomic_fetch_add(&proc_scans, 1, __ATOMIC_RELAXED);
 	pl->n = 0;
 	DIR *d = opendir("/proc");
 	if (!d)
@@ -801,9 +809,15 @@ static bool own_children(pid_t **out, size_t *n)
 	return ok;
 }
 
-/* Whether the caller has no child but the leader and those it had before: then nothing of
- * the command is left (a live descendant is a child of the caller, or below one, once the
- * leader has exited), and no orphan is waiting to be reaped. false when unknown. */
+static bool own_child(pid_t pid);
+
+/* Whether the caller has no child but the leader, those it had before and harvest's own
+ * (libmagic's spawner, started during the run by its first file): then nothing of the command
+ * is left (a live descendant is a child of the caller, or below one, once the leader has
+ * exited), and no orphan is waiting to be reaped. false when unknown. Only then is every
+ * process on the machine read from /proc (proc_scan): without the spawner in this list, every
+ * `harvest run` that made a file paid for that scan at its end, more than a millisecond on a
+ * quiet machine and one read per process on a busy one. */
 static bool nothing_left(const runner *r)
 {
 	pid_t *kids;
@@ -812,7 +826,7 @@ static bool nothing_left(const runner *r)
 		return false;
 	bool none = true;
 	for (size_t i = 0; i < n && none; i++)
-		none = kids[i] == r->pid || was_child_before(r, kids[i]);
+		none = kids[i] == r->pid || was_child_before(r, kids[i]) || own_child(kids[i]);
 	free(kids);
 	return none;
 }

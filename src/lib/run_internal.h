@@ -12,4 +12,8 @@ hv_status hv__run_watched(const hv_run_opts *opts, hv_run_chunk_fn on_chunk, voi
 			  hv_run_result *out, int watch_fd, bool (*on_watch)(void *),
 			  void *watch_ctx);
 
+/* How many times this process read every process's entry in /proc to find a run's
+ * descendants: for tests of when a run needs to (see nothing_left in run.c). */
+unsigned long hvr_proc_scans(void);
+
 #endif
