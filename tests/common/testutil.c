@@ -2,6 +2,7 @@
 
 #include <openssl/evp.h>
 
+#include "harvest/execute.h"
 #include "harvest/store.h"
 
 #include <errno.h>
@@ -796,6 +797,18 @@ void tu_fx_free(tu_fx *f)
 	free(f->root);
 	free(f->db);
 	free(f);
+}
+
+void tu_execute_opts_events(hv_execute_opts *o, const char *const *argv)
+{
+	memset(o, 0, sizeof(*o));
+	hv_run_opts_init(&o->run);
+	hv_collect_opts_init(&o->collect);
+	o->collect.no_content = true;
+	o->run.argv = argv;
+	o->run.end_descendants = true;
+	o->no_history = true;
+	o->changes = HV_CHANGES_EVENTS;
 }
 
 int tu_fx_setup(void **state)

@@ -71,6 +71,11 @@ void tu_fx_free(tu_fx *f);
 int tu_fx_setup(void **state);
 int tu_fx_teardown(void **state);
 
+struct hv_execute_opts;
+/* Sets *o (all of it) to run argv as `harvest run --no-history --changes events` runs it:
+ * its descendants ended with it, changes from fanotify's events, and collecting no content. */
+void tu_execute_opts_events(struct hv_execute_opts *o, const char *const *argv);
+
 /* malloc, realloc and a NUL-terminated copy of len bytes that abort on failure (no cmocka:
  * usable in forked children). */
 void *tu_xmalloc(size_t n);

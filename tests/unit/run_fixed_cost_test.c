@@ -131,15 +131,8 @@ static hv_execution run_with(fx *f, const char *script, hv_run_chunk_fn on_chunk
 {
 	const char *argv[] = {"sh", "-c", script, NULL};
 	hv_execute_opts o;
-	memset(&o, 0, sizeof(o));
-	hv_run_opts_init(&o.run);
-	hv_collect_opts_init(&o.collect);
-	o.collect.no_content = true;
+	tu_execute_opts_events(&o, argv);
 	o.collect.max_files = 2000;
-	o.run.argv = argv;
-	o.run.end_descendants = true;
-	o.no_history = true;
-	o.changes = HV_CHANGES_EVENTS;
 	if (op) {
 		o.open_store = open_counted;
 		o.open_store_ctx = op;

@@ -4,8 +4,8 @@
  * run that makes a file, so that run ends without a scan; a process the command leaves
  * behind still gets one, and is ended, while the spawner lives on.
  *
- * Each case runs in a child process of its own: the spawner is started once per process, and
- * each case needs a process that has none yet. */
+ * Each case runs in a child process of its own (tu_in_child): the spawner is started once per
+ * process, and each case needs a process that has none yet. */
 #include "testutil.h"
 #include "harvest/execute.h"
 #include "harvest/store.h"
@@ -16,12 +16,10 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* A check in the forked case: on failure, says which and exits with 1. */
+/* A check in the forked case: on failure, says which and ends the child with status 1. */
 #define CHECK(cond)                                                                   \
 	do {                                                                          \
 		if (!(cond)) {                                                        \
@@ -30,82 +28,61 @@
 		}                                                                     \
 	} while (0)
 
-/* Runs sh -c script in root with change events and its descendants ended (as harvest run
- * does), the MIME cache in a database of its own; the number of files it made. */
-static size_t run_in(const char *root, const char *db, const char *script)
+/* Runs sh -c script in f's root as `harvest run --changes events` does, the MIME cache in a
+ * database of its own beside the root; the number of files it made. */
+static size_t run_in(const tu_fx *f, const char *script)
 {
+	char *db = tu_path(f->dir, "scan.db");
 	hv_store *st = NULL;
 	CHECK(hv_store_open(&st, db, HV_STORE_NO_HISTORY) == HV_OK);
 	const char *argv[] = {"sh", "-c", script, NULL};
 	hv_execute_opts o;
-	memset(&o, 0, sizeof(o));
-	hv_run_opts_init(&o.run);
-	hv_collect_opts_init(&o.collect);
-	o.collect.no_content = true;
-	o.run.argv = argv;
-	o.run.end_descendants = true;
-	o.no_history = true;
-	o.changes = HV_CHANGES_EVENTS;
+	tu_execute_opts_events(&o, argv);
 	hv_execution ex;
-	CHECK(hv_execute(st, root, &o, NULL, NULL, &ex) == HV_OK);
+	CHECK(hv_execute(st, f->root, &o, NULL, NULL, &ex) == HV_OK);
 	CHECK(ex.run.exit_code == 0);
 	CHECK(ex.files != NULL);
 	size_t n = ex.files->n_files;
 	hv_execution_free(&ex);
 	CHECK(hv_store_close(st) == HV_OK);
+	free(db);
 	return n;
 }
 
-/* Runs fn(f->root, f->dir) in a child process and checks that it exited 0. */
-static void in_child(void (*fn)(const char *, const char *), const tu_fx *f)
-{
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		fn(f->root, f->dir);
-		_exit(0);
-	}
-	int st;
-	assert_int_equal(waitpid(pid, &st, 0), pid);
-	assert_true(WIFEXITED(st));
-	assert_int_equal(WEXITSTATUS(st), 0);
-}
-
 /* The first run that makes a file starts the spawner, and leaves nothing else: no scan. */
-static void case_spawner_only(const char *root, const char *dir)
+static int case_spawner_only(void *arg)
 {
-	char *db = tu_path(dir, "scan.db");
+	const tu_fx *f = arg;
 	CHECK(hvm_spawner_pid() < 0);
 	unsigned long scans = hvr_proc_scans();
-	CHECK(run_in(root, db, "echo x > made") == 1);
+	CHECK(run_in(f, "echo x > made") == 1);
 	pid_t spawner = hvm_spawner_pid();
 	CHECK(spawner > 0);
 	CHECK(hvr_proc_scans() == scans);
 	/* and the next run too, the spawner now a child from before it */
-	CHECK(run_in(root, db, "echo y > made2") == 1);
+	CHECK(run_in(f, "echo y > made2") == 1);
 	CHECK(hvr_proc_scans() == scans);
 	CHECK(hvm_spawner_pid() == spawner);
 	CHECK(kill(spawner, 0) == 0);
-	free(db);
+	return 0;
 }
 
 /* The same first run, with a process left behind: it is found (a scan) and ended, and the
  * spawner, started in that run, is left running. */
-static void case_spawner_and_leftover(const char *root, const char *dir)
+static int case_spawner_and_leftover(void *arg)
 {
-	char *db = tu_path(dir, "scan.db");
+	const tu_fx *f = arg;
 	CHECK(hvm_spawner_pid() < 0);
 	unsigned long scans = hvr_proc_scans();
-	CHECK(run_in(root, db,
-		     "sleep 100 >/dev/null 2>&1 </dev/null & echo $! > ../bg.pid; echo x > made") ==
-	      1);
+	CHECK(run_in(f, "sleep 100 >/dev/null 2>&1 </dev/null & echo $! > ../bg.pid; "
+			"echo x > made") == 1);
 	CHECK(hvr_proc_scans() > scans);
-	char *pidfile = tu_path(dir, "bg.pid");
-	FILE *fp = fopen(pidfile, "re");
-	CHECK(fp != NULL);
-	int bg = 0;
-	CHECK(fscanf(fp, "%d", &bg) == 1 && bg > 0);
-	fclose(fp);
+	char *pidfile = tu_path(f->dir, "bg.pid");
+	char *text = tu_read_file(pidfile, NULL);
+	CHECK(text != NULL);
+	int bg = atoi(text);
+	CHECK(bg > 0);
+	free(text);
 	free(pidfile);
 	/* gone and reaped by the run: no child of ours by that pid, and no process */
 	int st;
@@ -114,19 +91,17 @@ static void case_spawner_and_leftover(const char *root, const char *dir)
 	pid_t spawner = hvm_spawner_pid();
 	CHECK(spawner > 0);
 	CHECK(kill(spawner, 0) == 0);
-	free(db);
+	return 0;
 }
 
 static void test_no_scan_for_the_spawner(void **state)
 {
-	tu_fx *f = *state;
-	in_child(case_spawner_only, f);
+	assert_int_equal(tu_in_child(case_spawner_only, *state), 0);
 }
 
 static void test_leftover_still_ended(void **state)
 {
-	tu_fx *f = *state;
-	in_child(case_spawner_and_leftover, f);
+	assert_int_equal(tu_in_child(case_spawner_and_leftover, *state), 0);
 }
 
 int main(void)
