@@ -814,10 +814,10 @@ static bool own_child(pid_t pid);
 /* Whether the caller has no child but the leader, those it had before and harvest's own
  * (libmagic's spawner, started during the run by its first file): then nothing of the command
  * is left (a live descendant is a child of the caller, or below one, once the leader has
- * exited), and no orphan is waiting to be reaped. false when unknown. Only then is every
- * process on the machine read from /proc (proc_scan): without the spawner in this list, every
- * `harvest run` that made a file paid for that scan at its end, more than a millisecond on a
- * quiet machine and one read per process on a busy one. */
+ * exited), and no orphan is waiting to be reaped. false when unknown. Only when this is false
+ * is every process on the machine read from /proc (proc_scan): while the spawner was not
+ * counted here, every `harvest run` that made a file paid for that scan at its end, three
+ * system calls per process (0.6 ms for 67 processes on the project's VM). */
 static bool nothing_left(const runner *r)
 {
 	pid_t *kids;
