@@ -809,28 +809,6 @@ static bool own_children(pid_t **out, size_t *n)
 	return ok;
 }
 
-static bool own_child(pid_t pid);
-
-/* Whether the caller has no child but the leader, those it had before and harvest's own
- * (libmagic's spawner, started during the run by its first file): then nothing of the command
- * is left (a live descendant is a child of the caller, or below one, once the leader has
- * exited), and no orphan is waiting to be reaped. false when unknown. Only when this is false
- * is every process on the machine read from /proc (proc_scan): while the spawner was not
- * counted here, every `harvest run` that made a file paid for that scan at its end, three
- * system calls per process (0.6 ms for 67 processes on the project's VM). */
-static bool nothing_left(const runner *r)
-{
-	pid_t *kids;
-	size_t n;
-	if (!own_children(&kids, &n))
-		return false;
-	bool none = true;
-	for (size_t i = 0; i < n && none; i++)
-		none = kids[i] == r->pid || was_child_before(r, kids[i]) || own_child(kids[i]);
-	free(kids);
-	return none;
-}
-
 /* ---- harvest's own children (internal.h) ---- */
 
 /* 0: a free slot. Read and written with atomics: a slot is claimed by a compare-and-swap. */
@@ -863,6 +841,33 @@ static bool own_child(pid_t pid)
 	return false;
 }
 
+/* A child of the caller's that is the command's (or below it): neither one the caller had
+ * before the run nor harvest's own. */
+static bool commands_child(const runner *r, pid_t pid)
+{
+	return !was_child_before(r, pid) && !own_child(pid);
+}
+
+/* Whether the caller has no child but the leader, those it had before and harvest's own
+ * (libmagic's spawner, started during the run by its first file): then nothing of the command
+ * is left (a live descendant is a child of the caller, or below one, once the leader has
+ * exited), and no orphan is waiting to be reaped. false when unknown. Only when this is false
+ * is every process on the machine read from /proc (proc_scan): while the spawner was not
+ * counted here, every `harvest run` that made a file paid for that scan at its end, three
+ * system calls per process (0.6 ms for 67 processes on the project's VM). */
+static bool nothing_left(const runner *r)
+{
+	pid_t *kids;
+	size_t n;
+	if (!own_children(&kids, &n))
+		return false;
+	bool none = true;
+	for (size_t i = 0; i < n && none; i++)
+		none = kids[i] == r->pid || !commands_child(r, kids[i]);
+	free(kids);
+	return none;
+}
+
 /* Marks the caller's descendants, except the children it had before the fork (and theirs)
  * and harvest's own (hv__own_child_add: libmagic's spawner, which execute.c may start at the
  * run's first change). A process whose parent is ours is ours: passes until nothing changes
@@ -871,7 +876,7 @@ static void mark_ours(const runner *r, proc_list *pl)
 {
 	for (size_t i = 0; i < pl->n; i++) {
 		proc_ent *p = &pl->v[i];
-		p->ours = p->ppid == r->self && !was_child_before(r, p->pid) && !own_child(p->pid);
+		p->ours = p->ppid == r->self && commands_child(r, p->pid);
 	}
 	bool changed = true;
 	while (changed) {
