@@ -108,6 +108,34 @@ bool cli_warn_unstored(const cli_common *c, const char *dir, const hv_collection
 	return any;
 }
 
+void cli_warn_skipped(const cli_common *c, const char *dir, const hv_collection *col,
+		      const hv_collect_opts *o)
+{
+	bool slash = dir && *dir && dir[strlen(dir) - 1] == '/';
+	size_t limited = 0;
+	for (size_t i = 0; col && i < col->n_skipped; i++) {
+		const hv_skipped_file *k = &col->skipped[i];
+		if (k->error)
+			cli_warn(c, "%s", k->error);
+		else if (strcmp(k->reason, "too_large") == 0)
+			cli_warn(c, "%s%s%s: %llu bytes, more than --max-file-bytes (%llu): not collected",
+				 dir ? dir : "", dir && !slash ? "/" : "", k->path,
+				 (unsigned long long)k->size, (unsigned long long)o->max_file_bytes);
+		else if (strcmp(k->reason, "limit") == 0)
+			limited++;
+	}
+	if (limited == 0)
+		return;
+	if (col->n_files >= o->max_files)
+		cli_warn(c, "%s: %zu more file%s not collected: --max-files (%llu) reached",
+			 dir ? dir : ".", limited, limited == 1 ? "" : "s",
+			 (unsigned long long)o->max_files);
+	else
+		cli_warn(c, "%s: %zu more file%s not collected: --max-total-bytes (%llu) reached",
+			 dir ? dir : ".", limited, limited == 1 ? "" : "s",
+			 (unsigned long long)o->max_total_bytes);
+}
+
 int cli_page_print(const hv_run_row *row, const hv_collection *col)
 {
 	char host[256] = "";
@@ -350,9 +378,7 @@ int cmd_collect(int argc, char **argv)
 				rc = EXIT_WARN;
 			}
 		}
-		for (size_t i = 0; i < col->n_skipped; i++)
-			if (col->skipped[i].error)
-				cli_warn(&c, "%s", col->skipped[i].error);
+		cli_warn_skipped(&c, pos[0], col, &k.cc.opts);
 		hv_json *j = c.format == FMT_HTML ? NULL : cli_json_stdout(&c);
 		if (c.format == FMT_HTML) {
 			int64_t ended_ns = hv_store_now_ns();

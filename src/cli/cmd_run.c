@@ -304,10 +304,7 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 				  hv_error_last());
 		else if (ex.collect_status != HV_OK)
 			cli_error("collecting the produced files: %s", hv_error_last());
-		if (ex.files)
-			for (size_t i = 0; i < ex.files->n_skipped; i++)
-				if (ex.files->skipped[i].error)
-					cli_warn(c, "%s", ex.files->skipped[i].error);
+		cli_warn_skipped(c, r->dir, ex.files, &eo.collect);
 		if (ex.run_id > 0)
 			(void)cli_warn_unstored(c, r->dir, ex.files); /* the exit status is the command's */
 		bool page_failed = false;

@@ -672,6 +672,13 @@ static int spawner_start_locked(void)
 		close_range(1, ~0U, 0);
 		signal(SIGPIPE, SIG_DFL);
 		signal(SIGCHLD, SIG_DFL);
+		/* The signals a terminal's Ctrl-C or timeout(1) send to harvest's whole process
+		 * group are for the command harvest runs (and for harvest, which ends it and still
+		 * types what it made): the spawner and its workers (which inherit this) end with
+		 * harvest instead, at their socket's end or by PR_SET_PDEATHSIG. */
+		signal(SIGINT, SIG_IGN);
+		signal(SIGTERM, SIG_IGN);
+		signal(SIGHUP, SIG_IGN);
 		/* Before any database is loaded here, so that every expression the workers compile
 		 * is seen (mime_rx.c); HARVEST_MIME_REGEX_FILTER=0 runs them all unfiltered. */
 		const char *rx = getenv("HARVEST_MIME_REGEX_FILTER");

@@ -804,6 +804,9 @@ static void test_limits(void **state)
 	check_skipped(doc, "f2.txt", "too_large", 40);
 	check_skipped(doc, "f3.txt", "too_large", 40);
 	assert_int_equal(tj_len(tj_get(doc, "skipped")), 4);
+	/* Exit status 1 says why on stderr: each file too large, named, with the limit. */
+	assert_non_null(strstr(r.err, "/eleven.txt: 11 bytes, more than --max-file-bytes (10)"));
+	assert_non_null(strstr(r.err, "/f3.txt: 40 bytes, more than --max-file-bytes (10)"));
 	tj_free(doc);
 	tu_result_free(&r);
 
@@ -819,6 +822,7 @@ static void test_limits(void **state)
 	static const char *const all[] = {"f1.txt", "f2.txt", "f3.txt", "ten.txt", "eleven.txt"};
 	for (size_t i = 0; i < 5; i++)
 		assert_true((of_find(doc, all[i]) != NULL) != (skipped_find(doc, all[i]) != NULL));
+	assert_non_null(strstr(r.err, ": 3 more files not collected: --max-files (2) reached\n"));
 	tj_free(doc);
 	tu_result_free(&r);
 
@@ -839,6 +843,7 @@ static void test_limits(void **state)
 		assert_string_equal(tj_str(tj_get(tj_at(sk, i), "reason"), NULL), "limit");
 	for (size_t i = 0; i < 5; i++)
 		assert_true((of_find(doc, all[i]) != NULL) != (skipped_find(doc, all[i]) != NULL));
+	assert_non_null(strstr(r.err, " not collected: --max-total-bytes (100) reached\n"));
 	tj_free(doc);
 	tu_result_free(&r);
 
@@ -848,6 +853,7 @@ static void test_limits(void **state)
 	run_json(&r, &doc, a4);
 	assert_int_equal(r.status, 0);
 	assert_int_equal(tj_len(tj_get(doc, "output_files")), 5);
+	assert_null(strstr(r.err, "not collected"));
 	tj_free(doc);
 	tu_result_free(&r);
 

@@ -1215,20 +1215,22 @@ static void test_collect_failure_after_run(void **state)
 	fx_close(&f);
 }
 
-/* SIGTERM to harvest ends the command like a timeout would (its process group gets SIGTERM),
- * but the run is still collected, printed and recorded; the status is the command's (killed
- * by SIGTERM: 143), and timed_out stays false. */
-static void test_sigterm_ends_the_run(void **state)
+/* sig to harvest (group: to its whole process group, as a terminal's Ctrl-C or timeout(1)
+ * sends it) ends the command like a timeout would (its process group gets SIGTERM), but the
+ * run is still collected, printed and recorded; the status is the command's (killed by the
+ * SIGTERM harvest sends its process group, of its own: 143), and timed_out stays false. libmagic's worker, in harvest's process group, is not
+ * the command's: the file made is typed by it, not given octet-stream. */
+static void check_signal_ends_the_run(int sig, bool group)
 {
-	(void)state;
 	fixture f;
 	fx_open(&f);
 	char *out = tu_path(f.root, "out"), *err = tu_path(f.root, "err");
 	char *started = tu_path(f.d, "started.txt");
-	char *argv[] = {HARVEST_BIN, "run", "--db", f.db, "--dir", f.d, "--", "sh", "-c",
+	/* setsid(1), not a group leader here, execs harvest in a process group of its own. */
+	char *argv[] = {"setsid", HARVEST_BIN, "run", "--db", f.db, "--dir", f.d, "--", "sh", "-c",
 			"echo hi; echo started > started.txt; exec sleep 60", NULL};
 	double t0 = now_s();
-	pid_t pid = tu_spawn(argv, out, err);
+	pid_t pid = tu_spawn(group ? argv : argv + 1, out, err);
 	/* Written, not only created: the shell's redirection makes the file before echo writes. */
 	struct stat sst;
 	while (stat(started, &sst) != 0 || sst.st_size == 0) {
@@ -1240,7 +1242,13 @@ static void test_sigterm_ends_the_run(void **state)
 		struct timespec nap = {0, 20 * 1000 * 1000};
 		nanosleep(&nap, NULL);
 	}
-	assert_int_equal(kill(pid, SIGTERM), 0);
+	if (group) {
+		/* The file is seen, then typed once the command ends: wait for harvest to have
+		 * started its worker (it starts at the first change) before the group's signal. */
+		struct timespec settle = {0, 300 * 1000 * 1000};
+		nanosleep(&settle, NULL);
+	}
+	assert_int_equal(kill(group ? -pid : pid, sig), 0);
 	int status = tu_wait(pid);
 	assert_true(now_s() - t0 < 30); /* not the 60 s of the command */
 	tu_result r = {0};
@@ -1250,6 +1258,7 @@ static void test_sigterm_ends_the_run(void **state)
 	assert_non_null(r.err);
 	if (status != 128 + SIGTERM)
 		fail_msg("exit %d, expected %d: %s", status, 128 + SIGTERM, r.err);
+	assert_null(strstr(r.err, "libmagic worker"));
 	events ev;
 	parse_events(&ev, &r, false);
 	assert_int_equal(tj_int(tj_get(ev.result, "exit_code")), 128 + SIGTERM);
@@ -1270,6 +1279,19 @@ static void test_sigterm_ends_the_run(void **state)
 	free(err);
 	free(started);
 	fx_close(&f);
+}
+
+static void test_sigterm_ends_the_run(void **state)
+{
+	(void)state;
+	check_signal_ends_the_run(SIGTERM, false);
+}
+
+/* Ctrl-C at a terminal: SIGINT to the whole foreground process group. */
+static void test_group_sigint_ends_the_run(void **state)
+{
+	(void)state;
+	check_signal_ends_the_run(SIGINT, true);
 }
 
 /* ---- what the command can reach ---- */
@@ -1742,6 +1764,7 @@ int main(void)
 		cmocka_unit_test(test_unreadable_output_as_nobody),
 		cmocka_unit_test(test_collect_failure_after_run),
 		cmocka_unit_test(test_sigterm_ends_the_run),
+		cmocka_unit_test(test_group_sigint_ends_the_run),
 		cmocka_unit_test(test_concurrent_runs),
 		cmocka_unit_test(test_env_without_harvest_vars),
 		cmocka_unit_test(test_setsid_daemon_ends_with_the_run),
