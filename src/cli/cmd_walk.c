@@ -145,6 +145,12 @@ static int run_walk(cli_common *c, struct walk_cli *w, const char *root)
 	w->opts.excludes = w->excludes;
 	w->opts.n_excludes = w->n_excludes;
 	w->opts.readlink = w->long_fmt;
+	/* The walker's few descriptors it cannot give up: without them a directory would be
+	 * retried for seconds, then left out. Refused at once, as collect does. */
+	if (hv_collect_check_fds(root, 0) != HV_OK) {
+		cli_error("%s", hv_error_last());
+		return EXIT_WARN;
+	}
 	hv_walk *walk;
 	hv_status st = hv_walk_open(&walk, root, &w->opts);
 	if (st != HV_OK) {

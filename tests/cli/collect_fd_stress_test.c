@@ -31,6 +31,7 @@
  * database, collect without one, and run (its pipes). */
 #define MIN_DB 14
 #define MIN_SNAP 10
+#define MIN_WALK 7 /* the README: 3 streams and the walker's 4 */
 #define MIN_NO_DB 10
 #define MIN_RUN 24
 /* Below this the isolated libmagic detector may not get its descriptors (exit 1, one line). */
@@ -418,6 +419,7 @@ static void test_below_minimum(void **state)
 	const char *full[] = {"collect", "--db", db, dir, NULL};
 	const char *snap[] = {"snapshot", "--db", db, dir, NULL};
 	const char *run[] = {"run", "--db", db, "--dir", dir, "--", "true", NULL};
+	const char *walk[] = {"walk", dir, NULL};
 	/* Each command's own minimum is found here (it depends on what the process has open
 	 * when it starts), must be at most the documented one (README), and below it the
 	 * command is refused on one line; from it on (4 limits) it works. run is checked from
@@ -426,6 +428,8 @@ static void test_below_minimum(void **state)
 	check_minimum(full, "collect", 4, MIN_DB, 1, out, err);
 	check_minimum(snap, "snapshot", 4, MIN_SNAP, 1, out, err);
 	check_minimum(run, "run", MIN_RUN, MIN_RUN, 125, out, err);
+	/* walk: below its minimum a directory was retried for seconds, then left out. */
+	check_minimum(walk, "walk", 4, MIN_WALK, 1, out, err);
 	free(dir);
 	free(db);
 	free(out);
