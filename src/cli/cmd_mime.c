@@ -255,12 +255,22 @@ static void lstat_finish(struct lstat_job *j)
 
 /* Answers files[0..n): the arguments that are not directories, with their lstat (or its
  * errno) from the directory decision, so the library does not lstat them again. */
-static int answer_files(struct mime_out *o, hv_store *st, const hv_mime_opts *mo,
+static int answer_files(struct mime_out *o, hv_store **st, const hv_mime_opts *mo,
 			char *const *files, const struct stat *lst, const int *lerr, size_t n)
 {
 	hv_mime_result *res = NULL;
-	hv_status s = hv_mime_detect_cached_lstat(st, (const char *const *)files, lst, lerr, n, mo,
-						  &res);
+	hv_status s = hv_mime_detect_cached_lstat(*st, (const char *const *)files, lst, lerr, n,
+						  mo, &res);
+	if (s < 0 && s != HV_ENOMEM && *st) {
+		/* The cache could not be read (a page of it damaged): it only saves time, so these
+		 * files and the rest are answered without it, and it is not written. */
+		cli_warn(o->c, "%s; answering without the MIME cache", hv_error_last());
+		hv_store_close(*st);
+		*st = NULL;
+		o->rc = EXIT_WARN;
+		s = hv_mime_detect_cached_lstat(NULL, (const char *const *)files, lst, lerr, n, mo,
+						&res);
+	}
 	if (s < 0) {
 		cli_error("%s", hv_error_last());
 		return -1;
@@ -457,7 +467,7 @@ int cmd_mime(int argc, char **argv)
 				is_dir = stat(pos[i], &target) == 0 && S_ISDIR(target.st_mode);
 		}
 		if ((i == npos || is_dir || i - first == CHUNK) && i > first) {
-			fatal = answer_files(&o, st, &m.opts, pos + first, lst + first, lerr + first,
+			fatal = answer_files(&o, &st, &m.opts, pos + first, lst + first, lerr + first,
 					     (size_t)(i - first)) != 0;
 			first = i;
 		}

@@ -229,6 +229,9 @@ struct collector {
 	/* The cache lookups' read transaction (cache_read_hold), and how many it has served. */
 	bool reading;
 	unsigned held;
+	/* A lookup failed (a page of the cache damaged): the rest is collected without the cache,
+	 * which is neither read nor written again. */
+	bool cache_lost;
 };
 
 /* The cache lookups of a collect share one read transaction, up to READ_HOLD_MAX of them, so
@@ -256,6 +259,19 @@ static void cache_read_hold(struct collector *k)
 	cache_read_release(k);
 	hvm_read_begin(k->st, &k->reading);
 	k->held = 1;
+}
+
+/* After a failed cache lookup (not out of memory): warns once, and the collect goes on
+ * without the cache, which only saves time: each file is typed by libmagic, and nothing is
+ * written to a database that cannot be read. */
+static void cache_lose(struct collector *k)
+{
+	char why[512];
+	snprintf(why, sizeof(why), "%s; collecting without the MIME cache", hv_error_last());
+	cache_read_release(k);
+	k->cache_lost = true;
+	k->c->warnings++;
+	hvc_warn(k->o, why);
 }
 
 /* Opens the current entry relative to its directory, never by path. */
@@ -387,12 +403,12 @@ static hv_status job_finish(struct collector *k, struct hvc_job *j)
 	}
 	if (k->c->n_files >= o->max_files || k->total_bytes + j->len > o->max_total_bytes)
 		return add_skipped(k, &e, "limit", true, j->len, NULL);
-	if (j->lookup_error || !j->raw)
-		return add_skipped(k, &e, "error", true, j->len,
-				   j->lookup_error ? j->lookup_error : j->error);
+	if (!j->raw)
+		return add_skipped(k, &e, "error", true, j->len, j->error);
 	/* A new answer is cached; one cached without the digest (by `harvest mime`) gets it now,
 	 * so a later --no-content collect need not open the file. */
-	if ((j->detected || !j->cached_sha[0]) && !j->warning && !o->no_cache && k->st) {
+	if ((j->detected || !j->cached_sha[0]) && !j->warning && !o->no_cache && k->st &&
+	    !k->cache_lost) {
 		cache_read_release(k);
 		hv_store_mime_put_sha(k->st, &j->fs, k->fingerprint, j->raw, j->sha);
 	}
@@ -465,14 +481,17 @@ static hv_status open_job(struct collector *k, const hv_entry *e, struct hvc_job
 	} else if (k->magic_status < 0) {
 		return HV_EIO;
 	}
-	bool cache = !o->no_cache && k->st;
+	bool cache = !o->no_cache && k->st && !k->cache_lost;
 	if (o->no_content && !j->racy && cache) {
 		cache_read_hold(k);
 		int rc = hv_store_mime_lookup_sha(k->st, &e->lst, k->fingerprint, &j->raw,
 						  j->cached_sha);
-		if (rc != HV_OK)
+		if (rc == HV_ENOMEM)
 			return rc;
-		if (j->raw && j->cached_sha[0]) {
+		if (rc != HV_OK) {
+			cache_lose(k);
+			cache = false;
+		} else if (j->raw && j->cached_sha[0]) {
 			j->cached_hit = true;
 			return HV_OK;
 		}
@@ -516,10 +535,16 @@ static hv_status open_job(struct collector *k, const hv_entry *e, struct hvc_job
 	}
 	if (cache) {
 		cache_read_hold(k);
-		if (hv_store_mime_lookup_sha(k->st, &j->fs, k->fingerprint, &j->raw,
-					     j->cached_sha) != HV_OK &&
-		    !(j->lookup_error = strdup(hv_error_last())))
-			return hv_error_set(HV_ENOMEM, "out of memory");
+		int rc = hv_store_mime_lookup_sha(k->st, &j->fs, k->fingerprint, &j->raw,
+						  j->cached_sha);
+		if (rc == HV_ENOMEM)
+			return rc;
+		if (rc != HV_OK) {
+			cache_lose(k); /* this file too is typed by libmagic */
+			free(j->raw);
+			j->raw = NULL;
+			j->cached_sha[0] = '\0';
+		}
 	}
 	*queued = true;
 	return HV_OK;

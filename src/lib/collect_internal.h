@@ -118,7 +118,6 @@ struct hvc_job {
 	char compare_sha[65];
 	bool cached_hit;      /* --no-content and the cache knew type and digest: no read */
 	char cached_sha[65];  /* the cache's digest of this file, "" if none */
-	char *lookup_error;   /* the cache lookup failed (the file is then skipped with it) */
 	char *warning;        /* libmagic's worker died or hung on it: typed octet-stream */
 	int fd;
 	hv_stat fs;           /* fstat of fd */

@@ -277,7 +277,7 @@ static bool job_load(struct hvc_job *j, const struct hvc_pipe *p, const hv_magic
 		j->outcome = HVC_READ_SAME;
 		return false;
 	}
-	if (j->raw || j->lookup_error)
+	if (j->raw)
 		return false;
 	return !job_from_memo(j, p->memo);
 }
@@ -317,7 +317,7 @@ static void job_detected(struct hvc_job *j, hvm_memo *memo, hv_status rc, char *
 /* After the read (and the detection): the head of a spooled content dropped, the file closed. */
 static void job_end(struct hvc_job *j)
 {
-	if (j->outcome == HVC_READ_OK && !j->raw && !j->error && !j->lookup_error)
+	if (j->outcome == HVC_READ_OK && !j->raw && !j->error)
 		j->outcome = HVC_READ_NOMEM; /* a strdup failed */
 	if (j->spooled) {
 		free(j->buf); /* the head: detected now */
@@ -433,7 +433,6 @@ void hvc_job_clear(struct hvc_job *j)
 		close(j->fd);
 	free(j->path);
 	free(j->error);
-	free(j->lookup_error);
 	free(j->warning);
 	free(j->raw);
 	free(j->buf);

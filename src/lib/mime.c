@@ -869,6 +869,8 @@ typedef struct dir_batch {
 	atomic_size_t next;
 	const char *rfp;      /* the refinement tables' fingerprint; NULL: no refined answers */
 	bool reading;         /* the batch's read transaction is open */
+	bool cache_lost;      /* a lookup failed (a damaged cache): the rest is answered without */
+	char cache_error[512]; /* then: why */
 } dir_batch;
 
 static void dir_detect_one(dir_item *it, hv_magic *m)
@@ -1079,19 +1081,26 @@ static hv_status dir_add(dir_batch *b, hv_walk *w, const hv_entry *e, hv_store *
 			hvm_read_begin(st, &b->reading);
 		const char *name = strrchr(it->path, '/');
 		name = name ? name + 1 : it->path;
-		hvst_mime_hit hit;
+		hvst_mime_hit hit = {0};
 		hv_status rc = hvst_mime_lookup_refined(st, &e->lst, fp, name, strlen(name), b->rfp,
 							&hit);
-		if (rc != HV_OK)
+		if (rc == HV_ENOMEM)
 			return rc;
-		if (hit.refined) {
+		if (rc != HV_OK) {
+			/* The cache cannot be read (a page of it damaged): it only saves time, so
+			 * this file and the rest are answered by libmagic, and nothing is written
+			 * to a database that is not sound. */
+			snprintf(b->cache_error, sizeof(b->cache_error), "%s", hv_error_last());
+			b->cache_lost = true;
+			hvm_read_end(st, b->reading);
+			b->reading = false;
+		} else if (hit.refined) {
 			/* The same name under the same tables: refined before, nothing to redo. */
 			it->r.mime_type = hit.refined;
 			it->learn = DIR_LEARN_REFINED;
 			hvm_count_refined_hit();
 			return HV_OK;
-		}
-		if (hit.raw) {
+		} else if (hit.raw) {
 			it->r.mime_type = hit.raw;
 			it->st = e->lst;
 			memcpy(it->sha256, hit.sha256, sizeof(it->sha256));
@@ -1120,6 +1129,17 @@ static hv_status dir_add(dir_batch *b, hv_walk *w, const hv_entry *e, hv_store *
 	HV_STAT_FROM(&sb, &it->st);
 	it->fd = fd;
 	return HV_OK;
+}
+
+/* The warning of a batch whose cache could not be read (b->cache_lost). */
+static const char *cache_lost_message(dir_batch *b)
+{
+	static const char tail[] = "; answering without the MIME cache";
+	size_t len = strlen(b->cache_error);
+	if (len + sizeof(tail) <= sizeof(b->cache_error) &&
+	    (len < sizeof(tail) - 1 || strcmp(b->cache_error + len - (sizeof(tail) - 1), tail) != 0))
+		memcpy(b->cache_error + len, tail, sizeof(tail));
+	return b->cache_error;
 }
 
 hv_status hv_mime_detect_dir(hv_store *st, const char *dir, const hv_collect_opts *co,
@@ -1209,7 +1229,12 @@ hv_status hv_mime_detect_dir(hv_store *st, const char *dir, const hv_collect_opt
 		if (e->type != HV_FT_FILE)
 			continue;
 		files++;
-		rc = dir_add(b, w, e, st, fp);
+		rc = dir_add(b, w, e, b->cache_lost ? NULL : st, fp);
+		if (rc == HV_OK && b->cache_lost && st) {
+			if (walk_opts.on_warning)
+				walk_opts.on_warning(walk_opts.ctx, cache_lost_message(b));
+			st = NULL; /* not read again, nor written */
+		}
 		if (rc == HV_OK && b->n == b->max)
 			rc = dir_flush(b, st, fp, &o, fn, ctx, &failed);
 	}
@@ -1235,7 +1260,12 @@ hv_status hv_mime_detect_dir(hv_store *st, const char *dir, const hv_collect_opt
 	for (size_t t = 0; b->magic && t < b->threads; t++)
 		hv_magic_close(b->magic[t]);
 	free(b->magic);
+	bool lost = b->cache_lost;
+	char lost_why[sizeof(b->cache_error) + 64];
+	snprintf(lost_why, sizeof(lost_why), "%s", lost ? cache_lost_message(b) : "");
 	free(b);
+	if (rc == HV_OK && lost)
+		return hv_error_set(HV_WARN, "%s", lost_why);
 	if (rc == HV_OK && failed)
 		return hv_error_set(HV_WARN, "%zu of %zu files could not be examined", failed, files);
 	if (rc == HV_OK && warned)

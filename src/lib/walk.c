@@ -225,6 +225,13 @@ hv_status hv_walk_next(hv_walk *w, const hv_entry **out)
 			hv_buf_printf(&w->pending_warn,
 				      "%s: not entered: it leads back to an ancestor directory",
 				      message_path(w, w->path.data, w->path.len));
+		} else if (d == UNEXAMINED) {
+			/* Listed with nulls, its contents not, and said, as for a directory that
+			 * cannot be opened. */
+			w->warnings++;
+			hv_buf_printf(&w->pending_warn,
+				      "%s: not entered: it cannot be examined (lstat failed)",
+				      message_path(w, w->path.data, w->path.len));
 		} else if (d == DESCEND) {
 			struct dnode *c;
 			if (n->next_child < n->n_children &&

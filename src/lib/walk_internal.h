@@ -161,7 +161,9 @@ struct hv_walk {
 	bool limit_hit, finished;
 };
 
-enum descend { NO_DESCEND, DESCEND, LOOP };
+/* UNEXAMINED: a directory, says the listing, within the depth, whose lstat failed (its parent
+ * can be read but not searched): listed, not entered, and warned of. */
+enum descend { NO_DESCEND, DESCEND, LOOP, UNEXAMINED };
 
 /* ---- the descriptor cache (walk_fdcache.c) ---- */
 void hvw_lru_unlink(hv_walk *w, struct dnode *n);

@@ -39,7 +39,8 @@ enum descend hvw_should_descend(const hv_walk *w, const struct dnode *n, const s
 	if (w->opts.max_depth >= 0 && n->depth + 1 >= w->opts.max_depth)
 		return NO_DESCEND;
 	if (!(r->flags & REC_HAVE_LSTAT))
-		return NO_DESCEND; /* lstat failed: nothing is known, nothing is entered */
+		/* lstat failed: nothing is known, nothing is entered, a directory is warned of */
+		return r->dtype == DT_DIR && !(r->flags & REC_NAMES) ? UNEXAMINED : NO_DESCEND;
 	bool link = S_ISLNK(r->lst.mode);
 	if (link ? !(w->opts.follow && (r->flags & REC_STAT_DIR)) : !S_ISDIR(r->lst.mode))
 		return NO_DESCEND;

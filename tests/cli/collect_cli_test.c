@@ -865,6 +865,60 @@ static void test_limits(void **state)
 
 /* ---- the database ---- */
 
+/* A MIME cache damaged inside (its table's page, found at the first lookup): the cache only
+ * saves time, so collect warns once and types every file with libmagic (never an "error" skip
+ * for a readable file), exit 1; --no-content the same. A run in the same database likewise,
+ * its status the command's. */
+static void test_damaged_cache(void **state)
+{
+	(void)state;
+	char *root = tu_mkdtemp();
+	char *db = tu_path(root, "h.db");
+	char *d = tu_path(root, "d");
+	tu_mkdir(root, "d");
+	tu_write(root, "d/a.txt", "words\n", 6);
+	tu_write(root, "d/b.md", "# B\n", 4);
+	tu_result r;
+	tj_value *doc;
+	const char *fill[] = {"collect", "--db", db, d, NULL};
+	run_json(&r, &doc, fill);
+	assert_int_equal(r.status, 0);
+	tj_free(doc);
+	tu_result_free(&r);
+	tu_damage_table(db, "mime_cache");
+	const char *with[] = {"collect", "--db", db, d, NULL};
+	const char *without[] = {"collect", "--no-content", "--db", db, d, NULL};
+	const char *const *cases[] = {with, without};
+	for (size_t c = 0; c < 2; c++) {
+		run_json(&r, &doc, cases[c]);
+		if (r.status != 1)
+			fail_msg("case %zu: exit %d: %s", c, r.status, r.err);
+		assert_non_null(strstr(r.err, "collecting without the MIME cache"));
+		assert_ptr_equal(memchr(r.err, '\n', r.err_len), r.err + r.err_len - 1);
+		assert_int_equal(tj_len(tj_get(doc, "skipped")), 0);
+		check_output_file(of_find(doc, "a.txt"), d, "a.txt", 5, "text/plain", c == 0);
+		check_output_file(of_find(doc, "b.md"), d, "b.md", 4, "text/markdown", c == 0);
+		tj_free(doc);
+		tu_result_free(&r);
+	}
+	const char *run[] = {"run", "--db", db, "--dir", d, "--format", "json", "--", "sh", "-c",
+			     "echo new > c.txt", NULL};
+	run_json(&r, &doc, run);
+	if (r.status != 0)
+		fail_msg("run: exit %d: %s", r.status, r.err);
+	assert_non_null(strstr(r.err, "without the MIME cache"));
+	const tj_value *ofs = tj_get(doc, "output_files");
+	assert_int_equal(tj_len(ofs), 1);
+	assert_string_equal(tj_str(tj_get(tj_at(ofs, 0), "mime_type"), NULL), "text/plain");
+	assert_int_equal(tj_len(tj_get(doc, "skipped")), 0);
+	tj_free(doc);
+	tu_result_free(&r);
+	free(d);
+	free(db);
+	tu_rmrf(root);
+	free(root);
+}
+
 static void assert_no_db_file(const tj_value *doc)
 {
 	const tj_value *a = tj_get(doc, "output_files");
@@ -1338,6 +1392,7 @@ int main(void)
 		cmocka_unit_test(test_fifo),
 		cmocka_unit_test(test_sparse_giant),
 		cmocka_unit_test(test_limits),
+		cmocka_unit_test(test_damaged_cache),
 		cmocka_unit_test(test_db_inside),
 		cmocka_unit_test(test_not_a_database),
 		cmocka_unit_test(test_read_only_database),

@@ -1395,6 +1395,57 @@ static void test_bad_database(void **state)
 	trio_close(&t);
 }
 
+/* A cache damaged inside (its table's page, found at the first lookup, not at the open): mime
+ * warns once, answers every file, as arguments and below a directory, without the cache, and
+ * exits 1; the database is not written. */
+static void test_damaged_cache(void **state)
+{
+	(void)state;
+	trio t;
+	trio_open(&t);
+	char *dbdir = tu_mkdtemp();
+	char *db = tu_path(dbdir, "h.db");
+	tu_result r;
+	const char *fill[] = {"mime", "--db", db, t.md, t.png, NULL};
+	tu_harvestv(&r, NULL, NULL, fill);
+	assert_int_equal(r.status, 0);
+	tu_result_free(&r);
+	tu_damage_table(db, "mime_cache");
+	size_t len0;
+	char *before = tu_read_file(db, &len0);
+	assert_non_null(before);
+	const char *files[] = {"mime", "--db", db, t.md, t.png, NULL};
+	const char *dir[] = {"mime", "--db", db, t.root, NULL};
+	const char *const *cases[] = {files, dir};
+	for (size_t c = 0; c < 2; c++) {
+		tu_harvestv(&r, NULL, NULL, cases[c]);
+		if (r.status != 1)
+			fail_msg("case %zu: exit %d: %s", c, r.status, r.err);
+		assert_non_null(strstr(r.err, "answering without the MIME cache"));
+		assert_ptr_equal(memchr(r.err, '\n', r.err_len), r.err + r.err_len - 1);
+		tj_value *doc;
+		size_t n;
+		answer *a = parse_answers(&r, &doc, &n);
+		assert_int_equal(n, c == 0 ? 2 : 3);
+		assert_string_equal(answer_for(a, n, t.md), "text/markdown");
+		assert_string_equal(answer_for(a, n, t.png), "image/png");
+		free(a);
+		tj_free(doc);
+		tu_result_free(&r);
+	}
+	size_t len1;
+	char *after = tu_read_file(db, &len1);
+	assert_non_null(after);
+	assert_int_equal(len1, len0);
+	assert_memory_equal(after, before, len0);
+	free(before);
+	free(after);
+	free(db);
+	tu_rmrf(dbdir);
+	free(dbdir);
+	trio_close(&t);
+}
+
 /* Standard output that cannot be written (a full disk): exit 1 with a message, in every
  * format, never a silent success. */
 static void test_write_error(void **state)
@@ -1474,6 +1525,7 @@ int main(void)
 		cmocka_unit_test(test_threads_keep_input_order),
 		cmocka_unit_test(test_unreadable_directories),
 		cmocka_unit_test(test_bad_database),
+		cmocka_unit_test(test_damaged_cache),
 		cmocka_unit_test(test_write_error),
 		cmocka_unit_test(test_files_from),
 	};

@@ -660,6 +660,68 @@ static void test_unreadable_dir(void **state)
 	free(bin);
 }
 
+/* A directory that can be read but not searched (r--): its entries are listed with nulls (their
+ * lstat fails), and a subdirectory among them, which cannot be entered, is warned of, exit 1,
+ * as for a directory that cannot be opened: nothing below it is left out silently. */
+static void test_unsearchable_dir(void **state)
+{
+	(void)state;
+	char *bindir;
+	char *bin = copy_binary_for_nobody(&bindir);
+	char *root = tu_tmpdir();
+	tu_mkdir(root, "rn");
+	tu_write(root, "rn/f", "ab", 2);
+	tu_mkdir(root, "rn/sd");
+	tu_write(root, "rn/sd/deep", "d", 1);
+	int64_t rsize = st_size_of(root, "rn");
+	char *rn = tu_path(root, "rn");
+	assert_int_equal(chmod(rn, 0444), 0);
+	const char *variants[][6] = {
+		{"walk", NULL},
+		{"walk", "--sort", "none", "--threads", "4", NULL},
+	};
+	for (size_t v = 0; v < 2; v++) {
+		const char *args[10];
+		size_t n = 0;
+		for (size_t i = 0; variants[v][i]; i++)
+			args[n++] = variants[v][i];
+		args[n++] = root;
+		args[n] = NULL;
+		char *out, *err;
+		size_t out_len, err_len;
+		int status = harvest_as_nobody(bin, args, &out, &out_len, &err, &err_len);
+		tu_recs rs;
+		tu_recs_parse(&rs, out, out_len, true, "path", false);
+		assert_rec(&rs, "rn", 1, rsize);
+		assert_rec(&rs, "rn/f", TU_NULL, TU_NULL);
+		assert_rec(&rs, "rn/sd", TU_NULL, TU_NULL);
+		assert_absent(&rs, "rn/sd/deep");
+		assert_int_equal(rs.n, 3);
+		if (status != 1)
+			fail_msg("walk with an unsearchable directory: exit %d, expected 1 (stderr: %s)",
+				 status, err);
+		if (!strstr(err, "rn/sd: not entered: it cannot be examined"))
+			fail_msg("the warning must name the directory left unentered: %s", err);
+		tu_recs_free(&rs);
+		free(out);
+		free(err);
+	}
+	/* ls lists one directory and enters none: nothing to warn of. */
+	{
+		const char *args[] = {"ls", rn, NULL};
+		char *out, *err;
+		size_t out_len, err_len;
+		int status = harvest_as_nobody(bin, args, &out, &out_len, &err, &err_len);
+		assert_int_equal(status, 0);
+		assert_int_equal(err_len, 0);
+		free(out);
+		free(err);
+	}
+	assert_int_equal(chmod(rn, 0755), 0);
+	free(rn);
+	free(bin);
+}
+
 /* ---- errors and usage ---- */
 
 static void test_missing_and_file_paths(void **state)
@@ -1313,6 +1375,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_follow_mutual_links, tu_cleanup),
 		cmocka_unit_test_teardown(test_fifo_and_socket, tu_cleanup),
 		cmocka_unit_test_teardown(test_unreadable_dir, tu_cleanup),
+		cmocka_unit_test_teardown(test_unsearchable_dir, tu_cleanup),
 		cmocka_unit_test_teardown(test_missing_and_file_paths, tu_cleanup),
 		cmocka_unit_test_teardown(test_bad_options, tu_cleanup),
 		cmocka_unit_test_teardown(test_version_and_help, tu_cleanup),

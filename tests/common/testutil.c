@@ -1,6 +1,7 @@
 #include "testutil.h"
 
 #include <openssl/evp.h>
+#include <sqlite3.h>
 
 #include "harvest/execute.h"
 #include "harvest/store.h"
@@ -897,4 +898,35 @@ void tu_corpus_free(tu_corpus *c)
 	free(c->dir);
 	free(c->db);
 	free(c);
+}
+
+/* Overwrites the root page of table in the SQLite database db (its WAL checkpointed into it
+ * first) with 0xff bytes: the database opens, and the first read of that table fails as
+ * corrupt. */
+void tu_damage_table(const char *db, const char *table)
+{
+	sqlite3 *h = NULL;
+	assert_int_equal(sqlite3_open_v2(db, &h, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(h, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL),
+			 SQLITE_OK);
+	sqlite3_stmt *q = NULL;
+	assert_int_equal(sqlite3_prepare_v2(h,
+					    "SELECT rootpage, (SELECT page_size FROM pragma_page_size)"
+					    " FROM sqlite_schema WHERE name = ?1",
+					    -1, &q, NULL),
+			 SQLITE_OK);
+	sqlite3_bind_text(q, 1, table, -1, SQLITE_STATIC);
+	assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+	int64_t page = sqlite3_column_int64(q, 0), size = sqlite3_column_int64(q, 1);
+	sqlite3_finalize(q);
+	assert_int_equal(sqlite3_close(h), SQLITE_OK);
+	assert_true(page > 1 && size >= 512);
+	char *junk = malloc((size_t)size);
+	assert_non_null(junk);
+	memset(junk, 0xff, (size_t)size);
+	int fd = open(db, O_WRONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, junk, (size_t)size, (off_t)((page - 1) * size)), size);
+	close(fd);
+	free(junk);
 }

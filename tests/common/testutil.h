@@ -201,3 +201,7 @@ void tu_harvest_as_nobody(tu_result *r, const char *cwd, const char *const *args
 /* The whole contents of a file in a new NUL-terminated buffer (its length in *len, which may
  * be NULL); NULL when it cannot be read. */
 char *tu_read_file(const char *path, size_t *len);
+/* Overwrites the root page of table in the SQLite database db (its WAL checkpointed first)
+ * with 0xff bytes: the database still opens, and the first read of that table fails as
+ * corrupt. Fails the test when it cannot. */
+void tu_damage_table(const char *db, const char *table);
