@@ -186,7 +186,7 @@ int cli_page_print(const hv_run_row *row, const hv_collection *col);
  * under dir as the user gave it (NULL: relative). */
 bool cli_warn_unstored(const cli_common *c, const char *dir, const hv_collection *col);
 /* Warns of each file skipped with an error or as too_large, and once of those skipped as limit
- * (which limit, how many), naming them below dir. */
+ * (which limit, how many), naming them below dir (NULL: as they are named in the output). */
 void cli_warn_skipped(const cli_common *c, const char *dir, const hv_collection *col,
 		      const hv_collect_opts *o);
 /* Commands. */

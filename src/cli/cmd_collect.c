@@ -115,7 +115,13 @@ void cli_warn_skipped(const cli_common *c, const char *dir, const hv_collection 
 	size_t limited = 0;
 	for (size_t i = 0; col && i < col->n_skipped; i++) {
 		const hv_skipped_file *k = &col->skipped[i];
-		if (k->error)
+		/* The error names the file below DIR, as its "path" does: on stderr it is named as
+		 * walk names it, DIR included, a path that can be opened from here. */
+		bool below = dir && k->error && strncmp(k->error, k->path, k->path_len) == 0 &&
+			     k->error[k->path_len] == ':';
+		if (k->error && below)
+			cli_warn(c, "%s%s%s", dir, slash ? "" : "/", k->error);
+		else if (k->error)
 			cli_warn(c, "%s", k->error);
 		else if (strcmp(k->reason, "too_large") == 0)
 			cli_warn(c, "%s%s%s: %llu bytes, more than --max-file-bytes (%llu): not collected",

@@ -1186,7 +1186,10 @@ static void test_unreadable_subdir(void **state)
 	assert_paths(doc, "ok.txt");
 	check_output_file(of_find(doc, "ok.txt"), d, "ok.txt", 6, "text/plain", true);
 	check_skipped(doc, "private.txt", "error", 16);
-	assert_non_null(strstr(r.err, "private.txt"));
+	/* On stderr the file is named with DIR, a path that can be opened from here. */
+	char *named = tu_path(d, "private.txt: Permission denied");
+	assert_non_null(strstr(r.err, named));
+	free(named);
 	assert_null(strstr(r.out, "LOCKED-CONTENT"));
 	tj_free(doc);
 	tu_result_free(&r);
