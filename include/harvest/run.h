@@ -83,8 +83,9 @@ typedef struct hv_run_opts {
 	uint64_t linger_ms;         /* how long the pipes may stay open after the command exits */
 	int cancel_fd;              /* -1: none; when it becomes readable (or hangs up), the run
 	                             * is ended like a timeout but with cancelled set and the
-	                             * child's own status. A self-pipe written by a SIGINT handler
-	                             * fits here. */
+	                             * child's own status; readable already when the command
+	                             * would start, it is not started (HV_ECHILD). A self-pipe
+	                             * written by a SIGINT handler fits here. */
 } hv_run_opts;
 
 /* What a run gave. Filled by hv_run(); release with hv_run_result_free(). */

@@ -138,10 +138,12 @@ static hv_status on_chunk(void *ctx, hv_stream which, const char *data, size_t l
 
 /* SIGINT/SIGTERM/SIGHUP end the command like a timeout, so the run is still recorded. */
 static int cancel_pipe[2] = {-1, -1};
+static volatile sig_atomic_t cancel_signal; /* the first such signal */
 
 static void on_signal(int sig)
 {
-	(void)sig;
+	if (!cancel_signal)
+		cancel_signal = sig;
 	int saved = errno;
 	if (cancel_pipe[1] >= 0 && write(cancel_pipe[1], "x", 1) < 0) {
 		/* nothing more can be done in a handler */
@@ -286,7 +288,8 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 	int rc;
 	if (s != HV_OK) {
 		cli_error("%s", hv_error_last());
-		rc = EXIT_HARVEST_FAILED;
+		/* Interrupted before the command began: the status a shell gives (128 + N). */
+		rc = s == HV_ECHILD && cancel_signal ? 128 + cancel_signal : EXIT_HARVEST_FAILED;
 	} else {
 		if (ex.changes_note && !strcmp(ex.changes, "ctime"))
 			cli_warn(c,

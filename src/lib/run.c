@@ -1344,6 +1344,16 @@ hv_status hv__run_watched(const hv_run_opts *opts, hv_run_chunk_fn on_chunk, voi
 	sigset_t all, old_mask;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old_mask);
+	/* Cancelled before it began (a SIGINT while the workspace was read): not started, as
+	 * timeout(1) or a shell would not start it. Signals are blocked from here to the spawn,
+	 * so one arriving later is seen once the child runs, and ends it. */
+	struct pollfd cancel = {r.cancel_fd, POLLIN, 0};
+	if (r.cancel_fd >= 0 && poll(&cancel, 1, 0) > 0) {
+		pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
+		rc = hv_error_set(HV_ECHILD, "%s: not started: the run was cancelled before it began",
+				  opts->argv[0]);
+		goto done;
+	}
 	r.pid = spawn_child(&plan, (char *const *)opts->argv);
 	int fork_err = errno;
 	pthread_sigmask(SIG_SETMASK, &old_mask, NULL);

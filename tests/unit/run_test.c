@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1078,19 +1079,31 @@ static void test_child_inherits_no_descriptors_or_signal_state(void **state)
 	collector_free(&c);
 }
 
+/* Writes a byte to the descriptor *arg 200 ms from now: a cancel once the command runs. */
+static void *cancel_later(void *arg)
+{
+	struct timespec t = {0, 200 * 1000 * 1000};
+	nanosleep(&t, NULL);
+	if (write(*(int *)arg, "x", 1) != 1)
+		abort();
+	return NULL;
+}
+
 static void test_cancel_fd_ends_the_run(void **state)
 {
 	(void)state;
 	int p[2];
 	assert_int_equal(pipe(p), 0);
-	assert_int_equal(write(p[1], "x", 1), 1);
 	hv_run_opts opts;
 	hv_run_opts_init(&opts);
 	opts.cancel_fd = p[0];
 	collector c = {0};
 	hv_run_result res;
 	const char *argv[] = {"sleep", "10", NULL};
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, cancel_later, &p[1]), 0);
 	assert_int_equal(run_with(argv, &opts, &c, &res), HV_OK);
+	pthread_join(t, NULL);
 	assert_true(res.cancelled);
 	assert_false(res.timed_out);
 	assert_int_equal(res.exit_code, 128 + SIGTERM);
@@ -1099,6 +1112,35 @@ static void test_cancel_fd_ends_the_run(void **state)
 	collector_free(&c);
 	close(p[0]);
 	close(p[1]);
+}
+
+/* Cancelled before it began (a SIGINT while the caller still prepared the run): the command
+ * is not started at all, and the run fails with HV_ECHILD saying so. */
+static void test_cancel_fd_before_start(void **state)
+{
+	(void)state;
+	char *dir = tu_mkdtemp();
+	char *marker = tu_path(dir, "ran");
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(write(p[1], "x", 1), 1);
+	hv_run_opts opts;
+	hv_run_opts_init(&opts);
+	opts.cancel_fd = p[0];
+	collector c = {0};
+	hv_run_result res;
+	const char *argv[] = {"touch", marker, NULL};
+	assert_int_equal(run_with(argv, &opts, &c, &res), HV_ECHILD);
+	assert_non_null(strstr(hv_error_last(), "cancelled before it began"));
+	struct stat sb;
+	assert_int_not_equal(stat(marker, &sb), 0); /* never ran */
+	hv_run_result_free(&res);
+	collector_free(&c);
+	close(p[0]);
+	close(p[1]);
+	free(marker);
+	tu_rmrf(dir);
+	free(dir);
 }
 
 static void test_callback_failure_stops_the_run(void **state)
@@ -1582,6 +1624,7 @@ int main(void)
 		cmocka_unit_test(test_cwd_honoured),
 		cmocka_unit_test(test_child_inherits_no_descriptors_or_signal_state),
 		cmocka_unit_test(test_cancel_fd_ends_the_run),
+		cmocka_unit_test(test_cancel_fd_before_start),
 		cmocka_unit_test(test_callback_failure_stops_the_run),
 		cmocka_unit_test(test_shell_argv),
 		cmocka_unit_test(test_inconsistent_opts_refused),
