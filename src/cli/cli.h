@@ -173,9 +173,14 @@ void cli_collect_free(cli_collect *cc);
 typedef struct cli_hooks {
 	const cli_common *c;
 	cli_progress progress;
+	const char *dir; /* DIR as given, and its real path (which the library's messages name), */
+	char *real;      /* or NULL: see cli_hooks_name_dir */
 } cli_hooks;
 /* Routes cc's warnings and progress through h (which must outlive the collect). */
 void cli_collect_hooks(cli_collect *cc, const cli_common *c, cli_hooks *h);
+/* Warnings that name a path below dir's real path name it below dir as given instead, as walk
+ * does: a path that opens from here. */
+void cli_hooks_name_dir(cli_hooks *h, const char *dir);
 /* Clears the progress line, if one was shown. */
 void cli_collect_hooks_end(cli_hooks *h);
 /* Prints the page of run row and collection col (may be NULL) on stdout, with this host's

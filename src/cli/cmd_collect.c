@@ -84,7 +84,20 @@ static void collect_warning(void *ctx, const char *message)
 {
 	cli_hooks *x = ctx;
 	cli_progress_end(&x->progress);
+	size_t rl = x->real ? strlen(x->real) : 0;
+	if (rl && strncmp(message, x->real, rl) == 0 && (message[rl] == '/' || message[rl] == ':')) {
+		bool slash = *x->dir && x->dir[strlen(x->dir) - 1] == '/';
+		cli_warn(x->c, "%s%s", x->dir,
+			 message + rl + (slash && message[rl] == '/' ? 1 : 0));
+		return;
+	}
 	cli_warn(x->c, "%s", message);
+}
+
+void cli_hooks_name_dir(cli_hooks *h, const char *dir)
+{
+	h->dir = dir;
+	h->real = realpath(dir, NULL);
 }
 
 static void collect_progress(void *ctx, uint64_t entries, uint64_t files, uint64_t bytes)
@@ -170,6 +183,8 @@ int cli_page_print(const hv_run_row *row, const hv_collection *col)
 void cli_collect_hooks(cli_collect *cc, const cli_common *c, cli_hooks *h)
 {
 	h->c = c;
+	h->dir = NULL;
+	h->real = NULL;
 	cli_check_excludes(c, cc->excludes, cc->n_excludes);
 	cli_progress_init(&h->progress, c);
 	cc->opts.on_warning = collect_warning;
@@ -180,6 +195,8 @@ void cli_collect_hooks(cli_collect *cc, const cli_common *c, cli_hooks *h)
 void cli_collect_hooks_end(cli_hooks *h)
 {
 	cli_progress_end(&h->progress);
+	free(h->real);
+	h->real = NULL;
 }
 
 /* Parses a command that takes one DIR and prints json or jsonl. */
@@ -264,6 +281,7 @@ int cmd_snapshot(int argc, char **argv)
 	int64_t id = 0;
 	uint64_t entries = 0;
 	char *root = NULL;
+	cli_hooks_name_dir(&hooks, pos[0]);
 	hv_status s = hv_snapshot_take(st, pos[0], &cc.opts, &id, &entries, &root);
 	cli_collect_hooks_end(&hooks);
 	if (s != HV_OK) {
@@ -366,6 +384,7 @@ int cmd_collect(int argc, char **argv)
 	k.cc.opts.spool_content = true;
 	hv_collection *col = NULL;
 	int64_t started_ns = hv_store_now_ns();
+	cli_hooks_name_dir(&hooks, pos[0]);
 	hv_status s = hv_collect(st, pos[0], &k.cc.opts, &col);
 	cli_collect_hooks_end(&hooks);
 	if (s != HV_OK) {

@@ -1193,6 +1193,14 @@ static void test_unreadable_subdir(void **state)
 	assert_null(strstr(r.out, "LOCKED-CONTENT"));
 	tj_free(doc);
 	tu_result_free(&r);
+	/* DIR given relative to the working directory: both lines name the paths below it as
+	 * given, as walk does (not below its real path). */
+	const char *rel[] = {"collect", "--db", db, "d", NULL};
+	tu_harvest_as_nobody(&r, root, rel);
+	assert_int_equal(r.status, 1);
+	assert_non_null(strstr(r.err, "harvest: d/locked: Permission denied\n"));
+	assert_non_null(strstr(r.err, "harvest: d/private.txt: Permission denied\n"));
+	tu_result_free(&r);
 
 	free(priv);
 	free(locked);
