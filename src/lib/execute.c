@@ -122,12 +122,14 @@ static hv_status execute(hv_store *st, const char *dir, const hv_execute_opts *o
 	if (!ch)
 		rc = hv_snapshot_take_mem(st, root, &co, &snap);
 	char *command = NULL;
+	int64_t recorded_start_ns = 0; /* the start the history records, when it does */
 	if (rc == HV_OK && !o->no_history)
 		rc = need_store(&st, o);
 	if (rc == HV_OK && !o->no_history) {
 		command = hv_argv_json(o->run.argv);
 		hv_run_start start = {.label = o->label, .command_json = command, .dir = root,
-				     .host = o->host};
+				     .host = o->host, .started_at_ns = hv_store_now_ns()};
+		recorded_start_ns = start.started_at_ns;
 		rc = command ? hv_store_run_begin(st, &start, &out->run_id)
 			     : hv_error_set(HV_ENOMEM, "out of memory");
 	}
@@ -164,6 +166,10 @@ static hv_status execute(hv_store *st, const char *dir, const hv_execute_opts *o
 		free(root);
 		return rc;
 	}
+	/* The start the history shows: a page of this run, or anything else made from this
+	 * result, then agrees with the history's (the command itself starts a few ms later). */
+	if (recorded_start_ns)
+		out->run.started_at_ns = recorded_start_ns;
 	const hv_run_result *r = &out->run;
 	out->end = (hv_run_end){
 		.ended_at_ns = r->ended_at_ns,

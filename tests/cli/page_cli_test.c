@@ -120,6 +120,21 @@ static void test_run_html(void **state)
 	assert_int_equal(gethostname(host, sizeof(host)), 0);
 	snprintf(want, sizeof(want), "<dt>Host</dt><dd>%s</dd>", host);
 	assert_non_null(strstr(r.out, want));
+	/* The run's own page and the history's page of it show the same start, the recorded
+	 * one. */
+	const char *started = strstr(r.out, "<dt>Started</dt><dd>");
+	assert_non_null(started);
+	const char *end = strstr(started, "</dd>");
+	assert_non_null(end);
+	char *line = strndup(started, (size_t)(end - started));
+	assert_non_null(line);
+	tu_result h;
+	tu_harvest(&h, "history", "show", "1", "--db", f->db, "--format", "html", NULL);
+	assert_int_equal(h.status, 0);
+	if (!strstr(h.out, line))
+		fail_msg("the run's page says %s, the history's page another start", line);
+	tu_result_free(&h);
+	free(line);
 	tu_result_free(&r);
 
 	/* not recorded: no run id */
