@@ -922,16 +922,39 @@ static void put_lines(pw *w, const char *s, size_t len)
 	}
 }
 
-/* A name as one shell word in single quotes (escaped for HTML by put_name). */
+/* Whether put_name shows some byte of s as an escape (a backslash, a control character,
+ * bytes that are not UTF-8): then the escapes are what the shell must read. */
+static bool shown_escaped(const char *s, size_t len)
+{
+	for (size_t i = 0; i < len;) {
+		unsigned char c = (unsigned char)s[i];
+		if (c == '\\' || c < 0x20 || c == 0x7f)
+			return true;
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		size_t k = hv_utf8_char_length(s + i, len - i);
+		if (k == 0 || (k == 2 && c == 0xc2 && (unsigned char)s[i + 1] <= 0x9f))
+			return true;
+		i += k;
+	}
+	return false;
+}
+
+/* A name as one shell word (escaped for HTML by put_name): in single quotes, or, when the page
+ * shows some byte of it as \xNN or \\, in bash's $'...', which reads those escapes back into
+ * the name's own bytes. */
 static void put_shell_word(pw *w, const char *s, size_t len)
 {
-	puts_(w, "&#39;");
+	bool ansi = shown_escaped(s, len);
+	puts_(w, ansi ? "$&#39;" : "&#39;");
 	size_t st = 0;
 	for (size_t i = 0; i <= len; i++)
 		if (i == len || s[i] == '\'') {
 			put_name(w, s + st, i - st);
 			if (i < len)
-				puts_(w, "&#39;\\&#39;&#39;");
+				puts_(w, ansi ? "\\&#39;" : "&#39;\\&#39;&#39;");
 			st = i + 1;
 		}
 	puts_(w, "&#39;");

@@ -334,6 +334,18 @@ static void test_embed_cap(void **state)
 	snprintf(want, sizeof(want), "harvest history get %s -o &#39;report one.pdf&#39;", sha);
 	assert_non_null(strstr(p, want));
 	assert_non_null(strstr(p, "Too large to embed (over 100 B); fetch it with:"));
+	free(p);
+	/* A name the page shows with escapes (a backslash, a control character, a quote
+	 * beside them) is offered in $'...', where the shell reads the escapes back into the
+	 * name's bytes: `a\b\nit's.bin`. */
+	art odd[] = {{"dir/a\\b\nit's.bin", "application/octet-stream", big, sizeof(big)}};
+	p = page_of(NULL, odd, 1, &o);
+	snprintf(want, sizeof(want), "harvest history get %s -o $&#39;a\\\\b\\x0ait\\&#39;s.bin&#39;",
+		 sha);
+	if (!strstr(p, want))
+		fail_msg("no %s in the page", want);
+	free(p);
+	p = page_of(NULL, a, 3, &o);
 	/* at the cap: embedded */
 	assert_non_null(strstr(p, "download=\"small.bin\" href=\"data:application/octet-stream;base64,eHh4"));
 	assert_null(strstr(p, "data:image/png"));
