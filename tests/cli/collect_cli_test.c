@@ -124,6 +124,19 @@ static void run_json(tu_result *r, tj_value **doc, const char *const *args)
 	assert_int_equal(tj_type(*doc), TJ_OBJECT);
 }
 
+/* collect --db db d, which must succeed. */
+static void collect_ok(const char *db, const char *d)
+{
+	tu_result r;
+	tj_value *doc;
+	const char *args[] = {"collect", "--db", db, d, NULL};
+	run_json(&r, &doc, args);
+	if (r.status != 0)
+		fail_msg("collect %s: exit %d: %s", d, r.status, r.err);
+	tj_free(doc);
+	tu_result_free(&r);
+}
+
 static void collect_shape(const tj_value *doc)
 {
 	assert_int_equal(tj_type(tj_get(doc, "output_files")), TJ_ARRAY);
@@ -878,14 +891,10 @@ static void test_damaged_cache(void **state)
 	tu_mkdir(root, "d");
 	tu_write(root, "d/a.txt", "words\n", 6);
 	tu_write(root, "d/b.md", "# B\n", 4);
+	collect_ok(db, d);
+	tu_damage_table(db, "mime_cache");
 	tu_result r;
 	tj_value *doc;
-	const char *fill[] = {"collect", "--db", db, d, NULL};
-	run_json(&r, &doc, fill);
-	assert_int_equal(r.status, 0);
-	tj_free(doc);
-	tu_result_free(&r);
-	tu_damage_table(db, "mime_cache");
 	const char *with[] = {"collect", "--db", db, d, NULL};
 	const char *without[] = {"collect", "--no-content", "--db", db, d, NULL};
 	const char *const *cases[] = {with, without};
@@ -1058,13 +1067,9 @@ static void test_read_only_database(void **state)
 	char *d = tu_path(root, "d");
 	tu_mkdir(root, "d");
 	tu_write(root, "d/a.txt", "a\n", 2);
+	collect_ok(db, d);
 	tu_result r;
-	tj_value *doc;
 	const char *args[] = {"collect", "--db", db, d, NULL};
-	run_json(&r, &doc, args);
-	assert_int_equal(r.status, 0);
-	tj_free(doc);
-	tu_result_free(&r);
 	assert_int_equal(chmod(db, 0444), 0);
 	assert_int_equal(chmod(dbdir, 0777), 0); /* only the file's mode stands in the way */
 	size_t blen;

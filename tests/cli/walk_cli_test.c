@@ -580,6 +580,19 @@ static char *copy_binary_for_nobody(char **bindir)
 	return dst;
 }
 
+/* Runs walk variant (its arguments, NULL-ended) on root as nobody, with bin. */
+static int walk_variant_as_nobody(const char *bin, const char *const *variant, const char *root,
+				  char **out, size_t *out_len, char **err, size_t *err_len)
+{
+	const char *args[10];
+	size_t n = 0;
+	for (size_t i = 0; variant[i] && n < 8; i++)
+		args[n++] = variant[i];
+	args[n++] = root;
+	args[n] = NULL;
+	return harvest_as_nobody(bin, args, out, out_len, err, err_len);
+}
+
 static void test_unreadable_dir(void **state)
 {
 	(void)state;
@@ -602,15 +615,10 @@ static void test_unreadable_dir(void **state)
 		{"walk", "--format", "json", NULL},
 	};
 	for (size_t v = 0; v < 3; v++) {
-		const char *args[10];
-		size_t n = 0;
-		for (size_t i = 0; variants[v][i]; i++)
-			args[n++] = variants[v][i];
-		args[n++] = root;
-		args[n] = NULL;
 		char *out, *err;
 		size_t out_len, err_len;
-		int status = harvest_as_nobody(bin, args, &out, &out_len, &err, &err_len);
+		int status = walk_variant_as_nobody(bin, variants[v], root, &out, &out_len, &err,
+						    &err_len);
 		tu_recs rs;
 		tu_recs_parse(&rs, out, out_len, v != 2, "path", false);
 		assert_rec(&rs, "locked", 1, lsize);
@@ -681,15 +689,10 @@ static void test_unsearchable_dir(void **state)
 		{"walk", "--sort", "none", "--threads", "4", NULL},
 	};
 	for (size_t v = 0; v < 2; v++) {
-		const char *args[10];
-		size_t n = 0;
-		for (size_t i = 0; variants[v][i]; i++)
-			args[n++] = variants[v][i];
-		args[n++] = root;
-		args[n] = NULL;
 		char *out, *err;
 		size_t out_len, err_len;
-		int status = harvest_as_nobody(bin, args, &out, &out_len, &err, &err_len);
+		int status = walk_variant_as_nobody(bin, variants[v], root, &out, &out_len, &err,
+						    &err_len);
 		tu_recs rs;
 		tu_recs_parse(&rs, out, out_len, true, "path", false);
 		assert_rec(&rs, "rn", 1, rsize);
