@@ -261,9 +261,10 @@ static int answer_files(struct mime_out *o, hv_store **st, const hv_mime_opts *m
 	hv_mime_result *res = NULL;
 	hv_status s = hv_mime_detect_cached_lstat(*st, (const char *const *)files, lst, lerr, n,
 						  mo, &res);
-	if (s < 0 && s != HV_ENOMEM && *st) {
-		/* The cache could not be read (a page of it damaged): it only saves time, so these
-		 * files and the rest are answered without it, and it is not written. */
+	if (s == HV_EDB && *st) {
+		/* The cache could not be read or written (a page of it damaged): it only saves
+		 * time, so these files and the rest are answered without it, and it is not used
+		 * again. Any other failure (libmagic cannot be loaded) is the call's. */
 		cli_warn(o->c, "%s; answering without the MIME cache", hv_error_last());
 		hv_store_close(*st);
 		*st = NULL;
