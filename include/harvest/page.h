@@ -51,6 +51,9 @@ typedef struct hv_page_opts {
 	                               * the recorded run's own */
 	size_t n_deleted;
 	const char *generated_by;     /* the footer's "harvest VERSION"; NULL: hv_version() */
+	const char *db;               /* the history the page's `harvest history get` commands
+	                               * name with --db (shell-quoted, a URI's password shown as
+	                               * ***); NULL: none, the reader's default database */
 } hv_page_opts;
 
 /* Writes the page of history run run_id with its artifacts and their stored contents.

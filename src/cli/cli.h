@@ -186,7 +186,11 @@ void cli_collect_hooks_end(cli_hooks *h);
 /* Prints the page of run row and collection col (may be NULL) on stdout, with this host's
  * name; a spooled content is read from col's temporary file. 0, or -1 with the reason on
  * stderr (standard output's failure, or the content that could not be read back). */
-int cli_page_print(const hv_run_row *row, const hv_collection *col);
+int cli_page_print(const cli_common *c, const hv_run_row *row, const hv_collection *col);
+/* The database a page's `history get` commands name with --db (free it): --db, else
+ * $HARVEST_DB, a relative path made absolute (the page may be read elsewhere); NULL when
+ * neither is set (the reader's default database is the one written to). */
+char *cli_page_db(const cli_common *c);
 /* Warns of each file of col recorded without its content (hv_collection_unstored), named
  * under dir as the user gave it (NULL: relative). */
 bool cli_warn_unstored(const cli_common *c, const char *dir, const hv_collection *col);

@@ -3,6 +3,8 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -155,7 +157,20 @@ void cli_warn_skipped(const cli_common *c, const char *dir, const hv_collection 
 			 (unsigned long long)o->max_total_bytes);
 }
 
-int cli_page_print(const hv_run_row *row, const hv_collection *col)
+char *cli_page_db(const cli_common *c)
+{
+	const char *db = c->db ? c->db : getenv("HARVEST_DB");
+	if (!db || !*db)
+		return NULL;
+	char cwd[PATH_MAX];
+	char *out = NULL;
+	bool uri = strncmp(db, "postgresql://", 13) == 0 || strncmp(db, "postgres://", 11) == 0;
+	if (uri || db[0] == '/' || !getcwd(cwd, sizeof(cwd)))
+		return strdup(db);
+	return asprintf(&out, "%s/%s", strcmp(cwd, "/") ? cwd : "", db) < 0 ? NULL : out;
+}
+
+int cli_page_print(const cli_common *c, const hv_run_row *row, const hv_collection *col)
 {
 	char host[256] = "";
 	hv_page_opts po = {0};
@@ -163,7 +178,10 @@ int cli_page_print(const hv_run_row *row, const hv_collection *col)
 		host[sizeof(host) - 1] = '\0';
 		po.host = host;
 	}
+	char *db = cli_page_db(c);
+	po.db = db;
 	hv_status s = hv_page_write_collection(row, col, &po, hv_page_write_file, stdout);
+	free(db);
 	if (s != HV_OK && !ferror(stdout)) {
 		/* Not the output: a spooled content could not be read back (the page is cut). */
 		cli_error("%s", hv_error_last());
@@ -418,7 +436,7 @@ int cmd_collect(int argc, char **argv)
 				.ended_at_ns = ended_ns,
 				.duration_ms = (ended_ns - started_ns) / 1000000,
 			};
-			if (cli_page_print(&row, col) != 0)
+			if (cli_page_print(&c, &row, col) != 0)
 				rc = EXIT_WARN;
 			if (col->incomplete || col->warnings)
 				rc = EXIT_WARN;

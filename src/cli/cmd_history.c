@@ -205,7 +205,11 @@ static int show_page(cli_common *c, hv_store *st, const char *arg)
 	int64_t id;
 	if (parse_id(c, "RUN_ID", arg, &id) != 0)
 		return EXIT_USAGE;
-	hv_status s = hv_page_write_run(st, id, NULL, hv_page_write_file, stdout);
+	hv_page_opts po = {0};
+	char *db = cli_page_db(c);
+	po.db = db;
+	hv_status s = hv_page_write_run(st, id, &po, hv_page_write_file, stdout);
+	free(db);
 	if (s == HV_OK && fflush(stdout) != 0) {
 		cli_error("standard output: %s", strerror(errno));
 		return EXIT_WARN;

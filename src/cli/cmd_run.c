@@ -168,7 +168,8 @@ static hv_store *open_lazily(void *ctx)
 }
 
 /* The run as a self-contained HTML page on stdout: 0, or -1 (message printed). */
-static int print_page(const struct run_cli *r, const hv_execute_opts *eo, const hv_execution *ex)
+static int print_page(const cli_common *c, const struct run_cli *r, const hv_execute_opts *eo,
+		      const hv_execution *ex)
 {
 	char *cmd = hv_argv_json(eo->run.argv);
 	if (!cmd) {
@@ -197,7 +198,7 @@ static int print_page(const struct run_cli *r, const hv_execute_opts *eo, const 
 		.stderr_truncated = ex->end.stderr_truncated,
 	};
 	row.dir_len = strlen(row.dir);
-	int rc = cli_page_print(&row, ex->files);
+	int rc = cli_page_print(c, &row, ex->files);
 	free(cmd);
 	return rc;
 }
@@ -312,7 +313,7 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 			(void)cli_warn_unstored(c, r->dir, ex.files); /* the exit status is the command's */
 		bool page_failed = false;
 		if (c->format == FMT_HTML) {
-			page_failed = print_page(r, &eo, &ex) != 0;
+			page_failed = print_page(c, r, &eo, &ex) != 0;
 		} else if (hv_record_result(j, &ex.end, ex.files, ex.run_id,
 					    !eo.collect.no_content) != HV_OK) {
 			/* A content could not be read back: what was written is not a whole

@@ -29,6 +29,7 @@ typedef struct pw {
 	int err;          /* errno of the first failed write; nothing is written after it */
 	uint64_t embed_max;
 	bool recorded;    /* the run is in the history: `history get` can fetch its contents */
+	const char *db;   /* hv_page_opts.db: the --db of the get command, or NULL */
 	bool mute;        /* output is dropped (the columns of a CSV record past CSV_COLS) */
 } pw;
 
@@ -963,6 +964,19 @@ static void put_shell_word(pw *w, const char *s, size_t len)
 static void put_get_command(pw *w, const hv_artifact_row *a)
 {
 	puts_(w, "<code class=\"cmd\">harvest history get ");
+	if (w->db) {
+		/* A URI's password is not written into a page that may be shared; a file's path
+		 * is written as it is (its bytes, whatever they are). */
+		char masked[4096];
+		const char *db = w->db;
+		if (hvst_is_pg_uri(db)) {
+			hvst_mask_secret(db, masked, sizeof(masked));
+			db = masked;
+		}
+		puts_(w, "--db ");
+		put_shell_word(w, db, strlen(db));
+		puts_(w, " ");
+	}
 	if (a->artifact_id > 0)
 		putf(w, "%lld", (long long)a->artifact_id);
 	else
@@ -1217,6 +1231,7 @@ static void pw_init(pw *w, const hv_page_opts *o, hv_page_write_fn fn, void *ctx
 	w->err = 0;
 	w->mute = false;
 	w->embed_max = o->embed_max ? o->embed_max : HV_PAGE_EMBED_MAX;
+	w->db = o->db && *o->db ? o->db : NULL;
 }
 
 static void page_outputs(pw *w, const hv_run_row *r)

@@ -3,6 +3,7 @@
  * names, a script in an HTML file and an SVG, the exit statuses, and the formats offered. */
 #include "testutil.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,12 +177,51 @@ static void test_collect_html(void **state)
 	tu_result_free(&r);
 }
 
+/* A content too large to embed is offered as a `harvest history get` command, which names
+ * the database the page came from: --db as given, made absolute (the page may be read from
+ * another directory), or $HARVEST_DB; none when the default database was used. */
+static void test_fetch_command_names_db(void **state)
+{
+	fixture *f = *state;
+	tu_mkdir(f->dir, "big");
+	char *big = tu_path(f->dir, "big/zeros.bin");
+	FILE *fp = fopen(big, "w");
+	assert_non_null(fp);
+	assert_int_equal(ftruncate(fileno(fp), (11 << 20)), 0); /* over HV_PAGE_EMBED_MAX */
+	assert_int_equal(fclose(fp), 0);
+	free(big);
+	tu_result r;
+	const char *args[] = {"collect", "--db", "it's.db", "--format", "html", "big", NULL};
+	tu_harvestv(&r, f->dir, NULL, args);
+	assert_int_equal(r.status, 0);
+	assert_page(r.out);
+	char want[PATH_MAX + 64];
+	snprintf(want, sizeof(want), "harvest history get --db &#39;%s/it&#39;\\&#39;&#39;s.db&#39; ",
+		 f->dir);
+	if (!strstr(r.out, want))
+		fail_msg("no %s in the collect's page", want);
+	tu_result_free(&r);
+	/* the history's page of it, the database named by $HARVEST_DB */
+	char *db = tu_path(f->dir, "it's.db");
+	assert_int_equal(setenv("HARVEST_DB", db, 1), 0);
+	tu_harvest(&r, "history", "show", "1", "--format", "html", NULL);
+	assert_int_equal(unsetenv("HARVEST_DB"), 0);
+	free(db);
+	assert_int_equal(r.status, 0);
+	assert_page(r.out);
+	if (!strstr(r.out, want))
+		fail_msg("no %s in the history's page", want);
+	assert_non_null(strstr(r.out, "&#39;s.db&#39; 1 -o &#39;zeros.bin&#39;</code>"));
+	tu_result_free(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_history_show_html, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_run_html, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_collect_html, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fetch_command_names_db, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -345,6 +345,19 @@ static void test_embed_cap(void **state)
 	if (!strstr(p, want))
 		fail_msg("no %s in the page", want);
 	free(p);
+	/* The database named with --db: a path as it is, a URI without its password. */
+	o.db = "/srv/h d.db";
+	p = page_of(NULL, a, 1, &o);
+	snprintf(want, sizeof(want), "harvest history get --db &#39;/srv/h d.db&#39; %s -o ", sha);
+	if (!strstr(p, want))
+		fail_msg("no %s in the page", want);
+	free(p);
+	o.db = "postgresql://ann:s3cret@db.example/h?password=x";
+	p = page_of(NULL, a, 1, &o);
+	assert_non_null(strstr(p, "--db &#39;postgresql://ann:***@db.example/h?password=***&#39; "));
+	assert_null(strstr(p, "s3cret"));
+	free(p);
+	o.db = NULL;
 	p = page_of(NULL, a, 3, &o);
 	/* at the cap: embedded */
 	assert_non_null(strstr(p, "download=\"small.bin\" href=\"data:application/octet-stream;base64,eHh4"));
