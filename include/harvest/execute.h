@@ -43,8 +43,9 @@ typedef struct hv_execution {
 	hv_run_result run;        /* exit code, output, timing */
 	hv_run_end end;           /* the same as the history records it (pointers into run) */
 	hv_collection *files;     /* the produced files; NULL when collecting failed */
-	int64_t run_id;           /* the history run; 0 with no_history, and 0 when the run
-	                           * could not be recorded completely (collect_status) */
+	int64_t run_id;           /* the history run; 0 with no_history, 0 when hv_execute
+	                           * failed, and 0 when the run could not be recorded completely
+	                           * (collect_status) */
 	int collect_status;       /* HV_OK, or why collecting or recording failed */
 	bool recording_failed;    /* collecting worked, recording it did not (collect_status) */
 	const char *changes;      /* how the changes were found: "events", "snapshot", or "ctime"
@@ -57,7 +58,9 @@ typedef struct hv_execution {
 /* Runs o->run.argv in dir (realpath'd; HV_ENOTDIR when it is not a directory) as described
  * above, handing each output chunk to on_chunk as it arrives, and fills *out (free it with
  * hv_execution_free in every case). Returns HV_OK when the command ran (whatever its exit
- * code) and a negative status when harvest itself failed before or while running it. A
+ * code) and a negative status when harvest itself failed before or while running it, or
+ * on_chunk failed (the command is then stopped): a run already begun in the history is ended
+ * there as HV_END_NOT_RECORDED, and run_id is 0. A
  * failure to collect or record after the command ran is reported in out->collect_status; then
  * run_id is 0, and hv_execute does not record the run's end without its artifacts as a normal
  * end (the history never shows an incomplete run as complete). */

@@ -155,10 +155,16 @@ static hv_status execute(hv_store *st, const char *dir, const hv_execute_opts *o
 	if (!st)
 		st = early;
 	if (rc != HV_OK) {
-		/* Not run (or stopped by harvest's own failure): the history says it ended. */
+		/* Not run, or stopped (a callback's failure, harvest's own): what it produced is
+		 * unknown, so the history ends it as not recorded, and it has no id to give out
+		 * (a run ended as it should be is one whose artifacts are all there). */
 		if (out->run_id) {
-			hv_run_end end = {.duration_ms = -1};
+			hv_error_saved saved;
+			hv_error_save(&saved);
+			hv_run_end end = {.duration_ms = -1, .end_reason = HV_END_NOT_RECORDED};
 			hv_store_run_finish(st, out->run_id, &end, NULL, 0);
+			hv_error_restore(&saved, rc);
+			out->run_id = 0;
 		}
 		hv_changes_free(ch);
 		hv_mem_snapshot_free(snap);

@@ -39,6 +39,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -975,6 +976,20 @@ void hvm_worker_faults_reload(void)
 	(void)read_faults_switch();
 }
 
+/* A worker that could not be started: "libmagic worker: <why>", and for a shortage of
+ * descriptors (here, or in the spawner: the new worker's) the limit to raise. */
+static hv_status spawn_failed(int err)
+{
+	struct rlimit rl;
+	if ((err == EMFILE || err == ENFILE) && getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+	    rl.rlim_cur != RLIM_INFINITY)
+		return hv_error_set(HV_EIO,
+				    "libmagic worker: too few file descriptors to start it (%s, the "
+				    "limit is %llu: ulimit -n)",
+				    strerror(err), (unsigned long long)rl.rlim_cur);
+	return hv_error_errno(HV_EIO, "libmagic worker", err);
+}
+
 /* Asks the spawner for a worker for w, not waiting for its first answer (spawn_ready); warm:
  * one started ahead of need, which warms up meanwhile. */
 static hv_status spawn_send(hvm_worker *w, bool warm)
@@ -984,7 +999,7 @@ static hv_status spawn_send(hvm_worker *w, bool warm)
 		return hv_error_set(HV_EIO, "libmagic worker: %s", why);
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
-		return hv_error_errno(HV_EIO, "libmagic worker", errno);
+		return spawn_failed(errno);
 	bool faults = test_faults();
 	struct zy_req rq = {.op = ZY_SPAWN, .flags = w->flags, .faults = faults, .warm = warm};
 	if (strlen(w->database) >= sizeof(rq.database)) {
@@ -1004,7 +1019,7 @@ static hv_status spawn_send(hvm_worker *w, bool warm)
 	if (err) {
 		close(sv[0]);
 		close(sv[1]);
-		return hv_error_errno(HV_EIO, "libmagic worker", err);
+		return spawn_failed(err);
 	}
 	close(sv[1]);
 	w->sock = sv[0];

@@ -34,6 +34,9 @@
 #define MIN_WALK 7 /* the README: 3 streams and the walker's 4 */
 #define MIN_NO_DB 10
 #define MIN_RUN 24
+/* mime of file arguments, without and with the cache (a worker's socket, a file's bytes) */
+#define MIN_MIME_NO_DB 6
+#define MIN_MIME_DB 9
 /* Below this the isolated libmagic detector may not get its descriptors (exit 1, one line). */
 #define MIN_DETECTOR 24
 
@@ -420,6 +423,8 @@ static void test_below_minimum(void **state)
 	const char *snap[] = {"snapshot", "--db", db, dir, NULL};
 	const char *run[] = {"run", "--db", db, "--dir", dir, "--", "true", NULL};
 	const char *walk[] = {"walk", dir, NULL};
+	char *file = tu_path(dir, "f");
+	const char *mime_bare[] = {"mime", "--no-cache", file, NULL};
 	/* Each command's own minimum is found here (it depends on what the process has open
 	 * when it starts), must be at most the documented one (README), and below it the
 	 * command is refused on one line; from it on (4 limits) it works. run is checked from
@@ -430,6 +435,46 @@ static void test_below_minimum(void **state)
 	check_minimum(run, "run", MIN_RUN, MIN_RUN, 125, out, err);
 	/* walk: below its minimum a directory was retried for seconds, then left out. */
 	check_minimum(walk, "walk", 4, MIN_WALK, 1, out, err);
+	/* mime FILE: below its minimum, one line naming the limit, not "Too many open files"
+	 * alone. A fresh database each time: a cached answer would need no worker. */
+	check_minimum(mime_bare, "mime --no-cache FILE", 4, MIN_MIME_NO_DB, 1, out, err);
+	for (int L = 4; L < MIN_MIME_NO_DB; L++) {
+		if (run_limited(L, out, err, mime_bare) != 1)
+			continue;
+		char *e = tu_read_file(err, NULL);
+		if (!strstr(e, "ulimit -n"))
+			fail_msg("mime --no-cache FILE at limit %d: the limit is not named: %s", L, e);
+		free(e);
+	}
+	char *mdb = tu_path(root, "m.db");
+	const char *mime_fresh[] = {"mime", "--db", mdb, file, NULL};
+	for (int L = 4; L <= MIN_MIME_DB + 3; L++) {
+		unlink(mdb);
+		int rc = run_limited(L, out, err, mime_fresh);
+		if (L >= MIN_MIME_DB && rc != 0)
+			fail_msg("mime FILE at limit %d (documented minimum %d): exit %d: %s", L,
+				 MIN_MIME_DB, rc, tu_read_file(err, NULL));
+		if (rc == 0)
+			continue;
+		/* The cache that could not be opened or read (a warning: SQLite may say only
+		 * "unable to open database file"), then the refusal, which names the limit. */
+		char *e = tu_read_file(err, NULL);
+		const char *last = "";
+		for (char *line = e, *nl; *line; line = nl + 1) {
+			nl = strchr(line, '\n');
+			if (!nl)
+				fail_msg("mime FILE at limit %d: unended line: %s", L, line);
+			*nl = '\0';
+			if (*last && !strstr(last, "; answering without the MIME cache"))
+				fail_msg("mime FILE at limit %d: more than the refusal: %s", L, last);
+			last = line;
+		}
+		if (!strstr(last, "too few file descriptors") && !strstr(last, "Too many open files"))
+			fail_msg("mime FILE at limit %d: not a line about descriptors: %s", L, last);
+		free(e);
+	}
+	free(mdb);
+	free(file);
 	free(dir);
 	free(db);
 	free(out);

@@ -459,7 +459,8 @@ static void test_execute_no_command(void **state)
 }
 
 /* The caller's chunk callback fails: the command is stopped, hv_execute returns that status
- * and collects nothing, and the history says the run ended without an exit code. */
+ * and collects nothing; the run has no id to give out, and the history ends it as not
+ * recorded (its files are unknown), never as a run that ended normally with none. */
 static hv_status failing_chunk(void *ctx, hv_stream which, const char *data, size_t len)
 {
 	(void)which, (void)data, (void)len;
@@ -481,18 +482,19 @@ static void test_execute_callback_failure(void **state)
 	assert_true(time(NULL) - t0 < 15); /* stopped, not the 30 s of the command */
 	assert_int_equal(calls, 1);
 	assert_null(ex.files);
-	int64_t id = ex.run_id;
-	assert_true(id > 0);
+	assert_int_equal(ex.run_id, 0);
 	hv_execution_free(&ex);
-	hv_run_filter rf = {.run_id = id};
 	hv_run_iter *it;
-	assert_int_equal(hv_store_runs(f->st, &rf, &it), HV_OK);
+	assert_int_equal(hv_store_runs(f->st, NULL, &it), HV_OK);
 	const hv_run_row *r;
 	assert_int_equal(hv_run_iter_next(it, &r), HV_OK);
 	assert_true(r->ended);
 	assert_false(r->has_exit_code);
 	assert_int_equal(r->duration_ms, -1);
 	assert_int_equal(r->artifacts, 0);
+	assert_non_null(r->end_reason);
+	assert_string_equal(r->end_reason, HV_END_NOT_RECORDED);
+	assert_int_equal(hv_run_iter_next(it, &r), HV_DONE);
 	hv_run_iter_free(it);
 	assert_no_snapshots(f);
 }
