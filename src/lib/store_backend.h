@@ -25,11 +25,15 @@ hv_status hvst_mime_set_add(hvst_mime_set *s, const char *t, size_t len);
 void hvst_mime_set_free(hvst_mime_set *s);
 
 /* Every iterator starts with this, so the public calls find the backend that made it. */
+/* done: the backend said HV_DONE, which every later call says too (a finished SQLite
+ * statement stepped again would start over). */
 struct hv_run_iter {
 	const hvst_history_ops *ops;
+	bool done;
 };
 struct hv_artifact_iter {
 	const hvst_history_ops *ops;
+	bool done;
 };
 
 struct hvst_history_ops {

@@ -1469,7 +1469,11 @@ hv_status hv_run_iter_next(hv_run_iter *it, const hv_run_row **out)
 {
 	if (!it || !out)
 		return hv_error_set(HV_EUSAGE, "hv_run_iter_next: missing argument");
-	return it->ops->run_next(it, out);
+	if (it->done)
+		return HV_DONE;
+	hv_status rc = it->ops->run_next(it, out);
+	it->done = rc == HV_DONE;
+	return rc;
 }
 
 void hv_run_iter_free(hv_run_iter *it)
@@ -1541,7 +1545,11 @@ hv_status hv_artifact_iter_next(hv_artifact_iter *it, const hv_artifact_row **ou
 {
 	if (!it || !out)
 		return hv_error_set(HV_EUSAGE, "hv_artifact_iter_next: missing argument");
-	return it->ops->artifact_next(it, out);
+	if (it->done)
+		return HV_DONE;
+	hv_status rc = it->ops->artifact_next(it, out);
+	it->done = rc == HV_DONE;
+	return rc;
 }
 
 void hv_artifact_iter_free(hv_artifact_iter *it)

@@ -992,6 +992,9 @@ static void test_runs_and_contents(void **state)
 	assert_string_equal(r->skipped_json,
 			    "[{\"path\":\"x\",\"reason\":\"too_large\",\"size\":9}]");
 	assert_int_equal(hv_run_iter_next(ri, &r), HV_DONE);
+	/* Done stays done: stepping again does not start the rows over. */
+	assert_int_equal(hv_run_iter_next(ri, &r), HV_DONE);
+	assert_int_equal(hv_run_iter_next(ri, &r), HV_DONE);
 	hv_run_iter_free(ri);
 
 	/* The artifacts, in recorded order, with content where stored. */
@@ -1018,6 +1021,8 @@ static void test_runs_and_contents(void **state)
 			assert_null(a->content);
 		}
 	}
+	assert_int_equal(hv_artifact_iter_next(ai, &a), HV_DONE);
+	assert_int_equal(hv_artifact_iter_next(ai, &a), HV_DONE);
 	assert_int_equal(hv_artifact_iter_next(ai, &a), HV_DONE);
 	hv_artifact_iter_free(ai);
 
