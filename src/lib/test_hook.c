@@ -29,6 +29,7 @@ void hv__test_hook_call(hv__hook_point p, const char *path)
 		hooks[p].fn(hooks[p].ctx, path);
 }
 
+#ifdef HARVEST_TEST_HOOKS
 static const char *const switch_vars[HV__SWITCH_COUNT] = {
 	[HV__SWITCH_WALK_BLOCKED] = "HARVEST_TEST_WALK_BLOCKED",
 	[HV__SWITCH_WALK_SLOW_CLAIMS] = "HARVEST_TEST_WALK_SLOW_CLAIMS",
@@ -37,6 +38,7 @@ static const char *const switch_vars[HV__SWITCH_COUNT] = {
 	[HV__SWITCH_CHANGES_READ_SLOW] = "HARVEST_TEST_CHANGES_READ_SLOW",
 	[HV__SWITCH_SNAPSHOT_LSTAT] = "HARVEST_TEST_SNAPSHOT_LSTAT",
 };
+#endif
 
 /* Bit s: switch s is on. SWITCHES_READ: the environment was read (so 0 means "not yet"). */
 #define SWITCHES_READ (1u << HV__SWITCH_COUNT)
@@ -46,11 +48,14 @@ static atomic_uint switches;
 static unsigned read_switches(void)
 {
 	unsigned v = SWITCHES_READ;
+#ifdef HARVEST_TEST_HOOKS
 	for (unsigned s = 0; s < HV__SWITCH_COUNT; s++) {
 		const char *e = getenv(switch_vars[s]);
 		if (e && e[0] == '1' && e[1] == '\0')
 			v |= 1u << s;
 	}
+#endif
+	/* Without the test hooks (a release build) no variable is read: every switch is off. */
 	/* Threads that race here all read the same environment and store the same word. */
 	atomic_store_explicit(&switches, v, memory_order_relaxed);
 	return v;
