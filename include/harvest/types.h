@@ -42,6 +42,17 @@ HV_EXTERN int hv_error_last_status(void);
 /* Clears the calling thread's last error. */
 HV_EXTERN void hv_error_clear(void);
 
+/* Sets the calling thread's last error (a printf-style message, cut in the middle past 4 KiB)
+ * and returns status. For a callback to say why it failed: an hv_file_read_fn,
+ * hv_run_chunk_fn or hv_mime_dir_fn returning `hv_error_set(HV_EIO, "%s: %s", name,
+ * strerror(errno))` makes that the failure's message. A callback that fails without one gets
+ * a message naming the callback and its status. */
+HV_EXTERN hv_status hv_error_set(hv_status status, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+	__attribute__((format(printf, 2, 3)))
+#endif
+	;
+
 /* The version string of libharvest, e.g. "0.1.0". */
 HV_EXTERN const char *hv_version(void);
 

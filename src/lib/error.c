@@ -82,6 +82,13 @@ hv_status hv_error_restore(const hv_error_saved *saved, hv_status status)
 	return status;
 }
 
+hv_status hv__callback_failed(hv_status rc, const char *what)
+{
+	if (last_status == rc && last_message[0])
+		return rc;
+	return hv_error_set(rc, "%s failed (status %d) without saying why", what, (int)rc);
+}
+
 hv_status hv_error_errno(hv_status status, const char *path, int errnum)
 {
 	return hv_error_set(status, "%s: %s", path, strerror(errnum));

@@ -430,7 +430,14 @@ hv_status hv_file_write(const char *path, hv_file_read_fn read_fn, void *ctx,
 
 	while (rc == HV_OK) {
 		size_t got = 0;
+		hv_error_clear();
 		rc = read_fn(ctx, buf, COPY_BUF, &got);
+		if (rc < 0)
+			rc = hv__callback_failed(rc, "the read callback");
+		else if (rc == HV_OK && got > COPY_BUF)
+			rc = hv_error_set(HV_EUSAGE, "%s: the read callback said it read %zu bytes "
+						     "into a buffer of %zu",
+					  path, got, (size_t)COPY_BUF);
 		if (rc != HV_OK || got == 0)
 			break;
 		if (write_all(p.fd, buf, got) != 0)

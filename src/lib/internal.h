@@ -27,9 +27,12 @@
 #define HV_UNDER_VALGRIND() false
 #endif
 
-/* Sets the calling thread's last error and returns status, so failures read
- * `return hv_error_set(HV_EIO, "%s: %s", path, strerror(errno));`. */
-hv_status hv_error_set(hv_status status, const char *fmt, ...) HV_ATTR_PRINTF(2, 3);
+/* hv_error_set (types.h) sets the calling thread's last error and returns status, so
+ * failures read `return hv_error_set(HV_EIO, "%s: %s", path, strerror(errno));`. */
+/* A user callback (what: "the chunk callback") returned rc < 0, the thread's error cleared
+ * before it was called: the message it set (through hv_error_set, or a libharvest call whose
+ * failure it passed on) is kept; without one, the message says which callback failed. */
+hv_status hv__callback_failed(hv_status rc, const char *what);
 /* The same with the reason taken from errnum: "<path>: <strerror(errnum)>". */
 hv_status hv_error_errno(hv_status status, const char *path, int errnum);
 

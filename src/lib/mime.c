@@ -1049,9 +1049,12 @@ static hv_status dir_flush(dir_batch *b, hv_store *st, const char *fp, const hv_
 			rc = dir_refine_learn(it, st, fp, b->rfp, o);
 		if (rc == HV_OK) {
 			*failed += it->r.status != HV_OK;
+			hv_error_clear();
 			rc = fn(ctx, it->path, it->path_len, &it->r);
 			if (rc > 0)
 				rc = HV_OK;
+			else if (rc < 0)
+				rc = hv__callback_failed(rc, "the answer callback");
 		}
 		free(it->path);
 		free(it->r.mime_type);

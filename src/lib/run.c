@@ -572,9 +572,10 @@ static hv_status deliver(runner *r, stream_state *s, const char *data, size_t le
 	if (rc != HV_OK)
 		return rc;
 	if (r->on_chunk && r->abort_status == HV_OK) {
+		hv_error_clear();
 		hv_status cb = r->on_chunk(r->ctx, s->which, data, len);
 		if (cb != HV_OK)
-			r->abort_status = cb;
+			r->abort_status = cb < 0 ? hv__callback_failed(cb, "the chunk callback") : cb;
 	}
 	return HV_OK;
 }

@@ -273,6 +273,15 @@ static hv_status walk_open(hv_walk **out, const char *root, const hv_walk_opts *
 		hv_walk_opts_init(&o);
 	if (o.threads < 0 || o.threads > 1024)
 		return hv_error_set(HV_EUSAGE, "bad thread count: %d", o.threads);
+	if (o.max_depth < -1)
+		return hv_error_set(HV_EUSAGE, "bad max_depth: %d (-1: no limit)", o.max_depth);
+	if (o.sort != HV_SORT_NAME && o.sort != HV_SORT_NONE)
+		return hv_error_set(HV_EUSAGE, "bad sort: %d", (int)o.sort);
+	if (o.n_excludes && !o.excludes)
+		return hv_error_set(HV_EUSAGE, "n_excludes is %zu but excludes is NULL", o.n_excludes);
+	for (size_t i = 0; i < o.n_excludes; i++)
+		if (!o.excludes[i])
+			return hv_error_set(HV_EUSAGE, "excludes[%zu] is NULL", i);
 
 	struct stat st;
 	if (stat(root, &st) != 0)

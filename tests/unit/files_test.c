@@ -419,6 +419,19 @@ static hv_status failing_source(void *ctx, void *buf, size_t cap, size_t *got)
 	return HV_EIO;
 }
 
+static hv_status telling_source(void *ctx, void *buf, size_t cap, size_t *got)
+{
+	(void)ctx, (void)buf, (void)cap, (void)got;
+	return hv_error_set(HV_EIO, "upstream: %s", "connection reset");
+}
+
+static hv_status overlong_source(void *ctx, void *buf, size_t cap, size_t *got)
+{
+	(void)ctx, (void)buf;
+	*got = cap + 100;
+	return HV_OK;
+}
+
 static void test_write_failure_leaves_file(void **state)
 {
 	char *d = tu_tmpdir();
@@ -427,6 +440,17 @@ static void test_write_failure_leaves_file(void **state)
 	int calls = 0;
 	assert_int_equal(hv_file_write(p, failing_source, &calls, NULL), HV_EIO);
 	assert_int_equal(calls, 2);
+	/* It said nothing: the message names the callback, never a stale or empty one. */
+	assert_non_null(strstr(hv_error_last(), "the read callback failed"));
+	assert_content(d, "f", "old", 3);
+	assert_int_equal(count_entries(d), 1);
+	/* A source that says why, with hv_error_set: its message is the failure's. */
+	assert_int_equal(hv_file_write(p, telling_source, NULL, NULL), HV_EIO);
+	assert_string_equal(hv_error_last(), "upstream: connection reset");
+	assert_int_equal(hv_error_last_status(), HV_EIO);
+	/* A source that claims more bytes than the buffer holds: refused, nothing written. */
+	assert_int_equal(hv_file_write(p, overlong_source, NULL, NULL), HV_EUSAGE);
+	assert_non_null(strstr(hv_error_last(), "into a buffer of"));
 	assert_content(d, "f", "old", 3);
 	assert_int_equal(count_entries(d), 1);
 	free(p);

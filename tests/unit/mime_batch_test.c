@@ -380,6 +380,30 @@ static void test_dir_walk_learns_refinements(void **state)
 	free(sub);
 }
 
+static hv_status refusing_answer(void *ctx, const char *path, size_t path_len,
+				 const hv_mime_result *r)
+{
+	(void)path, (void)path_len, (void)r;
+	int *calls = ctx;
+	return ++*calls == 2 ? HV_EIO : HV_OK;
+}
+
+/* The answer callback fails on the second file: the walk stops there with its status, and
+ * the message names the callback (it set none), never an empty or stale one. */
+static void test_dir_callback_failure(void **state)
+{
+	batch_fx *f = *state;
+	hv_mime_opts mo;
+	hv_mime_opts_init(&mo);
+	int calls = 0;
+	hv_error_set(HV_ENOTFOUND, "a stale message");
+	assert_int_equal(hv_mime_detect_dir(NULL, f->c->dir, NULL, &mo, refusing_answer, &calls),
+			 HV_EIO);
+	assert_int_equal(calls, 2);
+	if (!strstr(hv_error_last(), "the answer callback failed"))
+		fail_msg("the message: '%s'", hv_error_last());
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -388,6 +412,7 @@ int main(void)
 		cmocka_unit_test(test_vanished_between_lstat_and_lookup),
 		cmocka_unit_test(test_changed_file_reexamined),
 		cmocka_unit_test(test_dir_walk_learns_refinements),
+		cmocka_unit_test(test_dir_callback_failure),
 	};
 	return cmocka_run_group_tests(tests, fx_setup, fx_teardown);
 }

@@ -1153,6 +1153,9 @@ static void test_callback_failure_stops_the_run(void **state)
 	assert_int_equal(run_sh("echo x; sleep 10", NULL, &c, &res), HV_EIO);
 	assert_true(now_ms() - t0 < 3000);
 	assert_int_equal(c.n, 1); /* not called again after it failed */
+	/* The callback said nothing: the message says which callback stopped the run. */
+	if (!strstr(hv_error_last(), "the chunk callback failed"))
+		fail_msg("the run's message: '%s'", hv_error_last());
 	assert_int_equal(res.exit_code, 128 + SIGTERM);
 	hv_run_result_free(&res);
 	collector_free(&c);

@@ -1103,6 +1103,22 @@ static void test_open_errors_and_symlink_root(void **state)
 	o.threads = -1;
 	assert_int_equal(hv_walk_open(&w, root, &o), HV_EUSAGE);
 	assert_null(w);
+	/* Options outside their documented values are refused, never walked or crashed on. */
+	hv_walk_opts_init(&o);
+	o.max_depth = -2;
+	assert_int_equal(hv_walk_open(&w, root, &o), HV_EUSAGE);
+	assert_non_null(strstr(hv_error_last(), "max_depth"));
+	hv_walk_opts_init(&o);
+	o.sort = (hv_walk_sort)7;
+	assert_int_equal(hv_walk_open(&w, root, &o), HV_EUSAGE);
+	hv_walk_opts_init(&o);
+	o.n_excludes = 2;
+	assert_int_equal(hv_walk_open(&w, root, &o), HV_EUSAGE);
+	const char *holes[] = {"*.o", NULL};
+	o.excludes = holes;
+	assert_int_equal(hv_walk_open(&w, root, &o), HV_EUSAGE);
+	assert_non_null(strstr(hv_error_last(), "excludes[1]"));
+	assert_null(w);
 
 	/* A root that is a symlink to a directory is followed (find -H). */
 	char *lroot = tu_path(base, "lroot");
