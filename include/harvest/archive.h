@@ -52,6 +52,11 @@ typedef struct hv_archive_opts {
 	 * message naming the path; NULL: warnings are only counted. */
 	void (*warn)(void *ctx, const char *message);
 	void *ctx;
+	/* A regular file left out besides out_fd, by its st_dev and st_ino (leave_out false:
+	 * none): the file an archive written under a temporary name is to replace, which may lie
+	 * in the tree (`archive . -o ./a.tar` run again must not hold the last a.tar). */
+	bool leave_out;
+	uint64_t leave_out_dev, leave_out_ino;
 	/* Tests only: called with an entry's path right before a regular file is opened. */
 	void (*test_before_open)(void *ctx, const char *path);
 	/* Tests only: called with a regular file's path and descriptor after its header was

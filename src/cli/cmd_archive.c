@@ -188,6 +188,15 @@ int cmd_archive(int argc, char **argv)
 	a.opts.ctx = &c;
 	/* a reader that goes away must end harvest with a message, not a silent SIGPIPE */
 	signal(SIGPIPE, SIG_IGN);
+	/* FILE as it is now: the new archive is written under a temporary name and replaces it,
+	 * so an old archive inside the tree is not archived into the new one. */
+	struct stat old;
+	if (a.output && strcmp(a.output, "-") != 0 && stat(a.output, &old) == 0 &&
+	    S_ISREG(old.st_mode)) {
+		a.opts.leave_out = true;
+		a.opts.leave_out_dev = (uint64_t)old.st_dev;
+		a.opts.leave_out_ino = (uint64_t)old.st_ino;
+	}
 	struct out o;
 	rc = out_open(&c, &o, a.output, true);
 	if (rc == EXIT_DONE) {

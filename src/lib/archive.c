@@ -417,8 +417,11 @@ static hv_status archive_file(struct writer *wr, hv_walk *w, const hv_entry *e, 
 		/* swapped for a FIFO or a device after the walk saw it: never read */
 		warnf(wr, "%s: became a special file while being archived; skipped",
 		      shown(wr, e->path));
-	} else if (out && fst.st_dev == out->st_dev && fst.st_ino == out->st_ino) {
-		/* the archive being written, inside the tree it archives: left out, as tar does */
+	} else if ((out && fst.st_dev == out->st_dev && fst.st_ino == out->st_ino) ||
+		   (wr->o->leave_out && (uint64_t)fst.st_dev == wr->o->leave_out_dev &&
+		    (uint64_t)fst.st_ino == wr->o->leave_out_ino)) {
+		/* the archive being written, or the one it replaces, inside the tree it archives:
+		 * left out, as tar does */
 	} else {
 		entry_begin(wr, e->path, e->path_len);
 		archive_entry_set_filetype(wr->entry, AE_IFREG);

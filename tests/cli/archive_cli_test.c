@@ -305,6 +305,41 @@ static void test_excludes_and_hidden(void **s)
 	free(root);
 }
 
+/* `archive . -o ./a.tar` again and again: the new archive, written under a temporary name,
+ * leaves out both itself and the a.tar it replaces, so it never holds an earlier archive
+ * and does not grow. */
+static void test_rerun_inside_tree(void **s)
+{
+	(void)s;
+	char *dir = tu_tmpdir();
+	tu_mkdir(dir, "t");
+	char *root = tu_path(dir, "t");
+	tu_write(root, "f.txt", "hello\n", 6);
+	off_t sizes[3];
+	for (int i = 0; i < 3; i++) {
+		const char *args[] = {"archive", "-o", "./a.tar", ".", NULL};
+		tu_result r;
+		tu_harvestv(&r, root, NULL, args);
+		assert_int_equal(r.status, 0);
+		tu_result_free(&r);
+		char *a = tu_path(root, "a.tar");
+		struct stat st;
+		assert_int_equal(stat(a, &st), 0);
+		sizes[i] = st.st_size;
+		char *argv[] = {"tar", "-tf", a, NULL};
+		tu_result l;
+		tu_run(&l, NULL, NULL, argv);
+		assert_int_equal(l.status, 0);
+		if (strstr(l.out, "a.tar") || !strstr(l.out, "f.txt"))
+			fail_msg("run %d: the archive holds: %s", i + 1, l.out);
+		tu_result_free(&l);
+		free(a);
+	}
+	assert_int_equal(sizes[1], sizes[0]);
+	assert_int_equal(sizes[2], sizes[0]);
+	free(root);
+}
+
 /* ---- special files, a huge sparse file -------------------------------------------------- */
 
 static void test_fifo_skipped(void **s)
@@ -741,6 +776,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_zip_unzip, tu_cleanup),
 		cmocka_unit_test_teardown(test_stdout_is_tar, tu_cleanup),
 		cmocka_unit_test_teardown(test_excludes_and_hidden, tu_cleanup),
+		cmocka_unit_test_teardown(test_rerun_inside_tree, tu_cleanup),
 		cmocka_unit_test_teardown(test_fifo_skipped, tu_cleanup),
 		cmocka_unit_test_teardown(test_sparse_5g_bounded_memory, tu_cleanup),
 		cmocka_unit_test_teardown(test_terminal_refused, tu_cleanup),
