@@ -1200,13 +1200,15 @@ static hv_status prune_snapshot_ids(prune_ctx *c, int64_t **ids, size_t *n)
 	*ids = NULL;
 	*n = 0;
 	sqlite3_stmt *q = NULL;
-	/* A snapshot whose owner is alive is kept while that owner has a run in progress (the run
-	 * compares against it when its command ends) or while it is younger than an hour (it may
-	 * be about to begin that run: `run` takes its snapshot first). */
+	/* A complete snapshot younger than an hour is kept, whoever took it: `harvest snapshot`
+	 * has exited by the time its `collect --since` comes. Beyond that, a snapshot whose owner
+	 * is alive is kept while that owner has a run in progress (the run compares against it
+	 * when its command ends). */
 	int src = sqlite3_prepare_v2(c->st->db,
 				     "SELECT s.id, o.owner, s.created_at_ns >= :stale OR EXISTS"
 				     " (SELECT 1 FROM runs r INDEXED BY runs_open"
-				     "  WHERE r.ended_at_ns IS NULL AND r.owner = o.owner)"
+				     "  WHERE r.ended_at_ns IS NULL AND r.owner = o.owner),"
+				     " s.complete != 0 AND s.created_at_ns >= :stale"
 				     " FROM snapshots s"
 				     " LEFT JOIN snapshot_owners o ON o.snapshot_id = s.id"
 				     " WHERE s.created_at_ns < :cutoff"
@@ -1219,6 +1221,8 @@ static hv_status prune_snapshot_ids(prune_ctx *c, int64_t **ids, size_t *n)
 	int rc = HV_OK;
 	while (rc == HV_OK && (src = sqlite3_step(q)) == SQLITE_ROW) {
 		const char *owner = (const char *)sqlite3_column_text(q, 1);
+		if (sqlite3_column_int(q, 3))
+			continue;
 		if (owner && (sqlite3_column_int(q, 2) || c->live_owner_keeps) &&
 		    !hvst_owner_gone(c->st->owner, owner))
 			continue;

@@ -1707,6 +1707,51 @@ static void test_interrupted_runs(void **state)
 	free(owner);
 }
 
+/* `harvest snapshot`, then runs elsewhere and a prune, then `collect --since`: a complete
+ * snapshot younger than an hour is kept though the process that took it has exited and runs
+ * newer than it were pruned; an hour old, it goes with them. */
+static void test_prune_keeps_a_fresh_snapshot(void **state)
+{
+	fixture *f = *state;
+	pid_t child = fork();
+	if (child == 0) {
+		hv_store *st = NULL;
+		hv_snapshot_writer *w;
+		int64_t snap;
+		if (hv_store_open(&st, f->db, 0) != HV_OK ||
+		    hv_store_snapshot_begin(st, "/mine", &w) != HV_OK ||
+		    hv_snapshot_writer_finish(w, &snap) != HV_OK || hv_store_close(st) != HV_OK)
+			_exit(2);
+		_exit(0);
+	}
+	int status;
+	assert_int_equal(waitpid(child, &status, 0), child);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	hv_store *st = open_ok(f->db, 0);
+	int64_t now = hv_store_now_ns();
+	art a[] = {{"a", "a", "text/plain", "one", true, ""}};
+	record_run(st, NULL, NULL, now + 1, a, 1);
+	record_run(st, NULL, NULL, now + 2, a, 1);
+	hv_prune_opts po = {.keep_runs = 1};
+	hv_prune_result pr;
+	check_ok(hv_store_prune(st, &po, &pr));
+	assert_int_equal(pr.runs, 1);
+	assert_int_equal(pr.snapshots, 0);
+	hv_snapshot *sn;
+	check_ok(hv_store_snapshot_open(st, 1, &sn));
+	hv_snapshot_close(sn);
+	char sql[128];
+	snprintf(sql, sizeof(sql), "UPDATE snapshots SET created_at_ns = %lld",
+		 (long long)(now - 3601 * NS));
+	raw_exec(f->db, sql);
+	record_run(st, NULL, NULL, now + 3, a, 1);
+	check_ok(hv_store_prune(st, &po, &pr));
+	assert_int_equal(pr.runs, 1);
+	assert_int_equal(pr.snapshots, 1);
+	assert_int_equal(hv_store_snapshot_open(st, 1, &sn), HV_ENOTFOUND);
+	check_ok(hv_store_close(st));
+}
+
 /* A child that begins a run and a snapshot, then is killed. */
 static void killed_runner(const char *db)
 {
@@ -2156,6 +2201,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_migrate_v1, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_interrupted_runs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_prune_spares_runs_in_progress, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_prune_keeps_a_fresh_snapshot, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_forged_content, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failed_recording, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_special_names, setup, teardown),
