@@ -534,13 +534,15 @@ static void put_terminal(pw *w, const char *s, size_t len)
 				j++;
 			}
 		} else if (j < len && (s[j] == ']' || s[j] == 'P' || s[j] == '_' || s[j] == '^')) {
-			/* OSC, DCS, APC, PM: up to BEL or ESC \ */
-			j++;
-			while (j < len && s[j] != '\a' && !(s[j] == '\x1b' && j + 1 < len &&
-							      s[j + 1] == '\\'))
-				j++;
-			if (j < len)
-				j += s[j] == '\a' ? 1 : 2;
+			/* OSC, DCS, APC, PM: up to BEL or ESC \ on the same line. One that is not
+			 * ended there loses its introducer only: the rest is shown, so one stray
+			 * ESC ] cannot hide all the output after it. */
+			size_t k = ++j;
+			while (k < len && s[k] != '\a' && s[k] != '\n' &&
+			       !(s[k] == '\x1b' && k + 1 < len && s[k + 1] == '\\'))
+				k++;
+			if (k < len && s[k] != '\n')
+				j = k + (s[k] == '\a' ? 1 : 2);
 		} else {
 			/* ESC, intermediates, a final byte: ESC c, ESC =, ESC ( B ... */
 			while (j < len && (unsigned char)s[j] >= 0x20 && (unsigned char)s[j] <= 0x2f)

@@ -246,6 +246,14 @@ static void test_ansi(void **state)
 	assert_non_null(strstr(p, "<span class=\"badge warn\">not recorded</span>"));
 	assert_no_script(p);
 	free(p);
+	/* An OSC that is not ended on its line (no BEL, no ESC \\) loses its introducer only:
+	 * what follows it is shown, never hidden (a title set, then the rest of the output). */
+	static const char osc[] = "before \x1b]0;x\nrm -rf / was here\nSECRET\n\x1bPq";
+	r.stdout_data = osc;
+	r.stdout_len = sizeof(osc) - 1;
+	p = page_of(&r, NULL, 0, NULL);
+	assert_non_null(strstr(p, "<pre class=\"term\">before 0;x\nrm -rf / was here\nSECRET\nq</pre>"));
+	free(p);
 }
 
 /* C1 controls and bytes that are not UTF-8, also at the very end of a name. */
