@@ -31,7 +31,10 @@ HV_EXTERN hv_status hv_parse_size(const char *text, uint64_t *out);
 /* A point in time as nanoseconds since the epoch: RFC 3339 ("2026-11-30T03:29:07Z",
  * "2026-11-30T03:29:07.5+02:00", a space or 't' for 'T', 'z' for 'Z'), a date alone
  * ("2026-11-30", midnight UTC), or an age before now_ns: a whole number with s, m, h, d or w
- * ("90m", "12h", "7d"). HV_EUSAGE for anything else. */
+ * ("90m", "12h", "7d"). A valid date beyond what nanoseconds in an int64 reach (before 1677
+ * or after 2262-04-11) is that reach's end, INT64_MIN or INT64_MAX, so "--since 2999-01-01"
+ * selects nothing rather than failing; an age longer than that reach is HV_EUSAGE ("age out
+ * of range"), as it names no date. HV_EUSAGE for anything else. */
 HV_EXTERN hv_status hv_parse_time(const char *text, int64_t now_ns, int64_t *out_ns);
 
 /* Formats ns since the epoch as RFC 3339 UTC with nanoseconds ("2026-11-30T03:29:07.123456789Z")

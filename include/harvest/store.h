@@ -126,8 +126,14 @@ typedef struct hv_run_start {
 	const char *command_json; /* the argv array as JSON text; NULL for a collect */
 	const char *dir;          /* the absolute directory, NUL-terminated */
 	int64_t started_at_ns;    /* 0: now */
-	const char *host;         /* the host it ran on, NUL-terminated; NULL: this hostname */
+	const char *host;         /* the host it ran on, NUL-terminated; NULL: this hostname.
+	                           * 1-255 bytes of UTF-8 text (hv_host_name_ok), else
+	                           * hv_store_run_begin refuses it (HV_EUSAGE) */
 } hv_run_start;
+
+/* Whether host can be recorded as a run's host: 1 to 255 bytes of UTF-8, no control
+ * characters. */
+HV_EXTERN bool hv_host_name_ok(const char *host);
 
 /* Records a run that has started (committed at once, so a run killed before it finished shows
  * in the history with no end), owned by this process. *run_id gets its id: ids only ever

@@ -80,7 +80,9 @@ typedef struct hv_walk hv_walk;
 HV_EXTERN void hv_walk_opts_init(hv_walk_opts *opts);
 
 /* Opens a walk of the directory root (a symlink given as root is followed, as find -H does).
- * HV_ENOTDIR when root does not exist or is not a directory, HV_EUSAGE for bad options. */
+ * HV_ENOTDIR when root does not exist or is not a directory, HV_EIO when it cannot be looked
+ * up (a symlink loop, a name too long, a parent that cannot be searched: the message says
+ * which), HV_EUSAGE for bad options. */
 HV_EXTERN hv_status hv_walk_open(hv_walk **out, const char *root, const hv_walk_opts *opts);
 
 /* The next record in *out: HV_OK with a record; HV_DONE at the end; HV_WARN when something

@@ -173,8 +173,12 @@ int cmd_archive(int argc, char **argv)
 			   &npos);
 	if (rc == 0 && npos != 1)
 		rc = cli_usage_error(&c, "expected one DIR");
+	/* The format from FILE's extension; a FILE that is a device or a pipe (/dev/stdout, a
+	 * tape), as standard output, is a tar unless --format says otherwise. */
+	struct stat dest;
 	if (rc == 0 && a.output && strcmp(a.output, "-") != 0 && !a.have_format &&
-	    hv_archive_format_from_name(a.output, &a.opts.format) != HV_OK)
+	    hv_archive_format_from_name(a.output, &a.opts.format) != HV_OK &&
+	    !(stat(a.output, &dest) == 0 && !S_ISREG(dest.st_mode) && !S_ISDIR(dest.st_mode)))
 		rc = cli_usage_error(&c, "%s; give --format tar, tar.gz or zip", hv_error_last());
 	if (rc != 0) {
 		free(pos);

@@ -68,6 +68,9 @@ int cli_collect_opt(cli_collect *cc, cli_common *c, int id, const char *v)
 	case OPT_HOST:
 		if (!v || !*v)
 			return cli_usage_error(c, "--host: empty name");
+		if (!hv_host_name_ok(v))
+			return cli_usage_error(c, "--host: not 1 to 255 bytes of UTF-8 text without "
+						  "control characters");
 		cc->host = v;
 		return 0;
 	case OPT_NO_HISTORY: cc->no_history = true; return 0;

@@ -78,11 +78,14 @@ static void out_free(hv_file_out *o)
 
 /* Opens what path already is, for writing in place, checking that what was opened is what
  * was looked at. */
-static hv_status open_in_place(hv_file_out *o, const char *p, const struct stat *seen)
+static hv_status open_in_place(hv_file_out *o, const char *p, const struct stat *seen,
+				bool follow)
 {
 	/* O_NONBLOCK: a FIFO without a reader fails at once (ENXIO) instead of waiting forever;
-	 * O_NOCTTY: a terminal does not become harvest's. Never O_TRUNC before the checks. */
-	o->fd = open(p, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	 * O_NOCTTY: a terminal does not become harvest's. Never O_TRUNC before the checks.
+	 * follow: p is a link to what seen describes (a pipe through /dev/stdout), checked by
+	 * identity below like anything else opened here. */
+	o->fd = open(p, O_WRONLY | (follow ? 0 : O_NOFOLLOW) | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (o->fd < 0) {
 		int err = errno;
 		if (err == ENXIO && S_ISFIFO(seen->st_mode))
@@ -120,6 +123,7 @@ static hv_status out_open(hv_file_out **out, const char *path, int flags)
 	const char *p = path;
 	struct stat sb;
 	hv_status rc = HV_OK;
+	bool magic = false; /* a link to a pipe or device that has no path: opened through it */
 	bool exists = lstat(p, &sb) == 0;
 	if (!exists && errno != ENOENT) {
 		rc = fail(path, errno);
@@ -127,9 +131,19 @@ static hv_status out_open(hv_file_out **out, const char *path, int flags)
 		if (!(flags & HV_WRITE_FOLLOW)) {
 			rc = hv_error_set(HV_EUSAGE, "%s: is a symbolic link (not followed)", path);
 		} else if (!(resolved = realpath(path, NULL)) || lstat(resolved, &sb) != 0) {
-			/* The final target, which must exist: a dangling link is refused. */
-			rc = hv_error_set(HV_EIO, "%s: cannot follow the symbolic link: %s", path,
-					  strerror(errno));
+			/* The final target, which must exist: a dangling link is refused. A link
+			 * that leads to no path but to an open pipe or device (/dev/stdout, a
+			 * /proc/self/fd/N of a pipe: "pipe:[N]") is written in place, as the
+			 * shell's > does. */
+			int err = errno;
+			struct stat tsb;
+			if (stat(path, &tsb) == 0 && !S_ISREG(tsb.st_mode) && !S_ISDIR(tsb.st_mode)) {
+				sb = tsb;
+				magic = true;
+			} else {
+				rc = hv_error_set(HV_EIO, "%s: cannot follow the symbolic link: %s",
+						  path, strerror(err));
+			}
 		} else {
 			p = resolved;
 		}
@@ -169,7 +183,7 @@ static hv_status out_open(hv_file_out **out, const char *path, int flags)
 		free(dir);
 	}
 	if (rc == HV_OK && in_place)
-		rc = open_in_place(o, p, &sb);
+		rc = open_in_place(o, p, &sb, magic);
 	free(resolved);
 	if (rc != HV_OK) {
 		out_free(o);

@@ -1,6 +1,7 @@
 /* The history: runs, their artifacts, the deduplicated contents, queries and prune. */
 #include "sha256.h"
 #include "store_internal.h"
+#include "utf8.h"
 
 #include <limits.h>
 
@@ -1427,10 +1428,33 @@ const char *hv_store_history_backend(const hv_store *st)
 	return st && st->hist ? st->hist->name : "sqlite";
 }
 
+bool hv_host_name_ok(const char *host)
+{
+	if (!host)
+		return false;
+	size_t len = strlen(host);
+	if (len == 0 || len > 255)
+		return false;
+	for (size_t i = 0; i < len;) {
+		if ((unsigned char)host[i] < 0x20 || host[i] == 0x7f)
+			return false;
+		size_t n = hv_utf8_sequence_length(host + i, len - i);
+		if (n == 0)
+			return false;
+		i += n;
+	}
+	return true;
+}
+
 hv_status hv_store_run_begin(hv_store *st, const hv_run_start *r, int64_t *run_id)
 {
 	if (!st || !r || !r->dir || !run_id)
 		return hv_error_set(HV_EUSAGE, "hv_store_run_begin: missing argument");
+	/* A host is text every backend can store and compare (PostgreSQL's is a text column):
+	 * checked here, for both, before anything is written. */
+	if (r->host && !hv_host_name_ok(r->host))
+		return hv_error_set(HV_EUSAGE, "host name: not 1 to 255 bytes of UTF-8 text without "
+					       "control characters");
 	int rc = hvst_check_writable(st);
 	return rc != HV_OK ? rc : st->hist->run_begin(st, r, run_id);
 }

@@ -284,8 +284,12 @@ static hv_status walk_open(hv_walk **out, const char *root, const hv_walk_opts *
 			return hv_error_set(HV_EUSAGE, "excludes[%zu] is NULL", i);
 
 	struct stat st;
+	/* Not found is "does not exist or is not a directory" (exit 3); a path that cannot be
+	 * looked up (a symlink loop, a name too long, a parent not searchable) is HV_EIO, with
+	 * its reason, as cat and rm report it. */
 	if (stat(root, &st) != 0)
-		return hv_error_errno(HV_ENOTDIR, root, errno);
+		return hv_error_errno(errno == ENOENT || errno == ENOTDIR ? HV_ENOTDIR : HV_EIO, root,
+				      errno);
 	if (!S_ISDIR(st.st_mode))
 		return hv_error_errno(HV_ENOTDIR, root, ENOTDIR);
 

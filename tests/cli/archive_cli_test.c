@@ -340,6 +340,34 @@ static void test_rerun_inside_tree(void **s)
 	free(root);
 }
 
+/* -o /dev/stdout, and /proc/self/fd/1, when standard output is a pipe: links to no path but
+ * to the pipe ("pipe:[N]"), written in place as the shell's > writes them, a tar by default
+ * as standard output is. */
+static void test_dev_stdout_pipe(void **s)
+{
+	(void)s;
+	char *dir = tu_tmpdir();
+	char *root = make_tree(dir, true);
+	const char *targets[] = {"/dev/stdout", "/proc/self/fd/1"};
+	for (size_t i = 0; i < 2; i++) {
+		char *file = tu_path(dir, "piped.tar");
+		char script[8192];
+		snprintf(script, sizeof(script), "'%s' archive -o %s '%s' | cat > '%s'", HARVEST_BIN,
+			 targets[i], root, file);
+		char *argv[] = {"bash", "-o", "pipefail", "-c", script, NULL};
+		tu_result r;
+		tu_run(&r, NULL, NULL, argv);
+		if (r.status != 0)
+			fail_msg("-o %s into a pipe: exit %d: %s", targets[i], r.status, r.err);
+		tu_result_free(&r);
+		char *out = extract(dir, i ? "y" : "x", "tar", file);
+		compare_dirs(root, out, true);
+		free(out);
+		free(file);
+	}
+	free(root);
+}
+
 /* ---- special files, a huge sparse file -------------------------------------------------- */
 
 static void test_fifo_skipped(void **s)
@@ -777,6 +805,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_stdout_is_tar, tu_cleanup),
 		cmocka_unit_test_teardown(test_excludes_and_hidden, tu_cleanup),
 		cmocka_unit_test_teardown(test_rerun_inside_tree, tu_cleanup),
+		cmocka_unit_test_teardown(test_dev_stdout_pipe, tu_cleanup),
 		cmocka_unit_test_teardown(test_fifo_skipped, tu_cleanup),
 		cmocka_unit_test_teardown(test_sparse_5g_bounded_memory, tu_cleanup),
 		cmocka_unit_test_teardown(test_terminal_refused, tu_cleanup),

@@ -2571,6 +2571,22 @@ static void test_host_filter(void **state)
 	hv(&r, NULL, "collect", "--db", f.db, "--host", "", f.root, NULL);
 	expect_status(&r, 2, "collect --host ''");
 	tu_result_free(&r);
+	/* A host that is not UTF-8 text: refused at once on either backend (PostgreSQL's
+	 * column is text), by collect, run and the filters alike; nothing recorded. */
+	hv(&r, NULL, "collect", "--db", f.db, "--host", "h\xff", f.root, NULL);
+	expect_status(&r, 2, "collect --host h\\xff");
+	assert_non_null(strstr(r.err, "UTF-8"));
+	tu_result_free(&r);
+	hv(&r, NULL, "run", "--db", f.db, "--host", "a\nb", "--dir", f.root, "--", "true", NULL);
+	expect_status(&r, 125, "run --host a\\nb"); /* run's usage errors are its own: 125 */
+	assert_non_null(strstr(r.err, "UTF-8"));
+	tu_result_free(&r);
+	v = history_json(&f, "runs", NULL);
+	assert_int_equal(tj_len(v), 3);
+	tj_free(v);
+	hv(&r, NULL, "history", "runs", "--db", f.db, "--host", "h\xff", NULL);
+	expect_status(&r, 2, "history runs --host h\\xff");
+	tu_result_free(&r);
 	fx_close(&f);
 }
 

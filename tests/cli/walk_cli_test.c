@@ -755,6 +755,28 @@ static void test_missing_and_file_paths(void **state)
 	free(file);
 	free(dangling);
 	free(under_file);
+	/* A path that exists but cannot be looked up is not "not found" (3): a symlink loop and
+	 * a name too long are exit 1, with the reason, as cat and rm say them. */
+	char *loop = tu_path(root, "loop");
+	mklink(root, "loop", "loop");
+	char longname[300];
+	memset(longname, 'n', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = '\0';
+	char *toolong = tu_path(root, longname);
+	const char *odd[] = {loop, toolong};
+	const char *why[] = {"Too many levels of symbolic links", "File name too long"};
+	for (int c = 0; c < 2; c++) {
+		for (size_t i = 0; i < 2; i++) {
+			tu_result r;
+			tu_harvest(&r, c ? "ls" : "walk", odd[i], NULL);
+			assert_one_line_error(&r, 1, why[i]);
+			if (!strstr(r.err, why[i]))
+				fail_msg("%s: the reason must be given: %s", c ? "ls" : "walk", r.err);
+			tu_result_free(&r);
+		}
+	}
+	free(loop);
+	free(toolong);
 }
 
 static void test_bad_options(void **state)

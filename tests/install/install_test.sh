@@ -152,7 +152,8 @@ make -s -C "$b" -f "$ex/Makefile" VPATH="$ex" CFLAGS="-O2 -Wall $extra" LDFLAGS=
 	fail "pkg-config build of the example"
 }
 needs pc-shared "$b/walk_json" "$soname"
-LD_LIBRARY_PATH=$libdir check_run pc-shared "$b/walk_json"
+# The Makefile's -rpath: it starts with no LD_LIBRARY_PATH.
+check_run pc-shared "$b/walk_json"
 # Static: libharvest.a with the libraries harvest.pc names for static linking.
 b=$tmp/pc-static
 mkdir "$b"

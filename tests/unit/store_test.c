@@ -1707,6 +1707,25 @@ static void test_interrupted_runs(void **state)
 	free(owner);
 }
 
+/* A run's host must be text: checked before anything is written, for every backend. */
+static void test_host_name_checked(void **state)
+{
+	fixture *f = *state;
+	hv_store *st = open_ok(f->db, 0);
+	int64_t id = 0;
+	const char *bad[] = {"h\xff", "a\nb", "", "caf\xc3"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		hv_run_start rs = {.dir = "/d", .host = bad[i]};
+		assert_int_equal(hv_store_run_begin(st, &rs, &id), HV_EUSAGE);
+		assert_false(hv_host_name_ok(bad[i]));
+	}
+	assert_int_equal(count_runs(st, NULL, NULL), 0);
+	assert_true(hv_host_name_ok("sandbox-\xc3\xa9"));
+	hv_run_start rs = {.dir = "/d", .host = "sandbox-\xc3\xa9"};
+	check_ok(hv_store_run_begin(st, &rs, &id));
+	check_ok(hv_store_close(st));
+}
+
 /* `harvest snapshot`, then runs elsewhere and a prune, then `collect --since`: a complete
  * snapshot younger than an hour is kept though the process that took it has exited and runs
  * newer than it were pruned; an hour old, it goes with them. */
@@ -2202,6 +2221,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_interrupted_runs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_prune_spares_runs_in_progress, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_prune_keeps_a_fresh_snapshot, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_host_name_checked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_forged_content, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failed_recording, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_special_names, setup, teardown),
