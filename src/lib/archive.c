@@ -154,7 +154,8 @@ static void warnf(struct writer *wr, const char *fmt, ...)
 	char *msg = NULL;
 	int n = vasprintf(&msg, fmt, ap);
 	va_end(ap);
-	wr->o->warn(wr->o->ctx, n >= 0 && msg ? msg : "out of memory formatting a warning");
+	hv__call_message_fn(wr->o->warn, wr->o->ctx,
+			    n >= 0 && msg ? msg : "out of memory formatting a warning");
 	if (n >= 0)
 		free(msg);
 }
@@ -480,6 +481,15 @@ static hv_status archive_entry_of_walk(struct writer *wr, hv_walk *w, const hv_e
 	}
 }
 
+/* HV_OK, or HV_WARN with a message (each warning went to opts->warn as it came). */
+static hv_status archive_result(const hv_archive_stats *stats)
+{
+	if (!stats->warnings)
+		return HV_OK;
+	return hv_error_set(HV_WARN, "%llu entr%s skipped or changed while archived",
+			    (unsigned long long)stats->warnings, stats->warnings == 1 ? "y" : "ies");
+}
+
 hv_status hv_archive_dir(int out_fd, const char *root, const hv_archive_opts *o,
 			 hv_archive_stats *stats)
 {
@@ -533,7 +543,7 @@ hv_status hv_archive_dir(int out_fd, const char *root, const hv_archive_opts *o,
 	rc = writer_close(&wr, rc);
 	if (rc < 0)
 		return rc;
-	return stats->warnings ? HV_WARN : HV_OK;
+	return archive_result(stats);
 }
 
 /* ---- A run ----------------------------------------------------------------------------- */
@@ -709,5 +719,5 @@ hv_status hv_archive_run(int out_fd, hv_store *st, int64_t run_id, const hv_arch
 	rc = writer_close(&wr, rc);
 	if (rc < 0)
 		return rc;
-	return stats->warnings ? HV_WARN : HV_OK;
+	return archive_result(stats);
 }

@@ -156,7 +156,7 @@ hv_status hv_collect_check_fds(const char *dir, int extra)
 void hvc_warn(const hv_collect_opts *o, const char *msg)
 {
 	if (o->on_warning)
-		o->on_warning(o->ctx, msg);
+		hv__call_message_fn(o->on_warning, o->ctx, msg);
 }
 
 /* ---- collect ---- */

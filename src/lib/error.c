@@ -89,6 +89,14 @@ hv_status hv__callback_failed(hv_status rc, const char *what)
 	return hv_error_set(rc, "%s failed (status %d) without saying why", what, (int)rc);
 }
 
+void hv__call_message_fn(void (*fn)(void *ctx, const char *msg), void *ctx, const char *msg)
+{
+	hv_error_saved saved;
+	hv_error_save(&saved);
+	fn(ctx, msg == last_message ? saved.message : msg);
+	hv_error_restore(&saved, saved.status);
+}
+
 hv_status hv_error_errno(hv_status status, const char *path, int errnum)
 {
 	return hv_error_set(status, "%s: %s", path, strerror(errnum));

@@ -579,7 +579,7 @@ static void rm_report(struct rm *r, const char *name, const char *reason)
 	if (r->n > 0)
 		r->f[r->n - 1].failed = true;
 	if (r->o->on_error)
-		r->o->on_error(r->o->ctx, hv_error_last());
+		hv__call_message_fn(r->o->on_error, r->o->ctx, hv_error_last());
 }
 
 /* Lists the top frame's directory: removes its entries that are not directories, and

@@ -33,6 +33,10 @@
  * before it was called: the message it set (through hv_error_set, or a libharvest call whose
  * failure it passed on) is kept; without one, the message says which callback failed. */
 hv_status hv__callback_failed(hv_status rc, const char *what);
+/* Calls a user's message callback (a warning, a removal's error) with the thread's last error
+ * kept across it: a callback that calls libharvest itself changes neither the message nor
+ * the status the running call returns with. msg may be hv_error_last() itself. */
+void hv__call_message_fn(void (*fn)(void *ctx, const char *msg), void *ctx, const char *msg);
 /* The same with the reason taken from errnum: "<path>: <strerror(errnum)>". */
 hv_status hv_error_errno(hv_status status, const char *path, int errnum);
 

@@ -1218,7 +1218,7 @@ hv_status hv_mime_detect_dir(hv_store *st, const char *dir, const hv_collect_opt
 		if (s == HV_WARN) {
 			warned = true;
 			if (walk_opts.on_warning)
-				walk_opts.on_warning(walk_opts.ctx, hv_error_last());
+				hv__call_message_fn(walk_opts.on_warning, walk_opts.ctx, hv_error_last());
 			continue;
 		}
 		if (s != HV_OK) {
@@ -1235,7 +1235,7 @@ hv_status hv_mime_detect_dir(hv_store *st, const char *dir, const hv_collect_opt
 		rc = dir_add(b, w, e, b->cache_lost ? NULL : st, fp);
 		if (rc == HV_OK && b->cache_lost && st) {
 			if (walk_opts.on_warning)
-				walk_opts.on_warning(walk_opts.ctx, cache_lost_message(b));
+				hv__call_message_fn(walk_opts.on_warning, walk_opts.ctx, cache_lost_message(b));
 			st = NULL; /* not read again, nor written */
 		}
 		if (rc == HV_OK && b->n == b->max)

@@ -150,6 +150,14 @@ static void warn_fn(void *ctx, const char *msg)
 		snprintf(h->warnings[h->n_warnings++], sizeof(h->warnings[0]), "%s", msg);
 }
 
+/* A warning callback that calls libharvest, which fails and sets its own error. */
+static void meddling_warn(void *ctx, const char *msg)
+{
+	(void)ctx, (void)msg;
+	hv_walk *w = NULL;
+	assert_int_equal(hv_walk_open(&w, "/nonexistent-from-the-callback", NULL), HV_ENOTDIR);
+}
+
 static bool warned(const hook *h, const char *needle)
 {
 	for (size_t i = 0; i < h->n_warnings; i++)
@@ -387,6 +395,18 @@ static void test_fifo_in_tree_skipped(void **state)
 	alarm(0);
 	assert_int_equal(h.n_warnings, 1);
 	assert_true(warned(&h, "pipe: a fifo, not archived"));
+	/* HV_WARN comes with its message, whatever the warn callback did meanwhile (this one
+	 * calls libharvest, which fails), and without a callback too. */
+	assert_string_equal(hv_error_last(), "1 entry skipped or changed while archived");
+	assert_int_equal(hv_error_last_status(), HV_WARN);
+	free(file);
+	o.warn = meddling_warn;
+	assert_int_equal(archive_to(dir, root, &o, &file), HV_WARN);
+	assert_string_equal(hv_error_last(), "1 entry skipped or changed while archived");
+	free(file);
+	o.warn = NULL;
+	assert_int_equal(archive_to(dir, root, &o, &file), HV_WARN);
+	assert_string_equal(hv_error_last(), "1 entry skipped or changed while archived");
 	members m;
 	read_members(file, &m);
 	assert_null(find(&m, "pipe"));

@@ -9,6 +9,7 @@
 #include "testutil.h"
 
 #include "harvest/files.h"
+#include "harvest/walk.h"
 #include "test_hook.h"
 
 #include <dirent.h>
@@ -1080,6 +1081,37 @@ static void test_remove_deep_tree(void **state)
 	free(t);
 }
 
+static void meddling_error(void *ctx, const char *msg)
+{
+	(void)ctx, (void)msg;
+	hv_walk *w = NULL;
+	(void)hv_walk_open(&w, "/nonexistent-from-the-callback", NULL);
+}
+
+/* A removal's error callback that calls libharvest (which fails) does not change the message
+ * the removal returns with: still the failure's own. The failure: a mount point in the tree
+ * (EBUSY; root only, to mount). */
+static void test_remove_callback_keeps_the_error(void **state)
+{
+	if (geteuid() != 0)
+		skip(); /* mounting needs root */
+	char *d = tu_tmpdir();
+	mkdirs(d, "t");
+	mkdirs(d, "t/m");
+	char *m = P(d, "t/m");
+	if (mount("none", m, "tmpfs", 0, "size=1m") != 0)
+		fail_msg("mount tmpfs: %s", strerror(errno));
+	tu_cleanup_umount(m);
+	char *t = P(d, "t");
+	hv_remove_opts o = {.recursive = true, .on_error = meddling_error};
+	assert_int_equal(hv_remove(t, &o), HV_EIO);
+	if (!strstr(hv_error_last(), "t/m: Device or resource busy"))
+		fail_msg("the removal's message: '%s'", hv_error_last());
+	assert_int_equal(hv_error_last_status(), HV_EIO);
+	free(t);
+	free(m);
+}
+
 struct nobody_rm {
 	const char *path;
 	const char *empty_root;
@@ -1098,6 +1130,7 @@ static int nobody_rm_fn(void *arg)
 	if (!strstr(e.all, "/t/locked/f: Permission denied\n") ||
 	    !strstr(e.all, "/t/unreadable-full: Permission denied\n"))
 		return 12;
+
 	/* an unreadable but empty directory is removed, also as the tree's root */
 	o.on_error = NULL;
 	return hv_remove(c->empty_root, &o) == HV_OK ? 0 : 13;
@@ -1187,6 +1220,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_remove_tree_moved_while_below, cleanup),
 		cmocka_unit_test_teardown(test_remove_tree_entries_made_meanwhile, cleanup),
 		cmocka_unit_test_teardown(test_remove_deep_tree, cleanup),
+		cmocka_unit_test_teardown(test_remove_callback_keeps_the_error, tu_cleanup),
 		cmocka_unit_test_teardown(test_remove_permission_denied_as_nobody, cleanup),
 	};
 	const char *filter = getenv("HV_TEST_FILTER");
