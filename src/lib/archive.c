@@ -247,10 +247,12 @@ static bool utf8_valid(const char *s, size_t len)
 }
 
 /* A member path must be relative and stay inside the extraction directory: not empty, no
- * leading '/', no empty, "." or ".." component, no NUL. */
-static bool member_path_safe(const char *p, size_t len)
+ * leading '/', no empty, "." or ".." component, no NUL. In a zip no '\\' either: zip's
+ * separator is '/', but extractors on Windows, and bsdtar, read a '\\' as one too, so
+ * "a\\b" would not come out as the name it is, and "..\\x" would leave the directory. */
+static bool member_path_safe(const char *p, size_t len, bool zip)
 {
-	if (len == 0 || p[0] == '/' || memchr(p, '\0', len))
+	if (len == 0 || p[0] == '/' || memchr(p, '\0', len) || (zip && memchr(p, '\\', len)))
 		return false;
 	size_t i = 0;
 	while (i <= len) {
@@ -443,8 +445,11 @@ static hv_status archive_file(struct writer *wr, hv_walk *w, const hv_entry *e, 
 static hv_status archive_entry_of_walk(struct writer *wr, hv_walk *w, const hv_entry *e,
 				 const struct stat *out)
 {
-	if (!member_path_safe(e->path, e->path_len)) {
-		warnf(wr, "%s: not a safe member path; skipped", shown(wr, e->path));
+	if (!member_path_safe(e->path, e->path_len, wr->zip)) {
+		warnf(wr, "%s: not a safe member path%s; skipped", shown(wr, e->path),
+		      wr->zip && memchr(e->path, '\\', e->path_len)
+			      ? " (zip readers take a backslash in a name for a separator)"
+			      : "");
 		return HV_OK;
 	}
 	if (e->type == HV_FT_FILE)
@@ -554,9 +559,9 @@ struct art_plan {
 };
 
 /* Why artifact a is left out of the archive, or NULL when it goes in. */
-static const char *leave_out_reason(const hv_artifact_row *a)
+static const char *leave_out_reason(const hv_artifact_row *a, bool zip)
 {
-	if (!member_path_safe(a->path, a->path_len))
+	if (!member_path_safe(a->path, a->path_len, zip))
 		return "unsafe_path";
 	if (a->path_len == sizeof(MANIFEST_NAME) - 1 && !memcmp(a->path, MANIFEST_NAME, a->path_len))
 		return "reserved";
@@ -589,7 +594,7 @@ static hv_status plan_run(hv_store *st, int64_t run_id, struct writer *wr, hv_js
 		}
 		if (rc != HV_OK)
 			break;
-		const char *reason = leave_out_reason(a);
+		const char *reason = leave_out_reason(a, wr->zip);
 		if (*n_plan == cap) {
 			size_t ncap = cap ? cap * 2 : 64;
 			struct art_plan *np = realloc(*plan, ncap * sizeof(*np));

@@ -368,6 +368,59 @@ static void test_dev_stdout_pipe(void **s)
 	free(root);
 }
 
+/* A name with a backslash: kept by a tar, left out of a zip (zip readers take it for a
+ * separator: "..\\x" would leave the directory), with a warning, and as unsafe_path in a
+ * run's manifest. */
+static void test_backslash_names_in_zip(void **s)
+{
+	(void)s;
+	char *dir = tu_tmpdir();
+	tu_mkdir(dir, "t");
+	char *root = tu_path(dir, "t");
+	tu_write(root, "a\\b.txt", "a", 1);
+	tu_write(root, "..\\up.txt", "u", 1);
+	tu_write(root, "ok.txt", "o", 1);
+	char *zip = tu_path(dir, "t.zip"), *tar = tu_path(dir, "t.tar");
+	tu_result r;
+	tu_harvest(&r, "archive", "-o", zip, root, NULL);
+	assert_int_equal(r.status, 1);
+	assert_non_null(strstr(r.err, "up.txt: not a safe member path"));
+	assert_non_null(strstr(r.err, "b.txt: not a safe member path"));
+	tu_result_free(&r);
+	char *argv[] = {"bsdtar", "-tf", zip, NULL};
+	tu_run(&r, NULL, NULL, argv);
+	assert_int_equal(r.status, 0);
+	assert_string_equal(r.out, "ok.txt\n");
+	tu_result_free(&r);
+	tu_harvest(&r, "archive", "-o", tar, root, NULL);
+	assert_int_equal(r.status, 0);
+	tu_result_free(&r);
+	char *argv2[] = {"tar", "-tf", tar, NULL};
+	tu_run(&r, NULL, NULL, argv2);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "..\\\\up.txt\n")); /* GNU tar shows a backslash as \\ */
+	tu_result_free(&r);
+	/* a run's archive: the manifest says why they were left out of the zip */
+	char *db = tu_path(dir, "h.db");
+	tu_harvest(&r, "collect", "--db", db, "--no-cache", root, NULL);
+	assert_int_equal(r.status, 0);
+	tu_result_free(&r);
+	assert_int_equal(unlink(zip), 0);
+	tu_harvest(&r, "history", "get", "--db", db, "--run", "1", "-o", zip, NULL);
+	assert_int_equal(r.status, 1);
+	tu_result_free(&r);
+	char *argv3[] = {"unzip", "-p", zip, "MANIFEST.json", NULL};
+	tu_run(&r, NULL, NULL, argv3);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "\"archived\":false,\"reason\":\"unsafe_path\""));
+	assert_non_null(strstr(r.out, "\"path\":\"ok.txt\""));
+	tu_result_free(&r);
+	free(db);
+	free(zip);
+	free(tar);
+	free(root);
+}
+
 /* ---- special files, a huge sparse file -------------------------------------------------- */
 
 static void test_fifo_skipped(void **s)
@@ -806,6 +859,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_excludes_and_hidden, tu_cleanup),
 		cmocka_unit_test_teardown(test_rerun_inside_tree, tu_cleanup),
 		cmocka_unit_test_teardown(test_dev_stdout_pipe, tu_cleanup),
+		cmocka_unit_test_teardown(test_backslash_names_in_zip, tu_cleanup),
 		cmocka_unit_test_teardown(test_fifo_skipped, tu_cleanup),
 		cmocka_unit_test_teardown(test_sparse_5g_bounded_memory, tu_cleanup),
 		cmocka_unit_test_teardown(test_terminal_refused, tu_cleanup),
