@@ -694,6 +694,18 @@ static void test_usage_errors(void **s)
 	assert_int_equal(r.status, 0);
 	assert_non_null(strstr(r.out, "usage: harvest archive"));
 	tu_result_free(&r);
+	/* -o '': a usage error naming the option, for archive and history get alike */
+	tu_harvest(&r, "archive", root, "-o", "", NULL);
+	assert_int_equal(r.status, 2);
+	assert_non_null(strstr(r.err, "-o: empty path"));
+	tu_result_free(&r);
+	char *db = tu_path(dir, "h.db");
+	tu_harvest(&r, "history", "get", "--db", db, "1", "-o", "", NULL);
+	assert_int_equal(r.status, 2);
+	assert_non_null(strstr(r.err, "-o: empty path"));
+	tu_result_free(&r);
+	assert_int_equal(stat(db, &st), -1); /* refused before anything was opened */
+	free(db);
 	free(missing);
 	free(file);
 	free(root);
