@@ -35,7 +35,7 @@ typedef enum hv_archive_format {
 HV_EXTERN hv_status hv_archive_format_from_name(const char *name, hv_archive_format *out);
 /* The format named "tar", "tar.gz" (or "tgz") or "zip": HV_EUSAGE for another. */
 HV_EXTERN hv_status hv_archive_format_parse(const char *s, hv_archive_format *out);
-/* "tar", "tar.gz" or "zip". */
+/* "tar", "tar.gz" or "zip"; "unknown" for a value that is none of the formats. */
 HV_EXTERN const char *hv_archive_format_name(hv_archive_format f);
 
 typedef struct hv_archive_opts {

@@ -29,9 +29,9 @@ const char *hv_archive_format_name(hv_archive_format f)
 	switch (f) {
 	case HV_ARCHIVE_TAR_GZ: return "tar.gz";
 	case HV_ARCHIVE_ZIP: return "zip";
-	case HV_ARCHIVE_TAR: break;
+	case HV_ARCHIVE_TAR: return "tar";
 	}
-	return "tar";
+	return "unknown";
 }
 
 static bool ends_with(const char *s, size_t len, const char *suffix)
@@ -167,6 +167,9 @@ static hv_status writer_open(struct writer *wr, int fd, const hv_archive_opts *o
 	wr->o = o;
 	wr->stats = st;
 	wr->zip = o->format == HV_ARCHIVE_ZIP;
+	if (o->format != HV_ARCHIVE_TAR && o->format != HV_ARCHIVE_TAR_GZ &&
+	    o->format != HV_ARCHIVE_ZIP)
+		return hv_error_set(HV_EUSAGE, "bad archive format: %d", (int)o->format);
 	/* libarchive is loaded on the first archive, not when harvest starts (dl_archive.h). */
 	char why[512];
 	if (hv__archive_load(why, sizeof(why)) != 0)

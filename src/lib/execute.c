@@ -88,6 +88,11 @@ static hv_status execute(hv_store *st, const char *dir, const hv_execute_opts *o
 		free(root);
 		return hv_error_set(HV_EUSAGE, "no command to run");
 	}
+	if (o->changes != HV_CHANGES_AUTO && o->changes != HV_CHANGES_EVENTS &&
+	    o->changes != HV_CHANGES_SNAPSHOT) {
+		free(root);
+		return hv_error_set(HV_EUSAGE, "bad changes mode: %d", (int)o->changes);
+	}
 	for (size_t i = 0; i < o->run.n_env; i++) {
 		if (hv_run_check_env(o->run.env[i]) != HV_OK) {
 			free(root);

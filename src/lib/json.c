@@ -140,6 +140,8 @@ static void put_bytes(hv_json *j, const char *p, size_t n)
 static hv_status json_new(hv_json **out, int fd, hv_case kase, size_t cap)
 {
 	*out = NULL;
+	if (kase != HV_CASE_SNAKE && kase != HV_CASE_CAMEL)
+		return hv_error_set(HV_EUSAGE, "bad case: %d", (int)kase);
 	hv_json *j = calloc(1, sizeof(*j));
 	char *buf = malloc(cap);
 	if (!j || !buf) {

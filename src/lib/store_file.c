@@ -112,6 +112,9 @@ static hv_status out_open(hv_file_out **out, const char *path, int flags)
 	*out = NULL;
 	if (!path || !*path)
 		return hv_error_set(HV_EUSAGE, "hv_file_out_open: missing path");
+	if (flags & ~HV_WRITE_FOLLOW)
+		return hv_error_set(HV_EUSAGE, "%s: unknown write flags 0x%x", path,
+				    (unsigned)(flags & ~HV_WRITE_FOLLOW));
 	hv_file_out *o = calloc(1, sizeof(*o));
 	if (!o || !(o->path = strdup(path))) {
 		free(o);

@@ -626,6 +626,9 @@ hv_status hv_store_open_with_cache(hv_store **out, const char *path, const char 
 	if (!out)
 		return hv_error_set(HV_EUSAGE, "hv_store_open: no output handle");
 	*out = NULL;
+	if (flags & ~(HV_STORE_READONLY | HV_STORE_NO_HISTORY))
+		return hv_error_set(HV_EUSAGE, "hv_store_open: unknown flags 0x%x",
+				    (unsigned)(flags & ~(HV_STORE_READONLY | HV_STORE_NO_HISTORY)));
 	hv_store *st = calloc(1, sizeof(*st));
 	if (!st)
 		return hv_error_set(HV_ENOMEM, "out of memory");

@@ -995,7 +995,8 @@ typedef struct pg_artifact_iter {
 	hv_artifact_row out;
 } pg_artifact_iter;
 
-/* The LIKE pattern of a glob into b; false when it has a bracket expression. */
+/* The LIKE pattern of a glob into b; false when it has a bracket expression or ends in a
+ * lone backslash (fnmatch matches no name with that: left to it, as bracket classes are). */
 static bool glob_to_like(const char *g, hv_buf *b)
 {
 	for (const char *p = g; *p; p++) {
@@ -1006,12 +1007,12 @@ static bool glob_to_like(const char *g, hv_buf *b)
 		case '%':
 		case '_': hv_buf_printf(b, "\\%c", *p); break;
 		case '\\':
-			if (p[1]) {
-				p++;
-				if (*p == '%' || *p == '_' || *p == '\\')
-					hv_buf_append_str(b, "\\");
-				hv_buf_append(b, p, 1);
-			}
+			if (!p[1])
+				return false;
+			p++;
+			if (*p == '%' || *p == '_' || *p == '\\')
+				hv_buf_append_str(b, "\\");
+			hv_buf_append(b, p, 1);
 			break;
 		default: hv_buf_append(b, p, 1);
 		}

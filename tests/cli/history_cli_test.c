@@ -969,6 +969,10 @@ static void test_artifacts(void **state)
 	EXPECT_ARTS(0, "--name", "sub*"); /* the name, not the path, as find -name */
 	EXPECT_ARTS(NOTES | OTHER, "--name", "*t*.txt");
 	EXPECT_ARTS(NOTES, "--name", "*note*");
+	/* A lone backslash at the end matches nothing (fnmatch), on PostgreSQL too. */
+	EXPECT_ARTS(0, "--name", "deep.csv\\");
+	EXPECT_ARTS(0, "--name", "*\\");
+	EXPECT_ARTS(DEEP, "--name", "deep\\.csv");
 	EXPECT_ARTS(ACSV | BCSV, "--sha256", arts[1].sha);
 	EXPECT_ARTS(PIC, "--sha256", arts[4].sha);
 	char prefix[16], upper[65];

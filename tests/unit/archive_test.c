@@ -570,6 +570,18 @@ static void test_format_names(void **state)
 	assert_string_equal(hv_archive_format_name(HV_ARCHIVE_TAR_GZ), "tar.gz");
 	assert_string_equal(hv_archive_format_name(HV_ARCHIVE_ZIP), "zip");
 	assert_string_equal(hv_archive_format_name(HV_ARCHIVE_TAR), "tar");
+	/* a value that is no format: named so, and refused by the writers */
+	assert_string_equal(hv_archive_format_name((hv_archive_format)99), "unknown");
+	assert_string_equal(hv_archive_format_name(HV_ARCHIVE_TAR), "tar");
+	hv_archive_opts bad;
+	hv_archive_opts_init(&bad);
+	bad.format = (hv_archive_format)99;
+	char *d = tu_tmpdir();
+	int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(hv_archive_dir(fd, d, &bad, NULL), HV_EUSAGE);
+	assert_non_null(strstr(hv_error_last(), "bad archive format"));
+	close(fd);
 }
 
 /* ---- a run ------------------------------------------------------------------------------ */

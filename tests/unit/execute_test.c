@@ -371,6 +371,12 @@ static void test_execute_usage_error(void **state)
 	assert_int_equal(hv_execute(f->st, f->root, &o, NULL, NULL, &ex), HV_EUSAGE);
 	assert_null(ex.files);
 	hv_execution_free(&ex);
+	/* a changes mode that is none of the three */
+	o.run.n_env = 0;
+	o.changes = (hv_changes_mode)9;
+	assert_int_equal(hv_execute(f->st, f->root, &o, NULL, NULL, &ex), HV_EUSAGE);
+	assert_non_null(strstr(hv_error_last(), "bad changes mode"));
+	hv_execution_free(&ex);
 	assert_no_snapshots(f);
 }
 

@@ -1193,6 +1193,10 @@ static void test_fd_small_and_free_flushes(void **state)
 	close(p[0]);
 	assert_int_equal(hv_json_new_fd(&j, -1, HV_CASE_SNAKE), HV_EUSAGE);
 	assert_null(j);
+	assert_int_equal(hv_json_new_fd(&j, 1, (hv_case)5), HV_EUSAGE); /* no such case */
+	assert_null(j);
+	assert_int_equal(hv_json_new_buffer(&j, (hv_case)5), HV_EUSAGE);
+	assert_null(j);
 }
 
 static void test_fd_epipe_sticky(void **state)

@@ -1936,6 +1936,16 @@ static void test_write_file_refusals(void **state)
 	assert_int_equal(symlink("nowhere", dangling), 0);
 	assert_int_equal(hv_write_file(dangling, "x", 1, 0), HV_EUSAGE);
 	assert_int_equal(hv_write_file(dangling, "x", 1, HV_WRITE_FOLLOW), HV_EIO);
+	/* flags that are not HV_WRITE_FOLLOW: refused, nothing written */
+	char *unflagged = tu_path(f->dir, "unflagged");
+	assert_int_equal(hv_write_file(unflagged, "x", 1, 0x100), HV_EUSAGE);
+	struct stat fsb;
+	assert_int_equal(lstat(unflagged, &fsb), -1);
+	free(unflagged);
+	hv_store *bad = NULL;
+	assert_int_equal(hv_store_open(&bad, f->db, 0xF0), HV_EUSAGE);
+	assert_null(bad);
+	assert_non_null(strstr(hv_error_last(), "unknown flags"));
 	char *missing = tu_path(f->dir, "no/such/file");
 	assert_int_equal(hv_write_file(missing, "x", 1, 0), HV_EIO);
 	assert_non_null(strstr(hv_error_last(), "No such file or directory"));
