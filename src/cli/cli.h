@@ -68,6 +68,8 @@ int cli_parse(cli_common *common, int argc, char **argv, const cli_opt *opts, cl
 void cli_put_escaped(FILE *out, const char *s, size_t len);
 /* Prints "harvest CMD: MESSAGE" plus a hint to --help on stderr and returns EXIT_USAGE. */
 int cli_usage_error(const cli_common *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* -o FILE into *out: 0, or the usage error of an empty FILE (which names no file). */
+int cli_output_opt(const cli_common *c, const char *v, const char **out);
 /* Prints "harvest: MESSAGE" on stderr (unless it is a warning and --quiet). The message is
  * escaped as cli_put_escaped does: it carries paths, which must not reach a terminal raw. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -59,12 +59,7 @@ static int archive_opt(void *ctx, cli_common *c, int id, const char *v)
 {
 	struct archive_cli *a = ctx;
 	switch (id) {
-	case OPT_OUTPUT:
-		if (!*v)
-			return cli_usage_error(c, "-o: empty path (give a file name, or - for "
-						  "standard output)");
-		a->output = v;
-		return 0;
+	case OPT_OUTPUT: return cli_output_opt(c, v, &a->output);
 	case OPT_AFORMAT:
 		if (hv_archive_format_parse(v, &a->opts.format) != HV_OK)
 			return cli_usage_error(c, "--format: expected tar, tar.gz or zip, not '%s'", v);

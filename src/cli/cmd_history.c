@@ -127,12 +127,7 @@ static int history_opt(void *ctx, cli_common *c, int id, const char *v)
 		h->arts.sha256 = v;
 		return 0;
 	case OPT_CONTENT: h->content = true; return 0;
-	case OPT_OUTPUT:
-		if (!*v)
-			return cli_usage_error(c, "-o: empty path (give a file name, or - for "
-						  "standard output)");
-		h->output = v;
-		return 0;
+	case OPT_OUTPUT: return cli_output_opt(c, v, &h->output);
 	case OPT_FOLLOW: h->follow = true; return 0;
 	case OPT_KEEP_RUNS:
 		rc = cli_parse_uint(c, "--keep-runs", v, INT64_MAX, &u);

@@ -61,6 +61,15 @@ int cli_usage_error(const cli_common *c, const char *fmt, ...)
 	return EXIT_USAGE;
 }
 
+int cli_output_opt(const cli_common *c, const char *v, const char **out)
+{
+	if (!*v)
+		return cli_usage_error(c, "-o: empty path (give a file name, or - for standard "
+					  "output)");
+	*out = v;
+	return 0;
+}
+
 void cli_error(const char *fmt, ...)
 {
 	va_list ap;

@@ -10,10 +10,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import dataclasses
+import gc
 import hashlib
 import inspect
 import json
+import logging
 import os
+import random
 import subprocess
 import sys
 import textwrap
@@ -197,7 +200,8 @@ def test_streaming_order_exact_bytes_before_the_end(make, tmp_path):
         return seen
 
     seen = run(go())
-    first = "first é日🙂 \udcff \x00\r\t\n"
+    # The byte \377 is not UTF-8: U+FFFD, as the SDK's sandboxes decode output (errors="replace").
+    first = "first é日🙂 \ufffd \x00\r\t\n"
     chunks, result = seen[:-1], seen[-1]
     assert all(isinstance(c, StreamChunk) for c in chunks)
     assert "".join(c.data for c in chunks if c.stream_type == "stdout") == first + "third"
@@ -322,6 +326,196 @@ def test_cancel_ends_the_group_and_records_the_run(make, tmp_path):
     runs = json.loads(subprocess.check_output([HARVEST, "history", "runs", "--db", str(db), "--label", "cancelled-run"]))
     assert len(runs) == 1
     assert runs[0]["command"] == ["sh", "-c", 'sleep 300 & echo "$$ $!"; wait']
+
+
+def pgrep(pattern):
+    """The pids of live processes whose command line matches the pattern (pgrep -f)."""
+    out = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split() if int(p) != os.getpid()]
+
+
+def usable(prefix):
+    return subprocess.run([*prefix, "true"], capture_output=True).returncode == 0
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [["flock", "{lock}"], ["sh", "-c", '"$@"; exit $?', "sh"], ["unshare", "--fork", "--pid", "--mount-proc"]],
+    ids=["flock", "sh-c", "unshare"],
+)
+def test_cancel_through_a_prefix_that_does_not_forward_signals(tmp_path, prefix):
+    """The prefix dies of SIGTERM (or never passes it on) while harvest holds the pipes: the
+    cancel must reach harvest all the same, end within the documented bound, leave no harvest or
+    command behind and no asyncio noise ("Event loop is closed") when the loop ends."""
+    prefix = [a.replace("{lock}", str(tmp_path / "lock")) for a in prefix]
+    if not usable(prefix):
+        pytest.skip(f"{prefix[0]} cannot run here")
+    mark = str(random.randrange(10**9))
+    script = textwrap.dedent(
+        f"""
+        import asyncio, time
+        from harvest_strands import HarvestSandbox, StreamChunk
+        s = HarvestSandbox({str(tmp_path)!r}, harvest={HARVEST!r}, db={str(tmp_path / "h.db")!r}, exec={prefix!r})
+        async def consume(started):
+            async for item in s.execute_streaming("sleep 60.{mark} & echo started; wait # {mark}"):
+                if isinstance(item, StreamChunk):
+                    started.set()
+        async def main():
+            started = asyncio.Event()
+            task = asyncio.ensure_future(consume(started))
+            await started.wait()
+            t0 = time.monotonic()
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                print(round(time.monotonic() - t0, 2))
+        asyncio.run(main())
+        """
+    )
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=dict(os.environ, PYTHONPATH=src), capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    # The documented bound: SIGTERM, SIGKILL 10 s later, then at most 1 s for the pipes.
+    assert float(out.stdout) < 11, out.stdout
+    assert out.stderr == ""
+    assert settle(lambda: pgrep(mark)) == []
+
+
+def test_cancel_stops_waiting_for_pipes_held_outside_the_group(tmp_path):
+    """A process outside harvest's group (here: in a session of its own) holds the pipes: the
+    cancel gives up on them 1 s after the SIGKILL, 10 s after the SIGTERM."""
+    mark = str(random.randrange(10**9))
+    prefix = ["sh", "-c", f'setsid sleep 30.{mark} & exec "$@"', "sh"]
+    sandbox = HarvestSandbox(str(tmp_path), harvest=HARVEST, db=str(tmp_path / "h.db"), exec=prefix)
+
+    async def consume(started):
+        async for item in sandbox.execute_streaming(f"sleep 60.{mark} & echo started; wait"):
+            started.set()
+
+    async def go():
+        started = asyncio.Event()
+        task = asyncio.ensure_future(consume(started))
+        await started.wait()
+        t0 = time.monotonic()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return time.monotonic() - t0
+
+    took = run(go())
+    outsider = pgrep(f"sleep 30.{mark}")
+    for pid in outsider:
+        os.kill(pid, 9)
+    assert 10 <= took < 12.5
+    assert len(outsider) == 1
+    assert settle(lambda: pgrep(f"harvest run .*{mark}|sleep 60.{mark}")) == []
+
+
+def test_aclose_ends_the_run_before_returning(make, tmp_path):
+    """Closing the generator closes the run at once: harvest and the command are gone when
+    aclose() returns, not when the garbage collector finalizes the inner generator."""
+    sandbox = make(tmp_path)
+    mark = str(random.randrange(10**9))
+
+    async def go():
+        gen = sandbox.execute_streaming(f'echo "$$ $PPID"; sleep 60.{mark} # {mark}')
+        first = await gen.__anext__()
+        await gen.aclose()
+        # At once: harvest has exited (the adapter waited for it), and so has the shell, which
+        # harvest ended and reaped before exiting.
+        return [int(p) for p in first.data.split()], [p for p in map(int, first.data.split()) if alive(p)]
+
+    (shell, harvest), running = run(go())
+    assert running == []
+    # The sleep, SIGTERMed with the shell's group, leaves when the kernel gets to it.
+    assert settle(lambda: pgrep(mark)) == []
+
+
+def test_output_text_is_decoded_as_the_sdk_does(make, tmp_path):
+    """stdout/stderr bytes that are not UTF-8 become U+FFFD, as bytes.decode("utf-8", "replace")
+    (the SDK's sandboxes) makes them, in the chunks and the result; file names stay exact."""
+    raw = b"caf\xe9 \xe6\x97x \xed\xa0\x80 \xff\xfe ok \xe6\x97\xa5\n"
+    octal = "".join(f"\\{b:03o}" for b in raw)
+    sandbox = make(tmp_path)
+
+    async def go():
+        return await collect(sandbox.execute_streaming(f"printf '{octal}'; printf '{octal}' >&2; printf x > \"$(printf 'n\\377')\""))
+
+    items = run(go())
+    chunks, result = items[:-1], items[-1]
+    expected = raw.decode("utf-8", "replace")
+    assert "".join(c.data for c in chunks if c.stream_type == "stdout") == expected
+    assert "".join(c.data for c in chunks if c.stream_type == "stderr") == expected
+    assert (result.stdout, result.stderr) == (expected, expected)
+    result.stdout.encode("utf-8")
+    json.dumps([c.data for c in chunks], ensure_ascii=False).encode("utf-8")
+    assert [f.name for f in result.output_files] == ["n\udcff"]
+    assert os.fsencode(result.output_files[0].name) == b"n\xff"
+
+
+def test_harvest_failure_after_the_run_is_an_error(make, tmp_path):
+    """harvest run exits 125 when the command ran but what it produced could not be collected or
+    recorded: a HarvestError with harvest's reason and the partial result, not a result whose
+    files silently vanished."""
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"\x07" * 8192)
+    w = tmp_path / "w"
+    w.mkdir()
+    sandbox = make(w, db=str(garbage), no_history=True)
+    with pytest.raises(HarvestError) as info:
+        run(sandbox.execute("echo data > report.csv; echo done"))
+    error = info.value
+    assert error.exit_code == 125
+    assert str(error).startswith("harvest: collecting the produced files: ")
+    assert str(error).endswith("garbage.db: not a SQLite database")
+    assert isinstance(error.result, ExecutionResult)
+    assert (error.result.exit_code, error.result.stdout, error.result.output_files) == (0, "done\n", [])
+    assert (w / "report.csv").exists()
+
+    async def stream():
+        seen = []
+        with pytest.raises(HarvestError) as info:
+            async for item in sandbox.execute_streaming("echo again > b.csv; echo chunk"):
+                seen.append(item)
+        return seen, info.value
+
+    seen, error = run(stream())
+    assert seen == [StreamChunk("chunk\n", "stdout")]
+    assert error.exit_code == 125 and error.result.stdout == "chunk\n"
+    # A command's own exit status 125 is its result.
+    own = run(make(w).execute("echo x > c.txt; exit 125"))
+    assert own.exit_code == 125 and [f.name for f in own.output_files] == ["c.txt"]
+
+
+def test_failed_write_logs_no_unretrieved_exception(tmp_path):
+    """harvest refuses the path before reading stdin: the HarvestError, and no "Future exception
+    was never retrieved ... BrokenPipeError" from asyncio."""
+    (tmp_path / "f").write_text("x")
+    sandbox = HarvestSandbox(str(tmp_path), harvest=HARVEST)
+    records = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(record.getMessage())
+
+    handler = Keep()
+    logging.getLogger("asyncio").addHandler(handler)
+    try:
+
+        async def go():
+            for _ in range(5):
+                with pytest.raises(HarvestError, match="Not a directory"):
+                    await sandbox.write_file("f/x", bytes(1 << 20))
+                gc.collect()
+
+        run(go())
+        gc.collect()
+    finally:
+        logging.getLogger("asyncio").removeHandler(handler)
+    assert records == []
 
 
 def test_100_mib_round_trip(make, tmp_path):

@@ -30,9 +30,12 @@ import type {
 import {
   HarvestError,
   exitStatus,
+  harvestLine,
+  ownBytes,
   prefixFailure,
   reason,
   runHarvest,
+  signalGroup,
   spawnFailure,
   spawnHarvest,
   type Launcher,
@@ -115,8 +118,16 @@ const ENV_KEY = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
 // harvest's rule for --language (the SDK's, plus `+`).
 const LANGUAGE = /^[A-Za-z0-9._+-]+$/;
 // How long harvest gets to end an aborted command (SIGTERM, SIGKILL 2 s later) and record the
-// run, before it is killed itself.
+// run, before its process group is killed.
 const ABORT_GRACE_MS = 10_000;
+// After that SIGKILL, how long the pipes may stay open (held by a process outside the group)
+// before the adapter stops waiting for them.
+const PIPE_GRACE_MS = 1_000;
+// harvest's own failure (`run`: the command ran, but what it produced could not be collected or
+// recorded), as env(1) and timeout(1) use it.
+const HARVEST_FAILED = 125;
+// A lone UTF-16 surrogate: what listFiles returns for a byte of a name that is not UTF-8.
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
 const IMAGE_FORMATS: Record<string, 'png' | 'jpeg' | 'gif' | 'webp'> = {
   'image/png': 'png',
@@ -138,9 +149,26 @@ interface RawOutputFile {
 
 function toBytes(base64: string | null): Uint8Array {
   if (!base64) return new Uint8Array(0);
-  const b = Buffer.from(base64, 'base64');
-  // A plain Uint8Array, as the SDK's type says (a Buffer is a subclass with other methods).
-  return new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
+  // A plain Uint8Array, as the SDK's type says (a Buffer is a subclass with other methods), that
+  // owns its ArrayBuffer (not a view into Node's shared pool).
+  return ownBytes(Buffer.from(base64, 'base64'));
+}
+
+/**
+ * A path harvest can be given: Node passes arguments as UTF-8, so a lone surrogate (a name that
+ * is not UTF-8, as listFiles returns it) would become U+FFFD and name another file. harvest has
+ * no way to take a path's raw bytes other than as an argument: such a path is refused.
+ */
+function checkPath(path: string, given: string): string {
+  if (LONE_SURROGATE.test(path)) {
+    const err = new TypeError(
+      `path ${JSON.stringify(given)} is not valid UTF-8 (it holds a lone surrogate, as listFiles names a ` +
+        'file whose name is not UTF-8): it cannot be passed as a process argument from Node',
+    );
+    Object.assign(err, { code: 'ERR_INVALID_ARG_VALUE', path: given });
+    throw err;
+  }
+  return path;
 }
 
 function toResult(raw: Record<string, unknown>): HarvestExecutionResult {
@@ -190,6 +218,11 @@ export class HarvestSandbox extends Sandbox {
     return posixPath.isAbsolute(path) ? path : posixPath.join(this.workingDir, path);
   }
 
+  /** resolvePath, refusing a path that is not valid UTF-8 (see checkPath). */
+  private _path(path: string): string {
+    return checkPath(this.resolvePath(path), path);
+  }
+
   override async *executeStreaming(
     command: string,
     options?: ExecuteOptions,
@@ -217,7 +250,8 @@ export class HarvestSandbox extends Sandbox {
   }
 
   private _runArgs(options: ExecuteOptions | undefined): string[] {
-    const args = ['run', '--case', 'camel', '--quiet', '--dir', this.resolvePath(options?.cwd ?? this.workingDir)];
+    // --quiet hides harvest's warnings; its errors ("harvest: ...") are still on stderr.
+    const args = ['run', '--case', 'camel', '--quiet', '--dir', this._path(options?.cwd ?? this.workingDir)];
     if (options?.timeout !== undefined) args.push('--timeout', String(options.timeout));
     for (const [key, value] of Object.entries(options?.env ?? {})) {
       if (!ENV_KEY.test(key)) throw new Error(`Invalid environment variable name: ${key}`);
@@ -240,8 +274,12 @@ export class HarvestSandbox extends Sandbox {
   /**
    * One `harvest run`: yields each StreamChunk as harvest prints it, then the ExecutionResult.
    * A timeout (harvest's own, so it also holds through a prefix) raises SandboxTimeoutError
-   * after the chunks; an abort sends harvest SIGTERM, which ends the command's process group and
-   * records the run, and raises SandboxAbortError once harvest has exited.
+   * after the chunks. harvest's own failure after the command ran (exit 125 with a result: the
+   * files could not be collected or recorded) raises HarvestError with harvest's reason and the
+   * result. harvest runs in a process group of its own (with the prefix, if any): an abort
+   * sends the group SIGTERM (harvest ends the command's process group and records the run),
+   * SIGKILL ABORT_GRACE_MS later, and raises SandboxAbortError once harvest has exited (after
+   * the SIGKILL, at most PIPE_GRACE_MS more).
    */
   private async *_run(
     tail: string[],
@@ -252,7 +290,7 @@ export class HarvestSandbox extends Sandbox {
     const signal = options?.signal;
     if (signal?.aborted) throw new SandboxAbortError();
 
-    const proc = spawnHarvest(this._launcher, args);
+    const proc = spawnHarvest(this._launcher, args, true);
     const events: StreamChunk[] = [];
     let result: Record<string, unknown> | undefined;
     let badLine: string | undefined;
@@ -262,6 +300,7 @@ export class HarvestSandbox extends Sandbox {
     let status = 0;
     let spawnError: Error | undefined;
     let aborted = false;
+    let stopping = false;
     let killTimer: NodeJS.Timeout | undefined;
     let wake: (() => void) | undefined;
     const notify = () => {
@@ -313,13 +352,27 @@ export class HarvestSandbox extends Sandbox {
       closed = true;
       notify();
     });
+    // Ends the run: SIGTERM to harvest's group, SIGKILL after the grace, and then, if something
+    // outside the group still holds the pipes, stop waiting for them.
+    const stop = () => {
+      if (stopping || closed) return;
+      stopping = true;
+      signalGroup(proc, 'SIGTERM');
+      killTimer = setTimeout(() => {
+        signalGroup(proc, 'SIGKILL');
+        killTimer = setTimeout(() => {
+          if (closed) return;
+          proc.stdout!.destroy();
+          proc.stderr!.destroy();
+          closed = true;
+          notify();
+        }, PIPE_GRACE_MS);
+      }, ABORT_GRACE_MS);
+    };
     const onAbort = () => {
       if (aborted || closed) return;
       aborted = true;
-      proc.kill('SIGTERM');
-      killTimer = setTimeout(() => {
-        if (!closed) proc.kill('SIGKILL');
-      }, ABORT_GRACE_MS);
+      stop();
       notify();
     };
     signal?.addEventListener('abort', onAbort, { once: true });
@@ -337,14 +390,20 @@ export class HarvestSandbox extends Sandbox {
       }
       if (aborted) throw new SandboxAbortError();
       if (spawnError) throw spawnFailure(this._launcher, spawnError);
+      const stderrText = Buffer.concat(stderr).toString('utf8');
       if (result === undefined) {
-        const stderrText = Buffer.concat(stderr).toString('utf8');
         const failed = prefixFailure(this._launcher, status, stderrText);
         if (failed) throw failed;
         const why = reason(stderrText, badLine ?? `harvest run exited with status ${status}`);
         throw new HarvestError(why, status);
       }
       const final = toResult(result);
+      // 125 is also the status of a command that exits 125: harvest's own failure is a status
+      // that is not the command's, or harvest's error line.
+      if (status === HARVEST_FAILED && (final.exitCode !== HARVEST_FAILED || harvestLine(stderrText) !== undefined)) {
+        const why = reason(stderrText, `harvest run exited with status ${status} after the command ended`);
+        throw new HarvestError(why, status, undefined, undefined, final);
+      }
       if (final.timedOut) {
         const err = new SandboxTimeoutError(options?.timeout ?? 0, final.stdout, final.stderr);
         // SDKs before 1.19 take only the seconds: the partial output rides along all the same.
@@ -354,22 +413,30 @@ export class HarvestSandbox extends Sandbox {
       yield final;
     } finally {
       signal?.removeEventListener('abort', onAbort);
+      // The consumer stopped early (or an error): end the run as an abort would, and return once
+      // harvest has exited.
+      if (!closed) {
+        stop();
+        while (!closed) {
+          await new Promise<void>((resolve) => {
+            wake = resolve;
+          });
+        }
+      }
       if (killTimer !== undefined) clearTimeout(killTimer);
-      // The consumer stopped early: end the run as an abort would.
-      if (!closed) proc.kill('SIGTERM');
     }
   }
 
   override async readFile(path: string): Promise<Uint8Array> {
-    const full = this.resolvePath(path);
+    const full = this._path(path);
     const r = await runHarvest(this._launcher, ['cat', '--', full]);
     this._check(r.code, r.stderr, 'cat', full);
-    return new Uint8Array(r.stdout.buffer, r.stdout.byteOffset, r.stdout.byteLength);
+    return ownBytes(r.stdout);
   }
 
   /** Writes through `harvest put`: a temporary file beside it, renamed; parents are created. */
   override async writeFile(path: string, content: Uint8Array, mode?: number | string): Promise<void> {
-    const full = this.resolvePath(path);
+    const full = this._path(path);
     const args = ['put'];
     if (mode !== undefined) args.push('--mode', typeof mode === 'number' ? mode.toString(8) : mode);
     args.push('--', full);
@@ -378,20 +445,20 @@ export class HarvestSandbox extends Sandbox {
   }
 
   override async removeFile(path: string): Promise<void> {
-    const full = this.resolvePath(path);
+    const full = this._path(path);
     const r = await runHarvest(this._launcher, ['rm', '--', full]);
     this._check(r.code, r.stderr, 'rm', full);
   }
 
   /** Removes a directory tree (`harvest rm -r`), never following a symlink. */
   async removeTree(path: string): Promise<void> {
-    const full = this.resolvePath(path);
+    const full = this._path(path);
     const r = await runHarvest(this._launcher, ['rm', '-r', '--', full]);
     this._check(r.code, r.stderr, 'rm', full);
   }
 
   override async listFiles(path: string): Promise<FileInfo[]> {
-    const full = this.resolvePath(path);
+    const full = this._path(path);
     const r = await runHarvest(this._launcher, ['ls', '--case', 'camel', '--quiet', '--', full]);
     if (r.code === 3) throw new SandboxPathNotFoundError(path);
     // Exit 1 with a listing is a warning (harvest already gave isDir/size up for the entries it

@@ -5,19 +5,27 @@
  * or bytes on its stdout, a one-line reason on its stderr and an exit status.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { constants } from 'node:os';
 import { getSystemErrorMap } from 'node:util';
+import type { HarvestExecutionResult } from './index.js';
 
-/** A harvest failure that is not one of the SDK's errors; `code` is `ENOENT` for a missing path. */
+/**
+ * A harvest failure that is not one of the SDK's errors; `code` is `ENOENT` for a missing path.
+ * `result` is the ExecutionResult harvest printed before failing (`harvest run` exit 125: the
+ * command ran, but harvest could not collect or record what it produced), else undefined.
+ */
 export class HarvestError extends Error {
   readonly exitCode: number;
   readonly path: string | undefined;
   readonly code: string | undefined;
-  constructor(message: string, exitCode: number, path?: string, code?: string) {
+  readonly result: HarvestExecutionResult | undefined;
+  constructor(message: string, exitCode: number, path?: string, code?: string, result?: HarvestExecutionResult) {
     super(message);
     this.name = 'HarvestError';
     this.exitCode = exitCode;
     this.path = path;
     this.code = code;
+    this.result = result;
   }
 }
 
@@ -38,8 +46,12 @@ export function shellQuote(value: string): string {
  * Starts `harvest ARGS...`, through the prefix when there is one. Node reports ENOENT and EACCES
  * with an 'error' event (see spawnFailure) and throws the other exec failures (ENOTDIR...): those
  * are thrown as the same HarvestError.
+ *
+ * `group`: start it in a session (and so a process group) of its own, whose id is its pid, so
+ * that signalGroup reaches harvest even through a prefix that does not forward signals (flock,
+ * `sh -c`, `unshare --fork`).
  */
-export function spawnHarvest(launcher: Launcher, args: readonly string[]): ChildProcess {
+export function spawnHarvest(launcher: Launcher, args: readonly string[], group = false): ChildProcess {
   const argv = [launcher.harvest, ...args];
   let file = argv[0]!;
   let rest = argv.slice(1);
@@ -48,7 +60,7 @@ export function spawnHarvest(launcher: Launcher, args: readonly string[]): Child
     rest = [...launcher.exec.slice(1), ...(launcher.execQuote ? [argv.map(shellQuote).join(' ')] : argv)];
   }
   try {
-    return spawn(file, rest, { stdio: ['pipe', 'pipe', 'pipe'] });
+    return spawn(file, rest, { stdio: ['pipe', 'pipe', 'pipe'], detached: group });
   } catch (err) {
     throw spawnFailure(launcher, err as NodeJS.ErrnoException);
   }
@@ -88,11 +100,21 @@ export interface Finished {
   stderr: string;
 }
 
-/** The exit status as a shell reports it: 128+N for a signal. */
+/** Sends sig to the process group of a child started with `group` (its id is the child's pid). */
+export function signalGroup(proc: ChildProcess, sig: NodeJS.Signals): void {
+  if (proc.pid === undefined) return;
+  try {
+    process.kill(-proc.pid, sig);
+  } catch {
+    // ESRCH: the whole group is gone already.
+  }
+}
+
+/** The exit status as a shell reports it: 128+N for signal N (SIGABRT 134, SIGSEGV 139...). */
 export function exitStatus(code: number | null, signal: NodeJS.Signals | null): number {
   if (code !== null) return code;
-  const numbers: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGKILL: 9, SIGPIPE: 13, SIGTERM: 15 };
-  return 128 + (signal ? (numbers[signal] ?? 1) : 1);
+  const number = signal ? (constants.signals as Record<string, number | undefined>)[signal] : undefined;
+  return 128 + (number ?? 1);
 }
 
 /**
@@ -122,8 +144,26 @@ export function runHarvest(launcher: Launcher, args: readonly string[], input?: 
   });
 }
 
-/** The first line of harvest's message, for an Error (or a fallback naming the command). */
+/** harvest's own error line ("harvest: ..."; --quiet hides warnings, never errors), if any. */
+export function harvestLine(stderr: string): string | undefined {
+  return stderr.split('\n').find((l) => l.startsWith('harvest: '));
+}
+
+/**
+ * The line of harvest's message, for an Error: its own error line, else (a prefix's message)
+ * the first line, else a fallback naming the command.
+ */
 export function reason(stderr: string, fallback: string): string {
-  const line = stderr.split('\n').find((l) => l.trim() !== '');
+  const line = harvestLine(stderr) ?? stderr.split('\n').find((l) => l.trim() !== '');
   return line ?? fallback;
+}
+
+/**
+ * Bytes as a plain Uint8Array that owns its whole ArrayBuffer: a small Buffer is a view into
+ * Node's shared 8 KiB pool, whose `.buffer` holds other data (an earlier read's bytes). A large
+ * one already has an ArrayBuffer of its own and is not copied.
+ */
+export function ownBytes(b: Buffer): Uint8Array {
+  if (b.byteOffset === 0 && b.buffer.byteLength === b.byteLength) return new Uint8Array(b.buffer, 0, b.byteLength);
+  return new Uint8Array(b);
 }

@@ -4,9 +4,23 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { randomInt } from 'node:crypto';
+import { spawnSync } from 'node:child_process';
+import { SandboxAbortError } from '@strands-agents/sdk';
 import { HarvestSandbox, HarvestError } from '../dist/index.js';
 import { defineSuite, everyOperation } from './suite.js';
-import { HARVEST, tmpdir } from './helpers.js';
+import { HARVEST, settle, tmpdir } from './helpers.js';
+
+/** The pids of live processes whose command line matches the pattern (pgrep -f). */
+function pgrep(pattern) {
+  const r = spawnSync('pgrep', ['-f', pattern], { encoding: 'utf8' });
+  return r.stdout.split('\n').filter((l) => l !== '').map(Number).filter((pid) => pid !== process.pid);
+}
+
+/** Whether the prefix can run here (unshare needs privileges). */
+function usable(prefix) {
+  return spawnSync(prefix[0], [...prefix.slice(1), 'true']).status === 0;
+}
 
 defineSuite("exec ['env']", ['env']);
 
@@ -28,6 +42,68 @@ describe('exec prefix', () => {
       await assert.rejects(op(), (e) => e instanceof HarvestError && e.code === undefined && e.exitCode === 127 &&
         e.message === 'cannot start harvest (harvest through /nonexistent/env): No such file or directory', name);
     }
+  });
+
+  // Prefixes that do not pass SIGTERM on to harvest: they die of it (or ignore it) and harvest,
+  // which holds the pipes, would go on until the command ended.
+  const lock = path.join(tmpdir(), 'lock');
+  for (const prefix of [
+    ['flock', lock],
+    ['sh', '-c', '"$@"; exit $?', 'sh'],
+    ['unshare', '--fork', '--pid', '--mount-proc'],
+  ]) {
+    it(`aborts within the grace through ${JSON.stringify(prefix)}, leaving no harvest or command behind`, async (t) => {
+      if (!usable(prefix)) {
+        t.skip(`${prefix[0]} cannot run here`);
+        return;
+      }
+      const dir = tmpdir();
+      const db = path.join(tmpdir(), 'h.db');
+      const sandbox = new HarvestSandbox({ workingDir: dir, harvest: HARVEST, db, exec: prefix, label: 'prefix-abort' });
+      // A marker in every process's command line: harvest's and sh's argv hold the command, the
+      // sleep's its unique duration.
+      const mark = `${randomInt(1e9)}`;
+      const controller = new AbortController();
+      const t0 = Date.now();
+      let error;
+      try {
+        for await (const item of sandbox.executeStreaming(`sleep 60.${mark} & echo started; wait # ${mark}`, { signal: controller.signal })) {
+          if (item.type === 'streamChunk') controller.abort();
+        }
+      } catch (e) {
+        error = e;
+      }
+      const took = Date.now() - t0;
+      assert.ok(error instanceof SandboxAbortError, String(error));
+      // The documented bound: SIGTERM, SIGKILL 10 s later, then at most 1 s for the pipes.
+      assert.ok(took < 11_000, `abort took ${took} ms`);
+      assert.deepStrictEqual(await settle(() => pgrep(mark)), []);
+    });
+  }
+
+  it('stops waiting for pipes held outside the group: SIGKILL 10 s after the abort, then 1 s', async () => {
+    const dir = tmpdir();
+    const mark = `${randomInt(1e9)}`;
+    // The prefix leaves a process in a session of its own holding harvest's stdout and stderr.
+    const prefix = ['sh', '-c', `setsid sleep 30.${mark} & exec "$@"`, 'sh'];
+    const sandbox = new HarvestSandbox({ workingDir: dir, harvest: HARVEST, db: path.join(tmpdir(), 'h.db'), exec: prefix });
+    const controller = new AbortController();
+    const t0 = Date.now();
+    let error;
+    try {
+      for await (const item of sandbox.executeStreaming(`sleep 60.${mark} & echo started; wait`, { signal: controller.signal })) {
+        if (item.type === 'streamChunk') controller.abort();
+      }
+    } catch (e) {
+      error = e;
+    }
+    const took = Date.now() - t0;
+    const outsider = pgrep(`sleep 30.${mark}`);
+    for (const pid of outsider) process.kill(pid, 'SIGKILL');
+    assert.ok(error instanceof SandboxAbortError, String(error));
+    assert.ok(took >= 10_000 && took < 12_500, `abort took ${took} ms`);
+    assert.equal(outsider.length, 1);
+    assert.deepStrictEqual(await settle(() => pgrep(`harvest run .*${mark}|sleep 60.${mark}`)), []);
   });
 
   it('needs an absolute workingDir, and defaults to the remote harvest', () => {

@@ -340,6 +340,100 @@ export function defineSuite(label, exec) {
       });
     }
 
+    it("raises harvest's own failure after the command ran (exit 125) with its reason and the result", async () => {
+      const dir = tmpdir();
+      // A --db that is not a SQLite database: the command runs, but what it produced cannot be
+      // collected (harvest prints a result without the files and exits 125).
+      const db = path.join(tmpdir(), 'garbage.db');
+      fs.writeFileSync(db, Buffer.alloc(8192, 7));
+      const sandbox = make(dir, { db, collect: { noHistory: true } });
+      const err = await sandbox.execute('echo data > report.csv; echo done').catch((e) => e);
+      assert.ok(err instanceof HarvestError, String(err));
+      assert.equal(err.exitCode, 125);
+      assert.match(err.message, /^harvest: collecting the produced files: .*garbage\.db: not a SQLite database$/);
+      assert.equal(err.result.type, 'executionResult');
+      assert.equal(err.result.exitCode, 0);
+      assert.equal(err.result.stdout, 'done\n');
+      assert.deepStrictEqual(err.result.outputFiles, []);
+      assert.ok(fs.existsSync(path.join(dir, 'report.csv')));
+      // Streaming: the chunks first, then the error instead of the result.
+      const seen = [];
+      const streamed = await (async () => {
+        for await (const item of sandbox.executeStreaming('echo again > b.csv; echo chunk')) seen.push(item);
+      })().catch((e) => e);
+      assert.ok(streamed instanceof HarvestError, String(streamed));
+      assert.equal(streamed.exitCode, 125);
+      assert.deepStrictEqual(seen.map((c) => [c.type, c.data]), [['streamChunk', 'chunk\n']]);
+      assert.equal(streamed.result.stdout, 'chunk\n');
+      // A command's own exit status 125 is its result, not harvest's failure.
+      const own = await make(dir).execute('echo x > c.txt; exit 125');
+      assert.equal(own.exitCode, 125);
+      assert.deepStrictEqual(own.outputFiles.map((f) => f.name), ['c.txt']);
+    });
+
+    it('refuses a path that is not valid UTF-8 instead of acting on another file', async () => {
+      const dir = tmpdir();
+      // r\xe9sum\xe9.txt (Latin-1 bytes), and a different file named with U+FFFD, which is what
+      // Node would turn the lone surrogates of the first name into.
+      fs.writeFileSync(Buffer.from(`${dir}/r\xe9sum\xe9.txt`, 'latin1'), 'latin-1 name\n');
+      fs.writeFileSync(`${dir}/r\ufffdsum\ufffd.txt`, 'another file\n');
+      fs.mkdirSync(Buffer.from(`${dir}/d\xff`, 'latin1'));
+      const sandbox = make(dir);
+      const names = (await sandbox.listFiles('.')).map((e) => e.name);
+      const latin = names.find((n) => n.includes('\udce9'));
+      assert.equal(latin, 'r\udce9sum\udce9.txt');
+      const refused = (e) =>
+        e instanceof TypeError && e.code === 'ERR_INVALID_ARG_VALUE' && /is not valid UTF-8/.test(e.message) &&
+        /cannot be passed as a process argument from Node/.test(e.message);
+      await assert.rejects(sandbox.readFile(latin), refused);
+      await assert.rejects(sandbox.readText(path.join(dir, latin)), refused);
+      await assert.rejects(sandbox.writeFile(latin, new Uint8Array([1])), refused);
+      await assert.rejects(sandbox.removeFile(latin), refused);
+      await assert.rejects(sandbox.listFiles('d\udcff'), refused);
+      await assert.rejects(sandbox.removeTree('d\udcff'), refused);
+      await assert.rejects(sandbox.execute('touch ran', { cwd: 'd\udcff' }), refused);
+      // Neither file was touched.
+      assert.equal(fs.readFileSync(`${dir}/r\ufffdsum\ufffd.txt`, 'utf8'), 'another file\n');
+      assert.equal(fs.readFileSync(Buffer.from(`${dir}/r\xe9sum\xe9.txt`, 'latin1'), 'utf8'), 'latin-1 name\n');
+      assert.equal(fs.readdirSync(Buffer.from(`${dir}/d\xff`, 'latin1')).length, 0);
+      // A well-formed pair is UTF-8 as usual.
+      await sandbox.writeText('🙂.txt', 'ok');
+      assert.equal(await sandbox.readText('🙂.txt'), 'ok');
+    });
+
+    it('returns bytes that own their ArrayBuffer, not views into the shared Buffer pool', async () => {
+      const dir = tmpdir();
+      fs.writeFileSync(path.join(dir, 'secret.txt'), 'API_KEY=sk-very-secret\n');
+      fs.writeFileSync(path.join(dir, 'public.txt'), 'hello\n');
+      const sandbox = make(dir);
+      const owns = (u) => u.constructor === Uint8Array && u.byteOffset === 0 && u.buffer.byteLength === u.byteLength;
+      await sandbox.readFile('secret.txt');
+      const pub = await sandbox.readFile('public.txt');
+      assert.ok(owns(pub), `${pub.byteOffset} ${pub.buffer.byteLength}`);
+      assert.equal(Buffer.from(pub.buffer).toString(), 'hello\n');
+      assert.ok(owns(await sandbox.readFile(path.join(dir, 'secret.txt'))));
+      const r = await sandbox.execute('cat secret.txt; echo tiny > t.txt; echo more > u.txt');
+      assert.equal(r.outputFiles.length, 2);
+      for (const f of r.outputFiles) {
+        assert.ok(owns(f.content), f.name);
+        assert.ok(!Buffer.from(f.content.buffer).toString('latin1').includes('sk-very-secret'), f.name);
+      }
+    });
+
+    it('reports a harvest killed by any signal as 128+N', async () => {
+      const dir = tmpdir();
+      for (const [sig, status] of [['ABRT', 134], ['SEGV', 139], ['USR1', 138], ['TERM', 143]]) {
+        const harvest = path.join(dir, `die-${sig}.sh`);
+        fs.writeFileSync(harvest, `#!/bin/sh\nkill -${sig} $$\n`, { mode: 0o755 });
+        const sandbox = new HarvestSandbox({ workingDir: dir, harvest, exec });
+        for (const [name, op] of [['listFiles', () => sandbox.listFiles('.')], ['readFile', () => sandbox.readFile('x')], ['execute', () => sandbox.execute('true')]]) {
+          const err = await op().catch((e) => e);
+          assert.ok(err instanceof HarvestError, `${sig} ${name}: ${err}`);
+          assert.equal(err.exitCode, status, `${sig} ${name}`);
+        }
+      }
+    });
+
     it('runs 16 executions at once', async () => {
       const dir = tmpdir();
       const sandbox = make(dir);

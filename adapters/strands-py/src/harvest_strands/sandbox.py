@@ -36,26 +36,65 @@ _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # harvest's rule for --language.
 _LANGUAGE = re.compile(r"^[A-Za-z0-9._+-]+$")
 # How long harvest gets to end a cancelled command (SIGTERM, SIGKILL 2 s later) and record the
-# run before it is killed itself.
+# run before its process group is killed.
 _CANCEL_GRACE = 10.0
+# After that SIGKILL, how long the pipes may stay open (held by a process outside the group)
+# before the adapter stops waiting for them.
+_PIPE_GRACE = 1.0
+# harvest's own failure (``run``: the command ran, but what it produced could not be collected
+# or recorded), as env(1) and timeout(1) use it.
+_HARVEST_FAILED = 125
 # The result line carries every artifact's content in base64: no line limit worth the name.
 _LINE_LIMIT = 1 << 40
+# A surrogate code point: how harvest's JSON writes a byte that is not UTF-8 (U+DC80..U+DCFF).
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class HarvestError(OSError):
-    """harvest failed: its one-line reason, its exit status and the path concerned."""
+    """harvest failed: its one-line reason, its exit status and the path concerned.
 
-    def __init__(self, message: str, exit_code: int, path: str | None = None) -> None:
+    ``result`` is the ExecutionResult harvest printed before failing (``harvest run`` exit 125:
+    the command ran, but harvest could not collect or record what it produced), else None.
+    """
+
+    def __init__(
+        self, message: str, exit_code: int, path: str | None = None, result: ExecutionResult | None = None
+    ) -> None:
         super().__init__(message)
         self.exit_code = exit_code
         self.path = path
+        self.result = result
+
+
+def _harvest_line(stderr: bytes) -> str | None:
+    """harvest's own error line ("harvest: ..."; --quiet hides warnings, never errors)."""
+    for line in stderr.decode("utf-8", "replace").splitlines():
+        if line.startswith("harvest: "):
+            return line
+    return None
 
 
 def _reason(stderr: bytes, fallback: str) -> str:
+    """harvest's error line, else (a prefix's message) the first line, else the fallback."""
+    line = _harvest_line(stderr)
+    if line is not None:
+        return line
     for line in stderr.decode("utf-8", "replace").splitlines():
         if line.strip():
             return line
     return fallback
+
+
+def _text(data: str) -> str:
+    """Output text as the SDK's own sandboxes decode it (``errors="replace"``): harvest writes a
+    byte that is not UTF-8 as a lone surrogate (U+DC80..U+DCFF, as surrogateescape does), which
+    no codec can encode; it becomes U+FFFD, as bytes.decode("utf-8", "replace") makes it."""
+    if not _SURROGATE.search(data):
+        return data
+    try:
+        return data.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:  # a surrogate harvest would not write: replace it alone
+        return _SURROGATE.sub("\ufffd", data)
 
 
 def _size(value: int | str) -> str:
@@ -136,7 +175,10 @@ class HarvestSandbox(SandboxBase):
             return [*self.exec, " ".join(shlex.quote(a) for a in argv)]
         return [*self.exec, *argv]
 
-    async def _spawn(self, args: Sequence[str]) -> asyncio.subprocess.Process:
+    async def _spawn(self, args: Sequence[str], session: bool = False) -> asyncio.subprocess.Process:
+        """Starts harvest; ``session``: in a session (so a process group) of its own, whose id is
+        its pid, so that a cancel reaches harvest even through a prefix that does not forward
+        signals (flock, ``sh -c``, ``unshare --fork``)."""
         argv = self._argv(args)
         try:
             return await asyncio.create_subprocess_exec(
@@ -145,6 +187,7 @@ class HarvestSandbox(SandboxBase):
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 limit=_LINE_LIMIT,
+                start_new_session=session,
             )
         except OSError as e:
             # Not the FileNotFoundError of a missing sandbox path: the binary (or the prefix's).
@@ -167,6 +210,7 @@ class HarvestSandbox(SandboxBase):
         except BrokenPipeError:
             # harvest exited before reading all of stdin: its status and message tell why.
             out, err = await proc.communicate()
+        await _stdin_closed(proc)
         code = _status(proc.returncode)
         self._started(code, err)
         return code, out, err
@@ -183,6 +227,7 @@ class HarvestSandbox(SandboxBase):
     # ---- execution ----
 
     def _run_args(self, timeout: float | None, cwd: str | None, env: Mapping[str, str] | None) -> list[str]:
+        # --quiet hides harvest's warnings; its errors ("harvest: ...") are still on stderr.
         args = ["run", "--case", "snake", "--quiet", "--dir", self.resolve_path(cwd or self.working_dir)]
         if timeout is not None:
             args += ["--timeout", str(timeout)]
@@ -209,12 +254,21 @@ class HarvestSandbox(SandboxBase):
         """Runs ``sh -c COMMAND``: each StreamChunk as harvest prints it, then the ExecutionResult.
 
         A timeout raises SandboxTimeoutError (with ``stdout``/``stderr`` so far) after the chunks;
-        cancelling the task sends harvest SIGTERM, which ends the command's process group and
-        records the run, and re-raises CancelledError once harvest has exited.
+        harvest's own failure after the command ran (exit 125) raises HarvestError with harvest's
+        reason and the ``result``. Cancelling the task, or closing the generator (``aclose()``),
+        sends harvest's process group SIGTERM (harvest ends the command's process group and
+        records the run), SIGKILL 10 s later, and returns (re-raises CancelledError) once harvest
+        has exited.
         """
         args = self._run_args(timeout, cwd, env) + ["--shell", "--", command]
-        async for item in self._run(args, None, timeout):
-            yield item
+        run = self._run(args, None, timeout)
+        try:
+            async for item in run:
+                yield item
+        finally:
+            # Closing this generator closes the run now (its cleanup ends harvest), not when the
+            # garbage collector gets to it.
+            await run.aclose()
 
     async def execute_code_streaming(
         self,
@@ -230,13 +284,17 @@ class HarvestSandbox(SandboxBase):
         if not _LANGUAGE.match(language):
             raise ValueError(f"language parameter contains invalid characters: {language}")
         args = self._run_args(timeout, cwd, env) + ["--language", language]
-        async for item in self._run(args, code.encode("utf-8", "surrogateescape"), timeout):
-            yield item
+        run = self._run(args, code.encode("utf-8", "surrogateescape"), timeout)
+        try:
+            async for item in run:
+                yield item
+        finally:
+            await run.aclose()
 
     async def _run(
         self, args: list[str], data: bytes | None, timeout: float | None
     ) -> AsyncGenerator[StreamChunk | ExecutionResult, None]:
-        proc = await self._spawn(args)
+        proc = await self._spawn(args, session=True)
         assert proc.stdin and proc.stdout and proc.stderr
         stderr_task = asyncio.ensure_future(proc.stderr.read())
 
@@ -248,6 +306,7 @@ class HarvestSandbox(SandboxBase):
                 proc.stdin.close()
             except (BrokenPipeError, ConnectionResetError):
                 pass
+            await _stdin_closed(proc)
 
         feed_task = asyncio.ensure_future(feed())
         result: dict[str, Any] | None = None
@@ -260,24 +319,30 @@ class HarvestSandbox(SandboxBase):
                 event = json.loads(line)
                 kind = event.get("type")
                 if kind == "stream_chunk":
-                    yield StreamChunk(data=event["data"], stream_type=event["stream_type"])
+                    yield StreamChunk(data=_text(event["data"]), stream_type=event["stream_type"])
                 elif kind == "execution_result":
                     result = event
             await proc.wait()
+            await feed_task
             finished = True
         finally:
             if not finished:
                 # Cancelled, or the consumer stopped early: end the run as harvest ends a
-                # timed-out one, and wait so that the command's group is gone when we return.
-                await asyncio.shield(_terminate(proc))
+                # timed-out one, and wait so that harvest and the command are gone when we return.
+                await asyncio.shield(_terminate(proc, stderr_task))
                 stderr_task.cancel()
-            feed_task.cancel()
+                feed_task.cancel()
         err = await stderr_task
+        code = _status(proc.returncode)
         if result is None:
-            code = _status(proc.returncode)
             self._started(code, err)
             raise HarvestError(_reason(err, f"harvest run exited with status {code}"), code)
         final = _result(result)
+        # 125 is also the status of a command that exits 125: harvest's own failure is a status
+        # that is not the command's, or harvest's error line.
+        if code == _HARVEST_FAILED and (final.exit_code != _HARVEST_FAILED or _harvest_line(err) is not None):
+            why = _reason(err, f"harvest run exited with status {code} after the command ended")
+            raise HarvestError(why, code, result=final)
         if final.timed_out:  # type: ignore[attr-defined]
             error = SandboxTimeoutError(timeout)
             error.stdout = final.stdout  # type: ignore[attr-defined]
@@ -335,17 +400,64 @@ def _status(code: int | None) -> int:
     return 128 - code if code < 0 else code
 
 
-async def _terminate(proc: asyncio.subprocess.Process) -> None:
-    if proc.returncode is None:
-        try:
-            proc.send_signal(signal.SIGTERM)
-        except ProcessLookupError:
+async def _stdin_closed(proc: asyncio.subprocess.Process) -> None:
+    """Waits for the stdin pipe's closing and takes its error: harvest may exit without reading
+    all of stdin (a refused path), and asyncio logs an error never asked for ("Future exception
+    was never retrieved ... BrokenPipeError")."""
+    if proc.stdin is None:
+        return
+    try:
+        await proc.stdin.wait_closed()
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+
+
+def _signal_group(proc: asyncio.subprocess.Process, sig: int) -> None:
+    """Sends sig to harvest's process group (started with start_new_session: its id is the pid)."""
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass  # the whole group is gone already
+
+
+async def _ended(proc: asyncio.subprocess.Process, stderr_task: asyncio.Future, seconds: float) -> bool:
+    """Whether, within seconds, harvest (and the prefix) exited and closed their pipes."""
+
+    async def drain() -> None:
+        assert proc.stdin and proc.stdout
+        while await proc.stdout.read(1 << 16):
             pass
-        try:
-            await asyncio.wait_for(proc.wait(), _CANCEL_GRACE)
-        except asyncio.TimeoutError:
-            proc.kill()
-            await proc.wait()
+        await asyncio.wait([stderr_task])
+        proc.stdin.close()
+        await _stdin_closed(proc)
+        await proc.wait()
+
+    try:
+        await asyncio.wait_for(drain(), seconds)
+        return True
+    except asyncio.TimeoutError:
+        return False
+
+
+async def _terminate(proc: asyncio.subprocess.Process, stderr_task: asyncio.Future) -> None:
+    """Ends a run: SIGTERM to harvest's process group (harvest ends the command's group and
+    records the run), SIGKILL after _CANCEL_GRACE; returns once harvest has exited and closed its
+    pipes, or _PIPE_GRACE after the SIGKILL if something outside the group still holds them."""
+    assert proc.stdin and proc.stdout
+    if proc.returncode is None or not proc.stdout.at_eof():
+        _signal_group(proc, signal.SIGTERM)
+    if await _ended(proc, stderr_task, _CANCEL_GRACE):
+        return
+    _signal_group(proc, signal.SIGKILL)
+    if await _ended(proc, stderr_task, _PIPE_GRACE):
+        return
+    # Stop waiting for the pipes: close them here (a transport left open would be closed by the
+    # garbage collector, after the event loop, with "Event loop is closed" errors).
+    if not proc.stdin.transport.is_closing():
+        proc.stdin.transport.abort()
+    transport = getattr(proc, "_transport", None)
+    if transport is not None:
+        transport.close()
 
 
 def _result(raw: dict[str, Any]) -> ExecutionResult:
@@ -359,7 +471,7 @@ def _result(raw: dict[str, Any]) -> ExecutionResult:
         out.sha256 = f["sha256"]  # type: ignore[attr-defined]
         files.append(out)
     result = ExecutionResult(
-        exit_code=raw["exit_code"], stdout=raw["stdout"], stderr=raw["stderr"], output_files=files
+        exit_code=raw["exit_code"], stdout=_text(raw["stdout"]), stderr=_text(raw["stderr"]), output_files=files
     )
     for key in ("skipped", "run_id", "timed_out", "duration_ms", "stdout_truncated", "stderr_truncated"):
         setattr(result, key, raw.get(key))
