@@ -17,7 +17,8 @@ typedef enum hv_case { HV_CASE_SNAKE = 0, HV_CASE_CAMEL = 1 } hv_case;
 
 typedef struct hv_json hv_json;
 
-/* A writer that buffers and writes to fd (which it does not own). */
+/* A writer that buffers and writes to fd (which it does not own). Both constructors refuse a
+ * kase that is neither HV_CASE_SNAKE nor HV_CASE_CAMEL (HV_EUSAGE). */
 HV_EXTERN hv_status hv_json_new_fd(hv_json **out, int fd, hv_case kase);
 /* A writer that accumulates everything in memory; read it with hv_json_buffer(). */
 HV_EXTERN hv_status hv_json_new_buffer(hv_json **out, hv_case kase);

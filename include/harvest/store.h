@@ -79,7 +79,8 @@ HV_EXTERN hv_status hv_store_default_path(char **out);
 /* Opens (creating when missing, unless HV_STORE_READONLY) the database at path; NULL means
  * hv_store_default_path(), and then the missing directories of the XDG location are created
  * with mode 0700. A new database file is created with mode 0600. Runs the missing schema
- * migrations in one transaction. HV_EDB (see the refusals above) or HV_ENOMEM on failure. */
+ * migrations in one transaction. HV_EDB (see the refusals above) or HV_ENOMEM on failure;
+ * HV_EUSAGE for flags other than HV_STORE_READONLY and HV_STORE_NO_HISTORY. */
 HV_EXTERN hv_status hv_store_open(hv_store **out, const char *path, int flags);
 
 /* A history in PostgreSQL: when path (or the default path, from $HARVEST_DB) is a
@@ -331,8 +332,11 @@ enum {
  *   write is not atomic;
  * - a character or block device, a FIFO: opened (O_NONBLOCK, so a FIFO nobody reads is refused
  *   with ENXIO at once rather than waiting) and written into;
- * - a symlink: refused (HV_EUSAGE), unless HV_WRITE_FOLLOW; a directory or socket: refused.
- * Errors (HV_EIO, HV_EUSAGE) name the path and the reason ("out: No space left on device"). */
+ * - a symlink: refused (HV_EUSAGE), unless HV_WRITE_FOLLOW (then its existing target, or the
+ *   open pipe or device a link with no path leads to, /dev/stdout to a pipe, written in
+ *   place); a directory or socket: refused.
+ * Errors (HV_EIO, HV_EUSAGE) name the path and the reason ("out: No space left on device");
+ * flags other than HV_WRITE_FOLLOW are HV_EUSAGE. */
 HV_EXTERN hv_status hv_write_file(const char *path, const void *data, size_t len, int flags);
 
 /* hv_write_file for bytes that are not all in memory (an archive as it is made): the same
@@ -368,7 +372,9 @@ typedef struct hv_prune_result {
 /* Deletes the runs selected by opts (one option only: both are HV_EUSAGE; runs recorded after
  * the prune started are never selected), their artifacts, the contents no remaining artifact
  * has, the snapshots created before before_ns (with keep_runs: before the newest deleted run
- * started) and unfinished snapshots more than an hour old; then gives freed pages back to the
+ * started) but for complete ones less than an hour old (a `harvest snapshot` waiting for its
+ * `collect --since`), and unfinished snapshots more than an hour old; then gives freed pages
+ * back to the
  * file system. A run that has not ended is never deleted (it first ends runs whose owner is
  * gone, as a writing open does), and keep_runs counts it among the kept; a snapshot whose
  * owner process is alive (a run in progress depends on it) is never deleted. It works in short transactions of whole runs (a large prune would otherwise

@@ -144,6 +144,16 @@ static int out_close(struct out *o, int rc, bool ok)
 	return rc;
 }
 
+/* The format of -o FILE into *f: from its extension; standard output ("-"), and a FILE that
+ * is a device or a pipe (/dev/stdout, a tape) without one, keep *f (a tar unless --format
+ * said otherwise). false, with hv_error_last() saying why, for another name. */
+static bool format_of(const char *output, hv_archive_format *f)
+{
+	struct stat dest;
+	return strcmp(output, "-") == 0 || hv_archive_format_from_name(output, f) == HV_OK ||
+	       (stat(output, &dest) == 0 && !S_ISREG(dest.st_mode) && !S_ISDIR(dest.st_mode));
+}
+
 static void warn_cb(void *ctx, const char *message)
 {
 	cli_warn(ctx, "%s", message);
@@ -173,12 +183,7 @@ int cmd_archive(int argc, char **argv)
 			   &npos);
 	if (rc == 0 && npos != 1)
 		rc = cli_usage_error(&c, "expected one DIR");
-	/* The format from FILE's extension; a FILE that is a device or a pipe (/dev/stdout, a
-	 * tape), as standard output, is a tar unless --format says otherwise. */
-	struct stat dest;
-	if (rc == 0 && a.output && strcmp(a.output, "-") != 0 && !a.have_format &&
-	    hv_archive_format_from_name(a.output, &a.opts.format) != HV_OK &&
-	    !(stat(a.output, &dest) == 0 && !S_ISREG(dest.st_mode) && !S_ISDIR(dest.st_mode)))
+	if (rc == 0 && a.output && !a.have_format && !format_of(a.output, &a.opts.format))
 		rc = cli_usage_error(&c, "%s; give --format tar, tar.gz or zip", hv_error_last());
 	if (rc != 0) {
 		free(pos);
@@ -220,8 +225,7 @@ int cli_archive_run(const cli_common *c, hv_store *st, int64_t run_id, const cha
 {
 	hv_archive_opts opts;
 	hv_archive_opts_init(&opts);
-	if (output && strcmp(output, "-") != 0 &&
-	    hv_archive_format_from_name(output, &opts.format) != HV_OK)
+	if (output && !format_of(output, &opts.format))
 		return cli_usage_error(c, "%s", hv_error_last());
 	opts.warn = warn_cb;
 	opts.ctx = (void *)c;

@@ -100,14 +100,7 @@ static int history_opt(void *ctx, cli_common *c, int id, const char *v)
 		h->arts.since_ns = h->runs.since_ns;
 		return rc;
 	case OPT_H_LABEL: h->runs.label = v; return 0;
-	case OPT_H_HOST:
-		/* no recorded host is anything else (hv_store_run_begin), and PostgreSQL could
-		 * not even compare one */
-		if (!hv_host_name_ok(v))
-			return cli_usage_error(c, "--host: not 1 to 255 bytes of UTF-8 text without "
-						  "control characters");
-		h->runs.host = h->arts.host = v;
-		return 0;
+	case OPT_H_HOST: h->runs.host = h->arts.host = v; return 0;
 	case OPT_TO: h->to = v; return 0;
 	case OPT_PUSH_SINCE:
 		rc = cli_parse_uint(c, "--since", v, INT64_MAX, &u);

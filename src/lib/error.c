@@ -84,8 +84,12 @@ hv_status hv_error_restore(const hv_error_saved *saved, hv_status status)
 
 hv_status hv__callback_failed(hv_status rc, const char *what)
 {
-	if (last_status == rc && last_message[0])
+	/* The error was cleared before the call: a message now is the callback's (its own, or a
+	 * libharvest failure it passed on, whatever status that had). */
+	if (last_status < 0 && last_message[0]) {
+		last_status = rc; /* the status the call returns with */
 		return rc;
+	}
 	return hv_error_set(rc, "%s failed (status %d) without saying why", what, (int)rc);
 }
 

@@ -31,7 +31,8 @@
  * failures read `return hv_error_set(HV_EIO, "%s: %s", path, strerror(errno));`. */
 /* A user callback (what: "the chunk callback") returned rc < 0, the thread's error cleared
  * before it was called: the message it set (through hv_error_set, or a libharvest call whose
- * failure it passed on) is kept; without one, the message says which callback failed. */
+ * failure it passed on, whatever that call's status) is kept, with status rc; without one,
+ * the message says which callback failed. */
 hv_status hv__callback_failed(hv_status rc, const char *what);
 /* Calls a user's message callback (a warning, a removal's error) with the thread's last error
  * kept across it: a callback that calls libharvest itself changes neither the message nor

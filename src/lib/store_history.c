@@ -1439,7 +1439,9 @@ bool hv_host_name_ok(const char *host)
 		if ((unsigned char)host[i] < 0x20 || host[i] == 0x7f)
 			return false;
 		size_t n = hv_utf8_sequence_length(host + i, len - i);
-		if (n == 0)
+		/* not UTF-8, or a C1 control (U+0080 to U+009F: C2 80 to C2 9F) */
+		if (n == 0 || (n == 2 && (unsigned char)host[i] == 0xc2 &&
+			       (unsigned char)host[i + 1] < 0xa0))
 			return false;
 		i += n;
 	}

@@ -8,6 +8,7 @@
 #include "dl_pq.h"
 #include "harvest/records.h"
 #include "store_internal.h"
+#include "utf8.h"
 
 #include <ctype.h>
 #include <endian.h>
@@ -886,6 +887,19 @@ typedef struct pg_run_iter {
 	hv_run_row out;
 } pg_run_iter;
 
+/* Whether s is UTF-8, which a text parameter must be (the server refuses anything else):
+ * a filter by a name that is not matches nothing here, as no text column holds it. */
+static bool text_ok(const char *s)
+{
+	for (size_t i = 0, len = strlen(s); i < len;) {
+		size_t n = hv_utf8_sequence_length(s + i, len - i);
+		if (n == 0)
+			return false;
+		i += n;
+	}
+	return true;
+}
+
 static hv_status pg_runs(hv_store *st, const hv_run_filter *f, hv_run_iter **out)
 {
 	pg_run_iter *it = calloc(1, sizeof(*it));
@@ -917,7 +931,9 @@ static hv_status pg_runs(hv_store *st, const hv_run_filter *f, hv_run_iter **out
 		p_bytes(&p, f->label, strlen(f->label));
 		hv_buf_printf(&sql, " AND r.label = $%d::bytea", p.n);
 	}
-	if (f->host) {
+	if (f->host && !text_ok(f->host)) {
+		hv_buf_append_str(&sql, " AND FALSE"); /* no text column holds it */
+	} else if (f->host) {
 		p_text(&p, f->host);
 		hv_buf_printf(&sql, " AND r.host = $%d", p.n);
 	}
@@ -1124,7 +1140,9 @@ static hv_status pg_artifacts(hv_store *st, const hv_artifact_filter *f,
 		p_int(&p, f->since_ns);
 		hv_buf_printf(&sql, " AND a.recorded_at_ns >= $%d", p.n);
 	}
-	if (f->host) {
+	if (f->host && !text_ok(f->host)) {
+		hv_buf_append_str(&sql, " AND FALSE"); /* no text column holds it */
+	} else if (f->host) {
 		p_text(&p, f->host);
 		hv_buf_printf(&sql, " AND a.run_id IN (SELECT id FROM harvest.runs WHERE host = $%d)",
 			      p.n);

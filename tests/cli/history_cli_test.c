@@ -2588,9 +2588,11 @@ static void test_host_filter(void **state)
 	v = history_json(&f, "runs", NULL);
 	assert_int_equal(tj_len(v), 3);
 	tj_free(v);
-	hv(&r, NULL, "history", "runs", "--db", f.db, "--host", "h\xff", NULL);
-	expect_status(&r, 2, "history runs --host h\\xff");
-	tu_result_free(&r);
+	/* a filter by such a name matches nothing, on either backend (PostgreSQL could not even
+	 * compare it) */
+	v = history_json(&f, "runs", (const char *const[]){"--host", "h\xff", NULL});
+	assert_int_equal(tj_len(v), 0);
+	tj_free(v);
 	fx_close(&f);
 }
 

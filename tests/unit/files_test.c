@@ -426,6 +426,14 @@ static hv_status telling_source(void *ctx, void *buf, size_t cap, size_t *got)
 	return hv_error_set(HV_EIO, "upstream: %s", "connection reset");
 }
 
+static hv_status passing_on_source(void *ctx, void *buf, size_t cap, size_t *got)
+{
+	(void)ctx, (void)buf, (void)cap, (void)got;
+	hv_walk *w = NULL;
+	assert_int_equal(hv_walk_open(&w, "/nonexistent-source", NULL), HV_ENOTDIR);
+	return HV_EIO;
+}
+
 static hv_status overlong_source(void *ctx, void *buf, size_t cap, size_t *got)
 {
 	(void)ctx, (void)buf;
@@ -448,6 +456,11 @@ static void test_write_failure_leaves_file(void **state)
 	/* A source that says why, with hv_error_set: its message is the failure's. */
 	assert_int_equal(hv_file_write(p, telling_source, NULL, NULL), HV_EIO);
 	assert_string_equal(hv_error_last(), "upstream: connection reset");
+	assert_int_equal(hv_error_last_status(), HV_EIO);
+	/* A source that passes on a libharvest failure of another status: that message, with the
+	 * source's status. */
+	assert_int_equal(hv_file_write(p, passing_on_source, NULL, NULL), HV_EIO);
+	assert_non_null(strstr(hv_error_last(), "/nonexistent-source"));
 	assert_int_equal(hv_error_last_status(), HV_EIO);
 	/* A source that claims more bytes than the buffer holds: refused, nothing written. */
 	assert_int_equal(hv_file_write(p, overlong_source, NULL, NULL), HV_EUSAGE);

@@ -1713,7 +1713,7 @@ static void test_host_name_checked(void **state)
 	fixture *f = *state;
 	hv_store *st = open_ok(f->db, 0);
 	int64_t id = 0;
-	const char *bad[] = {"h\xff", "a\nb", "", "caf\xc3"};
+	const char *bad[] = {"h\xff", "a\nb", "", "caf\xc3", "c1\xc2\x85"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		hv_run_start rs = {.dir = "/d", .host = bad[i]};
 		assert_int_equal(hv_store_run_begin(st, &rs, &id), HV_EUSAGE);

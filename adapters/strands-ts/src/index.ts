@@ -359,6 +359,7 @@ export class HarvestSandbox extends Sandbox {
       stopping = true;
       signalGroup(proc, 'SIGTERM');
       killTimer = setTimeout(() => {
+        if (closed) return;
         signalGroup(proc, 'SIGKILL');
         killTimer = setTimeout(() => {
           if (closed) return;

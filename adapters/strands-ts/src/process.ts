@@ -5,6 +5,7 @@
  * or bytes on its stdout, a one-line reason on its stderr and an exit status.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { constants } from 'node:os';
 import { getSystemErrorMap } from 'node:util';
 import type { HarvestExecutionResult } from './index.js';
@@ -100,9 +101,39 @@ export interface Finished {
   stderr: string;
 }
 
-/** Sends sig to the process group of a child started with `group` (its id is the child's pid). */
+/**
+ * Whether any process is still in process group pgid (read from /proc). Once the group is empty
+ * its number may be given to a new group, which must not be signalled.
+ */
+export function groupAlive(pgid: number): boolean {
+  let names: string[];
+  try {
+    names = readdirSync('/proc');
+  } catch {
+    return true; // no /proc: cannot tell, and the group was ours
+  }
+  for (const name of names) {
+    if (!/^[0-9]+$/.test(name)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${name}/stat`, 'latin1');
+    } catch {
+      continue;
+    }
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    if (fields[2] === String(pgid)) return true;
+  }
+  return false;
+}
+
+/**
+ * Sends sig to the process group of a child started with `group` (its id is the child's pid).
+ * Once the child has exited and been reaped, the group may be empty and its number free for
+ * another: it is signalled only while a process is still in it.
+ */
 export function signalGroup(proc: ChildProcess, sig: NodeJS.Signals): void {
   if (proc.pid === undefined) return;
+  if ((proc.exitCode !== null || proc.signalCode !== null) && !groupAlive(proc.pid)) return;
   try {
     process.kill(-proc.pid, sig);
   } catch {

@@ -412,12 +412,37 @@ async def _stdin_closed(proc: asyncio.subprocess.Process) -> None:
         pass
 
 
+def _group_alive(pgid: int) -> bool:
+    """Whether any process is still in process group pgid (read from /proc). Once the group is
+    empty its number may be given to a new group: it must not be signalled then."""
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return True  # no /proc: cannot tell, and the group was ours
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 2 and fields[2] == str(pgid).encode():
+            return True
+    return False
+
+
 def _signal_group(proc: asyncio.subprocess.Process, sig: int) -> None:
-    """Sends sig to harvest's process group (started with start_new_session: its id is the pid)."""
+    """Sends sig to harvest's process group (started with start_new_session: its id is the pid).
+    Once harvest has exited and been reaped the group may be empty and its number free for
+    another: it is signalled only while a process is still in it."""
+    if proc.returncode is not None and not _group_alive(proc.pid):
+        return
     try:
         os.killpg(proc.pid, sig)
     except (ProcessLookupError, PermissionError):
-        pass  # the whole group is gone already
+        pass
 
 
 async def _ended(proc: asyncio.subprocess.Process, stderr_task: asyncio.Future, seconds: float) -> bool:
