@@ -56,6 +56,8 @@ static const char run_usage[] =
 	"  --format F              jsonl (default: events, then the result), json (the result)\n"
 	"                          or html (the run and its files as one self-contained page)\n"
 	"  --case C                snake (default) or camel (the TypeScript SDK's shapes)\n"
+	"SIGINT, SIGTERM or SIGHUP ends COMMAND as a timeout does, and the run is still recorded;\n"
+	"a second one stops waiting for a PostgreSQL server that does not answer.\n"
 	"Exit status: the command's; 128+N when killed by signal N; 124 timeout; 126 not\n"
 	"executable; 127 not found; 125 harvest itself failed (reason on stderr).\n";
 
@@ -136,12 +138,17 @@ static hv_status on_chunk(void *ctx, hv_stream which, const char *data, size_t l
 	return HV_OK;
 }
 
-/* SIGINT/SIGTERM/SIGHUP end the command like a timeout, so the run is still recorded. */
+/* SIGINT/SIGTERM/SIGHUP end the command like a timeout, so the run is still recorded. A second
+ * one stops harvest waiting for the PostgreSQL server (one that does not answer would hold it
+ * for 90 s): the run is then not recorded. */
 static int cancel_pipe[2] = {-1, -1};
 static volatile sig_atomic_t cancel_signal; /* the first such signal */
+static hv_store *signal_store;              /* the history the second signal interrupts */
 
 static void on_signal(int sig)
 {
+	if (cancel_signal && signal_store)
+		hv_store_interrupt(signal_store);
 	if (!cancel_signal)
 		cancel_signal = sig;
 	int saved = errno;
@@ -264,6 +271,7 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 		hv_store_close(st);
 		return EXIT_HARVEST_FAILED;
 	}
+	signal_store = st;
 	if (pipe2(cancel_pipe, O_CLOEXEC | O_NONBLOCK) == 0) {
 		struct sigaction sa = {.sa_handler = on_signal};
 		sigemptyset(&sa.sa_mask);
@@ -340,6 +348,7 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 	hv_execution_free(&ex);
 	if (!st)
 		st = lazy.st;
+	signal_store = NULL;
 	if (st && hv_store_close(st) != HV_OK) {
 		cli_error("%s", hv_error_last());
 		if (s != HV_OK)

@@ -10,21 +10,27 @@
 #define HV_PQ_SONAME "libpq.so.5"
 
 /* Every libpq function harvest calls. */
-#define HV_PQ_FUNCS(X)                                                                         \
-	X(PQclear)                                                                             \
-	X(PQcmdTuples)                                                                         \
-	X(PQconnectdbParams)                                                                   \
-	X(PQerrorMessage)                                                                      \
-	X(PQexec)                                                                              \
-	X(PQexecParams)                                                                        \
-	X(PQfinish)                                                                            \
-	X(PQgetisnull)                                                                         \
-	X(PQgetlength)                                                                         \
-	X(PQgetvalue)                                                                          \
-	X(PQntuples)                                                                           \
-	X(PQresultErrorMessage)                                                                \
-	X(PQresultStatus)                                                                      \
-	X(PQsetNoticeProcessor)                                                                \
+#define HV_PQ_FUNCS(X)                                                                   \
+	X(PQclear)                                                                       \
+	X(PQcmdTuples)                                                                   \
+	X(PQconnectdbParams)                                                             \
+	X(PQconsumeInput)                                                                \
+	X(PQerrorMessage)                                                                \
+	X(PQfinish)                                                                      \
+	X(PQflush)                                                                       \
+	X(PQgetResult)                                                                   \
+	X(PQgetisnull)                                                                   \
+	X(PQgetlength)                                                                   \
+	X(PQgetvalue)                                                                    \
+	X(PQisBusy)                                                                      \
+	X(PQntuples)                                                                     \
+	X(PQresultErrorMessage)                                                          \
+	X(PQresultStatus)                                                                \
+	X(PQsendQuery)                                                                   \
+	X(PQsendQueryParams)                                                             \
+	X(PQsetNoticeProcessor)                                                          \
+	X(PQsetnonblocking)                                                              \
+	X(PQsocket)                                                                      \
 	X(PQstatus)
 
 /* Each member has the type of a pointer to the function libpq-fe.h declares. */
@@ -46,17 +52,23 @@ int hv__pq_load(char *why, size_t cap);
 #define PQclear (hv__pq.PQclear)
 #define PQcmdTuples (hv__pq.PQcmdTuples)
 #define PQconnectdbParams (hv__pq.PQconnectdbParams)
+#define PQconsumeInput (hv__pq.PQconsumeInput)
 #define PQerrorMessage (hv__pq.PQerrorMessage)
-#define PQexec (hv__pq.PQexec)
-#define PQexecParams (hv__pq.PQexecParams)
 #define PQfinish (hv__pq.PQfinish)
+#define PQflush (hv__pq.PQflush)
+#define PQgetResult (hv__pq.PQgetResult)
 #define PQgetisnull (hv__pq.PQgetisnull)
 #define PQgetlength (hv__pq.PQgetlength)
 #define PQgetvalue (hv__pq.PQgetvalue)
+#define PQisBusy (hv__pq.PQisBusy)
 #define PQntuples (hv__pq.PQntuples)
 #define PQresultErrorMessage (hv__pq.PQresultErrorMessage)
 #define PQresultStatus (hv__pq.PQresultStatus)
+#define PQsendQuery (hv__pq.PQsendQuery)
+#define PQsendQueryParams (hv__pq.PQsendQueryParams)
 #define PQsetNoticeProcessor (hv__pq.PQsetNoticeProcessor)
+#define PQsetnonblocking (hv__pq.PQsetnonblocking)
+#define PQsocket (hv__pq.PQsocket)
 #define PQstatus (hv__pq.PQstatus)
 #endif
 

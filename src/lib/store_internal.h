@@ -9,6 +9,8 @@
 #include "internal.h"
 #include "store_backend.h"
 
+#include <stdatomic.h>
+
 
 /* How long a statement waits for another connection's lock. */
 #define ST_BUSY_TIMEOUT_MS 10000
@@ -59,6 +61,7 @@ struct hv_store {
 	sqlite3_stmt *stmt[STMT__COUNT];
 	const hvst_history_ops *hist; /* where the history is: hvst_sqlite_history or pg */
 	struct hvpg *pg;              /* the PostgreSQL connection (store_pg.c), or NULL */
+	atomic_bool interrupted;      /* hv_store_interrupt was called */
 	st_mime_pending mime[ST_MIME_BATCH];
 	size_t n_mime;
 };

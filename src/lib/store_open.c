@@ -746,6 +746,12 @@ hv_status hv_store_close(hv_store *st)
 	return rc;
 }
 
+void hv_store_interrupt(hv_store *st)
+{
+	if (st)
+		atomic_store(&st->interrupted, true);
+}
+
 const char *hv_store_path(const hv_store *st)
 {
 	return st->abs_path ? st->abs_path : st->path;

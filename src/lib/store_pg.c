@@ -8,14 +8,18 @@
 #include "dl_pq.h"
 #include "harvest/records.h"
 #include "store_internal.h"
+#include "test_hook.h"
 #include "utf8.h"
 
 #include <ctype.h>
 #include <endian.h>
+#include <errno.h>
 #include <fnmatch.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Keys of pg_advisory_xact_lock: the schema's creation and migrations ("HRVS" and 1). */
 #define PG_LOCK_CLASS 0x48525653
@@ -23,6 +27,16 @@
 /* Bounded waits: a server that does not answer must not hang a run. */
 #define PG_CONNECT_TIMEOUT "10"
 #define PG_OPTIONS "-c statement_timeout=60000 -c idle_in_transaction_session_timeout=60000"
+/* The server ends a statement after statement_timeout and says so; a server that stays silent
+ * 30 s longer is not answering at all (stopped, frozen, cut off by the network, where TCP may
+ * wait for many minutes), and the statement is given up on this side: the connection is
+ * closed and every later call fails at once. Prune's statements get 600 s on the server.
+ * HARVEST_TEST_PG_SILENCE (test builds) makes it 2 s. */
+#define PG_SILENCE_MS 90000
+#define PG_PRUNE_SILENCE_MS 630000
+#define PG_TEST_SILENCE_MS 2000
+/* How often a wait looks at hv_store_interrupt's flag (a signal may land on another thread). */
+#define PG_POLL_SLICE_MS 100
 /* Rows per multi-row INSERT, and bytes of contents per INSERT. */
 #define PG_BATCH_ROWS 1000
 #define PG_BATCH_BYTES (8u << 20)
@@ -31,6 +45,8 @@ struct hvpg {
 	PGconn *c;
 	char *where;        /* the URI with its password masked: for messages */
 	bool have_schema;   /* false: a read-only open of a database without harvest's schema */
+	int silence_ms;     /* a wait with nothing from the server for this long is given up */
+	char lost[160];     /* why the connection was given up and closed (c is then NULL) */
 	char host[256];
 };
 
@@ -207,6 +223,8 @@ void hvst_mask_secret(const char *msg, char *out, size_t cap)
 static hv_status pg_error(hv_store *st, const char *what, const PGresult *res)
 {
 	const char *reason = res ? PQresultErrorMessage(res) : "";
+	if ((!reason || !*reason) && st->pg && !st->pg->c && st->pg->lost[0])
+		reason = st->pg->lost;
 	if (!reason || !*reason)
 		reason = st->pg && st->pg->c ? PQerrorMessage(st->pg->c) : "no connection";
 	if (!*reason && st->pg && st->pg->c && PQstatus(st->pg->c) == CONNECTION_BAD)
@@ -252,11 +270,115 @@ static void p_bytes(pgp *p, const void *d, size_t n)
 	p->fmt[p->n++] = 1;
 }
 
+/* ---- Waiting for the server -------------------------------------------------------------- */
+
+static int64_t mono_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* Gives the connection up: closed, and why kept for every later call's message. */
+static void pg_give_up(hv_store *st, const char *why)
+{
+	snprintf(st->pg->lost, sizeof(st->pg->lost), "%s", why);
+	PQfinish(st->pg->c); /* non-blocking: its goodbye is dropped if it cannot be sent */
+	st->pg->c = NULL;
+}
+
+/* Waits until the connection's socket is ready for events (POLLIN, POLLOUT) or the server has
+ * been silent for the connection's limit since *since (reset here whenever the socket is
+ * ready), or hv_store_interrupt was called. 0 when ready; -1 when given up (the connection is
+ * then closed, the reason in pg->lost). */
+static int pg_wait(hv_store *st, short events, int64_t *since)
+{
+	int fd = PQsocket(st->pg->c);
+	for (;;) {
+		if (atomic_load(&st->interrupted)) {
+			pg_give_up(st, "interrupted while waiting for the server");
+			return -1;
+		}
+		int64_t left = *since + st->pg->silence_ms - mono_ms();
+		if (left <= 0) {
+			char why[96];
+			snprintf(why, sizeof(why), "the server did not answer for %d s; giving up",
+				 st->pg->silence_ms / 1000);
+			pg_give_up(st, why);
+			return -1;
+		}
+		struct pollfd pfd = {.fd = fd, .events = events};
+		int n = poll(&pfd, 1, (int)(left < PG_POLL_SLICE_MS ? left : PG_POLL_SLICE_MS));
+		if (n > 0) {
+			*since = mono_ms();
+			return 0;
+		}
+		if (n < 0 && errno != EINTR) {
+			pg_give_up(st, "cannot wait for the server");
+			return -1;
+		}
+	}
+}
+
+/* PQexec (sql of one or more statements, no parameters) or PQexecParams (params set: one
+ * statement), but every wait bounded by pg_wait: the result (the first failed one, else the
+ * last), or NULL with the connection given up or failed (pg_error then says why). */
+static PGresult *pg_call(hv_store *st, const char *sql, bool params, int n, const char *const *v,
+			 const int *len, const int *fmt, int result_format)
+{
+	PGconn *c = st->pg->c;
+	if (!c || atomic_load(&st->interrupted)) {
+		if (c)
+			pg_give_up(st, "interrupted while waiting for the server");
+		return NULL;
+	}
+	int sent = params ? PQsendQueryParams(c, sql, n, NULL, v, len, fmt, result_format)
+			  : PQsendQuery(c, sql);
+	if (!sent)
+		return NULL;
+	int64_t since = mono_ms();
+	for (;;) { /* the query out (a large INSERT may not fit the socket's buffer) */
+		int f = PQflush(c);
+		if (f < 0)
+			return NULL;
+		if (f == 0)
+			break;
+		if (pg_wait(st, POLLIN | POLLOUT, &since) != 0)
+			return NULL;
+		if (!PQconsumeInput(c))
+			return NULL;
+	}
+	PGresult *keep = NULL;
+	for (;;) {
+		while (PQisBusy(c)) {
+			if (pg_wait(st, POLLIN, &since) != 0) {
+				PQclear(keep);
+				return NULL;
+			}
+			if (!PQconsumeInput(c))
+				break; /* PQgetResult then says what failed */
+		}
+		PGresult *r = PQgetResult(c);
+		if (!r)
+			break;
+		ExecStatusType ks = keep ? PQresultStatus(keep) : PGRES_COMMAND_OK;
+		if (ks == PGRES_FATAL_ERROR || ks == PGRES_BAD_RESPONSE) {
+			PQclear(r); /* the first failure is the one to report */
+		} else {
+			PQclear(keep);
+			keep = r;
+		}
+		if (PQstatus(c) == CONNECTION_BAD)
+			break;
+	}
+	return keep;
+}
+
 /* Runs sql with p (NULL: none), results in binary format; NULL (error set) on failure. */
 static PGresult *pg_run(hv_store *st, const char *sql, const pgp *p, const char *what)
 {
-	PGresult *res = PQexecParams(st->pg->c, sql, p ? p->n : 0, NULL, p ? p->v : NULL,
-				     p ? p->len : NULL, p ? p->fmt : NULL, 1);
+	PGresult *res = pg_call(st, sql, true, p ? p->n : 0, p ? p->v : NULL, p ? p->len : NULL,
+				p ? p->fmt : NULL, 1);
 	ExecStatusType s = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
 	if (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK)
 		return res;
@@ -308,7 +430,7 @@ static const char *g_text(const PGresult *r, int row, int col)
 static void pg_rollback(hv_store *st)
 {
 	if (PQstatus(st->pg->c) == CONNECTION_OK)
-		PQclear(PQexec(st->pg->c, "ROLLBACK"));
+		PQclear(pg_call(st, "ROLLBACK", false, 0, NULL, NULL, NULL, 0));
 }
 
 /* ---- Opening ---------------------------------------------------------------------------- */
@@ -325,10 +447,10 @@ static hv_status schema_version(hv_store *st, int64_t *version, bool in_tx)
 	 * (an error, so not inside a transaction) do the catalogs say whether the schema is
 	 * missing or someone else's. */
 	if (!in_tx) {
-		r = PQexecParams(st->pg->c,
-				 "SELECT (SELECT value FROM harvest.meta WHERE key = 'application'),"
-				 " (SELECT value FROM harvest.meta WHERE key = 'schema_version')",
-				 0, NULL, NULL, NULL, NULL, 0);
+		r = pg_call(st,
+			    "SELECT (SELECT value FROM harvest.meta WHERE key = 'application'),"
+			    " (SELECT value FROM harvest.meta WHERE key = 'schema_version')",
+			    true, 0, NULL, NULL, NULL, 0);
 		if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
 			return schema_check_meta(st, r, version);
 		PQclear(r);
@@ -400,7 +522,7 @@ static hv_status migrate(hv_store *st)
 	if (rc == HV_OK && v == 0)
 		rc = pg_exec(st, "CREATE SCHEMA harvest", NULL, "cannot create the schema");
 	for (int64_t i = v > 0 ? v : 0; rc == HV_OK && i < HV_STORE_PG_SCHEMA_VERSION; i++) {
-		PGresult *r = PQexec(st->pg->c, pg_migrations[i]);
+		PGresult *r = pg_call(st, pg_migrations[i], false, 0, NULL, NULL, NULL, 0);
 		if (PQresultStatus(r) != PGRES_COMMAND_OK)
 			rc = pg_error(st, "cannot create the schema", r);
 		PQclear(r);
@@ -482,6 +604,11 @@ hv_status hvst_pg_open(hv_store *st, const char *uri)
 	PQsetNoticeProcessor(pg->c, ignore_notice, NULL);
 	if (PQstatus(pg->c) != CONNECTION_OK)
 		return pg_error(st, "cannot connect to the history database", NULL);
+	/* Every wait for the server is then pg_wait's, bounded (pg_call). */
+	if (PQsetnonblocking(pg->c, 1) != 0)
+		return pg_error(st, "cannot connect to the history database", NULL);
+	pg->silence_ms = hv__test_switch_on(HV__SWITCH_PG_SILENCE) ? PG_TEST_SILENCE_MS
+								     : PG_SILENCE_MS;
 	int64_t v = 0;
 	int rc = schema_version(st, &v, false);
 	if (rc == HV_OK && !st->readonly && v < HV_STORE_PG_SCHEMA_VERSION)
@@ -674,8 +801,7 @@ static hv_status batch_flush(hv_store *st, pg_batch *b, const char *tail, const 
 	if (b->sql.failed || !b->sql.data) {
 		rc = hv_error_set(HV_ENOMEM, "out of memory");
 	} else {
-		PGresult *r = PQexecParams(st->pg->c, b->sql.data, b->n, NULL, b->v, b->len, b->fmt,
-					   1);
+		PGresult *r = pg_call(st, b->sql.data, true, b->n, b->v, b->len, b->fmt, 1);
 		rc = PQresultStatus(r) == PGRES_COMMAND_OK ? HV_OK : pg_error(st, what, r);
 		PQclear(r);
 	}
@@ -842,8 +968,8 @@ static hv_status pg_run_finish(hv_store *st, int64_t run_id, const hv_run_end *e
 	{ /* the transaction */
 		/* See the top of the file: prune waits for this transaction. Both in one round
 		 * trip (the simple protocol takes several statements). */
-		PGresult *r = PQexec(st->pg->c,
-				     "BEGIN; LOCK TABLE harvest.contents IN ROW EXCLUSIVE MODE");
+		PGresult *r = pg_call(st, "BEGIN; LOCK TABLE harvest.contents IN ROW EXCLUSIVE MODE",
+				      false, 0, NULL, NULL, NULL, 0);
 		if (PQresultStatus(r) != PGRES_COMMAND_OK)
 			rc = pg_error(st, "cannot finish the run", r);
 		PQclear(r);
@@ -1278,8 +1404,23 @@ static hv_status pg_artifact_sha(hv_store *st, int64_t id, char sha[65])
 
 /* One transaction (PostgreSQL readers are not blocked by it; writers that finish a run wait
  * on the contents lock until it commits). */
+static hv_status prune_tx(hv_store *st, const hv_prune_opts *opts, hv_prune_result *res,
+			  int64_t *newest);
+
 static hv_status pg_prune_history(hv_store *st, const hv_prune_opts *opts, hv_prune_result *res,
 				  int64_t *newest)
+{
+	int was = st->pg->silence_ms;
+	/* Its statements may take 600 s on the server (prune_tx). */
+	if (was == PG_SILENCE_MS)
+		st->pg->silence_ms = PG_PRUNE_SILENCE_MS;
+	hv_status rc = prune_tx(st, opts, res, newest);
+	st->pg->silence_ms = was;
+	return rc;
+}
+
+static hv_status prune_tx(hv_store *st, const hv_prune_opts *opts, hv_prune_result *res,
+			  int64_t *newest)
 {
 	bool use_before = opts->has_before || opts->before_ns != 0;
 	int rc = pg_reap(st);

@@ -67,6 +67,9 @@ typedef enum hv__test_switch {
 	 * keeps every entry's lstat state, as on a file system it does not know
 	 * (collect_snapshot.c). */
 	HV__SWITCH_SNAPSHOT_LSTAT,
+	/* HARVEST_TEST_PG_SILENCE: a PostgreSQL statement is given up after 2 s without a word
+	 * from the server, not 90 s (store_pg.c), so tests of a frozen server end soon. */
+	HV__SWITCH_PG_SILENCE,
 	HV__SWITCH_COUNT
 } hv__test_switch;
 

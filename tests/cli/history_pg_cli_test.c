@@ -3,7 +3,8 @@
  * exact counts and contents; writers killed with SIGKILL while recording leave no partial
  * run; prune racing writers that share a content; an unreachable server (the command is not
  * started, no password in the message); the server stopped mid-run (the ExecutionResult is
- * printed with run_id null, exit 125, nothing partial); a "harvest" schema that is not
+ * printed with run_id null, exit 125, nothing partial), or frozen (given up after the silence
+ * limit, or at a second SIGTERM); a "harvest" schema that is not
  * harvest's, and a newer one (refused, untouched); first-time writers creating the schema at
  * once; `history push` twice. Each case uses a fresh database. */
 #include "testutil.h"
@@ -317,33 +318,34 @@ static void test_unreachable(void **state)
 	free(marker);
 }
 
-/* The server goes away while the command runs: the ExecutionResult is printed all the same
- * (run_id null), exit 125, and the database holds no artifact of that run. */
-static void test_server_lost_mid_run(void **state)
+/* A run on f (its own server: tu_pg_newdb_private) whose command waits for the file "go" in
+ * f->root, then writes d/made.txt; its output to out, its stderr to err (NULL: /dev/null).
+ * Returns once the run is recorded as begun. */
+static pid_t spawn_waiting_run(const fixture *f, const char *out, const char *err)
 {
-	(void)state;
-	/* On a server of its own: the one the other cases (and test programs) share stays up. */
-	fixture f = {.root = tu_tmpdir(), .db = tu_pg_newdb_private()};
-	f.cache = tu_path(f.root, "cache.db");
-	char *go = tu_path(f.root, "go");
+	char *go = tu_path(f->root, "go");
 	char script[4200];
 	snprintf(script, sizeof(script),
 		 "while [ ! -e %s ]; do sleep 0.05; done; echo made > made.txt", go);
-	char *out = tu_path(f.root, "out.jsonl");
-	char *d = tu_path(f.root, "d");
-	tu_mkdir(f.root, "d");
-	char *argv[] = {HARVEST_BIN, "run", "--db", f.db, "--cache-db", f.cache, "--dir", d,
+	char *d = tu_path(f->root, "d");
+	tu_mkdir(f->root, "d");
+	char *argv[] = {HARVEST_BIN, "run", "--db", f->db, "--cache-db", f->cache, "--dir", d,
 			"--shell", "--", script, NULL};
-	pid_t pid = tu_spawn(argv, out, NULL);
+	pid_t pid = tu_spawn(argv, out, err);
 	/* Until its run is recorded (the schema first: harvest creates it). */
-	while (q(&f, "SELECT count(*) FROM pg_tables WHERE schemaname = 'harvest'"
-		     " AND tablename = 'runs'") < 1)
+	while (q(f, "SELECT count(*) FROM pg_tables WHERE schemaname = 'harvest'"
+		    " AND tablename = 'runs'") < 1)
 		sleep_ms(20);
-	while (q(&f, "SELECT count(*) FROM harvest.runs") < 1)
+	while (q(f, "SELECT count(*) FROM harvest.runs") < 1)
 		sleep_ms(20);
-	tu_pg_kill();
-	tu_write(f.root, "go", "", 0);
-	assert_int_equal(tu_wait(pid), 125);
+	free(go);
+	free(d);
+	return pid;
+}
+
+/* The ExecutionResult at the end of out: the command's, with its file, but no run id. */
+static void expect_unrecorded_result(const char *out)
+{
 	size_t len = 0;
 	char *text = tu_read_file(out, &len);
 	assert_non_null(text);
@@ -353,13 +355,122 @@ static void test_server_lost_mid_run(void **state)
 	assert_int_equal(tj_len(tj_get(res, "output_files")), 1);
 	tj_free(res);
 	free(text);
+}
+
+/* The server goes away while the command runs: the ExecutionResult is printed all the same
+ * (run_id null), exit 125, and the database holds no artifact of that run. */
+static void test_server_lost_mid_run(void **state)
+{
+	(void)state;
+	/* On a server of its own: the one the other cases (and test programs) share stays up. */
+	fixture f = {.root = tu_tmpdir(), .db = tu_pg_newdb_private()};
+	f.cache = tu_path(f.root, "cache.db");
+	char *out = tu_path(f.root, "out.jsonl");
+	pid_t pid = spawn_waiting_run(&f, out, NULL);
+	tu_pg_kill();
+	tu_write(f.root, "go", "", 0);
+	assert_int_equal(tu_wait(pid), 125);
+	expect_unrecorded_result(out);
 	tu_pg_restart();
 	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.artifacts"), 0);
 	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.runs WHERE end_reason IS NULL AND"
 			       " ended_at_ns IS NOT NULL"), 0);
-	free(go);
 	free(out);
-	free(d);
+	fx_close(&f);
+}
+
+/* pid's exit status, waiting at most ms: a harvest still running then is killed, and the
+ * test fails (it hung). */
+static int wait_at_most(pid_t pid, long ms)
+{
+	for (long waited = 0;; waited += 20) {
+		int st;
+		pid_t got = waitpid(pid, &st, WNOHANG);
+		if (got == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		if (waited >= ms) {
+			kill(pid, SIGKILL);
+			(void)tu_wait(pid);
+			tu_pg_freeze(0);
+			fail_msg("harvest still waits after %ld ms: killed", ms);
+		}
+		sleep_ms(20);
+	}
+}
+
+/* The first line of the file at path contains has, and it is the only line. */
+static void expect_one_line_in(const char *path, const char *has, const char *what)
+{
+	size_t len = 0;
+	char *err = tu_read_file(path, &len);
+	assert_non_null(err);
+	tu_result r = {.err = err, .err_len = len};
+	expect_one_line(&r, has, what);
+	free(err);
+}
+
+/* A server that stops answering (frozen: it takes the connection, then says nothing) after
+ * the run began. harvest gives the statement up after the silence limit (90 s; 2 s with
+ * HARVEST_TEST_PG_SILENCE) with one line that says so: the result is printed with run_id null,
+ * exit 125. The run left open in the history is ended as interrupted by the next writer. */
+static void test_server_frozen(void **state)
+{
+	(void)state;
+	fixture f = {.root = tu_tmpdir(), .db = tu_pg_newdb_private()};
+	f.cache = tu_path(f.root, "cache.db");
+	char *out = tu_path(f.root, "out.jsonl");
+	char *err = tu_path(f.root, "err.txt");
+	setenv("HARVEST_TEST_PG_SILENCE", "1", 1);
+	pid_t pid = spawn_waiting_run(&f, out, err);
+	unsetenv("HARVEST_TEST_PG_SILENCE");
+	tu_pg_freeze(1);
+	tu_write(f.root, "go", "", 0);
+	int status = wait_at_most(pid, 30000);
+	tu_pg_freeze(0);
+	assert_int_equal(status, 125);
+	expect_unrecorded_result(out);
+	expect_one_line_in(err, "the server did not answer for 2 s; giving up", "frozen server");
+	/* Nothing of it committed; its run row stays open until a writer sees its owner gone. */
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.artifacts"), 0);
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.runs WHERE ended_at_ns IS NULL"), 1);
+	tu_result r;
+	hv(&r, &f, (const char *const[]){"run", "--dir", f.root, "--", "true", NULL});
+	expect_status(&r, 0, "run after the frozen server");
+	tu_result_free(&r);
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.runs WHERE end_reason ="
+			       " 'interrupted'"), 1);
+	free(out);
+	free(err);
+	fx_close(&f);
+}
+
+/* The same frozen server, with the real 90 s limit: a first SIGTERM ends the command (the run
+ * is to be recorded), a second stops harvest waiting for the server at once. */
+static void test_server_frozen_second_signal(void **state)
+{
+	(void)state;
+	fixture f = {.root = tu_tmpdir(), .db = tu_pg_newdb_private()};
+	f.cache = tu_path(f.root, "cache.db");
+	char *out = tu_path(f.root, "out.jsonl");
+	char *err = tu_path(f.root, "err.txt");
+	pid_t pid = spawn_waiting_run(&f, out, err);
+	tu_pg_freeze(1);
+	tu_write(f.root, "go", "", 0);
+	/* The command ends at once; harvest then waits for the frozen server. */
+	sleep_ms(1000);
+	kill(pid, SIGTERM);
+	sleep_ms(300);
+	/* Still waiting: one signal does not give the run up. */
+	assert_int_equal(waitpid(pid, NULL, WNOHANG), 0);
+	kill(pid, SIGTERM);
+	int status = wait_at_most(pid, 10000);
+	tu_pg_freeze(0);
+	assert_int_equal(status, 125);
+	expect_unrecorded_result(out);
+	expect_one_line_in(err, "interrupted while waiting for the server", "second signal");
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.artifacts"), 0);
+	free(out);
+	free(err);
 	fx_close(&f);
 }
 
@@ -745,6 +856,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_patterns, tu_cleanup),
 		cmocka_unit_test_teardown(test_harvest_db_env, tu_cleanup),
 		cmocka_unit_test_teardown(test_server_lost_mid_run, tu_cleanup),
+		cmocka_unit_test_teardown(test_server_frozen, tu_cleanup),
+		cmocka_unit_test_teardown(test_server_frozen_second_signal, tu_cleanup),
 		cmocka_unit_test_teardown(test_collect_fd_minimum, tu_cleanup),
 		cmocka_unit_test_teardown(test_mime_cache_db, tu_cleanup),
 		cmocka_unit_test_teardown(test_push_missing_local, tu_cleanup),

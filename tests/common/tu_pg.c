@@ -2,7 +2,11 @@
 
 #include "testutil.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <libpq-fe.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,6 +157,50 @@ void tu_pg_restart(void)
 		 "-c max_connections=200\" start >/dev/null 2>&1", priv.dir, priv.dir, priv.dir);
 	if (system(cmd) != 0)
 		fail_msg("cannot restart the server: %s", cmd);
+}
+
+/* SIGSTOP or SIGCONT to the postmaster of the private server and to every process it forked
+ * (its backends, checkpointer...): frozen, the server takes connections into its socket's
+ * backlog and answers nothing, as a server stopped by a debugger, swapped out or cut off. */
+void tu_pg_freeze(int frozen)
+{
+	if (!priv.dir)
+		fail_msg("tu_pg_freeze: no private server (tu_pg_newdb_private)");
+	char path[1024];
+	snprintf(path, sizeof(path), "%s/data/postmaster.pid", priv.dir);
+	FILE *f = fopen(path, "r");
+	long master = 0;
+	if (!f || fscanf(f, "%ld", &master) != 1 || master <= 0)
+		fail_msg("tu_pg_freeze: cannot read %s", path);
+	fclose(f);
+	int sig = frozen ? SIGSTOP : SIGCONT;
+	if (!frozen && kill((pid_t)master, sig) != 0)
+		fail_msg("tu_pg_freeze: kill %ld: %s", master, strerror(errno));
+	DIR *d = opendir("/proc");
+	if (!d)
+		fail_msg("tu_pg_freeze: /proc: %s", strerror(errno));
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		char *end;
+		long pid = strtol(e->d_name, &end, 10);
+		if (*end || pid <= 0)
+			continue;
+		char stat_path[64], line[512];
+		snprintf(stat_path, sizeof(stat_path), "/proc/%ld/stat", pid);
+		FILE *sf = fopen(stat_path, "r");
+		if (!sf)
+			continue;
+		bool ok = fgets(line, sizeof(line), sf) != NULL;
+		fclose(sf);
+		const char *rp = ok ? strrchr(line, ')') : NULL;
+		long ppid = 0;
+		char state;
+		if (rp && sscanf(rp + 1, " %c %ld", &state, &ppid) == 2 && ppid == master)
+			kill((pid_t)pid, sig);
+	}
+	closedir(d);
+	if (frozen && kill((pid_t)master, sig) != 0)
+		fail_msg("tu_pg_freeze: kill %ld: %s", master, strerror(errno));
 }
 
 static PGconn *connect_or_fail(const char *uri)

@@ -21,6 +21,9 @@ char *tu_pg_newdb_private(void);
 void tu_pg_kill(void);
 /* Starts the stopped private server again on the same directory. */
 void tu_pg_restart(void);
+/* Freezes the private server (SIGSTOP to all its processes: it answers nothing) when frozen is
+ * non-zero, else lets it go on (SIGCONT). */
+void tu_pg_freeze(int frozen);
 /* Creates a fresh, empty database: its URI (malloc'd). */
 char *tu_pg_newdb(void);
 /* Runs sql on the database at uri: fails the test on an error. */

@@ -15,6 +15,7 @@ static const char *const vars[] = {
 	"HARVEST_TEST_WALK_BLOCKED",      "HARVEST_TEST_WALK_SLOW_CLAIMS",
 	"HARVEST_TEST_CHANGES_LOST",      "HARVEST_TEST_CHANGES_READ_LATE",
 	"HARVEST_TEST_CHANGES_READ_SLOW", "HARVEST_TEST_SNAPSHOT_LSTAT",
+	"HARVEST_TEST_PG_SILENCE",
 };
 
 static void test_every_switch_off(void **state)
