@@ -24,6 +24,7 @@
 	X(PQgetvalue)                                                                    \
 	X(PQisBusy)                                                                      \
 	X(PQntuples)                                                                     \
+	X(PQresultErrorField)                                                            \
 	X(PQresultErrorMessage)                                                          \
 	X(PQresultStatus)                                                                \
 	X(PQsendQuery)                                                                   \
@@ -62,6 +63,7 @@ int hv__pq_load(char *why, size_t cap);
 #define PQgetvalue (hv__pq.PQgetvalue)
 #define PQisBusy (hv__pq.PQisBusy)
 #define PQntuples (hv__pq.PQntuples)
+#define PQresultErrorField (hv__pq.PQresultErrorField)
 #define PQresultErrorMessage (hv__pq.PQresultErrorMessage)
 #define PQresultStatus (hv__pq.PQresultStatus)
 #define PQsendQuery (hv__pq.PQsendQuery)

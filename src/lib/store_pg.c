@@ -475,13 +475,28 @@ static hv_status schema_version(hv_store *st, int64_t *version, bool in_tx)
 	if (!meta)
 		return hv_error_set(HV_EDB, "%s: the schema \"harvest\" is not harvest's (it has no "
 				    "harvest.meta); refusing to use it", st->pg->where);
-	r = pg_run(st, "SELECT (SELECT value FROM harvest.meta WHERE key = 'application'),"
-		       " (SELECT value FROM harvest.meta WHERE key = 'schema_version')",
-		   NULL, "cannot read the schema");
-	if (!r)
-		return hv_error_set(HV_EDB, "%s: the schema \"harvest\" is not harvest's (%s)",
-				    st->pg->where, hv_error_last());
-	return schema_check_meta(st, r, version);
+	r = pg_call(st,
+		    "SELECT (SELECT value FROM harvest.meta WHERE key = 'application'),"
+		    " (SELECT value FROM harvest.meta WHERE key = 'schema_version')",
+		    true, 0, NULL, NULL, NULL, 1);
+	if (PQresultStatus(r) == PGRES_TUPLES_OK)
+		return schema_check_meta(st, r, version);
+	/* A role without rights on the schema (insufficient_privilege), or no server: said as
+	 * such. Any other failure (no such column...) is a table that only has meta's name. */
+	const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+	if (!r || (state && !strcmp(state, "42501"))) {
+		bool denied = r != NULL;
+		pg_error(st, "cannot read the schema", r);
+		PQclear(r);
+		return hv_error_set(HV_EDB, "%s%s", hv_error_last(),
+				    denied ? " (the role needs USAGE on the schema harvest and SELECT on"
+					     " its tables; a writer also INSERT, UPDATE and DELETE)"
+					   : "");
+	}
+	pg_error(st, "cannot read the schema", r);
+	PQclear(r);
+	return hv_error_set(HV_EDB, "%s: the schema \"harvest\" is not harvest's (%s)",
+			    st->pg->where, hv_error_last());
 }
 
 /* The answer of the meta query in r (cleared here): harvest's, and a version it knows? */

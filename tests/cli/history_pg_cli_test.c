@@ -498,6 +498,46 @@ static void test_not_harvests_schema(void **state)
 	fx_close(&f);
 }
 
+/* A role without rights on harvest's schema is told so, and what it needs: not that the
+ * schema is someone else's. */
+static void test_no_rights(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	tu_result r;
+	hv(&r, &f, (const char *const[]){"run", "--dir", f.root, "--", "true", NULL});
+	expect_status(&r, 0, "run that creates the schema");
+	tu_result_free(&r);
+	char role[64], sql[160];
+	snprintf(role, sizeof(role), "hv_norights_%ld", (long)getpid());
+	snprintf(sql, sizeof(sql), "CREATE ROLE %s LOGIN", role);
+	tu_pg_exec(f.db, sql);
+	/* The same database as that role. */
+	const char *user = strstr(f.db, "user=harvest");
+	assert_non_null(user);
+	char uri[2048];
+	snprintf(uri, sizeof(uri), "%.*suser=%s%s", (int)(user - f.db), f.db, role,
+		 user + strlen("user=harvest"));
+	fixture g = {.root = f.root, .db = uri, .cache = f.cache};
+	const char *const *cases[] = {
+		(const char *const[]){"history", "runs", NULL},
+		(const char *const[]){"run", "--dir", f.root, "--", "true", NULL},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		hv(&r, &g, cases[i]);
+		expect_status(&r, i == 0 ? 1 : 125, cases[i][0]);
+		expect_one_line(&r, "cannot read the schema: permission denied", cases[i][0]);
+		expect_one_line(&r, "needs USAGE on the schema harvest", cases[i][0]);
+		if (strstr(r.err, "not harvest's"))
+			fail_msg("%s: the schema called someone else's: %s", cases[i][0], r.err);
+		tu_result_free(&r);
+	}
+	snprintf(sql, sizeof(sql), "DROP ROLE %s", role);
+	tu_pg_exec(f.db, sql);
+	fx_close(&f);
+}
+
 static void test_newer_schema(void **state)
 {
 	(void)state;
@@ -851,6 +891,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_unreachable, tu_cleanup),
 		cmocka_unit_test_teardown(test_not_harvests_schema, tu_cleanup),
 		cmocka_unit_test_teardown(test_newer_schema, tu_cleanup),
+		cmocka_unit_test_teardown(test_no_rights, tu_cleanup),
 		cmocka_unit_test_teardown(test_first_writers_race, tu_cleanup),
 		cmocka_unit_test_teardown(test_push_twice, tu_cleanup),
 		cmocka_unit_test_teardown(test_patterns, tu_cleanup),
