@@ -13,6 +13,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -409,6 +410,25 @@ static void expect_one_line_in(const char *path, const char *has, const char *wh
 	free(err);
 }
 
+/* A waiting run (spawn_waiting_run) on a private server, which is frozen (tu_pg_freeze) once
+ * the run has begun; then the command is let go, and harvest has a run to record. Its output
+ * and stderr go to *out and *err (paths in f->root). short_silence: with
+ * HARVEST_TEST_PG_SILENCE (2 s), else the real limit. */
+static pid_t frozen_run(fixture *f, char **out, char **err, bool short_silence)
+{
+	*f = (fixture){.root = tu_tmpdir(), .db = tu_pg_newdb_private()};
+	f->cache = tu_path(f->root, "cache.db");
+	*out = tu_path(f->root, "out.jsonl");
+	*err = tu_path(f->root, "err.txt");
+	if (short_silence)
+		setenv("HARVEST_TEST_PG_SILENCE", "1", 1);
+	pid_t pid = spawn_waiting_run(f, *out, *err);
+	unsetenv("HARVEST_TEST_PG_SILENCE");
+	tu_pg_freeze(1);
+	tu_write(f->root, "go", "", 0);
+	return pid;
+}
+
 /* A server that stops answering (frozen: it takes the connection, then says nothing) after
  * the run began. harvest gives the statement up after the silence limit (90 s; 2 s with
  * HARVEST_TEST_PG_SILENCE) with one line that says so: the result is printed with run_id null,
@@ -416,15 +436,9 @@ static void expect_one_line_in(const char *path, const char *has, const char *wh
 static void test_server_frozen(void **state)
 {
 	(void)state;
-	fixture f = {.root = tu_tmpdir(), .db = tu_pg_newdb_private()};
-	f.cache = tu_path(f.root, "cache.db");
-	char *out = tu_path(f.root, "out.jsonl");
-	char *err = tu_path(f.root, "err.txt");
-	setenv("HARVEST_TEST_PG_SILENCE", "1", 1);
-	pid_t pid = spawn_waiting_run(&f, out, err);
-	unsetenv("HARVEST_TEST_PG_SILENCE");
-	tu_pg_freeze(1);
-	tu_write(f.root, "go", "", 0);
+	fixture f;
+	char *out, *err;
+	pid_t pid = frozen_run(&f, &out, &err, true);
 	int status = wait_at_most(pid, 30000);
 	tu_pg_freeze(0);
 	assert_int_equal(status, 125);
@@ -449,13 +463,9 @@ static void test_server_frozen(void **state)
 static void test_server_frozen_second_signal(void **state)
 {
 	(void)state;
-	fixture f = {.root = tu_tmpdir(), .db = tu_pg_newdb_private()};
-	f.cache = tu_path(f.root, "cache.db");
-	char *out = tu_path(f.root, "out.jsonl");
-	char *err = tu_path(f.root, "err.txt");
-	pid_t pid = spawn_waiting_run(&f, out, err);
-	tu_pg_freeze(1);
-	tu_write(f.root, "go", "", 0);
+	fixture f;
+	char *out, *err;
+	pid_t pid = frozen_run(&f, &out, &err, false);
 	/* The command ends at once; harvest then waits for the frozen server. */
 	sleep_ms(1000);
 	kill(pid, SIGTERM);
