@@ -109,12 +109,13 @@ HV_EXTERN hv_status hv_store_close(hv_store *st);
  * collector can recognise it and its -wal/-shm/-journal files). */
 HV_EXTERN const char *hv_store_path(const hv_store *st);
 
-/* Stops st waiting for a PostgreSQL server that does not answer: the wait in progress, if
- * any, and every later statement of the history on st fail at once (HV_EDB, "interrupted while
- * waiting for the server"), and the connection is closed; the local file (SQLite) is not
- * affected. Safe from a signal handler and from another thread (it only sets a flag, which a
- * wait looks at every 100 ms). Without it, a statement that gets nothing from the server for
- * 90 s (a prune's: 630 s) fails the same way on its own. */
+/* Stops st waiting for a PostgreSQL server that does not answer: from now on, a wait of the
+ * history on st (or of an hv_store_push from st) that has heard nothing from the server for
+ * 1 s fails (HV_EDB, "interrupted while waiting for the server"), the connection is closed and
+ * every later statement fails at once. A server that answers is not cut off. The local file
+ * (SQLite) is not affected. Safe from a signal handler and from another thread (it only sets
+ * a flag, which a wait looks at every 100 ms). Without it, a statement that hears nothing from
+ * the server for 90 s (a prune's: 630 s) fails the same way on its own. */
 HV_EXTERN void hv_store_interrupt(hv_store *st);
 
 /* Writes pending MIME cache answers now (they are otherwise written in batches and on close). */

@@ -177,12 +177,16 @@ typedef struct cli_hooks {
 	cli_progress progress;
 	const char *dir; /* DIR as given, and its real path (which the library's messages name), */
 	char *real;      /* or NULL: see cli_hooks_name_dir */
+	unsigned warnings; /* the library's warnings so far (shown or not: --quiet) */
 } cli_hooks;
 /* Routes cc's warnings and progress through h (which must outlive the collect). */
 void cli_collect_hooks(cli_collect *cc, const cli_common *c, cli_hooks *h);
 /* Warnings that name a path below dir's real path name it below dir as given instead, as walk
  * does: a path that opens from here. */
 void cli_hooks_name_dir(cli_hooks *h, const char *dir);
+/* Prints the library's error message as cli_error does (after the progress line is cleared),
+ * DIR named as in cli_hooks_name_dir. Before cli_collect_hooks_end. */
+void cli_hooks_error(cli_hooks *h, const char *message);
 /* Clears the progress line, if one was shown. */
 void cli_collect_hooks_end(cli_hooks *h);
 /* Prints the page of run row and collection col (may be NULL) on stdout, with this host's

@@ -85,18 +85,36 @@ void cli_collect_free(cli_collect *cc)
 	free(cc->excludes);
 }
 
+/* message, a library message that may start with DIR's real path (which is what the library
+ * opened), with that path named as DIR was given instead (a path that opens from here, as walk
+ * names it): *head is to be printed first, then what is returned. */
+static const char *name_as_given(const cli_hooks *x, const char *message, const char **head)
+{
+	size_t rl = x->real ? strlen(x->real) : 0;
+	*head = "";
+	if (!rl || strncmp(message, x->real, rl) != 0 || (message[rl] != '/' && message[rl] != ':'))
+		return message;
+	bool slash = *x->dir && x->dir[strlen(x->dir) - 1] == '/';
+	*head = x->dir;
+	return message + rl + (slash && message[rl] == '/' ? 1 : 0);
+}
+
 static void collect_warning(void *ctx, const char *message)
 {
 	cli_hooks *x = ctx;
 	cli_progress_end(&x->progress);
-	size_t rl = x->real ? strlen(x->real) : 0;
-	if (rl && strncmp(message, x->real, rl) == 0 && (message[rl] == '/' || message[rl] == ':')) {
-		bool slash = *x->dir && x->dir[strlen(x->dir) - 1] == '/';
-		cli_warn(x->c, "%s%s", x->dir,
-			 message + rl + (slash && message[rl] == '/' ? 1 : 0));
-		return;
-	}
-	cli_warn(x->c, "%s", message);
+	x->warnings++;
+	const char *head;
+	const char *rest = name_as_given(x, message, &head);
+	cli_warn(x->c, "%s%s", head, rest);
+}
+
+void cli_hooks_error(cli_hooks *h, const char *message)
+{
+	cli_progress_end(&h->progress);
+	const char *head;
+	const char *rest = name_as_given(h, message, &head);
+	cli_error("%s%s", head, rest);
 }
 
 void cli_hooks_name_dir(cli_hooks *h, const char *dir)
@@ -206,6 +224,7 @@ void cli_collect_hooks(cli_collect *cc, const cli_common *c, cli_hooks *h)
 	h->c = c;
 	h->dir = NULL;
 	h->real = NULL;
+	h->warnings = 0;
 	cli_check_excludes(c, cc->excludes, cc->n_excludes);
 	cli_progress_init(&h->progress, c);
 	cc->opts.on_warning = collect_warning;
@@ -264,7 +283,9 @@ static const char snapshot_usage[] =
 	"  --exclude GLOB      leave out names matching GLOB (repeatable)\n"
 	"  --xdev              stay on DIR's file system (mount points are not entered)\n"
 	"  --format F          json (default) or jsonl\n"
-	"  --case C, --quiet\n";
+	"  --case C, --quiet\n"
+	"Exit status: 0 complete; 1 a directory could not be read (the snapshot lacks it);\n"
+	"2 usage; 3 DIR is missing or not a directory.\n";
 
 static int snapshot_opt(void *ctx, cli_common *c, int id, const char *v)
 {
@@ -304,9 +325,10 @@ int cmd_snapshot(int argc, char **argv)
 	char *root = NULL;
 	cli_hooks_name_dir(&hooks, pos[0]);
 	hv_status s = hv_snapshot_take(st, pos[0], &cc.opts, &id, &entries, &root);
+	if (s != HV_OK)
+		cli_hooks_error(&hooks, hv_error_last());
 	cli_collect_hooks_end(&hooks);
 	if (s != HV_OK) {
-		cli_error("%s", hv_error_last());
 		rc = cli_exit_status(s);
 	} else {
 		hv_json *j = cli_json_stdout(&c);
@@ -315,6 +337,10 @@ int cmd_snapshot(int argc, char **argv)
 			hv_json_newline(j);
 		}
 		rc = cli_json_finish(j);
+		/* A directory that could not be read (warned of, also under --quiet): the snapshot
+		 * is incomplete, as a walk's listing would be. */
+		if (rc == EXIT_DONE && hooks.warnings)
+			rc = EXIT_WARN;
 		free(root);
 	}
 	if (hv_store_close(st) != HV_OK && rc == EXIT_DONE) {
@@ -407,9 +433,10 @@ int cmd_collect(int argc, char **argv)
 	int64_t started_ns = hv_store_now_ns();
 	cli_hooks_name_dir(&hooks, pos[0]);
 	hv_status s = hv_collect(st, pos[0], &k.cc.opts, &col);
+	if (s != HV_OK)
+		cli_hooks_error(&hooks, hv_error_last());
 	cli_collect_hooks_end(&hooks);
 	if (s != HV_OK) {
-		cli_error("%s", hv_error_last());
 		/* An unknown --since snapshot is a bad option value. */
 		rc = s == HV_ENOTFOUND ? EXIT_USAGE : cli_exit_status(s);
 	} else {

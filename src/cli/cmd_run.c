@@ -57,7 +57,7 @@ static const char run_usage[] =
 	"                          or html (the run and its files as one self-contained page)\n"
 	"  --case C                snake (default) or camel (the TypeScript SDK's shapes)\n"
 	"SIGINT, SIGTERM or SIGHUP ends COMMAND as a timeout does, and the run is still recorded;\n"
-	"a second one stops waiting for a PostgreSQL server that does not answer.\n"
+	"a second one stops waiting for a PostgreSQL server that does not answer (1 s).\n"
 	"Exit status: the command's; 128+N when killed by signal N; 124 timeout; 126 not\n"
 	"executable; 127 not found; 125 harvest itself failed (reason on stderr).\n";
 
@@ -139,8 +139,8 @@ static hv_status on_chunk(void *ctx, hv_stream which, const char *data, size_t l
 }
 
 /* SIGINT/SIGTERM/SIGHUP end the command like a timeout, so the run is still recorded. A second
- * one stops harvest waiting for the PostgreSQL server (one that does not answer would hold it
- * for 90 s): the run is then not recorded. */
+ * one stops harvest waiting for a PostgreSQL server that does not answer (which would hold it
+ * for 90 s): a wait silent for 1 s is then given up, and the run not recorded. */
 static int cancel_pipe[2] = {-1, -1};
 static volatile sig_atomic_t cancel_signal; /* the first such signal */
 static hv_store *signal_store;              /* the history the second signal interrupts */
@@ -292,11 +292,15 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 	r->cc.opts.spool_content = true;
 	eo.collect = r->cc.opts;
 	hv_execution ex;
+	/* --dir DIR named as given in messages (the library names its real path). */
+	if (r->dir)
+		cli_hooks_name_dir(&hooks, r->dir);
 	hv_status s = hv_execute(st, r->dir ? r->dir : ".", &eo, on_chunk, &sc, &ex);
+	if (s != HV_OK)
+		cli_hooks_error(&hooks, hv_error_last());
 	cli_collect_hooks_end(&hooks);
 	int rc;
 	if (s != HV_OK) {
-		cli_error("%s", hv_error_last());
 		/* Interrupted before the command began: the status a shell gives (128 + N). */
 		rc = s == HV_ECHILD && cancel_signal ? 128 + cancel_signal : EXIT_HARVEST_FAILED;
 	} else {

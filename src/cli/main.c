@@ -1,6 +1,8 @@
 /* harvest: the command-line entry point. Dispatches to one file per command. */
 #include "cli.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 static const struct command {
@@ -34,6 +36,20 @@ static void usage(FILE *out)
 	      out);
 }
 
+/* What went to stdout through stdio (a usage text, the versions) reached it, or the command
+ * fails as every command does when its output cannot be written: one line, exit 1. */
+static int stdout_done(int rc)
+{
+	errno = 0;
+	if (fflush(stdout) == 0 && !ferror(stdout))
+		return rc;
+	if (rc == EXIT_DONE) {
+		cli_error("standard output: %s", errno ? strerror(errno) : "write error");
+		rc = EXIT_WARN;
+	}
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -43,17 +59,17 @@ int main(int argc, char **argv)
 	const char *cmd = argv[1];
 	if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
 		usage(stdout);
-		return EXIT_DONE;
+		return stdout_done(EXIT_DONE);
 	}
 	if (strcmp(cmd, "--version") == 0) {
 		printf("harvest %s\nlibmagic %s\nSQLite %s\n", hv_version(), hv_libmagic_version(),
 		       hv_sqlite_version());
-		return EXIT_DONE;
+		return stdout_done(EXIT_DONE);
 	}
 	for (const struct command *c = commands; c->name; c++) {
 		if (strcmp(cmd, c->name) != 0)
 			continue;
-		return c->run(argc - 2, argv + 2);
+		return stdout_done(c->run(argc - 2, argv + 2));
 	}
 	cli_error("unknown command '%s' (see 'harvest --help')", cmd);
 	return EXIT_USAGE;

@@ -93,6 +93,10 @@ hv_status hv_file_copy_to_fd(const char *path, int out_fd, const char *out_name)
 {
 	if (!out_name)
 		out_name = "output";
+	/* A closed output: said as such, before the file opened below could take its number (and
+	 * be taken for its own output). */
+	if (fcntl(out_fd, F_GETFL) < 0)
+		return hv_error_errno(HV_EIO, out_name, errno);
 	/* O_NONBLOCK: opening a FIFO for reading must not wait for a writer; O_NOCTTY: a terminal
 	 * must not become our controlling one. What was opened is checked before any read. */
 	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);

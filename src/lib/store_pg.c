@@ -37,6 +37,9 @@
 #define PG_TEST_SILENCE_MS 2000
 /* How often a wait looks at hv_store_interrupt's flag (a signal may land on another thread). */
 #define PG_POLL_SLICE_MS 100
+/* After hv_store_interrupt, a wait is given up once the server has been silent this long: a
+ * server that answers (in milliseconds) is not cut off, so what it was told is not lost. */
+#define PG_INTERRUPT_SILENCE_MS 1000
 /* Rows per multi-row INSERT, and bytes of contents per INSERT. */
 #define PG_BATCH_ROWS 1000
 #define PG_BATCH_BYTES (8u << 20)
@@ -46,6 +49,7 @@ struct hvpg {
 	char *where;        /* the URI with its password masked: for messages */
 	bool have_schema;   /* false: a read-only open of a database without harvest's schema */
 	int silence_ms;     /* a wait with nothing from the server for this long is given up */
+	const atomic_bool *outer; /* another handle's interrupt flag that stops this one too */
 	char lost[160];     /* why the connection was given up and closed (c is then NULL) */
 	char host[256];
 };
@@ -222,7 +226,17 @@ void hvst_mask_secret(const char *msg, char *out, size_t cap)
 /* HV_EDB "<uri>: <what>: <libpq's reason>", on one line, passwords masked. */
 static hv_status pg_error(hv_store *st, const char *what, const PGresult *res)
 {
-	const char *reason = res ? PQresultErrorMessage(res) : "";
+	/* The server's own words (its primary message, then detail and hint), without the
+	 * statement excerpt and caret it adds for a position, which make no sense on one line. */
+	char said[1024] = "";
+	const char *primary = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+	if (primary) {
+		const char *detail = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
+		const char *hint = PQresultErrorField(res, PG_DIAG_MESSAGE_HINT);
+		snprintf(said, sizeof(said), "%s%s%s%s%s", primary, detail ? "; " : "",
+			 detail ? detail : "", hint ? "; " : "", hint ? hint : "");
+	}
+	const char *reason = said[0] ? said : res ? PQresultErrorMessage(res) : "";
 	if ((!reason || !*reason) && st->pg && !st->pg->c && st->pg->lost[0])
 		reason = st->pg->lost;
 	if (!reason || !*reason)
@@ -287,15 +301,20 @@ static void pg_give_up(hv_store *st, const char *why)
 	st->pg->c = NULL;
 }
 
+static bool pg_interrupted(const hv_store *st)
+{
+	return atomic_load(&st->interrupted) || (st->pg->outer && atomic_load(st->pg->outer));
+}
+
 /* Waits until the connection's socket is ready for events (POLLIN, POLLOUT) or the server has
  * been silent for the connection's limit since *since (reset here whenever the socket is
- * ready), or hv_store_interrupt was called. 0 when ready; -1 when given up (the connection is
- * then closed, the reason in pg->lost). */
+ * ready), or for PG_INTERRUPT_SILENCE_MS once hv_store_interrupt was called. 0 when ready; -1
+ * when given up (the connection is then closed, the reason in pg->lost). */
 static int pg_wait(hv_store *st, short events, int64_t *since)
 {
 	int fd = PQsocket(st->pg->c);
 	for (;;) {
-		if (atomic_load(&st->interrupted)) {
+		if (pg_interrupted(st) && mono_ms() - *since >= PG_INTERRUPT_SILENCE_MS) {
 			pg_give_up(st, "interrupted while waiting for the server");
 			return -1;
 		}
@@ -327,11 +346,8 @@ static PGresult *pg_call(hv_store *st, const char *sql, bool params, int n, cons
 			 const int *len, const int *fmt, int result_format)
 {
 	PGconn *c = st->pg->c;
-	if (!c || atomic_load(&st->interrupted)) {
-		if (c)
-			pg_give_up(st, "interrupted while waiting for the server");
-		return NULL;
-	}
+	if (!c)
+		return NULL; /* given up: pg->lost says why */
 	int sent = params ? PQsendQueryParams(c, sql, n, NULL, v, len, fmt, result_format)
 			  : PQsendQuery(c, sql);
 	if (!sent)
@@ -351,12 +367,12 @@ static PGresult *pg_call(hv_store *st, const char *sql, bool params, int n, cons
 	PGresult *keep = NULL;
 	for (;;) {
 		while (PQisBusy(c)) {
-			if (pg_wait(st, POLLIN, &since) != 0) {
+			/* A connection that failed (PQconsumeInput: PQerrorMessage says why) is
+			 * not asked for more: PQgetResult would wait on it without a bound. */
+			if (pg_wait(st, POLLIN, &since) != 0 || !PQconsumeInput(c)) {
 				PQclear(keep);
 				return NULL;
 			}
-			if (!PQconsumeInput(c))
-				break; /* PQgetResult then says what failed */
 		}
 		PGresult *r = PQgetResult(c);
 		if (!r)
@@ -1698,6 +1714,9 @@ hv_status hv_store_push(hv_store *st, const char *uri, int64_t since_run_id, uin
 	if (!dst)
 		return hv_error_set(HV_ENOMEM, "out of memory");
 	int rc = hvst_pg_open(dst, uri);
+	/* hv_store_interrupt(st) stops the pushes too. */
+	if (dst->pg)
+		dst->pg->outer = &st->interrupted;
 	/* The runs, oldest first, read out before any is pushed (ids only). */
 	int64_t *ids = NULL;
 	size_t n = 0, cap = 0;

@@ -1206,6 +1206,31 @@ static void test_unreadable_subdir(void **state)
 	assert_non_null(strstr(r.err, "harvest: d/locked: Permission denied\n"));
 	assert_non_null(strstr(r.err, "harvest: d/private.txt: Permission denied\n"));
 	tu_result_free(&r);
+	/* A snapshot that lacks the directory is incomplete: exit 1, also when --quiet keeps
+	 * the warning off stderr. */
+	const char *snap[] = {"snapshot", "--db", db, "d", NULL};
+	tu_harvest_as_nobody(&r, root, snap);
+	assert_int_equal(r.status, 1);
+	assert_string_equal(r.err, "harvest: d/locked: Permission denied\n");
+	tu_result_free(&r);
+	const char *snap_quiet[] = {"snapshot", "--quiet", "--db", db, "d", NULL};
+	tu_harvest_as_nobody(&r, root, snap_quiet);
+	assert_int_equal(r.status, 1);
+	assert_string_equal(r.err, "");
+	assert_non_null(strstr(r.out, "\"snapshot_id\""));
+	tu_result_free(&r);
+	/* DIR itself unreadable: named as given too, by each command that takes a DIR. */
+	const char *whole[][8] = {
+		{"collect", "--db", db, "d/locked", NULL},
+		{"snapshot", "--db", db, "d/locked", NULL},
+		{"run", "--db", db, "--dir", "d/locked", "--", "true", NULL},
+	};
+	for (size_t i = 0; i < sizeof(whole) / sizeof(whole[0]); i++) {
+		tu_harvest_as_nobody(&r, root, whole[i]);
+		assert_int_equal(r.status, i == 2 ? 125 : 1);
+		assert_string_equal(r.err, "harvest: d/locked: Permission denied\n");
+		tu_result_free(&r);
+	}
 
 	free(priv);
 	free(locked);

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,9 @@
 
 /* Runs harvest ARGS... in cwd (NULL: here) with stdin from in_path and stdout to out_path
  * (NULL: /dev/null for both), stderr kept in *err (may be NULL). Returns the exit status. */
+/* As hv_io's out_path: harvest's stdout closed (as by `>&-`). */
+#define STDOUT_CLOSED "<closed>"
+
 static int hv_io(const char *cwd, const char *in_path, const char *out_path, char **err, ...)
 {
 	const char *args[32] = {HARVEST_BIN};
@@ -40,12 +44,16 @@ static int hv_io(const char *cwd, const char *in_path, const char *out_path, cha
 	assert_true(pid >= 0);
 	if (pid == 0) {
 		int in = open(in_path ? in_path : "/dev/null", O_RDONLY);
-		int out = open(out_path ? out_path : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		bool closed = out_path && !strcmp(out_path, STDOUT_CLOSED);
+		int out = open(out_path && !closed ? out_path : "/dev/null",
+			       O_WRONLY | O_CREAT | O_TRUNC, 0644);
 		if (in < 0 || out < 0 || (cwd && chdir(cwd) != 0))
 			_exit(126);
 		dup2(in, 0);
 		dup2(out, 1);
 		dup2(ep[1], 2);
+		if (closed)
+			close(1);
 		execv(HARVEST_BIN, (char *const *)args);
 		_exit(127);
 	}
@@ -393,6 +401,20 @@ static void test_cat_refusals(void **state)
 	assert_int_equal(hv_io(NULL, NULL, "/dev/full", &err, "cat", f, NULL), 1);
 	assert_one_error(err, "standard output", "No space left on device");
 	free(err);
+	/* no stdout at all: said as such (the file opened could have taken its number, and was
+	 * once called its own output) */
+	assert_int_equal(hv_io(NULL, NULL, STDOUT_CLOSED, &err, "cat", f, NULL), 1);
+	assert_one_error(err, "standard output", "Bad file descriptor");
+	free(err);
+	/* the versions and a usage text are output like any other */
+	const char *const printing[][3] = {{"--version", NULL}, {"--help", NULL}, {"cat", "--help"}};
+	for (size_t i = 0; i < sizeof(printing) / sizeof(printing[0]); i++) {
+		assert_int_equal(hv_io(NULL, NULL, "/dev/full", &err, printing[i][0], printing[i][1],
+				       NULL),
+				 1);
+		assert_one_error(err, "standard output", "No space left on device");
+		free(err);
+	}
 	free(fifo);
 	free(dir);
 	free(missing);
