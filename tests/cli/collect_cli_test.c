@@ -29,13 +29,6 @@ static const unsigned char png_bytes[] = {
 
 /* ---- helpers ---- */
 
-static double now_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
 static int b64val(unsigned char c)
 {
 	if (c >= 'A' && c <= 'Z')
@@ -733,11 +726,11 @@ static void test_fifo(void **state)
 	assert_int_equal(mkfifo(fifo, 0666), 0);
 	tu_result r;
 	char *argv[] = {"timeout", "20", HARVEST_BIN, "collect", "--db", db, d, NULL};
-	double t0 = now_s();
+	double t0 = tu_now_s();
 	tu_run(&r, NULL, NULL, argv);
 	if (r.status == 124)
 		fail_msg("harvest collect hung on a FIFO");
-	assert_true(now_s() - t0 < 10);
+	assert_true(tu_now_s() - t0 < 10);
 	assert_int_equal(r.status, 0); /* not_regular is no failure */
 	tj_value *doc = tj_parse(r.out, r.out_len);
 	assert_non_null(doc);
@@ -768,9 +761,9 @@ static void test_sparse_giant(void **state)
 	close(fd);
 	tu_result r;
 	char *argv[] = {"timeout", "60", HARVEST_BIN, "collect", "--db", db, d, NULL};
-	double t0 = now_s();
+	double t0 = tu_now_s();
 	tu_run(&r, NULL, NULL, argv);
-	double took = now_s() - t0;
+	double took = tu_now_s() - t0;
 	assert_true(took < 10);
 	assert_int_equal(r.status, 1);
 	tj_value *doc = tj_parse(r.out, r.out_len);

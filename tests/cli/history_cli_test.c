@@ -63,20 +63,6 @@ static int64_t wall_ns(void)
 	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-static double mono_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-static void sleep_ms(long ms)
-{
-	struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
-	while (nanosleep(&t, &t) != 0 && errno == EINTR)
-		;
-}
-
 /* A fresh temp dir (removed by tu_cleanup) and the database path inside it. */
 typedef struct fixture {
 	char *root; /* owned by the cleanup list */
@@ -1660,24 +1646,24 @@ static void test_locked_database(void **state)
 	assert_int_equal(sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
 	char *out = tu_path(f.root, "out"), *err = tu_path(f.root, "err");
 	char *argv[] = {HARVEST_BIN, "snapshot", "--db", f.db, c, NULL};
-	double t0 = mono_s();
+	double t0 = tu_now_s();
 	pid_t pid = tu_spawn(argv, out, err);
-	sleep_ms(1000);
+	tu_sleep_ms(1000);
 	assert_int_equal(sqlite3_exec(h, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
 	int status = tu_wait(pid);
 	char *o = tu_read_file(out, NULL), *e = tu_read_file(err, NULL);
 	if (status != 0)
 		fail_msg("snapshot after a 1 s lock: exit %d: %s", status, e);
-	assert_true(mono_s() - t0 >= 0.9); /* it did wait */
+	assert_true(tu_now_s() - t0 >= 0.9); /* it did wait */
 	assert_non_null(strstr(o, "\"snapshot_id\":2"));
 	free(o);
 	free(e);
 
 	/* Held past the busy timeout: a clear failure. */
 	assert_int_equal(sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
-	t0 = mono_s();
+	t0 = tu_now_s();
 	hv(&r, NULL, "snapshot", "--db", f.db, c, NULL);
-	double waited = mono_s() - t0;
+	double waited = tu_now_s() - t0;
 	assert_int_equal(sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
 	expect_status(&r, 1, "snapshot of a locked database");
 	assert_int_equal(r.out_len, 0);
@@ -2138,7 +2124,7 @@ static void test_kill_collect(void **state)
 	for (int k = 0; k < 5; k++) {
 		long ms = 10 + (long)(rng_next() % 191);
 		pid_t pid = tu_spawn(argv, NULL, NULL);
-		sleep_ms(ms);
+		tu_sleep_ms(ms);
 		kill(pid, SIGKILL);
 		int st = tu_wait(pid);
 		if (st == 128 + SIGKILL)
@@ -2163,9 +2149,9 @@ static void test_kill_collect(void **state)
 		pid_t pid = tu_spawn(argv_nc, NULL, NULL);
 		char io[64];
 		snprintf(io, sizeof(io), "/proc/%d/io", (int)pid);
-		double t0 = mono_s();
+		double t0 = tu_now_s();
 		bool hit = false;
-		while (mono_s() - t0 < 30) {
+		while (tu_now_s() - t0 < 30) {
 			FILE *fp = fopen(io, "r");
 			unsigned long long wchar = 0;
 			char line[128];
@@ -2721,7 +2707,7 @@ static void test_interrupted_run(void **state)
 	while (!(cmdpid = tu_read_file(pidf, NULL)) || !strchr(cmdpid, '\n')) {
 		free(cmdpid);
 		cmdpid = NULL;
-		sleep_ms(20);
+		tu_sleep_ms(20);
 	}
 	kill(pid, SIGKILL);
 	assert_int_equal(tu_wait(pid), 128 + SIGKILL);

@@ -23,13 +23,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static void sleep_ms(long ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-	while (nanosleep(&ts, &ts) != 0)
-		;
-}
-
 typedef struct fixture {
 	char *root;
 	char *db;    /* the database's URI */
@@ -197,7 +190,7 @@ static void test_kill_writers(void **state)
 		char *argv[] = {HARVEST_BIN, "run", "--db", f.db, "--cache-db", f.cache, "--dir", d,
 				"--shell", "--", (char *)script, NULL};
 		pid_t pid = tu_spawn(argv, NULL, NULL);
-		sleep_ms(50 + rand() % 400);
+		tu_sleep_ms(50 + rand() % 400);
 		kill(pid, SIGKILL);
 		tu_wait(pid);
 		free(d);
@@ -336,9 +329,9 @@ static pid_t spawn_waiting_run(const fixture *f, const char *out, const char *er
 	/* Until its run is recorded (the schema first: harvest creates it). */
 	while (q(f, "SELECT count(*) FROM pg_tables WHERE schemaname = 'harvest'"
 		    " AND tablename = 'runs'") < 1)
-		sleep_ms(20);
+		tu_sleep_ms(20);
 	while (q(f, "SELECT count(*) FROM harvest.runs") < 1)
-		sleep_ms(20);
+		tu_sleep_ms(20);
 	free(go);
 	free(d);
 	return pid;
@@ -396,7 +389,7 @@ static int wait_at_most(pid_t pid, long ms, bool frozen)
 				tu_pg_freeze(0);
 			fail_msg("harvest still waits after %ld ms: killed", ms);
 		}
-		sleep_ms(20);
+		tu_sleep_ms(20);
 	}
 }
 
@@ -468,9 +461,9 @@ static void test_server_frozen_second_signal(void **state)
 	char *out, *err;
 	pid_t pid = frozen_run(&f, &out, &err, false);
 	/* The command ends at once; harvest then waits for the frozen server. */
-	sleep_ms(1000);
+	tu_sleep_ms(1000);
 	kill(pid, SIGTERM);
-	sleep_ms(300);
+	tu_sleep_ms(300);
 	/* Still waiting: one signal does not give the run up. */
 	assert_int_equal(waitpid(pid, NULL, WNOHANG), 0);
 	kill(pid, SIGTERM);
@@ -504,9 +497,9 @@ static void test_second_signal_healthy_server(void **state)
 	pid_t pid = tu_spawn(argv, out, err);
 	struct stat sb;
 	while (stat(ready, &sb) != 0)
-		sleep_ms(20);
+		tu_sleep_ms(20);
 	kill(pid, SIGINT);
-	sleep_ms(200);
+	tu_sleep_ms(200);
 	kill(pid, SIGINT);
 	assert_int_equal(wait_at_most(pid, 30000, false), 3);
 	size_t len = 0;

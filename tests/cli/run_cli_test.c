@@ -33,13 +33,6 @@ static const unsigned char png_bytes[] = {
 
 /* ---- helpers ---- */
 
-static double now_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
 /* A fresh temp dir with the sandbox directory "d" in it; *db is the database beside it. */
 typedef struct fixture {
 	char *root, *d, *db;
@@ -336,10 +329,10 @@ static void test_timeout(void **state)
 	};
 	for (int k = 0; k < 3; k++) {
 		tu_result r;
-		double t0 = now_s();
+		double t0 = tu_now_s();
 		hv_run(&r, &f, NULL, (const char *const[]){"--timeout", "1", NULL},
 		       (const char *const[]){"sh", "-c", scripts[k], NULL});
-		double took = now_s() - t0;
+		double took = tu_now_s() - t0;
 		assert_int_equal(r.status, 124);
 		assert_true(took >= 0.9);
 		assert_true(took < (k == 1 ? 8.0 : 6.0));
@@ -376,7 +369,7 @@ static void test_chunk_while_running(void **state)
 	fx_open(&f);
 	int p[2];
 	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
-	double t0 = now_s();
+	double t0 = tu_now_s();
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
@@ -400,9 +393,9 @@ static void test_chunk_while_running(void **state)
 			break;
 		n += (size_t)got;
 		if (t_first < 0 && memchr(buf, '\n', n))
-			t_first = now_s();
+			t_first = tu_now_s();
 	}
-	double t_end = now_s();
+	double t_end = tu_now_s();
 	close(p[0]);
 	int st;
 	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
@@ -507,10 +500,10 @@ static void test_stdin_is_dev_null(void **state)
 	fixture f;
 	fx_open(&f);
 	tu_result r;
-	double t0 = now_s();
+	double t0 = tu_now_s();
 	hv_run(&r, &f, "harvest's own stdin must not reach the child\n", NULL,
 	       (const char *const[]){"cat", NULL});
-	assert_true(now_s() - t0 < 10);
+	assert_true(tu_now_s() - t0 < 10);
 	assert_int_equal(r.status, 0);
 	events ev;
 	parse_events(&ev, &r, false);
@@ -1229,12 +1222,12 @@ static void check_signal_ends_the_run(int sig, bool group)
 	/* setsid(1), not a group leader here, execs harvest in a process group of its own. */
 	char *argv[] = {"setsid", HARVEST_BIN, "run", "--db", f.db, "--dir", f.d, "--", "sh", "-c",
 			"echo hi; echo started > started.txt; exec sleep 60", NULL};
-	double t0 = now_s();
+	double t0 = tu_now_s();
 	pid_t pid = tu_spawn(group ? argv : argv + 1, out, err);
 	/* Written, not only created: the shell's redirection makes the file before echo writes. */
 	struct stat sst;
 	while (stat(started, &sst) != 0 || sst.st_size == 0) {
-		if (now_s() - t0 > 30) {
+		if (tu_now_s() - t0 > 30) {
 			kill(pid, SIGKILL);
 			tu_wait(pid);
 			fail_msg("the command never started");
@@ -1250,7 +1243,7 @@ static void check_signal_ends_the_run(int sig, bool group)
 	}
 	assert_int_equal(kill(group ? -pid : pid, sig), 0);
 	int status = tu_wait(pid);
-	assert_true(now_s() - t0 < 30); /* not the 60 s of the command */
+	assert_true(tu_now_s() - t0 < 30); /* not the 60 s of the command */
 	tu_result r = {0};
 	r.out = tu_read_file(out, &r.out_len);
 	r.err = tu_read_file(err, &r.err_len);
@@ -1299,8 +1292,8 @@ static void test_group_sigint_ends_the_run(void **state)
 /* Waits (at most 30 s) until path holds a pid; 0 when it never does. */
 static pid_t wait_pid_file(const char *path)
 {
-	double t0 = now_s();
-	while (now_s() - t0 < 30) {
+	double t0 = tu_now_s();
+	while (tu_now_s() - t0 < 30) {
 		char *s = tu_read_file(path, NULL);
 		long pid = s ? strtol(s, NULL, 10) : 0;
 		free(s);
@@ -1457,9 +1450,9 @@ static void test_record_failure_locked(void **state)
 	char *argv[] = {HARVEST_BIN, "run", "--db", f.db, "--dir", f.d, "--", "sh", "-c", script,
 			NULL};
 	pid_t pid = tu_spawn(argv, out, err);
-	double t0 = now_s();
+	double t0 = tu_now_s();
 	while (access(started, F_OK) != 0) {
-		if (now_s() - t0 > 30) {
+		if (tu_now_s() - t0 > 30) {
 			kill(pid, SIGKILL);
 			tu_wait(pid);
 			fail_msg("the command never started");

@@ -527,13 +527,6 @@ static ssize_t read_some(int fd, char **buf, size_t *len, size_t *cap, int timeo
 	return n;
 }
 
-static void sleep_ms(long ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
 static uint64_t mono_ms(void)
 {
 	struct timespec ts;
@@ -568,7 +561,7 @@ static void test_progress_cleared_on_sigterm(void **state)
 	size_t tty_len = 0, tty_cap = 0, recs_len = 0, recs_cap = 0;
 	/* Hold the walk past the one second after which progress shows, then let records flow
 	 * slowly until the progress line appears. */
-	sleep_ms(1300);
+	tu_sleep_ms(1300);
 	uint64_t give_up = mono_ms() + 120000;
 	while (!(tty && strstr(tty, "entries")) && mono_ms() < give_up) {
 		read_some(out[0], &recs, &recs_len, &recs_cap, 0);
@@ -577,7 +570,7 @@ static void test_progress_cleared_on_sigterm(void **state)
 	if (!(tty && strstr(tty, "entries")))
 		fail_msg("no progress line appeared (records read: %zu)", recs_len);
 	/* Stop reading records: harvest blocks writing them, with the line on the screen. */
-	sleep_ms(200);
+	tu_sleep_ms(200);
 	while (read_some(master, &tty, &tty_len, &tty_cap, 50) > 0)
 		;
 	size_t before = tty_len;
@@ -628,7 +621,7 @@ static void test_no_progress_when_stdout_is_the_terminal(void **state)
 	uint64_t give_up = mono_ms() + 120000;
 	while (tty_len == 0 && mono_ms() < give_up)
 		read_some(master, &tty, &tty_len, &tty_cap, 100);
-	sleep_ms(1300);
+	tu_sleep_ms(1300);
 	for (;;) {
 		read_some(master, &tty, &tty_len, &tty_cap, 50);
 		if (waitpid(pid, &st, WNOHANG) == pid)

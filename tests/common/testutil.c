@@ -930,3 +930,17 @@ void tu_damage_table(const char *db, const char *table)
 	close(fd);
 	free(junk);
 }
+
+double tu_now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+void tu_sleep_ms(long ms)
+{
+	struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+	while (nanosleep(&t, &t) != 0 && errno == EINTR)
+		;
+}

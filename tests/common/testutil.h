@@ -147,6 +147,10 @@ void tu_recs_free(tu_recs *rs);
  * half-way leaves nothing behind: register tu_cleanup as the test's teardown
  * (cmocka_unit_test_teardown). The string belongs to the cleanup list: do not free it. */
 char *tu_tmpdir(void);
+/* Seconds on the monotonic clock: for measuring how long something took. */
+double tu_now_s(void);
+/* Sleeps ms milliseconds, the whole of them even when signals interrupt the sleep. */
+void tu_sleep_ms(long ms);
 /* Has tu_cleanup() unmount path (lazily) before it removes the directories. */
 void tu_cleanup_umount(const char *path);
 /* Unmounts and removes what tu_tmpdir() and tu_cleanup_umount() registered. Returns 0. */

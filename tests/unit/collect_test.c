@@ -94,13 +94,6 @@ static const char *sha_of(const char *text)
 	return o;
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void sleep_s(double s)
 {
 	struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
@@ -1991,9 +1984,9 @@ static void test_sparse_100g(void **state)
 	hook h;
 	hook_init(&h, f, NULL, SWAP_NONE);
 	opts_with_hook(&o, &h);
-	double t0 = now_s();
+	double t0 = tu_now_s();
 	hv_collection *c = collect(f, &o);
-	double dt = now_s() - t0;
+	double dt = tu_now_s() - t0;
 	const char *files[] = {"small.txt", NULL};
 	const skip_want sk[] = {{"huge.bin", "too_large"}, {NULL, NULL}};
 	assert_collection(c, files, sk);
@@ -2008,13 +2001,13 @@ static void test_sparse_100g(void **state)
 	/* Since the snapshot (taken before it existed), and a snapshot now (it is racy, but
 	 * too large to hash): both fast. */
 	o.since_snapshot = id;
-	t0 = now_s();
+	t0 = tu_now_s();
 	c = collect(f, &o);
 	assert_collection(c, NULL, sk);
 	cfree(c);
 	o.since_snapshot = 0;
 	(void)snapshot(f, &o, NULL);
-	dt = now_s() - t0;
+	dt = tu_now_s() - t0;
 	if (dt > 5.0)
 		fail_msg("since-collect + snapshot with a 100 GB file took %.1f s", dt);
 
@@ -2022,9 +2015,9 @@ static void test_sparse_100g(void **state)
 	hook_init(&h, f, NULL, SWAP_NONE);
 	opts_with_hook(&o, &h);
 	o.max_file_bytes = UINT64_MAX;
-	t0 = now_s();
+	t0 = tu_now_s();
 	c = collect(f, &o);
-	dt = now_s() - t0;
+	dt = tu_now_s() - t0;
 	const skip_want sk2[] = {{"huge.bin", "limit"}, {NULL, NULL}};
 	assert_collection(c, files, sk2);
 	for (int i = 0; i < h.calls && i < 64; i++)

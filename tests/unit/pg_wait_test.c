@@ -17,20 +17,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-	while (nanosleep(&ts, &ts) != 0)
-		;
-}
-
 /* A local SQLite history with one ended run and its file, and the PostgreSQL database at uri
  * with harvest's schema (made by a run recorded there): what a push needs. Returns the local
  * database's path. */
@@ -78,7 +64,7 @@ struct interrupter {
 static void *interrupt_later(void *arg)
 {
 	struct interrupter *x = arg;
-	sleep_ms(x->after_ms);
+	tu_sleep_ms(x->after_ms);
 	hv_store_interrupt(x->st);
 	return NULL;
 }
@@ -96,9 +82,9 @@ static void test_interrupt_stops_push(void **state)
 	pthread_t t;
 	assert_int_equal(pthread_create(&t, NULL, interrupt_later, &x), 0);
 	uint64_t pushed = 0;
-	double t0 = now_s();
+	double t0 = tu_now_s();
 	hv_status rc = hv_store_push(st, uri, 0, &pushed);
-	double took = now_s() - t0;
+	double took = tu_now_s() - t0;
 	assert_int_equal(pthread_join(t, NULL), 0);
 	print_message("push: %d after %.2f s: %s\n", rc, took, hv_error_last());
 	assert_int_equal(rc, HV_EDB);
@@ -165,7 +151,7 @@ static void test_server_process_killed(void **state)
 	assert_int_equal(pthread_create(&t, NULL, push_run, &p), 0);
 	long pid = 0;
 	for (int i = 0; i < 1500 && !(pid = waiting_backend(uri)); i++)
-		sleep_ms(20);
+		tu_sleep_ms(20);
 	if (!pid)
 		fail_msg("the push never waited on the lock");
 	assert_int_equal(kill((pid_t)pid, SIGKILL), 0);
