@@ -308,32 +308,39 @@ static bool pg_interrupted(const hv_store *st)
 
 /* Waits until the connection's socket is ready for events (POLLIN, POLLOUT) or the server has
  * been silent for the connection's limit since *since (reset here whenever the socket is
- * ready), or for PG_INTERRUPT_SILENCE_MS once hv_store_interrupt was called. 0 when ready; -1
- * when given up (the connection is then closed, the reason in pg->lost). */
+ * ready), or for PG_INTERRUPT_SILENCE_MS once hv_store_interrupt was called. The socket is
+ * always looked at before a wait is given up: a process that was not scheduled for a while
+ * finds the answer that came meanwhile. 0 when ready; -1 when given up (the connection is then
+ * closed, the reason in pg->lost). */
 static int pg_wait(hv_store *st, short events, int64_t *since)
 {
 	int fd = PQsocket(st->pg->c);
 	for (;;) {
-		if (pg_interrupted(st) && mono_ms() - *since >= PG_INTERRUPT_SILENCE_MS) {
-			pg_give_up(st, "interrupted while waiting for the server");
-			return -1;
-		}
-		int64_t left = *since + st->pg->silence_ms - mono_ms();
-		if (left <= 0) {
-			char why[96];
-			snprintf(why, sizeof(why), "the server did not answer for %d s; giving up",
-				 st->pg->silence_ms / 1000);
-			pg_give_up(st, why);
-			return -1;
-		}
+		int64_t silent = mono_ms() - *since;
+		int64_t left = st->pg->silence_ms - silent;
+		if (pg_interrupted(st) && PG_INTERRUPT_SILENCE_MS - silent < left)
+			left = PG_INTERRUPT_SILENCE_MS - silent;
 		struct pollfd pfd = {.fd = fd, .events = events};
-		int n = poll(&pfd, 1, (int)(left < PG_POLL_SLICE_MS ? left : PG_POLL_SLICE_MS));
+		int n = poll(&pfd, 1,
+			     left <= 0 ? 0 : (int)(left < PG_POLL_SLICE_MS ? left : PG_POLL_SLICE_MS));
 		if (n > 0) {
 			*since = mono_ms();
 			return 0;
 		}
 		if (n < 0 && errno != EINTR) {
 			pg_give_up(st, "cannot wait for the server");
+			return -1;
+		}
+		silent = mono_ms() - *since;
+		if (pg_interrupted(st) && silent >= PG_INTERRUPT_SILENCE_MS) {
+			pg_give_up(st, "interrupted while waiting for the server");
+			return -1;
+		}
+		if (silent >= st->pg->silence_ms) {
+			char why[96];
+			snprintf(why, sizeof(why), "the server did not answer for %d s; giving up",
+				 st->pg->silence_ms / 1000);
+			pg_give_up(st, why);
 			return -1;
 		}
 	}

@@ -467,7 +467,7 @@ static void test_server_frozen_second_signal(void **state)
 	/* Still waiting: one signal does not give the run up. */
 	assert_int_equal(waitpid(pid, NULL, WNOHANG), 0);
 	kill(pid, SIGTERM);
-	int status = wait_at_most(pid, 10000, true);
+	int status = wait_at_most(pid, 30000, true);
 	tu_pg_freeze(0);
 	assert_int_equal(status, 125);
 	expect_unrecorded_result(out);

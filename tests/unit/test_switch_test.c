@@ -12,6 +12,7 @@ static const char *const vars[HV__SWITCH_COUNT] = {
 	[HV__SWITCH_CHANGES_READ_LATE] = "HARVEST_TEST_CHANGES_READ_LATE",
 	[HV__SWITCH_CHANGES_READ_SLOW] = "HARVEST_TEST_CHANGES_READ_SLOW",
 	[HV__SWITCH_SNAPSHOT_LSTAT] = "HARVEST_TEST_SNAPSHOT_LSTAT",
+	[HV__SWITCH_PG_SILENCE] = "HARVEST_TEST_PG_SILENCE",
 };
 
 /* Runs first, so the library has not looked yet: the first call reads the environment. */
@@ -44,6 +45,8 @@ static void test_only_one_is_on(void **state)
 	(void)state;
 	static const char *const off[] = {"0", "", "10", "1 ", "yes", " 1"};
 	for (int s = 0; s < HV__SWITCH_COUNT; s++) {
+		if (!vars[s])
+			fail_msg("switch %d has no variable in this test's table", s);
 		for (size_t i = 0; i < sizeof(off) / sizeof(off[0]); i++) {
 			assert_int_equal(setenv(vars[s], off[i], 1), 0);
 			hv__test_switches_reload();
