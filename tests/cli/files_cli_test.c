@@ -402,10 +402,14 @@ static void test_cat_refusals(void **state)
 	assert_one_error(err, "standard output", "No space left on device");
 	free(err);
 	/* no stdout at all: said as such (the file opened could have taken its number, and was
-	 * once called its own output) */
-	assert_int_equal(hv_io(NULL, NULL, STDOUT_CLOSED, &err, "cat", f, NULL), 1);
-	assert_one_error(err, "standard output", "Bad file descriptor");
-	free(err);
+	 * once called its own output). Not under valgrind: there harvest has no closed stdout,
+	 * since memcheck opens its --log-file at the lowest free descriptor, 1 (the suite step
+	 * checks this case natively). */
+	if (!UNDER_VALGRIND()) {
+		assert_int_equal(hv_io(NULL, NULL, STDOUT_CLOSED, &err, "cat", f, NULL), 1);
+		assert_one_error(err, "standard output", "Bad file descriptor");
+		free(err);
+	}
 	/* the versions and a usage text are output like any other */
 	const char *const printing[][3] = {{"--version", NULL}, {"--help", NULL}, {"cat", "--help"}};
 	for (size_t i = 0; i < sizeof(printing) / sizeof(printing[0]); i++) {
