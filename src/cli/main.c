@@ -32,7 +32,8 @@ static void usage(FILE *out)
 	      out);
 	for (const struct command *c = commands; c->name; c++)
 		fprintf(out, "  %-10s %s\n", c->name, c->summary);
-	fputs("\n'harvest COMMAND --help' describes a command; 'harvest --version' the versions.\n",
+	fputs("\n'harvest COMMAND --help' (or 'harvest help COMMAND') describes a command;\n"
+	      "'harvest --version' the versions.\n",
 	      out);
 }
 
@@ -58,10 +59,29 @@ int main(int argc, char **argv)
 	}
 	const char *cmd = argv[1];
 	if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
-		usage(stdout);
-		return stdout_done(EXIT_DONE);
+		if (argc == 2) {
+			usage(stdout);
+			return stdout_done(EXIT_DONE);
+		}
+		/* "harvest help COMMAND" is "harvest COMMAND --help". */
+		for (const struct command *c = commands; argc == 3 && c->name; c++) {
+			if (strcmp(argv[2], c->name) != 0)
+				continue;
+			char help[] = "--help";
+			char *args[] = {help, NULL};
+			return stdout_done(c->run(1, args));
+		}
+		if (argc == 3)
+			cli_error("unknown command '%s' (see 'harvest --help')", argv[2]);
+		else
+			cli_error("%s takes one COMMAND at most", cmd);
+		return EXIT_USAGE;
 	}
 	if (strcmp(cmd, "--version") == 0) {
+		if (argc > 2) {
+			cli_error("--version takes no arguments");
+			return EXIT_USAGE;
+		}
 		printf("harvest %s\nlibmagic %s\nSQLite %s\n", hv_version(), hv_libmagic_version(),
 		       hv_sqlite_version());
 		return stdout_done(EXIT_DONE);

@@ -138,6 +138,10 @@ bool hv__walk_named(const struct hv_walk *w);
 /* lstat of the last entry, relative to its directory's descriptor: 0, or -1 with errno. */
 struct hv_stat;
 int hv__walk_lstat(struct hv_walk *w, struct hv_stat *out);
+/* Caps the descriptors the walk's directory cache keeps (at least HV_COLLECT_MIN_FDS; by
+ * default half the soft limit): for a caller that holds many files open while it walks, so the
+ * cache leaves it the rest. */
+void hv__walk_cap_fds(struct hv_walk *w, int cap);
 /* How many descriptors the process can still open (INT_MAX: too many to count under a high
  * limit); *limit gets the soft limit (collect.c). */
 int hv__free_fds(int *limit);

@@ -1165,9 +1165,11 @@ hv_status hv_mime_detect_dir(hv_store *st, const char *dir, const hv_collect_opt
 		st = NULL;
 	/* The walk needs its few descriptors, and the batch holds files open for detection: with
 	 * few free, a batch that took them would leave the walk waiting for descriptors only the
-	 * batch's end gives back. So the batch takes what is free beyond the walk's, the
-	 * detection threads' and SQLite's, and one descriptor at the least; too few for even
-	 * that is an error, as for collect. */
+	 * batch's end gives back. So the walk's directory cache is capped at its few and a third
+	 * of the spare (by default it keeps up to half the limit, and a full cache beside a full
+	 * batch left a libmagic worker none to start with), and the batch takes what is free
+	 * beyond the cache's, the detection threads' and SQLite's, and one descriptor at the
+	 * least; too few for even that is an error, as for collect. */
 	int avail = 0;
 	rc = hvc_check_fds(dir, 3, &avail);
 	if (rc != HV_OK)
@@ -1188,8 +1190,9 @@ hv_status hv_mime_detect_dir(hv_store *st, const char *dir, const hv_collect_opt
 	if (spare != INT_MAX && b->threads > fit)
 		b->threads = fit > 0 ? fit : 1;
 	b->max = DIR_BATCH;
+	int cache = spare == INT_MAX ? INT_MAX : spare > 0 ? spare / 3 : 0;
 	if (spare != INT_MAX) {
-		int left = spare - (int)b->threads * DETECT_FDS_PER_THREAD;
+		int left = spare - cache - (int)b->threads * DETECT_FDS_PER_THREAD;
 		b->max = left < 1 ? 1 : left < DIR_BATCH ? (size_t)left : DIR_BATCH;
 	}
 	b->magic = calloc(b->threads, sizeof(hv_magic *));
@@ -1205,6 +1208,8 @@ hv_status hv_mime_detect_dir(hv_store *st, const char *dir, const hv_collect_opt
 		rc = hvm_magic_open_lazy(&b->magic[t], o.database, o.extra_flags);
 	if (rc == HV_OK)
 		rc = hv_collect_walk_open(&w, dir, &walk_opts, HV_SORT_NAME);
+	if (rc == HV_OK && cache != INT_MAX)
+		hv__walk_cap_fds(w, HVC_WALK_FDS + cache);
 	const char *fp = NULL;
 	if (rc == HV_OK && b->magic[0])
 		fp = hv_magic_fingerprint(b->magic[0]);

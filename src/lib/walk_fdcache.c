@@ -2,6 +2,8 @@
  * EMFILE and reopened from the nearest open ancestor. See walk.c for the design. */
 #include "walk_internal.h"
 
+#include "harvest/collect.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -69,6 +71,18 @@ void hvw_cache_insert(hv_walk *w, struct dnode *n, int fd)
 	hvw_lru_push_front(w, n);
 	if (w->open_fds > w->fd_cap)
 		evict_fds(w, w->open_fds - w->fd_cap);
+}
+
+void hv__walk_cap_fds(hv_walk *w, int cap)
+{
+	if (cap < HV_COLLECT_MIN_FDS)
+		cap = HV_COLLECT_MIN_FDS;
+	pthread_mutex_lock(&w->lock);
+	if (cap < w->fd_cap)
+		w->fd_cap = cap;
+	if (w->open_fds > w->fd_cap)
+		evict_fds(w, w->open_fds - w->fd_cap);
+	pthread_mutex_unlock(&w->lock);
 }
 
 void hvw_cache_unpin(hv_walk *w, struct dnode *n)

@@ -819,6 +819,9 @@ static void test_bad_options(void **state)
 		{"walk", NULL},
 		{"ls", NULL},
 		{"frobnicate", NULL},
+		{"--version", "extra", NULL},
+		{"help", "frobnicate", NULL},
+		{"help", "walk", "ls", NULL},
 	};
 	for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++) {
 		tu_result r;
@@ -857,6 +860,22 @@ static void test_version_and_help(void **state)
 		if (i == 1 && (!strstr(r.out, "--max-depth") || !strstr(r.out, "--follow")))
 			fail_msg("walk --help must describe its options: %s", r.out);
 		tu_result_free(&r);
+	}
+	/* "harvest help COMMAND" prints what "harvest COMMAND --help" does, byte for byte. */
+	const char *pairs[][2][3] = {{{"help", "walk", NULL}, {"walk", "--help", NULL}},
+				     {{"--help", "run", NULL}, {"run", "--help", NULL}},
+				     {{"-h", "history", NULL}, {"history", "--help", NULL}}};
+	for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
+		tu_result a, b;
+		tu_harvestv(&a, NULL, NULL, pairs[i][0]);
+		tu_harvestv(&b, NULL, NULL, pairs[i][1]);
+		assert_clean(&a);
+		assert_clean(&b);
+		if (a.out_len == 0 || a.out_len != b.out_len || memcmp(a.out, b.out, a.out_len) != 0)
+			fail_msg("harvest %s %s differs from harvest %s --help: %s", pairs[i][0][0],
+				 pairs[i][0][1], pairs[i][1][0], a.out);
+		tu_result_free(&a);
+		tu_result_free(&b);
 	}
 }
 
