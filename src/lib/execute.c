@@ -27,13 +27,24 @@ char *hv_argv_json(const char *const *argv)
 	return out;
 }
 
-/* The store, opened through o->open_store the first time it is needed. */
-static hv_status need_store(hv_store **st, const hv_execute_opts *o)
+/* The store, opened through o->open_store the first time it is needed. Without the history
+ * it holds only the MIME cache, which saves time and nothing else: a store that cannot be
+ * opened then is a warning (co's on_warning), and co collects without the cache. */
+static hv_status need_store(hv_store **st, const hv_execute_opts *o, hv_collect_opts *co)
 {
 	if (*st || !o->open_store)
 		return HV_OK;
 	*st = o->open_store(o->open_store_ctx);
-	return *st ? HV_OK : HV_EIO;
+	if (*st)
+		return HV_OK;
+	if (!o->no_history || !co)
+		return HV_EIO;
+	char msg[1024];
+	snprintf(msg, sizeof(msg), "%s; collecting without the MIME cache", hv_error_last());
+	if (co->on_warning)
+		hv__call_message_fn(co->on_warning, co->ctx, msg);
+	co->no_cache = true;
+	return HV_OK;
 }
 
 /* What the run's first change starts ahead of the collect, while the command still runs. */
@@ -129,7 +140,7 @@ static hv_status execute(hv_store *st, const char *dir, const hv_execute_opts *o
 	char *command = NULL;
 	int64_t recorded_start_ns = 0; /* the start the history records, when it does */
 	if (rc == HV_OK && !o->no_history)
-		rc = need_store(&st, o);
+		rc = need_store(&st, o, NULL);
 	if (rc == HV_OK && !o->no_history) {
 		command = hv_argv_json(o->run.argv);
 		hv_run_start start = {.label = o->label, .command_json = command, .dir = root,
@@ -224,14 +235,14 @@ static hv_status execute(hv_store *st, const char *dir, const hv_execute_opts *o
 			if (!st && cs.n == 0 && o->open_store)
 				cco.no_cache = true;
 			else
-				out->collect_status = need_store(&st, o);
+				out->collect_status = need_store(&st, o, &cco);
 			if (out->collect_status == HV_OK)
 				out->collect_status =
 					hv_collect_change_set(st, root, &cco, &cs, &out->files);
 			hv_change_set_free(&cs);
 		}
 	} else {
-		out->collect_status = need_store(&st, o);
+		out->collect_status = need_store(&st, o, &co);
 		if (out->collect_status == HV_OK)
 			out->collect_status = hv_collect_since_mem(st, root, &co, snap, &out->files);
 		hv_mem_snapshot_free(snap);
