@@ -1092,8 +1092,9 @@ static void test_run_forks_no_spawner_during_command(void **state)
 }
 
 /* --no-history with a database that cannot be opened (its parent is a regular file): a run
- * that produced nothing needs no store and succeeds; one that produced a file fails as
- * harvest's (125), naming the database, with the command's result still printed. */
+ * that produced nothing needs no store and says nothing; one that produced a file types it
+ * without the MIME cache (the store is nothing more), warns on one line naming the database,
+ * and exits with the command's status. */
 static void test_no_history_unopenable_db_only_when_needed(void **state)
 {
 	(void)state;
@@ -1106,15 +1107,23 @@ static void test_no_history_unopenable_db_only_when_needed(void **state)
 	hv_run(&r, &f, NULL, (const char *const[]){"--no-history", NULL},
 	       (const char *const[]){"true", NULL});
 	assert_int_equal(r.status, 0);
+	assert_int_equal(r.err_len, 0);
 	events ev;
 	parse_events(&ev, &r, false);
 	assert_int_equal(tj_len(tj_get(ev.result, "output_files")), 0);
 	events_free(&ev);
 	tu_result_free(&r);
 	hv_run(&r, &f, NULL, (const char *const[]){"--no-history", NULL},
-	       (const char *const[]){"sh", "-c", "echo hi > t.txt", NULL});
-	assert_int_equal(r.status, 125);
-	assert_non_null(strstr(r.err, "plain/h.db"));
+	       (const char *const[]){"sh", "-c", "echo hi > t.txt; exit 3", NULL});
+	assert_int_equal(r.status, 3);
+	if (!strstr(r.err, "plain/h.db") || !strstr(r.err, "; collecting without the MIME cache") ||
+	    memchr(r.err, '\n', r.err_len) != r.err + r.err_len - 1)
+		fail_msg("not one line naming the database: %s", r.err);
+	parse_events(&ev, &r, false);
+	assert_int_equal(tj_len(tj_get(ev.result, "output_files")), 1);
+	check_output(find_output(ev.result, "output_files", "t.txt"), f.d, "t.txt", "text/plain",
+		     "mime_type");
+	events_free(&ev);
 	tu_result_free(&r);
 	fx_close(&f);
 }
