@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -143,12 +144,15 @@ static hv_status on_chunk(void *ctx, hv_stream which, const char *data, size_t l
  * for 90 s): a wait silent for 1 s is then given up, and the run not recorded. */
 static int cancel_pipe[2] = {-1, -1};
 static volatile sig_atomic_t cancel_signal; /* the first such signal */
-static hv_store *signal_store;              /* the history the second signal interrupts */
+/* the history the second signal interrupts (a lock-free atomic: read in the handler) */
+static hv_store *_Atomic signal_store;
+_Static_assert(ATOMIC_POINTER_LOCK_FREE == 2, "a pointer read in a signal handler must be lock-free");
 
 static void on_signal(int sig)
 {
-	if (cancel_signal && signal_store)
-		hv_store_interrupt(signal_store);
+	hv_store *st = atomic_load(&signal_store);
+	if (cancel_signal && st)
+		hv_store_interrupt(st);
 	if (!cancel_signal)
 		cancel_signal = sig;
 	int saved = errno;
@@ -271,7 +275,7 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 		hv_store_close(st);
 		return EXIT_HARVEST_FAILED;
 	}
-	signal_store = st;
+	atomic_store(&signal_store, st);
 	if (pipe2(cancel_pipe, O_CLOEXEC | O_NONBLOCK) == 0) {
 		struct sigaction sa = {.sa_handler = on_signal};
 		sigemptyset(&sa.sa_mask);
@@ -352,7 +356,7 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 	hv_execution_free(&ex);
 	if (!st)
 		st = lazy.st;
-	signal_store = NULL;
+	atomic_store(&signal_store, NULL);
 	if (st && hv_store_close(st) != HV_OK) {
 		cli_error("%s", hv_error_last());
 		if (s != HV_OK)
