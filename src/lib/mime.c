@@ -18,6 +18,7 @@
 #include "internal.h"
 #include "mime_internal.h"
 #include "store_internal.h"
+#include "test_hook.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -29,6 +30,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Flags a caller may add: they only switch libmagic's tests off. */
@@ -870,6 +872,7 @@ typedef struct dir_batch {
 	const char *rfp;      /* the refinement tables' fingerprint; NULL: no refined answers */
 	bool reading;         /* the batch's read transaction is open */
 	bool cache_lost;      /* a lookup failed (a damaged cache): the rest is answered without */
+	bool flushed;         /* a batch was detected already */
 	char cache_error[512]; /* then: why */
 } dir_batch;
 
@@ -1020,6 +1023,11 @@ static hv_status dir_flush(dir_batch *b, hv_store *st, const char *fp, const hv_
 	size_t waiting = 0;
 	for (size_t i = 0; i < b->n; i++)
 		waiting += b->items[i].fd >= 0;
+	if (!b->flushed && waiting > 0 && hv__test_switch_on(HV__SWITCH_MIME_DIR_LATE)) {
+		struct timespec late = {0, 100 * 1000000L};
+		nanosleep(&late, NULL);
+	}
+	b->flushed = b->flushed || waiting > 0;
 	atomic_store(&b->next, 0);
 	size_t threads = b->threads < waiting ? b->threads : waiting;
 	/* Sandboxed, a thread hands its worker several of the batch's files at once (one round

@@ -70,6 +70,10 @@ typedef enum hv__test_switch {
 	/* HARVEST_TEST_PG_SILENCE: a PostgreSQL statement is given up after 2 s without a word
 	 * from the server, not 90 s (store_pg.c), so tests of a frozen server end soon. */
 	HV__SWITCH_PG_SILENCE,
+	/* HARVEST_TEST_MIME_DIR_LATE: `mime DIR` waits 100 ms before it detects its first batch,
+	 * so the walker has read ahead as far as its descriptor cache lets it (the cache full, as
+	 * beside a slow detection) when the first libmagic worker is started. */
+	HV__SWITCH_MIME_DIR_LATE,
 	HV__SWITCH_COUNT
 } hv__test_switch;
 
