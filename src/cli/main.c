@@ -59,7 +59,9 @@ int main(int argc, char **argv)
 	}
 	const char *cmd = argv[1];
 	if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
-		if (argc == 2) {
+		if (argc == 2 || (argc == 3 && (strcmp(argv[2], "help") == 0 ||
+						strcmp(argv[2], "--help") == 0 ||
+						strcmp(argv[2], "-h") == 0))) {
 			usage(stdout);
 			return stdout_done(EXIT_DONE);
 		}

@@ -32,17 +32,24 @@ char *hv_argv_json(const char *const *argv)
  * opened then is a warning (co's on_warning), and co collects without the cache. */
 static hv_status need_store(hv_store **st, const hv_execute_opts *o, hv_collect_opts *co)
 {
-	if (*st || !o->open_store)
+	if (*st || !o->open_store || (o->no_history && co && co->no_cache))
 		return HV_OK;
 	*st = o->open_store(o->open_store_ctx);
 	if (*st)
 		return HV_OK;
 	if (!o->no_history || !co)
 		return HV_EIO;
-	char msg[1024];
-	snprintf(msg, sizeof(msg), "%s; collecting without the MIME cache", hv_error_last());
+	static const char tail[] = "; collecting without the MIME cache";
+	const char *why = hv_error_last();
+	size_t len = strlen(why);
+	char *msg = malloc(len + sizeof(tail));
+	if (msg) {
+		memcpy(msg, why, len);
+		memcpy(msg + len, tail, sizeof(tail));
+	}
 	if (co->on_warning)
-		hv__call_message_fn(co->on_warning, co->ctx, msg);
+		hv__call_message_fn(co->on_warning, co->ctx, msg ? msg : why);
+	free(msg);
 	co->no_cache = true;
 	return HV_OK;
 }
@@ -161,7 +168,9 @@ static hv_status execute(hv_store *st, const char *dir, const hv_execute_opts *o
 	/* The events are read while the command runs, on this thread (see hv_changes_pump). The
 	 * first one below root says files are being made: their libmagic worker and the store
 	 * get ready while the command runs. */
-	struct first_change first = {.o = o, .open_store = !st && o->open_store};
+	/* Without the history and the cache nothing needs the store. */
+	struct first_change first = {
+		.o = o, .open_store = !st && o->open_store && !(o->no_history && o->collect.no_cache)};
 	if (ch)
 		hv_changes_on_first(ch, on_first_change, &first);
 	rc = hv__run_watched(&ro, on_chunk, ctx, &out->run, ch ? hv_changes_fd(ch) : -1,

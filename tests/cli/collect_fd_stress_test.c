@@ -220,45 +220,89 @@ static void check_one_line(const char *path, const char *what, int limit)
 	free(err);
 }
 
-/* Fails unless the mime answers in path are n lines, one per file. */
-static void check_answers(const char *path, size_t n, const char *what, int limit)
+/* The paths of the mime answers (JSON lines) in out[0..len), appended to *paths. */
+static void answer_paths(char *out, size_t len, char ***paths, size_t *n, const char *what,
+			 int limit)
 {
-	size_t len, lines = 0;
+	for (char *line = out; line < out + len;) {
+		char *nl = memchr(line, '\n', (size_t)(out + len - line));
+		if (!nl)
+			fail_msg("%s at limit %d: an unended answer: %s", what, limit, line);
+		tj_value *doc = tj_parse(line, (size_t)(nl - line));
+		size_t pl;
+		const char *p = doc ? tj_str(tj_get(doc, "path"), &pl) : NULL;
+		if (!p || !tj_str(tj_get(doc, "mime_type"), NULL))
+			fail_msg("%s at limit %d: not an answer: %.*s", what, limit, (int)(nl - line),
+				 line);
+		*paths = tu_xrealloc(*paths, (*n + 1) * sizeof(**paths));
+		(*paths)[(*n)++] = tu_xmemdup(p, pl);
+		tj_free(doc);
+		line = nl + 1;
+	}
+}
+
+/* Fails unless paths[0..n) are exactly the tree's files below dir, each once. Frees them. */
+static void check_cover(const tree *t, char **paths, size_t n, const char *what, int limit)
+{
+	qsort(paths, n, sizeof(*paths), cmp_str);
+	if (n != t->n_files)
+		fail_msg("%s at limit %d: %zu files accounted for, expected %zu", what, limit, n,
+			 t->n_files);
+	size_t dl = strlen(t->dir);
+	/* t->files is sorted, and a common prefix keeps the order. */
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(paths[i], t->dir, dl) != 0 || paths[i][dl] != '/' ||
+		    strcmp(paths[i] + dl + 1, t->files[i]) != 0)
+			fail_msg("%s at limit %d: %s where %s/%s was expected (a file twice, or one "
+				 "missing)",
+				 what, limit, paths[i], t->dir, t->files[i]);
+	for (size_t i = 0; i < n; i++)
+		free(paths[i]);
+	free(paths);
+}
+
+/* Fails unless the mime answers in path are one per file of the tree, each once. */
+static void check_answers(const char *path, const tree *t, const char *what, int limit)
+{
+	size_t len, n = 0;
 	char *out = slurp(path, &len);
-	for (size_t i = 0; i < len; i++)
-		lines += out[i] == '\n';
-	if (lines != n)
-		fail_msg("%s at limit %d: %zu answers, expected %zu", what, limit, lines, n);
+	char **paths = NULL;
+	answer_paths(out, len, &paths, &n, what, limit);
+	check_cover(t, paths, n, what, limit);
 	free(out);
 }
 
 /* Below MIN_DETECTOR (exit 1): refused on one line, or every file answered or named on a line
- * of its own (the detector, or a worker for it, could not get a descriptor): none missing
- * unsaid. */
-static void check_accounted(const char *out, const char *err, const char *dir, size_t n,
-			    const char *what, int limit)
+ * of its own (the detector, or a worker for it, could not get a descriptor), each once: none
+ * missing unsaid. */
+static void check_accounted(const char *out, const char *err, const tree *t, const char *what,
+			    int limit)
 {
-	size_t olen, elen, answers = 0, named = 0;
+	size_t olen, elen, n = 0;
 	char *o = slurp(out, &olen), *e = slurp(err, &elen);
 	char prefix[4200];
-	snprintf(prefix, sizeof(prefix), "harvest: %s/", dir);
+	snprintf(prefix, sizeof(prefix), "harvest: %s/", t->dir);
+	size_t skip = strlen("harvest: ");
 	if (strncmp(e, prefix, strlen(prefix)) != 0) {
 		/* Refused before the walk: one line that names no file below DIR. (A file's own
 		 * line may also say "too few file descriptors": its worker could not start.) */
 		check_one_line(err, what, limit);
 	} else {
-		for (size_t i = 0; i < olen; i++)
-			answers += o[i] == '\n';
+		char **paths = NULL;
+		answer_paths(o, olen, &paths, &n, what, limit);
 		for (char *line = e; line < e + elen;) {
 			char *nl = memchr(line, '\n', (size_t)(e + elen - line));
 			if (!nl || strncmp(line, prefix, strlen(prefix)) != 0)
 				fail_msg("%s at limit %d: a line that names no file: %s", what, limit, e);
-			named++;
+			/* "harvest: DIR/REL: why" (the tree's names hold no ": ") */
+			char *end = strstr(line + strlen(prefix), ": ");
+			if (!end || end > nl)
+				fail_msg("%s at limit %d: a line without its reason: %s", what, limit, e);
+			paths = tu_xrealloc(paths, (n + 1) * sizeof(*paths));
+			paths[n++] = tu_xmemdup(line + skip, (size_t)(end - line - skip));
 			line = nl + 1;
 		}
-		if (answers + named != n)
-			fail_msg("%s at limit %d: %zu answers and %zu named failures for %zu files",
-				 what, limit, answers, named, n);
+		check_cover(t, paths, n, what, limit);
 	}
 	free(o);
 	free(e);
@@ -360,23 +404,23 @@ static void test_limits(void **state)
 		const char *mdir[] = {"mime", "--no-cache", t.dir, NULL};
 		rc = run_limited(L, out, err, mdir);
 		if (rc == 1 && L < MIN_DETECTOR) {
-			check_accounted(out, err, t.dir, t.n_files, "mime DIR", L);
+			check_accounted(out, err, &t, "mime DIR", L);
 		} else {
 			if (rc != 0)
 				fail_msg("mime DIR at limit %d: exit %d: %s", L, rc,
 					 tu_read_file(err, NULL));
-			check_answers(out, t.n_files, "mime DIR", L);
+			check_answers(out, &t, "mime DIR", L);
 		}
 		/* A list with far more threads asked for than descriptors: as many as fit. */
 		const char *mlist[] = {"mime", "--no-cache", "--threads", "1024", "-f", list, NULL};
 		rc = run_limited(L, out, err, mlist);
 		if (rc == 1 && L < MIN_DETECTOR) {
-			check_accounted(out, err, t.dir, t.n_files, "mime -f", L);
+			check_accounted(out, err, &t, "mime -f", L);
 		} else {
 			if (rc != 0)
 				fail_msg("mime -f at limit %d: exit %d: %s", L, rc,
 					 tu_read_file(err, NULL));
-			check_answers(out, t.n_files, "mime -f", L);
+			check_answers(out, &t, "mime -f", L);
 		}
 	}
 	free(list);
@@ -411,7 +455,7 @@ static void test_mime_dir_repeated(void **state)
 			if (rc != 0)
 				fail_msg("mime DIR at limit %d, round %d: exit %d: %s", some[i], round,
 					 rc, tu_read_file(err, NULL));
-			check_answers(out, t.n_files, "mime DIR", some[i]);
+			check_answers(out, &t, "mime DIR", some[i]);
 		}
 	free(out);
 	free(err);

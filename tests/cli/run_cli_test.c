@@ -1113,17 +1113,45 @@ static void test_no_history_unopenable_db_only_when_needed(void **state)
 	assert_int_equal(tj_len(tj_get(ev.result, "output_files")), 0);
 	events_free(&ev);
 	tu_result_free(&r);
-	hv_run(&r, &f, NULL, (const char *const[]){"--no-history", NULL},
-	       (const char *const[]){"sh", "-c", "echo hi > t.txt; exit 3", NULL});
-	assert_int_equal(r.status, 3);
-	if (!strstr(r.err, "plain/h.db") || !strstr(r.err, "; collecting without the MIME cache") ||
-	    memchr(r.err, '\n', r.err_len) != r.err + r.err_len - 1)
-		fail_msg("not one line naming the database: %s", r.err);
-	parse_events(&ev, &r, false);
-	assert_int_equal(tj_len(tj_get(ev.result, "output_files")), 1);
-	check_output(find_output(ev.result, "output_files", "t.txt"), f.d, "t.txt", "text/plain",
-		     "mime_type");
-	events_free(&ev);
+	/* Both ways of finding the changes: events open the store on a thread of their own at
+	 * the first change, a snapshot only after the command. */
+	const char *const modes[][4] = {{"--no-history", NULL},
+					{"--no-history", "--changes", "snapshot", NULL}};
+	for (size_t m = 0; m < 2; m++) {
+		hv_run(&r, &f, NULL, modes[m],
+		       (const char *const[]){"sh", "-c", "echo hi > t.txt; exit 3", NULL});
+		assert_int_equal(r.status, 3);
+		if (!strstr(r.err, "plain/h.db") ||
+		    !strstr(r.err, "; collecting without the MIME cache") ||
+		    memchr(r.err, '\n', r.err_len) != r.err + r.err_len - 1)
+			fail_msg("%s: not one line naming the database: %s",
+				 modes[m][1] ? "snapshot" : "events", r.err);
+		parse_events(&ev, &r, false);
+		assert_int_equal(tj_len(tj_get(ev.result, "output_files")), 1);
+		check_output(find_output(ev.result, "output_files", "t.txt"), f.d, "t.txt",
+			     "text/plain", "mime_type");
+		events_free(&ev);
+		tu_result_free(&r);
+		char *t = tu_path(f.d, "t.txt");
+		assert_int_equal(unlink(t), 0);
+		free(t);
+	}
+	/* With --no-cache too, nothing needs the store: it is neither opened nor warned about,
+	 * and a database that could be made is not. */
+	hv_run(&r, &f, NULL, (const char *const[]){"--no-history", "--no-cache", NULL},
+	       (const char *const[]){"sh", "-c", "echo hi > t.txt", NULL});
+	assert_int_equal(r.status, 0);
+	if (r.err_len != 0)
+		fail_msg("--no-history --no-cache: %s", r.err);
+	tu_result_free(&r);
+	free(f.db);
+	f.db = tu_path(f.root, "made.db");
+	hv_run(&r, &f, NULL, (const char *const[]){"--no-history", "--no-cache", NULL},
+	       (const char *const[]){"sh", "-c", "echo ho > u.txt", NULL});
+	assert_int_equal(r.status, 0);
+	assert_int_equal(r.err_len, 0);
+	if (access(f.db, F_OK) == 0)
+		fail_msg("--no-history --no-cache made the database %s", f.db);
 	tu_result_free(&r);
 	fx_close(&f);
 }

@@ -864,7 +864,9 @@ static void test_version_and_help(void **state)
 	/* "harvest help COMMAND" prints what "harvest COMMAND --help" does, byte for byte. */
 	const char *pairs[][2][3] = {{{"help", "walk", NULL}, {"walk", "--help", NULL}},
 				     {{"--help", "run", NULL}, {"run", "--help", NULL}},
-				     {{"-h", "history", NULL}, {"history", "--help", NULL}}};
+				     {{"-h", "history", NULL}, {"history", "--help", NULL}},
+				     {{"help", "help", NULL}, {"--help", NULL, NULL}},
+				     {{"help", "--help", NULL}, {"help", NULL, NULL}}};
 	for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
 		tu_result a, b;
 		tu_harvestv(&a, NULL, NULL, pairs[i][0]);
@@ -872,8 +874,9 @@ static void test_version_and_help(void **state)
 		assert_clean(&a);
 		assert_clean(&b);
 		if (a.out_len == 0 || a.out_len != b.out_len || memcmp(a.out, b.out, a.out_len) != 0)
-			fail_msg("harvest %s %s differs from harvest %s --help: %s", pairs[i][0][0],
-				 pairs[i][0][1], pairs[i][1][0], a.out);
+			fail_msg("harvest %s %s differs from harvest %s %s: %s", pairs[i][0][0],
+				 pairs[i][0][1], pairs[i][1][0],
+				 pairs[i][1][1] ? pairs[i][1][1] : "", a.out);
 		tu_result_free(&a);
 		tu_result_free(&b);
 	}
