@@ -27,10 +27,8 @@ typedef struct hv_execute_opts {
 	hv_changes_mode changes;
 	/* With st NULL: opens the store when the run first needs it (the history, the MIME
 	 * cache of a produced file), or never when nothing needs it. The caller owns (and
-	 * closes) what it returns; NULL fails the run with the message set, or with no_history
-	 * (where the store is only the MIME cache) is a warning to collect.on_warning ("...;
-	 * collecting without the MIME cache"), and the files are typed without it (the answers
-	 * are the same, only slower). With no_history and collect.no_cache it is never called.
+	 * closes) what it returns; NULL fails the run with the message set. With no_history and
+	 * collect.no_cache it is never called.
 	 * With change events, it is called at the command's first change below dir, on a thread
 	 * harvest starts and joins before the command's end is handled (never two calls at
 	 * once); when that call gives NULL, it is called again, on the caller's thread, when the

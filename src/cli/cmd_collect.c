@@ -421,18 +421,7 @@ int cmd_collect(int argc, char **argv)
 		cli_collect_free(&k.cc);
 		return EXIT_WARN;
 	}
-	bool cache_lost = false;
-	if (need_store && k.cc.no_history && !k.since) {
-		/* The store would hold only the MIME cache, which saves time and nothing else:
-		 * without it every answer is still right. Exit 1, as for any warning. */
-		if (hv_store_open_with_cache(&st, c.db, c.cache_db, HV_STORE_NO_HISTORY) != HV_OK) {
-			cli_warn(&c, "%s; collecting without the MIME cache", hv_error_last());
-			st = NULL;
-			k.cc.opts.no_cache = true;
-			cache_lost = true;
-		}
-	} else if (need_store &&
-		   !(st = cli_open_store(&c, k.cc.no_history ? HV_STORE_NO_HISTORY : 0))) {
+	if (need_store && !(st = cli_open_store(&c, k.cc.no_history ? HV_STORE_NO_HISTORY : 0))) {
 		free(pos);
 		cli_collect_free(&k.cc);
 		return EXIT_WARN;
@@ -499,8 +488,6 @@ int cmd_collect(int argc, char **argv)
 		cli_error("%s", hv_error_last());
 		rc = EXIT_WARN;
 	}
-	if (cache_lost && rc == EXIT_DONE)
-		rc = EXIT_WARN;
 	free(pos);
 	cli_collect_free(&k.cc);
 	return rc;

@@ -27,31 +27,14 @@ char *hv_argv_json(const char *const *argv)
 	return out;
 }
 
-/* The store, opened through o->open_store the first time it is needed. Without the history
- * it holds only the MIME cache, which saves time and nothing else: a store that cannot be
- * opened then is a warning (co's on_warning), and co collects without the cache. */
-static hv_status need_store(hv_store **st, const hv_execute_opts *o, hv_collect_opts *co)
+/* The store, opened through o->open_store the first time it is needed (never without the
+ * history and the MIME cache: then nothing needs it). */
+static hv_status need_store(hv_store **st, const hv_execute_opts *o, const hv_collect_opts *co)
 {
 	if (*st || !o->open_store || (o->no_history && co && co->no_cache))
 		return HV_OK;
 	*st = o->open_store(o->open_store_ctx);
-	if (*st)
-		return HV_OK;
-	if (!o->no_history || !co)
-		return HV_EIO;
-	static const char tail[] = "; collecting without the MIME cache";
-	const char *why = hv_error_last();
-	size_t len = strlen(why);
-	char *msg = malloc(len + sizeof(tail));
-	if (msg) {
-		memcpy(msg, why, len);
-		memcpy(msg + len, tail, sizeof(tail));
-	}
-	if (co->on_warning)
-		hv__call_message_fn(co->on_warning, co->ctx, msg ? msg : why);
-	free(msg);
-	co->no_cache = true;
-	return HV_OK;
+	return *st ? HV_OK : HV_EIO;
 }
 
 /* What the run's first change starts ahead of the collect, while the command still runs. */

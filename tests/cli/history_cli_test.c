@@ -1617,38 +1617,6 @@ static void test_default_location(void **state)
 	assert_non_null(strstr(r.err, "cannot create the database directory"));
 	assert_non_null(strstr(r.err, "Not a directory"));
 	tu_result_free(&r);
-
-	/* Without the history the database is only the MIME cache: collect and run go on without
-	 * it, typing every file all the same, and say so on one line (collect exits 1, as for any
-	 * warning; run with the command's status). */
-	tu_write(c, "a.txt", "hello\n", 6);
-	char *collect_nh[] = {"env", "-u", "HARVEST_DB", xdg, HARVEST_BIN, "collect", "--no-history",
-			      c, NULL};
-	char *run_nh[] = {"env", "-u", "HARVEST_DB", xdg, HARVEST_BIN, "run", "--no-history",
-			  "--format", "json", "--dir", c, "--", "sh", "-c", "printf 'x,y\\n' > b.csv",
-			  NULL};
-	char *const *nh[] = {collect_nh, run_nh};
-	const char *const nh_what[] = {"collect --no-history", "run --no-history"};
-	for (size_t i = 0; i < 2; i++) {
-		tu_run(&r, NULL, NULL, nh[i]);
-		expect_status(&r, i == 0 ? 1 : 0, nh_what[i]);
-		expect_one_line_error(&r, bad, nh_what[i]);
-		if (!strstr(r.err, "cannot create the database directory") ||
-		    !strstr(r.err, "; collecting without the MIME cache"))
-			fail_msg("%s without its cache: %s", nh_what[i], r.err);
-		const char *want = i == 0 ? "\"mime_type\":\"text/plain\""
-					  : "\"mime_type\":\"text/csv\"";
-		if (!strstr(r.out, want))
-			fail_msg("%s without its cache: no %s in %s", nh_what[i], want, r.out);
-		tu_result_free(&r);
-	}
-	/* With the history it is still an error, and nothing is printed. */
-	char *collect_h[] = {"env", "-u", "HARVEST_DB", xdg, HARVEST_BIN, "collect", c, NULL};
-	tu_run(&r, NULL, NULL, collect_h);
-	expect_status(&r, 1, "collect with an impossible default location");
-	assert_int_equal(r.out_len, 0);
-	expect_one_line_error(&r, bad, "collect with an impossible default location");
-	tu_result_free(&r);
 	free(bad);
 	free(hdir);
 	free(db);
