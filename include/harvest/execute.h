@@ -35,6 +35,12 @@ typedef struct hv_execute_opts {
 	 * store is needed. */
 	hv_store *(*open_store)(void *ctx);
 	void *open_store_ctx;
+	/* With no_history, where the store holds only the MIME cache: when open_store gives
+	 * NULL, the run goes on without the cache (every answer is the same, only slower),
+	 * saying so to collect.on_warning ("...; collecting without the MIME cache"), instead of
+	 * failing. For a store at a location the caller did not choose (the CLI sets it when no
+	 * database was named). */
+	bool cache_optional;
 } hv_execute_opts;
 
 /* Zeroes o, then fills run and collect with their defaults (hv_run_opts_init,

@@ -121,6 +121,10 @@ int cli_json_finish(hv_json *j);
 /* Opens the store named by --db (else the default location); prints the error and returns
  * NULL on failure. */
 hv_store *cli_open_store(const cli_common *c, int flags);
+/* Whether the caller named the database (--db, --cache-db or HARVEST_DB), rather than leaving
+ * its location to harvest: a named database that cannot be opened is an error even where it
+ * would hold only the MIME cache; the default location then only costs the cache. */
+bool cli_db_named(const cli_common *c);
 
 /* The collect options shared by `collect` and `run` (SPEC 2). */
 enum {

@@ -33,6 +33,11 @@ hv_store *cli_open_store(const cli_common *c, int flags)
 	return st;
 }
 
+bool cli_db_named(const cli_common *c)
+{
+	return c->db || c->cache_db || getenv("HARVEST_DB");
+}
+
 void cli_collect_init(cli_collect *cc)
 {
 	memset(cc, 0, sizeof(*cc));
@@ -421,7 +426,18 @@ int cmd_collect(int argc, char **argv)
 		cli_collect_free(&k.cc);
 		return EXIT_WARN;
 	}
-	if (need_store && !(st = cli_open_store(&c, k.cc.no_history ? HV_STORE_NO_HISTORY : 0))) {
+	bool cache_lost = false;
+	if (need_store && k.cc.no_history && !k.since && !cli_db_named(&c)) {
+		/* The store would hold only the MIME cache, at a location harvest chose: without
+		 * it every answer is the same, only slower. A warning (exit 1), as for mime. */
+		if (hv_store_open(&st, NULL, HV_STORE_NO_HISTORY) != HV_OK) {
+			cli_warn(&c, "%s; collecting without the MIME cache", hv_error_last());
+			st = NULL;
+			k.cc.opts.no_cache = true;
+			cache_lost = true;
+		}
+	} else if (need_store &&
+		   !(st = cli_open_store(&c, k.cc.no_history ? HV_STORE_NO_HISTORY : 0))) {
 		free(pos);
 		cli_collect_free(&k.cc);
 		return EXIT_WARN;
@@ -488,6 +504,8 @@ int cmd_collect(int argc, char **argv)
 		cli_error("%s", hv_error_last());
 		rc = EXIT_WARN;
 	}
+	if (cache_lost && rc == EXIT_DONE)
+		rc = EXIT_WARN;
 	free(pos);
 	cli_collect_free(&k.cc);
 	return rc;

@@ -27,14 +27,38 @@ char *hv_argv_json(const char *const *argv)
 	return out;
 }
 
-/* The store, opened through o->open_store the first time it is needed (never without the
- * history and the MIME cache: then nothing needs it). */
-static hv_status need_store(hv_store **st, const hv_execute_opts *o, const hv_collect_opts *co)
+/* Without the history the store holds only the MIME cache: without that either, nothing
+ * needs it, and it is never opened. */
+static bool store_unneeded(const hv_execute_opts *o, const hv_collect_opts *co)
 {
-	if (*st || !o->open_store || (o->no_history && co && co->no_cache))
+	return o->no_history && co->no_cache;
+}
+
+/* The store, opened through o->open_store the first time it is needed (co: the collect's
+ * options, NULL for the history). A cache the caller marked optional that cannot be opened is
+ * a warning to co->on_warning, and co collects without it. */
+static hv_status need_store(hv_store **st, const hv_execute_opts *o, hv_collect_opts *co)
+{
+	if (*st || !o->open_store || (co && store_unneeded(o, co)))
 		return HV_OK;
 	*st = o->open_store(o->open_store_ctx);
-	return *st ? HV_OK : HV_EIO;
+	if (*st)
+		return HV_OK;
+	if (!co || !o->no_history || !o->cache_optional)
+		return HV_EIO;
+	static const char tail[] = "; collecting without the MIME cache";
+	const char *why = hv_error_last();
+	size_t len = strlen(why);
+	char *msg = malloc(len + sizeof(tail));
+	if (!msg)
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	memcpy(msg, why, len);
+	memcpy(msg + len, tail, sizeof(tail));
+	if (co->on_warning)
+		hv__call_message_fn(co->on_warning, co->ctx, msg);
+	free(msg);
+	co->no_cache = true;
+	return HV_OK;
 }
 
 /* What the run's first change starts ahead of the collect, while the command still runs. */
@@ -151,9 +175,8 @@ static hv_status execute(hv_store *st, const char *dir, const hv_execute_opts *o
 	/* The events are read while the command runs, on this thread (see hv_changes_pump). The
 	 * first one below root says files are being made: their libmagic worker and the store
 	 * get ready while the command runs. */
-	/* Without the history and the cache nothing needs the store. */
 	struct first_change first = {
-		.o = o, .open_store = !st && o->open_store && !(o->no_history && o->collect.no_cache)};
+		.o = o, .open_store = !st && o->open_store && !store_unneeded(o, &o->collect)};
 	if (ch)
 		hv_changes_on_first(ch, on_first_change, &first);
 	rc = hv__run_watched(&ro, on_chunk, ctx, &out->run, ch ? hv_changes_fd(ch) : -1,

@@ -1617,6 +1617,65 @@ static void test_default_location(void **state)
 	assert_non_null(strstr(r.err, "cannot create the database directory"));
 	assert_non_null(strstr(r.err, "Not a directory"));
 	tu_result_free(&r);
+
+	/* Without the history the database is only the MIME cache: where harvest chose its
+	 * location, collect and run go on without it, typing every file all the same, and say so
+	 * on one line (collect exits 1, as for any warning; run with the command's status), in
+	 * both of run's ways of finding what changed. */
+	tu_write(c, "a.txt", "hello\n", 6);
+	char *collect_nh[] = {"env", "-u", "HARVEST_DB", xdg, HARVEST_BIN, "collect", "--no-history",
+			      c, NULL};
+	char *run_nh[] = {"env", "-u", "HARVEST_DB", xdg, HARVEST_BIN, "run", "--no-history",
+			  "--format", "json", "--dir", c, "--", "sh", "-c", "printf 'x,y\\n' > b.csv",
+			  NULL};
+	char *run_nh_snap[] = {"env", "-u", "HARVEST_DB", xdg, HARVEST_BIN, "run", "--no-history",
+			       "--changes", "snapshot", "--format", "json", "--dir", c, "--", "sh", "-c",
+			       "printf 'x,y\\n' > d.csv; exit 4", NULL};
+	char *const *nh[] = {collect_nh, run_nh, run_nh_snap};
+	const char *const nh_what[] = {"collect --no-history", "run --no-history",
+				       "run --no-history --changes snapshot"};
+	const int nh_status[] = {1, 0, 4};
+	const char *const nh_want[] = {"\"mime_type\":\"text/plain\"", "\"mime_type\":\"text/csv\"",
+				       "\"d.csv\""};
+	for (size_t i = 0; i < 3; i++) {
+		tu_run(&r, NULL, NULL, nh[i]);
+		expect_status(&r, nh_status[i], nh_what[i]);
+		expect_one_line_error(&r, bad, nh_what[i]);
+		if (!strstr(r.err, "cannot create the database directory") ||
+		    !strstr(r.err, "; collecting without the MIME cache"))
+			fail_msg("%s without its cache: %s", nh_what[i], r.err);
+		if (!strstr(r.out, nh_want[i]))
+			fail_msg("%s without its cache: no %s in %s", nh_what[i], nh_want[i], r.out);
+		if (i == 2 && !strstr(r.out, "\"mime_type\":\"text/csv\""))
+			fail_msg("%s without its cache: d.csv untyped: %s", nh_what[i], r.out);
+		tu_result_free(&r);
+	}
+	/* With the history it is still an error, and nothing is printed. */
+	char *collect_h[] = {"env", "-u", "HARVEST_DB", xdg, HARVEST_BIN, "collect", c, NULL};
+	tu_run(&r, NULL, NULL, collect_h);
+	expect_status(&r, 1, "collect with an impossible default location");
+	assert_int_equal(r.out_len, 0);
+	expect_one_line_error(&r, bad, "collect with an impossible default location");
+	tu_result_free(&r);
+	/* A database the caller named (HARVEST_DB here, --db in run_cli_test) is the one asked
+	 * for: one that cannot be opened fails collect (1, nothing printed) and a run that
+	 * produced a file (125), cache or not. */
+	char named[4200];
+	snprintf(named, sizeof(named), "HARVEST_DB=%s/file/h.db", f.root);
+	char *collect_named[] = {"env", named, HARVEST_BIN, "collect", "--no-history", c, NULL};
+	tu_run(&r, NULL, NULL, collect_named);
+	expect_status(&r, 1, "collect --no-history with HARVEST_DB unusable");
+	assert_int_equal(r.out_len, 0);
+	if (strstr(r.err, "without the MIME cache"))
+		fail_msg("a named database fell back to no cache: %s", r.err);
+	tu_result_free(&r);
+	char *run_named[] = {"env", named, HARVEST_BIN, "run", "--no-history", "--format", "json",
+			     "--dir", c, "--", "sh", "-c", ": > e.txt", NULL};
+	tu_run(&r, NULL, NULL, run_named);
+	expect_status(&r, 125, "run --no-history with HARVEST_DB unusable");
+	if (!strstr(r.err, "file/h.db") || strstr(r.err, "without the MIME cache"))
+		fail_msg("run with a named database that cannot be opened: %s", r.err);
+	tu_result_free(&r);
 	free(bad);
 	free(hdir);
 	free(db);

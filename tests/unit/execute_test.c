@@ -398,6 +398,7 @@ static void test_execute_opts_init(void **state)
 	assert_false(o.no_history);
 	assert_int_equal(o.changes, HV_CHANGES_AUTO);
 	assert_null(o.open_store);
+	assert_false(o.cache_optional);
 	assert_true(o.collect.max_files > 0);
 	hv_execution_free(NULL);
 	hv_run_result_free(NULL);
@@ -541,6 +542,67 @@ static void test_execute_collect_failure(void **state)
 	assert_no_snapshots(f);
 }
 
+/* An open_store that cannot give a store (as a database that cannot be opened). */
+static hv_store *no_store(void *ctx)
+{
+	int *calls = ctx;
+	(*calls)++;
+	hv_error_set(HV_EDB, "nowhere.db: cannot open the database");
+	return NULL;
+}
+
+static void collect_warning(void *ctx, const char *msg)
+{
+	char *buf = ctx;
+	snprintf(buf + strlen(buf), 512 - strlen(buf), "%s|", msg);
+}
+
+/* Without the history, a store opened on demand that cannot be opened: a produced file fails
+ * the collect (HV_EIO, the open's message kept) unless the caller marked the cache optional;
+ * then the file is typed without it and the reason goes to on_warning, once. Both ways of
+ * finding what changed. */
+static void test_execute_cache_optional(void **state)
+{
+	fx *f = *state;
+	const hv_changes_mode modes[] = {HV_CHANGES_AUTO, HV_CHANGES_SNAPSHOT};
+	for (size_t m = 0; m < 2; m++) {
+		for (int optional = 0; optional < 2; optional++) {
+			const char *argv[4];
+			hv_execute_opts o;
+			char script[64];
+			snprintf(script, sizeof(script), "printf 'a,b\\n' > t%zu%d.csv", m, optional);
+			opts_sh(&o, argv, script);
+			o.no_history = true;
+			o.changes = modes[m];
+			int calls = 0;
+			char warned[512] = "";
+			o.open_store = no_store;
+			o.open_store_ctx = &calls;
+			o.cache_optional = optional;
+			o.collect.on_warning = collect_warning;
+			o.collect.ctx = warned;
+			hv_execution ex;
+			assert_int_equal(hv_execute(NULL, f->root, &o, NULL, NULL, &ex), HV_OK);
+			assert_true(calls >= 1);
+			if (!optional) {
+				assert_int_equal(ex.collect_status, HV_EIO);
+				assert_non_null(strstr(hv_error_last(), "nowhere.db"));
+				assert_null(ex.files);
+				assert_string_equal(warned, "");
+			} else {
+				assert_int_equal(ex.collect_status, HV_OK);
+				assert_non_null(ex.files);
+				char name[16];
+				snprintf(name, sizeof(name), "t%zu%d.csv", m, optional);
+				assert_file(ex.files, name, "text/csv", "a,b\n");
+				assert_string_equal(warned, "nowhere.db: cannot open the database; "
+							    "collecting without the MIME cache|");
+			}
+			hv_execution_free(&ex);
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -555,6 +617,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_execute_no_command, tu_fx_setup, tu_fx_teardown),
 		cmocka_unit_test_setup_teardown(test_execute_callback_failure, tu_fx_setup, tu_fx_teardown),
 		cmocka_unit_test_setup_teardown(test_execute_collect_failure, tu_fx_setup, tu_fx_teardown),
+		cmocka_unit_test_setup_teardown(test_execute_cache_optional, tu_fx_setup, tu_fx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
