@@ -74,6 +74,9 @@ bool hvst_is_pg_uri(const char *s);
 /* Connects st to the PostgreSQL history at uri (creating or upgrading harvest's schema unless
  * st is read-only) and makes it st's history backend. */
 hv_status hvst_pg_open(hv_store *st, const char *uri);
+/* Ends the runs of st's PostgreSQL history whose owner process is gone, as not recorded (best
+ * effort: a failure is cleared). Needs st->owner; nothing without it, or read-only. */
+void hvst_pg_reap(hv_store *st);
 /* Copies msg into out (cap bytes) on one line with every password masked: the value of a
  * password= keyword and the password of a URI's user:password@. */
 void hvst_mask_secret(const char *msg, char *out, size_t cap);

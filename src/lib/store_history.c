@@ -299,6 +299,10 @@ hv_status hvst_artifact_bytes(const hv_artifact_in *a, const char *sha, const vo
 	*p = a->content;
 	if (a->content || !a->read_content)
 		return HV_OK;
+	if (a->content_len == 0) { /* nothing to read */
+		*p = "";
+		return check_bytes(a, "", 0, sha);
+	}
 	/* One content at a time, however many the run has. */
 	void *buf = malloc(a->content_len ? a->content_len : 1);
 	if (!buf)

@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <limits.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -615,6 +616,73 @@ static hv_status set_owner(hv_store *st)
 	return rc;
 }
 
+/* A PostgreSQL history's connection, made on a thread of its own while the local file opens:
+ * loading libpq and the server's fork of a backend are about half of what recording a run in
+ * PostgreSQL adds, and they need nothing from the local file. Made into a store of its own,
+ * whose connection moves into the real one once the thread is joined. */
+struct pg_opener {
+	hv_store tmp;
+	const char *uri;
+	hv_status rc;
+	hv_error_saved err;
+	pthread_t thread;
+	bool started;
+};
+
+static void *pg_open_thread(void *arg)
+{
+	struct pg_opener *o = arg;
+	o->rc = hvst_pg_open(&o->tmp, o->uri);
+	if (o->rc != HV_OK) {
+		hv_error_save(&o->err);
+		return NULL;
+	}
+	/* The runs of owners that are gone, ended here too (the store's own owner is this
+	 * process, as set_owner will find). */
+	if (!o->tmp.readonly && (o->tmp.owner = hvst_owner_self())) {
+		hvst_pg_reap(&o->tmp);
+		free(o->tmp.owner);
+		o->tmp.owner = NULL;
+	}
+	return NULL;
+}
+
+/* Starts the connection to uri for st (its readonly flag set), on the heap (a store is tens
+ * of KiB: too much for a caller's small thread stack); synchronous when no thread can be
+ * started. NULL when out of memory. */
+static struct pg_opener *pg_opener_start(const hv_store *st, const char *uri)
+{
+	struct pg_opener *o = calloc(1, sizeof(*o));
+	if (!o) {
+		hv_error_set(HV_ENOMEM, "out of memory");
+		return NULL;
+	}
+	o->tmp.readonly = st->readonly;
+	o->tmp.hist = st->hist;
+	o->uri = uri;
+	/* SQLite first: the dynamic loader's lock would make the local file wait for libpq's
+	 * 24 libraries (a failure is reported by the open that needs SQLite). */
+	char why[512];
+	(void)hv__sqlite_load(why, sizeof(why));
+	o->started = pthread_create(&o->thread, NULL, pg_open_thread, o) == 0;
+	if (!o->started)
+		pg_open_thread(o);
+	return o;
+}
+
+/* Moves o's connection into st once made: rc, or o's failure when rc is HV_OK. */
+static hv_status pg_opener_finish(struct pg_opener *o, hv_store *st, hv_status rc)
+{
+	if (o->started)
+		(void)pthread_join(o->thread, NULL);
+	st->pg = o->tmp.pg;
+	st->hist = o->tmp.hist;
+	if (rc == HV_OK && o->rc != HV_OK)
+		rc = hv_error_restore(&o->err, o->rc);
+	free(o);
+	return rc;
+}
+
 hv_status hv_store_open(hv_store **out, const char *path, int flags)
 {
 	return hv_store_open_with_cache(out, path, NULL, flags);
@@ -679,6 +747,10 @@ hv_status hv_store_open_with_cache(hv_store **out, const char *path, const char 
 		rc = hv_error_set(HV_EUSAGE, "%s: not a postgresql:// or postgres:// URI; give one, or"
 				  " a file path (./ before it for a file of that name)", masked);
 	}
+	struct pg_opener *pgo = NULL;
+	if (rc == HV_OK && pg_uri && !(flags & HV_STORE_NO_HISTORY) &&
+	    !(pgo = pg_opener_start(st, pg_uri)))
+		rc = HV_ENOMEM;
 	if (rc == HV_OK && xdg && !st->readonly)
 		rc = make_parent_dirs(st->path);
 
@@ -712,8 +784,8 @@ hv_status hv_store_open_with_cache(hv_store **out, const char *path, const char 
 	if (rc == HV_OK && !pg_uri && !st->readonly && !st->ephemeral &&
 	    hvst_reap_interrupted(st) != HV_OK)
 		hv_error_clear();
-	if (rc == HV_OK && pg_uri && !(flags & HV_STORE_NO_HISTORY))
-		rc = hvst_pg_open(st, pg_uri);
+	if (pgo)
+		rc = pg_opener_finish(pgo, st, rc);
 	free(pg_uri);
 	if (rc != HV_OK) {
 		hv_error_saved saved;

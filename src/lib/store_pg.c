@@ -653,10 +653,14 @@ hv_status hvst_pg_open(hv_store *st, const char *uri)
 		rc = migrate(st);
 	if (rc == HV_OK)
 		pg->have_schema = !st->readonly || v > 0;
-	/* Best effort, as for SQLite: the next writer (or prune) ends them. */
-	if (rc == HV_OK && !st->readonly && pg_reap(st) != HV_OK)
-		hv_error_clear();
 	return rc;
+}
+
+void hvst_pg_reap(hv_store *st)
+{
+	/* Best effort, as for SQLite: the next writer (or prune) ends them. */
+	if (st->pg && !st->readonly && pg_reap(st) != HV_OK)
+		hv_error_clear();
 }
 
 /* ---- Runs ------------------------------------------------------------------------------- */
@@ -770,6 +774,8 @@ typedef struct pg_batch {
 	char (*num)[24];
 	int rows;
 	size_t bytes;
+	void **owned;     /* contents read for the batch, freed when it is sent */
+	size_t n_owned;
 } pg_batch;
 
 static hv_status batch_init(pg_batch *b, int cap)
@@ -780,12 +786,24 @@ static hv_status batch_init(pg_batch *b, int cap)
 	b->len = calloc((size_t)cap, sizeof(*b->len));
 	b->fmt = calloc((size_t)cap, sizeof(*b->fmt));
 	b->num = calloc((size_t)cap, sizeof(*b->num));
-	return b->v && b->len && b->fmt && b->num ? HV_OK
-						 : hv_error_set(HV_ENOMEM, "out of memory");
+	b->owned = calloc((size_t)cap, sizeof(*b->owned));
+	return b->v && b->len && b->fmt && b->num && b->owned
+		       ? HV_OK
+		       : hv_error_set(HV_ENOMEM, "out of memory");
+}
+
+static void batch_drop_owned(pg_batch *b)
+{
+	for (size_t i = 0; i < b->n_owned; i++)
+		free(b->owned[i]);
+	b->n_owned = 0;
 }
 
 static void batch_free(pg_batch *b)
 {
+	if (b->owned)
+		batch_drop_owned(b);
+	free(b->owned);
 	hv_buf_free(&b->sql);
 	free(b->v);
 	free(b->len);
@@ -847,6 +865,7 @@ static hv_status batch_flush(hv_store *st, pg_batch *b, const char *tail, const 
 	b->n = 0;
 	b->rows = 0;
 	b->bytes = 0;
+	batch_drop_owned(b);
 	return rc;
 }
 
@@ -888,19 +907,10 @@ static hv_status pg_put_piece(void *ctx, const void *piece, size_t n)
 /* Stores a content read through a->read_content piece by piece, as the SQLite history does:
  * each piece goes into a temporary table of this session as it is read (its SHA-256 checked as
  * it goes), and the server joins them into the content's row in one statement, so a content
- * of any size costs one piece of this process's memory. One already stored is not read. */
+ * of any size costs one piece of this process's memory. The caller asked whether it is
+ * stored already (pg_known_contents). */
 static hv_status pg_store_pieces(hv_store *st, const hv_artifact_in *a, const char *sha)
 {
-	pgp p = {0};
-	p_text(&p, sha);
-	PGresult *r = pg_run(st, "SELECT 1 FROM harvest.contents WHERE sha256 = $1::text", &p,
-			     "cannot store a content");
-	if (!r)
-		return hv_error_last_status();
-	bool stored = PQntuples(r) > 0;
-	PQclear(r);
-	if (stored)
-		return HV_OK;
 	/* Dropped at the end of the transaction, whichever way it ends: nothing outlives it. */
 	hv_status rc = pg_exec(st,
 			       "CREATE TEMP TABLE IF NOT EXISTS harvest_content_pieces"
@@ -925,6 +935,85 @@ static hv_status pg_store_pieces(hv_store *st, const hv_artifact_in *a, const ch
 		       &q, "cannot store a content");
 }
 
+/* Digests asked about in one query, at most. */
+#define PG_KNOWN_BATCH 1000
+
+static int sha_index_cmp(const void *x, const void *y, void *shas)
+{
+	size_t i = *(const size_t *)x, j = *(const size_t *)y;
+	int c = memcmp(((const char(*)[65])shas)[i], ((const char(*)[65])shas)[j], 64);
+	return c ? c : (i > j) - (i < j);
+}
+
+/* known[i]: artifact i has no content to send: none was given, the history has its digest
+ * already (stored by any run), or an earlier artifact of these n has the same digest. One
+ * query per PG_KNOWN_BATCH digests, not one per content (a 10-file run made 10 round trips). */
+static hv_status pg_known_contents(hv_store *st, const hv_artifact_in *a, size_t n,
+				   char (*shas)[65], bool *known)
+{
+	size_t *idx = malloc((n ? n : 1) * sizeof(*idx)), m = 0;
+	if (!idx)
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		known[i] = !a[i].content && !a[i].read_content;
+		if (!known[i])
+			idx[m++] = i;
+	}
+	/* By digest, then position: the first of equal digests is the one sent. */
+	qsort_r(idx, m, sizeof(*idx), sha_index_cmp, shas);
+	for (size_t k = 1; k < m; k++)
+		if (!memcmp(shas[idx[k]], shas[idx[k - 1]], 64))
+			known[idx[k]] = true;
+	hv_buf list = {0};
+	int rc = HV_OK;
+	for (size_t from = 0; rc == HV_OK && from < m; from += PG_KNOWN_BATCH) {
+		size_t to = m - from > PG_KNOWN_BATCH ? from + PG_KNOWN_BATCH : m;
+		/* A text[] literal: the digests are hex, nothing to quote. */
+		hv_buf_truncate(&list, 0);
+		hv_buf_append_char(&list, '{');
+		for (size_t k = from; k < to; k++) {
+			if (k > from)
+				hv_buf_append_char(&list, ',');
+			hv_buf_append(&list, shas[idx[k]], 64);
+		}
+		hv_buf_append_char(&list, '}');
+		if (list.failed) {
+			rc = hv_error_set(HV_ENOMEM, "out of memory");
+			break;
+		}
+		pgp p = {0};
+		p_text(&p, list.data);
+		PGresult *r = pg_run(st, "SELECT sha256 FROM harvest.contents"
+					 " WHERE sha256 = ANY($1::text[])",
+				     &p, "cannot store a content");
+		if (!r) {
+			rc = hv_error_last_status();
+			break;
+		}
+		for (int row = 0; row < PQntuples(r); row++) {
+			size_t len;
+			const char *sha = g_bytes(r, row, 0, &len);
+			if (!sha || len != 64)
+				continue;
+			/* The first of idx[from, to) with this digest (the one that would be sent). */
+			size_t lo = from, hi = to;
+			while (lo < hi) {
+				size_t mid = lo + (hi - lo) / 2;
+				if (memcmp(shas[idx[mid]], sha, 64) < 0)
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
+			if (lo < to && !memcmp(shas[idx[lo]], sha, 64))
+				known[idx[lo]] = true;
+		}
+		PQclear(r);
+	}
+	hv_buf_free(&list);
+	free(idx);
+	return rc;
+}
+
 /* recorded: each artifact's recording time (NULL: now). */
 static hv_status pg_record_artifacts(hv_store *st, int64_t run_id, const hv_artifact_in *a,
 				     size_t n, char (*shas)[65], const int64_t *recorded)
@@ -932,20 +1021,27 @@ static hv_status pg_record_artifacts(hv_store *st, int64_t run_id, const hv_arti
 	static const char *const ccast[] = {"text", "bigint", "bytea"};
 	static const char *const acast[] = {"bigint", "bytea", "bytea", "text", "bigint",
 					    "text", "bigint", "boolean", "text"};
+	bool *known = calloc(n ? n : 1, sizeof(*known));
+	if (!known)
+		return hv_error_set(HV_ENOMEM, "out of memory");
 	pg_batch b;
 	int rc = batch_init(&b, PG_BATCH_ROWS * 9);
 	int may_stream = -1; /* asked when a content is first read: -1 not yet */
 	/* Contents first, deduplicated (a digest already stored, by this run or any other, is
-	 * left as it is). */
+	 * neither read nor sent). */
+	if (rc == HV_OK)
+		rc = pg_known_contents(st, a, n, shas, known);
 	for (size_t i = 0; rc == HV_OK && i < n; i++) {
-		if (!a[i].content && !a[i].read_content)
+		if (known[i])
 			continue;
 		const void *bytes;
 		void *owned = NULL;
-		/* A content read for the occasion goes in statements of its own: in pieces where
-		 * the session may make a temporary table, else whole and freed once sent (one at a
-		 * time, however many the run has). */
-		if (!a[i].content) {
+		/* A large content read for the occasion goes in statements of its own: in pieces
+		 * where the session may make a temporary table, else whole and freed once sent
+		 * (one at a time, however many the run has). A small one is read whole into the
+		 * batch, whose bytes are bounded as for contents in memory. */
+		bool large = !a[i].content && a[i].content_len > PG_CONTENT_PIECE;
+		if (large) {
 			rc = batch_flush(st, &b, " ON CONFLICT (sha256) DO NOTHING",
 					 "cannot store a content");
 			if (rc == HV_OK && may_stream < 0) {
@@ -966,11 +1062,13 @@ static hv_status pg_record_artifacts(hv_store *st, int64_t run_id, const hv_arti
 		b_text(&b, shas[i], 64);
 		b_int(&b, (int64_t)a[i].content_len);
 		b_bytes(&b, bytes, a[i].content_len);
-		if (owned || b.rows >= PG_BATCH_ROWS || b.bytes >= PG_BATCH_BYTES)
+		if (owned)
+			b.owned[b.n_owned++] = owned; /* at most one per row: freed with the batch */
+		if (large || b.rows >= PG_BATCH_ROWS || b.bytes >= PG_BATCH_BYTES)
 			rc = batch_flush(st, &b, " ON CONFLICT (sha256) DO NOTHING",
 					 "cannot store a content");
-		free(owned);
 	}
+	free(known);
 	if (rc == HV_OK)
 		rc = batch_flush(st, &b, " ON CONFLICT (sha256) DO NOTHING", "cannot store a content");
 	int64_t now = hv_store_now_ns();

@@ -385,6 +385,55 @@ static void test_mime_types_quoted(void **state)
 	assert_int_equal(count_mime(f, "none/*"), 0);
 }
 
+/* Which contents are already stored is asked in batches (of 1,000 digests), not per content:
+ * in a run of 2,100 artifacts, 700 whose contents an earlier run stored are not read at all,
+ * each new one is read once, whole when small, and a digest repeated in the run is read and
+ * stored once. Every artifact says its content is stored. */
+static void test_known_in_batches(void **state)
+{
+	pgfx *f = *state;
+	enum { OLD = 700, NEW = 1200, REPEAT = 200, ALL = OLD + NEW + REPEAT };
+	char (*sha)[65] = tu_xmalloc(ALL * sizeof(*sha));
+	char (*name)[16] = tu_xmalloc(ALL * sizeof(*name));
+	unsigned char (*data)[40] = tu_xmalloc(ALL * sizeof(*data));
+	reader *r = calloc(ALL, sizeof(*r));
+	hv_artifact_in *a = tu_xmalloc(ALL * sizeof(*a));
+	assert_non_null(r);
+	/* 0..OLD: stored by a first run; OLD..OLD+NEW: new; then REPEAT that repeat new ones. */
+	for (size_t i = 0; i < ALL; i++) {
+		size_t c = i < OLD + NEW ? i : OLD + (i - OLD - NEW) * 5;
+		snprintf((char *)data[i], sizeof(data[i]), "content %zu of the run", c);
+		sha_hex(data[i], strlen((char *)data[i]), sha[i]);
+		snprintf(name[i], sizeof(name[i]), "f%zu", i);
+		r[i].data = data[i];
+		a[i] = artifact(name[i], sha[i], strlen((char *)data[i]), &r[i]);
+	}
+	if (record(f, a, OLD) != HV_OK)
+		fail_msg("first record: %s", hv_error_last());
+	assert_int_equal(rows(f, "contents"), OLD);
+	memset(r, 0, ALL * sizeof(*r));
+	for (size_t i = 0; i < ALL; i++)
+		r[i].data = data[i];
+	if (record(f, a, ALL) != HV_OK)
+		fail_msg("second record: %s", hv_error_last());
+	for (size_t i = 0; i < ALL; i++) {
+		size_t want = i >= OLD && i < OLD + NEW ? 1 : 0;
+		if (r[i].calls != want)
+			fail_msg("artifact %zu: read %zu times, not %zu", i, r[i].calls, want);
+		if (want && r[i].max_n != a[i].content_len)
+			fail_msg("artifact %zu: read in pieces of %zu bytes", i, r[i].max_n);
+	}
+	assert_int_equal(rows(f, "contents"), OLD + NEW);
+	assert_int_equal(rows(f, "artifacts WHERE content_stored"), OLD + ALL);
+	for (size_t i = 0; i < ALL; i += 97)
+		assert_true(stored_exactly(f, sha[i]));
+	free(sha);
+	free(name);
+	free(data);
+	free(r);
+	free(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -394,6 +443,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_no_temp_privilege, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_spooled_collection, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mime_types_quoted, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_known_in_batches, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, tu_pg_stop);
 }
