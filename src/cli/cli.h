@@ -121,10 +121,11 @@ int cli_json_finish(hv_json *j);
 /* Opens the store named by --db (else the default location); prints the error and returns
  * NULL on failure. */
 hv_store *cli_open_store(const cli_common *c, int flags);
-/* Whether the caller named the database (--db, --cache-db or HARVEST_DB), rather than leaving
- * its location to harvest: a named database that cannot be opened is an error even where it
- * would hold only the MIME cache; the default location then only costs the cache. */
-bool cli_db_named(const cli_common *c);
+/* Whether the caller named the local database file that holds the MIME cache (--db or
+ * HARVEST_DB naming a file, or --cache-db beside a PostgreSQL one), rather than leaving its
+ * location to harvest: a named file that cannot be opened is an error even where it would
+ * hold only the MIME cache; the default location then only costs the cache. */
+bool cli_cache_named(const cli_common *c);
 
 /* The collect options shared by `collect` and `run` (SPEC 2). */
 enum {

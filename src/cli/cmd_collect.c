@@ -13,13 +13,19 @@
 /* The descriptors an open database holds: the file, its -wal and its -shm. */
 #define CLI_DB_FDS 3
 
+/* Whether db names a PostgreSQL history rather than a file. */
+static bool is_pg_uri(const char *db)
+{
+	return !strncmp(db, "postgresql://", 13) || !strncmp(db, "postgres://", 11);
+}
+
 /* The descriptors the store holds once open: with a PostgreSQL history, the local cache file
  * (CLI_DB_FDS) and the connection's socket, counted before connecting so that a limit too
  * low is refused before anything is opened (as --db is resolved: HARVEST_DB without it). */
 static int store_fds(const cli_common *c, bool history)
 {
 	const char *db = c->db ? c->db : getenv("HARVEST_DB");
-	bool pg = db && (!strncmp(db, "postgresql://", 13) || !strncmp(db, "postgres://", 11));
+	bool pg = db && is_pg_uri(db);
 	return CLI_DB_FDS + (history && pg ? 1 : 0);
 }
 
@@ -33,9 +39,17 @@ hv_store *cli_open_store(const cli_common *c, int flags)
 	return st;
 }
 
-bool cli_db_named(const cli_common *c)
+bool cli_cache_named(const cli_common *c)
 {
-	return c->db || c->cache_db || getenv("HARVEST_DB");
+	/* As the store resolves them: an empty HARVEST_DB is unset; with a PostgreSQL history
+	 * the local file is --cache-db, else the default location (--cache-db alone is not
+	 * used). */
+	const char *db = c->db;
+	if (!db && (db = getenv("HARVEST_DB")) && !*db)
+		db = NULL;
+	if (!db)
+		return false;
+	return !is_pg_uri(db) || c->cache_db;
 }
 
 void cli_collect_init(cli_collect *cc)
@@ -190,7 +204,7 @@ char *cli_page_db(const cli_common *c)
 		return NULL;
 	char cwd[PATH_MAX];
 	char *out = NULL;
-	bool uri = strncmp(db, "postgresql://", 13) == 0 || strncmp(db, "postgres://", 11) == 0;
+	bool uri = is_pg_uri(db);
 	if (uri || db[0] == '/' || !getcwd(cwd, sizeof(cwd)))
 		return strdup(db);
 	return asprintf(&out, "%s/%s", strcmp(cwd, "/") ? cwd : "", db) < 0 ? NULL : out;
@@ -427,7 +441,7 @@ int cmd_collect(int argc, char **argv)
 		return EXIT_WARN;
 	}
 	bool cache_lost = false;
-	if (need_store && k.cc.no_history && !k.since && !cli_db_named(&c)) {
+	if (need_store && k.cc.no_history && !k.since && !cli_cache_named(&c)) {
 		/* The store would hold only the MIME cache, at a location harvest chose: without
 		 * it every answer is the same, only slower. A warning (exit 1), as for mime. */
 		if (hv_store_open(&st, NULL, HV_STORE_NO_HISTORY) != HV_OK) {

@@ -267,7 +267,7 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 	if (r->cc.no_history) {
 		eo.open_store = open_lazily;
 		eo.open_store_ctx = &lazy;
-		eo.cache_optional = !cli_db_named(c);
+		eo.cache_optional = !cli_cache_named(c);
 	} else if (!(st = cli_open_store(c, 0))) {
 		return EXIT_HARVEST_FAILED;
 	}

@@ -633,17 +633,8 @@ static void *pg_open_thread(void *arg)
 {
 	struct pg_opener *o = arg;
 	o->rc = hvst_pg_open(&o->tmp, o->uri);
-	if (o->rc != HV_OK) {
+	if (o->rc != HV_OK)
 		hv_error_save(&o->err);
-		return NULL;
-	}
-	/* The runs of owners that are gone, ended here too (the store's own owner is this
-	 * process, as set_owner will find). */
-	if (!o->tmp.readonly && (o->tmp.owner = hvst_owner_self())) {
-		hvst_pg_reap(&o->tmp);
-		free(o->tmp.owner);
-		o->tmp.owner = NULL;
-	}
 	return NULL;
 }
 
@@ -670,9 +661,14 @@ static struct pg_opener *pg_opener_start(const hv_store *st, const char *uri)
 	return o;
 }
 
-/* Moves o's connection into st once made: rc, or o's failure when rc is HV_OK. */
+/* Moves o's connection into st once made, and frees o: rc (the local file's status), or o's
+ * failure when rc is HV_OK. */
 static hv_status pg_opener_finish(struct pg_opener *o, hv_store *st, hv_status rc)
 {
+	/* The local file failed: the connection's queries give up at once rather than wait on
+	 * the server (pg_wait); a connect still under way ends within its own timeout. */
+	if (rc != HV_OK)
+		atomic_store(&o->tmp.interrupted, true);
 	if (o->started)
 		(void)pthread_join(o->thread, NULL);
 	st->pg = o->tmp.pg;
@@ -747,10 +743,6 @@ hv_status hv_store_open_with_cache(hv_store **out, const char *path, const char 
 		rc = hv_error_set(HV_EUSAGE, "%s: not a postgresql:// or postgres:// URI; give one, or"
 				  " a file path (./ before it for a file of that name)", masked);
 	}
-	struct pg_opener *pgo = NULL;
-	if (rc == HV_OK && pg_uri && !(flags & HV_STORE_NO_HISTORY) &&
-	    !(pgo = pg_opener_start(st, pg_uri)))
-		rc = HV_ENOMEM;
 	if (rc == HV_OK && xdg && !st->readonly)
 		rc = make_parent_dirs(st->path);
 
@@ -766,6 +758,12 @@ hv_status hv_store_open_with_cache(hv_store **out, const char *path, const char 
 	}
 	if (rc == HV_OK && !st->readonly && state != FILE_MISSING)
 		rc = check_writable_location(st->path);
+	/* The connection once the local file is known to be usable (a failure found before it
+	 * costs no connection), while the file opens. */
+	struct pg_opener *pgo = NULL;
+	if (rc == HV_OK && pg_uri && !(flags & HV_STORE_NO_HISTORY) &&
+	    !(pgo = pg_opener_start(st, pg_uri)))
+		rc = HV_ENOMEM;
 	if (rc == HV_OK) {
 		st->abs_path = absolute_path(st->path);
 		if (!st->abs_path)
@@ -784,8 +782,11 @@ hv_status hv_store_open_with_cache(hv_store **out, const char *path, const char 
 	if (rc == HV_OK && !pg_uri && !st->readonly && !st->ephemeral &&
 	    hvst_reap_interrupted(st) != HV_OK)
 		hv_error_clear();
-	if (pgo)
+	if (pgo) {
 		rc = pg_opener_finish(pgo, st, rc);
+		if (rc == HV_OK)
+			hvst_pg_reap(st); /* with st->owner, set above */
+	}
 	free(pg_uri);
 	if (rc != HV_OK) {
 		hv_error_saved saved;

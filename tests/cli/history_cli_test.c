@@ -1650,6 +1650,26 @@ static void test_default_location(void **state)
 			fail_msg("%s without its cache: d.csv untyped: %s", nh_what[i], r.out);
 		tu_result_free(&r);
 	}
+	/* Still the default location, so still only a warning: an empty HARVEST_DB (unset, as
+	 * the store reads it), --cache-db without a PostgreSQL history (not used then), and a
+	 * PostgreSQL HARVEST_DB without --cache-db (no history: only the local cache opens). */
+	char cache_flag[] = "--cache-db";
+	char *default_too[][11] = {
+		{"env", "HARVEST_DB=", xdg, HARVEST_BIN, "collect", "--no-history", c, NULL},
+		{"env", "-u", "HARVEST_DB", xdg, HARVEST_BIN, "collect", "--no-history", cache_flag,
+		 bad, c},
+		{"env", "HARVEST_DB=postgresql:///nowhere?host=/nonexistent", xdg, HARVEST_BIN,
+		 "collect", "--no-history", c, NULL},
+	};
+	for (size_t i = 0; i < 3; i++) {
+		tu_run(&r, NULL, NULL, default_too[i]);
+		expect_status(&r, 1, "collect --no-history at the default location");
+		if (!strstr(r.err, "cannot create the database directory") ||
+		    !strstr(r.err, "; collecting without the MIME cache") ||
+		    !strstr(r.out, "\"mime_type\":\"text/plain\""))
+			fail_msg("case %zu: not a warning and a full answer: %s / %s", i, r.err, r.out);
+		tu_result_free(&r);
+	}
 	/* With the history it is still an error, and nothing is printed. */
 	char *collect_h[] = {"env", "-u", "HARVEST_DB", xdg, HARVEST_BIN, "collect", c, NULL};
 	tu_run(&r, NULL, NULL, collect_h);
