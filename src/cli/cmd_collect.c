@@ -444,7 +444,7 @@ int cmd_collect(int argc, char **argv)
 	if (need_store && k.cc.no_history && !k.since && !cli_cache_named(&c)) {
 		/* The store would hold only the MIME cache, at a location harvest chose: without
 		 * it every answer is the same, only slower. A warning (exit 1), as for mime. */
-		if (hv_store_open(&st, NULL, HV_STORE_NO_HISTORY) != HV_OK) {
+		if (hv_store_open_with_cache(&st, c.db, c.cache_db, HV_STORE_NO_HISTORY) != HV_OK) {
 			cli_warn(&c, "%s; collecting without the MIME cache", hv_error_last());
 			st = NULL;
 			k.cc.opts.no_cache = true;

@@ -1654,14 +1654,19 @@ static void test_default_location(void **state)
 	 * the store reads it), --cache-db without a PostgreSQL history (not used then), and a
 	 * PostgreSQL HARVEST_DB without --cache-db (no history: only the local cache opens). */
 	char cache_flag[] = "--cache-db";
+	/* (a file HARVEST_DB under a PostgreSQL --db: the cache is still the default location) */
+	char env_file[4200];
+	snprintf(env_file, sizeof(env_file), "HARVEST_DB=%s/env.db", f.root);
 	char *default_too[][11] = {
 		{"env", "HARVEST_DB=", xdg, HARVEST_BIN, "collect", "--no-history", c, NULL},
 		{"env", "-u", "HARVEST_DB", xdg, HARVEST_BIN, "collect", "--no-history", cache_flag,
 		 bad, c},
 		{"env", "HARVEST_DB=postgresql:///nowhere?host=/nonexistent", xdg, HARVEST_BIN,
 		 "collect", "--no-history", c, NULL},
+		{"env", env_file, xdg, HARVEST_BIN, "collect", "--no-history", "--db",
+		 "postgresql:///nowhere?host=/nonexistent", c, NULL},
 	};
-	for (size_t i = 0; i < 3; i++) {
+	for (size_t i = 0; i < 4; i++) {
 		tu_run(&r, NULL, NULL, default_too[i]);
 		expect_status(&r, 1, "collect --no-history at the default location");
 		if (!strstr(r.err, "cannot create the database directory") ||
@@ -1670,6 +1675,9 @@ static void test_default_location(void **state)
 			fail_msg("case %zu: not a warning and a full answer: %s / %s", i, r.err, r.out);
 		tu_result_free(&r);
 	}
+	char *env_db = tu_path(f.root, "env.db");
+	assert_false(path_exists(env_db));
+	free(env_db);
 	/* With the history it is still an error, and nothing is printed. */
 	char *collect_h[] = {"env", "-u", "HARVEST_DB", xdg, HARVEST_BIN, "collect", c, NULL};
 	tu_run(&r, NULL, NULL, collect_h);
