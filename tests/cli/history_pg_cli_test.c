@@ -479,7 +479,10 @@ static void test_server_frozen_second_signal(void **state)
 }
 
 /* On a server that answers, a second signal loses nothing: the first ends the command, which
- * takes its time to finish (a trap), and the run is recorded whatever comes meanwhile. */
+ * takes its time to finish (a trap that waits for the test's word), the second comes while it
+ * does, and the run is recorded. The trap has harvest's grace period (2 s from SIGTERM to
+ * SIGKILL) to end in: a handshake, not a fixed sleep, so a loaded machine cannot stretch it
+ * past that (a "sleep 1" in the trap was once killed at the grace's end). */
 static void test_second_signal_healthy_server(void **state)
 {
 	(void)state;
@@ -488,22 +491,37 @@ static void test_second_signal_healthy_server(void **state)
 	char *out = tu_path(f.root, "out.jsonl");
 	char *err = tu_path(f.root, "err.txt");
 	char *ready = tu_path(f.root, "ready");
+	char *trapped = tu_path(f.root, "trapped");
+	char *go = tu_path(f.root, "go");
 	char script[4200];
 	snprintf(script, sizeof(script),
-		 "trap 'sleep 1; echo x > f.txt; exit 3' TERM INT; touch %s;"
-		 " while :; do sleep 0.1; done", ready);
+		 "trap ': > %s; n=0; while [ ! -e %s ] && [ $n -lt 100 ]; do sleep 0.01;"
+		 " n=$((n+1)); done; echo x > f.txt; exit 3' TERM INT; : > %s;"
+		 " while :; do sleep 0.1; done",
+		 trapped, go, ready);
 	char *argv[] = {HARVEST_BIN, "run", "--db", f.db, "--cache-db", f.cache, "--dir", f.root,
 			"--shell", "--", script, NULL};
 	pid_t pid = tu_spawn(argv, out, err);
 	struct stat sb;
 	while (stat(ready, &sb) != 0)
-		tu_sleep_ms(20);
+		tu_sleep_ms(10);
 	kill(pid, SIGINT);
-	tu_sleep_ms(200);
+	/* The command is in its trap: harvest took the first signal and ended it. */
+	while (stat(trapped, &sb) != 0)
+		tu_sleep_ms(10);
 	kill(pid, SIGINT);
-	assert_int_equal(wait_at_most(pid, 30000, false), 3);
+	tu_sleep_ms(50);
+	tu_write(f.root, "go", "", 0);
+	int status = wait_at_most(pid, 30000, false);
 	size_t len = 0;
 	char *text = tu_read_file(out, &len);
+	if (status != 3) {
+		char *msg = tu_read_file(err, &len);
+		print_message("harvest's output: %s\nits stderr: %s\n", text ? text : "(none)",
+			      msg ? msg : "(none)");
+		free(msg);
+	}
+	assert_int_equal(status, 3);
 	assert_non_null(text);
 	tj_value *res = result_of(text);
 	assert_false(tj_is_null(tj_get(res, "run_id")));
@@ -515,6 +533,8 @@ static void test_second_signal_healthy_server(void **state)
 	free(out);
 	free(err);
 	free(ready);
+	free(trapped);
+	free(go);
 	fx_close(&f);
 }
 
