@@ -143,9 +143,10 @@ run_valgrind() {
 	# under ASan + UBSan in step 1.)
 	# Test programs whose harvest children run natively (the test program itself is still under
 	# memcheck), and why:
-	# - run_cli_test: test_chunk_while_running asserts that the first output chunk arrives less
-	#   than 1.5 s after harvest starts; under memcheck harvest needs 1.0-1.5 s (valgrind's start
-	#   and libmagic's load) before it even runs the command, so the test would measure valgrind.
+	# - run_cli_test: its timing cases give harvest a fixed time to start the command (a 2 s
+	#   --timeout within which the shell must print a pid; a first chunk seen while a 3 s sleep
+	#   goes on); under memcheck harvest needs 1.0-1.5 s (valgrind's start and libmagic's load)
+	#   before it even runs the command, so the tests would measure valgrind.
 	#   `harvest run` is still checked through history_cli_test and collect_cli_test, which run it
 	#   too, and run.c/execute.c through run_test and execute_test.
 	# - mime_cli_test: test_cache_used relies on harvest caching a file written just before it

@@ -460,8 +460,20 @@ static void test_server_frozen_second_signal(void **state)
 	fixture f;
 	char *out, *err;
 	pid_t pid = frozen_run(&f, &out, &err, false);
-	/* The command ends at once; harvest then waits for the frozen server. */
-	tu_sleep_ms(1000);
+	/* The command ends once it made its file; harvest then waits for the frozen server. */
+	char *made = tu_path(f.root, "d/made.txt");
+	struct stat sb;
+	for (long waited = 0; stat(made, &sb) != 0; waited += 20) {
+		if (waited >= 30000) {
+			kill(pid, SIGKILL);
+			(void)tu_wait(pid);
+			tu_pg_freeze(0);
+			fail_msg("the command did not make its file in 30 s");
+		}
+		tu_sleep_ms(20);
+	}
+	free(made);
+	tu_sleep_ms(500); /* for the shell to exit after its last command */
 	kill(pid, SIGTERM);
 	tu_sleep_ms(300);
 	/* Still waiting: one signal does not give the run up. */
@@ -495,7 +507,7 @@ static void test_second_signal_healthy_server(void **state)
 	char *go = tu_path(f.root, "go");
 	char script[4200];
 	snprintf(script, sizeof(script),
-		 "trap ': > %s; n=0; while [ ! -e %s ] && [ $n -lt 100 ]; do sleep 0.01;"
+		 "trap ': > %s; n=0; while [ ! -e %s ] && [ $n -lt 50 ]; do sleep 0.01;"
 		 " n=$((n+1)); done; echo x > f.txt; exit 3' TERM INT; : > %s;"
 		 " while :; do sleep 0.1; done",
 		 trapped, go, ready);

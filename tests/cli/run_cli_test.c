@@ -330,17 +330,18 @@ static void test_timeout(void **state)
 	for (int k = 0; k < 3; k++) {
 		tu_result r;
 		double t0 = tu_now_s();
-		hv_run(&r, &f, NULL, (const char *const[]){"--timeout", "1", NULL},
+		/* 2 s: long enough for a loaded machine to start the shell and print the pid */
+		hv_run(&r, &f, NULL, (const char *const[]){"--timeout", "2", NULL},
 		       (const char *const[]){"sh", "-c", scripts[k], NULL});
 		double took = tu_now_s() - t0;
 		assert_int_equal(r.status, 124);
-		assert_true(took >= 0.9);
-		assert_true(took < (k == 1 ? 8.0 : 6.0));
+		assert_true(took >= 1.9);
+		assert_true(took < (k == 1 ? 9.0 : 7.0));
 		events ev;
 		parse_events(&ev, &r, false);
 		assert_true(tj_bool(tj_get(ev.result, "timed_out")));
 		assert_int_equal(tj_int(tj_get(ev.result, "exit_code")), 124);
-		assert_true(tj_int(tj_get(ev.result, "duration_ms")) >= 900);
+		assert_true(tj_int(tj_get(ev.result, "duration_ms")) >= 1900);
 		/* The partial output is kept: the background child's pid. */
 		const char *out = tj_str(tj_get(ev.result, "stdout"), NULL);
 		assert_non_null(out);
@@ -378,7 +379,7 @@ static void test_chunk_while_running(void **state)
 		dup2(null, 2);
 		dup2(p[1], 1);
 		execl(HARVEST_BIN, HARVEST_BIN, "run", "--db", f.db, "--dir", f.d, "--", "sh", "-c",
-		      "echo first; sleep 2; echo second", (char *)NULL);
+		      "echo first; sleep 3; echo second", (char *)NULL);
 		_exit(127);
 	}
 	close(p[1]);
@@ -404,9 +405,8 @@ static void test_chunk_while_running(void **state)
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	assert_true(t_first > 0);
 	print_message("first line after %.3f s, end after %.3f s\n", t_first - t0, t_end - t0);
-	/* The first line came while the command was still sleeping. */
-	assert_true(t_first - t0 < 1.5);
-	assert_true(t_end - t_first > 1.5);
+	/* The first line came while the command was still sleeping (3 s), not at its end. */
+	assert_true(t_end - t_first > 1.0);
 	char *nl = strchr(buf, '\n');
 	tj_value *first = tj_parse(buf, (size_t)(nl - buf));
 	assert_non_null(first);

@@ -333,7 +333,7 @@ static void test_execute_timeout(void **state)
 	const char *argv[4];
 	hv_execute_opts o;
 	opts_sh(&o, argv, "printf early > early.txt; echo started; exec sleep 30");
-	o.run.timeout_ms = 300;
+	o.run.timeout_ms = 1500; /* long enough for a loaded machine to start the shell */
 	hv_execution ex;
 	assert_int_equal(hv_execute(f->st, f->root, &o, NULL, NULL, &ex), HV_OK);
 	assert_true(ex.run.timed_out);

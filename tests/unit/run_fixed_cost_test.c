@@ -175,7 +175,7 @@ struct thread_counts {
 	int at_count[4];
 	pid_t spawner[4]; /* libmagic's spawner then (hvm_spawner_pid) */
 	int n;
-	const char *go;   /* a file made once the first "count" is counted (NULL: none) */
+	const char *go[2]; /* files made once the first, the second "count" is counted (NULL: none) */
 };
 
 static hv_status count_at_chunk(void *ctx, hv_stream which, const char *data, size_t len)
@@ -188,8 +188,8 @@ static hv_status count_at_chunk(void *ctx, hv_stream which, const char *data, si
 		if ((i == 0 || data[i - 1] == '\n') && !memcmp(data + i, "count\n", 6) && tc->n < 4) {
 			tc->spawner[tc->n] = hvm_spawner_pid();
 			tc->at_count[tc->n++] = threads;
-			if (tc->n == 1 && tc->go)
-				tu_write("/", tc->go + 1, "", 0);
+			if (tc->n <= 2 && tc->go[tc->n - 1])
+				tu_write("/", tc->go[tc->n - 1] + 1, "", 0);
 		}
 	}
 	return HV_OK;
@@ -201,24 +201,32 @@ static hv_execution run_counting(fx *f, const char *script, struct thread_counts
 	return run_script(f, script, count_at_chunk, tc);
 }
 
-/* run_counting, with GO in script replaced by a file outside the root that is made once the
- * first "count" was counted: the command waits for it, so what follows cannot come before
- * that chunk (under valgrind the command ran ahead, and its file's event was read before
- * the chunk that came first). */
+/* run_counting, with GO1 and GO2 in script replaced by files outside the root that are made
+ * once the first, the second "count" was counted: the command waits for them, so what follows
+ * cannot come before that chunk was read (under valgrind the command ran ahead, and its
+ * file's event was read before the chunk that came first; a fixed sleep in the command was
+ * once too short for a loaded machine). */
 static hv_execution run_counting_go(fx *f, const char *script, struct thread_counts *tc)
 {
-	char *go = tu_path(f->dir, "go");
-	(void)unlink(go);
-	const char *at = strstr(script, "GO");
-	assert_non_null(at);
-	char text[4096];
-	assert_true(snprintf(text, sizeof(text), "%.*s%s%s", (int)(at - script), script, go,
-			     at + 2) < (int)sizeof(text));
 	memset(tc, 0, sizeof(*tc));
-	tc->go = go;
+	char *go[2] = {tu_path(f->dir, "go1"), tu_path(f->dir, "go2")};
+	char text[4096], next[4096];
+	assert_true(snprintf(text, sizeof(text), "%s", script) < (int)sizeof(text));
+	for (int i = 0; i < 2; i++) {
+		(void)unlink(go[i]);
+		char token[] = {'G', 'O', (char)('1' + i), '\0'};
+		const char *at = strstr(text, token);
+		assert_non_null(at);
+		assert_true(snprintf(next, sizeof(next), "%.*s%s%s", (int)(at - text), text, go[i],
+				     at + 3) < (int)sizeof(next));
+		memcpy(text, next, strlen(next) + 1);
+		tc->go[i] = go[i];
+	}
 	hv_execution ex = run_script(f, text, count_at_chunk, tc);
-	tc->go = NULL;
-	free(go);
+	for (int i = 0; i < 2; i++) {
+		tc->go[i] = NULL;
+		free(go[i]);
+	}
 	return ex;
 }
 
@@ -235,8 +243,9 @@ static void test_events_read_on_the_callers_thread_until_many(void **state)
 	assert_int_equal(count_threads(), 1);
 	struct thread_counts tc;
 	hv_execution ex = run_counting_go(f,
-					  "echo count; while [ ! -e GO ]; do sleep 0.01; done;"
-					  " echo x > a; echo count; sleep 0.2; echo count",
+					  "echo count; while [ ! -e GO1 ]; do sleep 0.01; done;"
+					  " echo x > a; echo count; while [ ! -e GO2 ]; do sleep 0.01;"
+					  " done; echo count",
 					  &tc);
 	assert_int_equal(tc.n, 3);
 	for (int i = 0; i < 3; i++)
@@ -257,7 +266,7 @@ static void test_events_read_on_the_callers_thread_until_many(void **state)
 	 * the two of one name), and more */
 	ex = run_counting(f,
 			  "echo count; mkdir d; i=0; while [ $i -lt 1500 ]; do : > d/f$i; "
-			  "i=$((i + 1)); done; sleep 1; echo count",
+			  "i=$((i + 1)); done; sleep 2; echo count",
 			  &tc);
 	assert_int_equal(tc.n, 2);
 	assert_int_equal(tc.at_count[0], 1);
