@@ -448,10 +448,10 @@ static int ops_main(uint64_t seed, const char *root, const char *out)
 			ops_jitter(&jitter);
 		}
 	}
-	/* The outside writer is done before the command ends. */
+	/* The outside writer is done before the command ends (it waits as long for "started"). */
 	char mark[4096];
 	snprintf(mark, sizeof(mark), "%s/outside-done", out);
-	for (int i = 0; i < 5000 && access(mark, F_OK) != 0; i++) {
+	for (int i = 0; i < 20000 && access(mark, F_OK) != 0; i++) {
 		struct timespec ts = {0, 1000000};
 		nanosleep(&ts, NULL);
 	}
