@@ -665,25 +665,24 @@ static void test_mime_cache(void **state)
 	assert_string_equal(sha, "");
 
 	/* The 2 s rule: answers for files not yet 2 s old (by mtime or by ctime) are never
-	 * reused, whatever else matches. (Ages of 0.25 and 0.5 s: a loaded machine has 1.5 s to
-	 * make the puts before they would be old enough.) */
+	 * reused, whatever else matches. Aged 1 s by mtime, 1.5 s by ctime (from a clock read
+	 * right before each put), and in the future. */
 	hv_stat young = {.dev = 2049, .ino = 500, .size = 5, .mode = S_IFREG | 0644};
-	int64_t t = hv_store_now_ns();
-	young.mtime_ns = t - NS / 4;
-	young.ctime_ns = t - 10 * NS;
-	check_ok(hv_store_mime_put(st, &young, fp, "text/plain"));
-	young.ino++;
-	young.mtime_ns = t - 10 * NS;
-	young.ctime_ns = t - NS / 2;
-	check_ok(hv_store_mime_put(st, &young, fp, "text/plain"));
-	young.ino++;
-	young.mtime_ns = young.ctime_ns = t + 60 * NS; /* in the future */
-	check_ok(hv_store_mime_put(st, &young, fp, "text/plain"));
+	int64_t mt[3], ct[3];
+	for (int i = 0; i < 3; i++) {
+		int64_t t = hv_store_now_ns();
+		mt[i] = i == 0 ? t - NS : i == 1 ? t - 10 * NS : t + 60 * NS;
+		ct[i] = i == 0 ? t - 10 * NS : i == 1 ? t - NS - NS / 2 : t + 60 * NS;
+		young.ino = 500 + (uint64_t)i;
+		young.mtime_ns = mt[i];
+		young.ctime_ns = ct[i];
+		check_ok(hv_store_mime_put(st, &young, fp, "text/plain"));
+	}
 	check_ok(hv_store_flush(st));
 	for (int i = 0; i < 3; i++) {
 		young.ino = 500 + (uint64_t)i;
-		young.mtime_ns = i == 0 ? t - NS / 4 : i == 1 ? t - 10 * NS : t + 60 * NS;
-		young.ctime_ns = i == 0 ? t - 10 * NS : i == 1 ? t - NS / 2 : t + 60 * NS;
+		young.mtime_ns = mt[i];
+		young.ctime_ns = ct[i];
 		assert_miss(st, &young, fp);
 	}
 	check_ok(hv_store_close(st));
