@@ -451,10 +451,7 @@ static int ops_main(uint64_t seed, const char *root, const char *out)
 	/* The outside writer is done before the command ends (it waits as long for "started"). */
 	char mark[4096];
 	snprintf(mark, sizeof(mark), "%s/outside-done", out);
-	for (int i = 0; i < 20000 && access(mark, F_OK) != 0; i++) {
-		struct timespec ts = {0, 1000000};
-		nanosleep(&ts, NULL);
-	}
+	(void)tu_wait_for_file(mark, 20000);
 	return 0;
 }
 
@@ -469,10 +466,7 @@ static pid_t outside_writer(const char *root, const char *out, uint64_t seed)
 	char p[4096], r[4096];
 	/* From the moment the command runs: both modes track the tree by then. */
 	snprintf(p, sizeof(p), "%s/started", out);
-	for (int i = 0; i < 20000 && access(p, F_OK) != 0; i++) {
-		struct timespec ts = {0, 1000000};
-		nanosleep(&ts, NULL);
-	}
+	(void)tu_wait_for_file(p, 20000);
 	for (unsigned k = 0; k < 6; k++) {
 		sub_root(r, sizeof(r), root, rnd(&s, BATCH));
 		file_path(p, sizeof(p), r, rnd(&s, N_FILES));

@@ -2791,9 +2791,15 @@ static void test_interrupted_run(void **state)
 	pid_t pid = tu_spawn(argv, NULL, NULL);
 	/* Until the command runs (its run is recorded before it starts). */
 	char *cmdpid = NULL;
+	double end = tu_now_s() + 30;
 	while (!(cmdpid = tu_read_file(pidf, NULL)) || !strchr(cmdpid, '\n')) {
 		free(cmdpid);
 		cmdpid = NULL;
+		if (tu_now_s() >= end) {
+			kill(pid, SIGKILL);
+			(void)tu_wait(pid);
+			fail_msg("the command did not write its pid in 30 s: no line in %s", pidf);
+		}
 		tu_sleep_ms(20);
 	}
 	kill(pid, SIGKILL);

@@ -312,6 +312,21 @@ static void test_unreachable(void **state)
 	free(marker);
 }
 
+/* Waits up to 30 s for the count that sql asks for to reach 1; kills harvest (pid) and
+ * fails the test when it does not. */
+static void wait_for_row(const fixture *f, pid_t pid, const char *sql)
+{
+	double end = tu_now_s() + 30;
+	while (q(f, sql) < 1) {
+		if (tu_now_s() >= end) {
+			kill(pid, SIGKILL);
+			(void)tu_wait(pid);
+			fail_msg("no row in 30 s for: %s", sql);
+		}
+		tu_sleep_ms(20);
+	}
+}
+
 /* A run on f (its own server: tu_pg_newdb_private) whose command waits for the file "go" in
  * f->root, then writes d/made.txt; its output to out, its stderr to err (NULL: /dev/null).
  * Returns once the run is recorded as begun. */
@@ -327,11 +342,9 @@ static pid_t spawn_waiting_run(const fixture *f, const char *out, const char *er
 			"--shell", "--", script, NULL};
 	pid_t pid = tu_spawn(argv, out, err);
 	/* Until its run is recorded (the schema first: harvest creates it). */
-	while (q(f, "SELECT count(*) FROM pg_tables WHERE schemaname = 'harvest'"
-		    " AND tablename = 'runs'") < 1)
-		tu_sleep_ms(20);
-	while (q(f, "SELECT count(*) FROM harvest.runs") < 1)
-		tu_sleep_ms(20);
+	wait_for_row(f, pid, "SELECT count(*) FROM pg_tables WHERE schemaname = 'harvest'"
+			     " AND tablename = 'runs'");
+	wait_for_row(f, pid, "SELECT count(*) FROM harvest.runs");
 	free(go);
 	free(d);
 	return pid;
@@ -462,15 +475,11 @@ static void test_server_frozen_second_signal(void **state)
 	pid_t pid = frozen_run(&f, &out, &err, false);
 	/* The command ends once it made its file; harvest then waits for the frozen server. */
 	char *made = tu_path(f.root, "d/made.txt");
-	struct stat sb;
-	for (long waited = 0; stat(made, &sb) != 0; waited += 20) {
-		if (waited >= 30000) {
-			kill(pid, SIGKILL);
-			(void)tu_wait(pid);
-			tu_pg_freeze(0);
-			fail_msg("the command did not make its file in 30 s");
-		}
-		tu_sleep_ms(20);
+	if (!tu_wait_for_file(made, 30000)) {
+		kill(pid, SIGKILL);
+		(void)tu_wait(pid);
+		tu_pg_freeze(0);
+		fail_msg("the command did not make its file in 30 s: no %s", made);
 	}
 	free(made);
 	tu_sleep_ms(500); /* for the shell to exit after its last command */
@@ -514,13 +523,18 @@ static void test_second_signal_healthy_server(void **state)
 	char *argv[] = {HARVEST_BIN, "run", "--db", f.db, "--cache-db", f.cache, "--dir", f.root,
 			"--shell", "--", script, NULL};
 	pid_t pid = tu_spawn(argv, out, err);
-	struct stat sb;
-	while (stat(ready, &sb) != 0)
-		tu_sleep_ms(10);
+	if (!tu_wait_for_file(ready, 30000)) {
+		kill(pid, SIGKILL);
+		(void)tu_wait(pid);
+		fail_msg("the command did not start in 30 s: no %s", ready);
+	}
 	kill(pid, SIGINT);
 	/* The command is in its trap: harvest took the first signal and ended it. */
-	while (stat(trapped, &sb) != 0)
-		tu_sleep_ms(10);
+	if (!tu_wait_for_file(trapped, 30000)) {
+		kill(pid, SIGKILL);
+		(void)tu_wait(pid);
+		fail_msg("the command did not enter its trap in 30 s: no %s", trapped);
+	}
 	kill(pid, SIGINT);
 	tu_sleep_ms(50);
 	tu_write(f.root, "go", "", 0);

@@ -1485,15 +1485,10 @@ static void test_record_failure_locked(void **state)
 	char *argv[] = {HARVEST_BIN, "run", "--db", f.db, "--dir", f.d, "--", "sh", "-c", script,
 			NULL};
 	pid_t pid = tu_spawn(argv, out, err);
-	double t0 = tu_now_s();
-	while (access(started, F_OK) != 0) {
-		if (tu_now_s() - t0 > 30) {
-			kill(pid, SIGKILL);
-			tu_wait(pid);
-			fail_msg("the command never started");
-		}
-		struct timespec nap = {0, 20 * 1000 * 1000};
-		nanosleep(&nap, NULL);
+	if (!tu_wait_for_file(started, 30000)) {
+		kill(pid, SIGKILL);
+		tu_wait(pid);
+		fail_msg("the command never started: no %s after 30 s", started);
 	}
 	sqlite3 *h;
 	assert_int_equal(sqlite3_open_v2(f.db, &h, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);

@@ -944,3 +944,16 @@ void tu_sleep_ms(long ms)
 	while (nanosleep(&t, &t) != 0 && errno == EINTR)
 		;
 }
+
+bool tu_wait_for_file(const char *path, long ms)
+{
+	double end = tu_now_s() + (double)ms / 1000;
+	for (;;) {
+		struct stat sb;
+		if (stat(path, &sb) == 0)
+			return true;
+		if (tu_now_s() >= end)
+			return false;
+		tu_sleep_ms(10);
+	}
+}

@@ -151,6 +151,11 @@ char *tu_tmpdir(void);
 double tu_now_s(void);
 /* Sleeps ms milliseconds, the whole of them even when signals interrupt the sleep. */
 void tu_sleep_ms(long ms);
+/* Waits until path exists (stat), looking every 10 ms, for at most ms milliseconds. Returns
+ * true once it does, false at the deadline: the caller fails the test then, naming path and
+ * the time waited (after killing what it started, say). No cmocka: usable in a thread or a
+ * forked child, which report a failure their own way. */
+bool tu_wait_for_file(const char *path, long ms);
 /* Has tu_cleanup() unmount path (lazily) before it removes the directories. */
 void tu_cleanup_umount(const char *path);
 /* Unmounts and removes what tu_tmpdir() and tu_cleanup_umount() registered. Returns 0. */

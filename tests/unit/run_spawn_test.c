@@ -194,10 +194,8 @@ static void test_background_process(void **state)
 	assert_true(bg > 0);
 	hv_run_result_free(&res);
 	/* it was left running (not in the run's group's way: no end_descendants) and finishes */
-	struct stat st;
-	for (int i = 0; i < 300 && stat(mark, &st) != 0; i++)
-		usleep(10000);
-	assert_int_equal(stat(mark, &st), 0);
+	if (!tu_wait_for_file(mark, 3000))
+		fail_msg("the background child did not finish in 3 s: no %s", mark);
 	for (int i = 0; i < 300; i++) {
 		if (waitpid(bg, NULL, WNOHANG) == bg || (kill(bg, 0) != 0 && errno == ESRCH))
 			break;

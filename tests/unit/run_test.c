@@ -1085,18 +1085,15 @@ static void test_child_inherits_no_descriptors_or_signal_state(void **state)
 struct cancel_when {
 	const char *started; /* a file the command makes once it runs */
 	int fd;              /* written to once it exists */
+	bool missed;         /* set when it did not appear in time */
 };
 
 /* Writes a byte to c->fd once the command made c->started: a cancel while it runs (after
- * 30 s without it, at once: the run then fails the test, not hangs it). */
+ * 30 s without it, at once, with c->missed set: the test then fails, not hangs). */
 static void *cancel_once_started(void *arg)
 {
-	const struct cancel_when *c = arg;
-	struct stat sb;
-	for (int waited = 0; waited < 3000 && stat(c->started, &sb) != 0; waited++) {
-		struct timespec t = {0, 10 * 1000 * 1000};
-		nanosleep(&t, NULL);
-	}
+	struct cancel_when *c = arg;
+	c->missed = !tu_wait_for_file(c->started, 30000);
 	if (write(c->fd, "x", 1) != 1)
 		abort();
 	return NULL;
@@ -1121,6 +1118,8 @@ static void test_cancel_fd_ends_the_run(void **state)
 	assert_int_equal(pthread_create(&t, NULL, cancel_once_started, &cw), 0);
 	assert_int_equal(run_with(argv, &opts, &c, &res), HV_OK);
 	pthread_join(t, NULL);
+	if (cw.missed)
+		fail_msg("the command did not start in 30 s: no %s", cw.started);
 	assert_true(res.cancelled);
 	assert_false(res.timed_out);
 	assert_int_equal(res.exit_code, 128 + SIGTERM);
