@@ -778,7 +778,8 @@ typedef struct pg_batch {
 	size_t n_owned;
 } pg_batch;
 
-static hv_status batch_init(pg_batch *b, int cap)
+/* cap parameters in max_rows rows at most: a row owns one content at most. */
+static hv_status batch_init(pg_batch *b, int cap, int max_rows)
 {
 	memset(b, 0, sizeof(*b));
 	b->cap = cap;
@@ -786,7 +787,7 @@ static hv_status batch_init(pg_batch *b, int cap)
 	b->len = calloc((size_t)cap, sizeof(*b->len));
 	b->fmt = calloc((size_t)cap, sizeof(*b->fmt));
 	b->num = calloc((size_t)cap, sizeof(*b->num));
-	b->owned = calloc((size_t)cap, sizeof(*b->owned));
+	b->owned = calloc((size_t)max_rows, sizeof(*b->owned));
 	return b->v && b->len && b->fmt && b->num && b->owned
 		       ? HV_OK
 		       : hv_error_set(HV_ENOMEM, "out of memory");
@@ -959,11 +960,17 @@ static hv_status pg_known_contents(hv_store *st, const hv_artifact_in *a, size_t
 		if (!known[i])
 			idx[m++] = i;
 	}
-	/* By digest, then position: the first of equal digests is the one sent. */
+	/* By digest, then position: the first of equal digests is the one sent, and the only
+	 * one asked about (idx keeps one position per digest). */
 	qsort_r(idx, m, sizeof(*idx), sha_index_cmp, shas);
-	for (size_t k = 1; k < m; k++)
-		if (!memcmp(shas[idx[k]], shas[idx[k - 1]], 64))
+	size_t u = 0;
+	for (size_t k = 0; k < m; k++) {
+		if (u && !memcmp(shas[idx[k]], shas[idx[u - 1]], 64))
 			known[idx[k]] = true;
+		else
+			idx[u++] = idx[k];
+	}
+	m = u;
 	hv_buf list = {0};
 	int rc = HV_OK;
 	for (size_t from = 0; rc == HV_OK && from < m; from += PG_KNOWN_BATCH) {
@@ -1025,7 +1032,7 @@ static hv_status pg_record_artifacts(hv_store *st, int64_t run_id, const hv_arti
 	if (!known)
 		return hv_error_set(HV_ENOMEM, "out of memory");
 	pg_batch b;
-	int rc = batch_init(&b, PG_BATCH_ROWS * 9);
+	int rc = batch_init(&b, PG_BATCH_ROWS * 9, PG_BATCH_ROWS);
 	int may_stream = -1; /* asked when a content is first read: -1 not yet */
 	/* Contents first, deduplicated (a digest already stored, by this run or any other, is
 	 * neither read nor sent). */
