@@ -460,6 +460,11 @@ static void pg_rollback(hv_store *st)
 
 static hv_status schema_check_meta(hv_store *st, PGresult *r, int64_t *version);
 
+/* The meta table's two rows that say whose schema it is and of which version. */
+#define SQL_META                                                                               \
+	"SELECT (SELECT value FROM harvest.meta WHERE key = 'application'),"                   \
+	" (SELECT value FROM harvest.meta WHERE key = 'schema_version')"
+
 /* The schema's state: *version (0: no "harvest" schema), or HV_EDB when it is not harvest's.
  * in_tx: inside a transaction, where a failed statement would abort it. */
 static hv_status schema_version(hv_store *st, int64_t *version, bool in_tx)
@@ -470,10 +475,7 @@ static hv_status schema_version(hv_store *st, int64_t *version, bool in_tx)
 	 * (an error, so not inside a transaction) do the catalogs say whether the schema is
 	 * missing or someone else's. */
 	if (!in_tx) {
-		r = pg_call(st,
-			    "SELECT (SELECT value FROM harvest.meta WHERE key = 'application'),"
-			    " (SELECT value FROM harvest.meta WHERE key = 'schema_version')",
-			    true, 0, NULL, NULL, NULL, 0);
+		r = pg_call(st, SQL_META, true, 0, NULL, NULL, NULL, 0);
 		if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
 			return schema_check_meta(st, r, version);
 		PQclear(r);
@@ -498,10 +500,7 @@ static hv_status schema_version(hv_store *st, int64_t *version, bool in_tx)
 	if (!meta)
 		return hv_error_set(HV_EDB, "%s: the schema \"harvest\" is not harvest's (it has no "
 				    "harvest.meta); refusing to use it", st->pg->where);
-	r = pg_call(st,
-		    "SELECT (SELECT value FROM harvest.meta WHERE key = 'application'),"
-		    " (SELECT value FROM harvest.meta WHERE key = 'schema_version')",
-		    true, 0, NULL, NULL, NULL, 1);
+	r = pg_call(st, SQL_META, true, 0, NULL, NULL, NULL, 1);
 	if (PQresultStatus(r) == PGRES_TUPLES_OK)
 		return schema_check_meta(st, r, version);
 	/* A role without rights on the schema (insufficient_privilege), or no server: said as
