@@ -2795,11 +2795,9 @@ static void test_interrupted_run(void **state)
 	while (!(cmdpid = tu_read_file(pidf, NULL)) || !strchr(cmdpid, '\n')) {
 		free(cmdpid);
 		cmdpid = NULL;
-		if (tu_now_s() >= end) {
-			kill(pid, SIGKILL);
-			(void)tu_wait(pid);
-			fail_msg("the command did not write its pid in 30 s: no line in %s", pidf);
-		}
+		if (tu_now_s() >= end)
+			tu_kill_fail(pid, "the command did not write its pid in 30 s: no line in %s",
+				     pidf);
 		tu_sleep_ms(20);
 	}
 	kill(pid, SIGKILL);

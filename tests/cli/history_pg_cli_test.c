@@ -318,11 +318,8 @@ static void wait_for_row(const fixture *f, pid_t pid, const char *sql)
 {
 	double end = tu_now_s() + 30;
 	while (q(f, sql) < 1) {
-		if (tu_now_s() >= end) {
-			kill(pid, SIGKILL);
-			(void)tu_wait(pid);
-			fail_msg("no row in 30 s for: %s", sql);
-		}
+		if (tu_now_s() >= end)
+			tu_kill_fail(pid, "no row in 30 s for: %s", sql);
 		tu_sleep_ms(20);
 	}
 }
@@ -523,18 +520,12 @@ static void test_second_signal_healthy_server(void **state)
 	char *argv[] = {HARVEST_BIN, "run", "--db", f.db, "--cache-db", f.cache, "--dir", f.root,
 			"--shell", "--", script, NULL};
 	pid_t pid = tu_spawn(argv, out, err);
-	if (!tu_wait_for_file(ready, 30000)) {
-		kill(pid, SIGKILL);
-		(void)tu_wait(pid);
-		fail_msg("the command did not start in 30 s: no %s", ready);
-	}
+	if (!tu_wait_for_file(ready, 30000))
+		tu_kill_fail(pid, "the command did not start in 30 s: no %s", ready);
 	kill(pid, SIGINT);
 	/* The command is in its trap: harvest took the first signal and ended it. */
-	if (!tu_wait_for_file(trapped, 30000)) {
-		kill(pid, SIGKILL);
-		(void)tu_wait(pid);
-		fail_msg("the command did not enter its trap in 30 s: no %s", trapped);
-	}
+	if (!tu_wait_for_file(trapped, 30000))
+		tu_kill_fail(pid, "the command did not enter its trap in 30 s: no %s", trapped);
 	kill(pid, SIGINT);
 	tu_sleep_ms(50);
 	tu_write(f.root, "go", "", 0);

@@ -1262,11 +1262,9 @@ static void check_signal_ends_the_run(int sig, bool group)
 	/* Written, not only created: the shell's redirection makes the file before echo writes. */
 	struct stat sst;
 	while (stat(started, &sst) != 0 || sst.st_size == 0) {
-		if (tu_now_s() - t0 > 30) {
-			kill(pid, SIGKILL);
-			tu_wait(pid);
-			fail_msg("the command never started");
-		}
+		if (tu_now_s() - t0 > 30)
+			tu_kill_fail(pid, "the command never started: %s still empty after 30 s",
+				     started);
 		struct timespec nap = {0, 20 * 1000 * 1000};
 		nanosleep(&nap, NULL);
 	}
@@ -1485,11 +1483,8 @@ static void test_record_failure_locked(void **state)
 	char *argv[] = {HARVEST_BIN, "run", "--db", f.db, "--dir", f.d, "--", "sh", "-c", script,
 			NULL};
 	pid_t pid = tu_spawn(argv, out, err);
-	if (!tu_wait_for_file(started, 30000)) {
-		kill(pid, SIGKILL);
-		tu_wait(pid);
-		fail_msg("the command never started: no %s after 30 s", started);
-	}
+	if (!tu_wait_for_file(started, 30000))
+		tu_kill_fail(pid, "the command never started: no %s after 30 s", started);
 	sqlite3 *h;
 	assert_int_equal(sqlite3_open_v2(f.db, &h, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
 	assert_int_equal(sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);

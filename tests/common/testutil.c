@@ -957,3 +957,16 @@ bool tu_wait_for_file(const char *path, long ms)
 		tu_sleep_ms(10);
 	}
 }
+
+void tu_kill_fail(pid_t pid, const char *fmt, ...)
+{
+	char msg[4608];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	kill(pid, SIGKILL);
+	(void)tu_wait(pid);
+	fail_msg("%s", msg);
+	abort(); /* (fail_msg does not return) */
+}

@@ -156,6 +156,10 @@ void tu_sleep_ms(long ms);
  * the time waited (after killing what it started, say). No cmocka: usable in a thread or a
  * forked child, which report a failure their own way. */
 bool tu_wait_for_file(const char *path, long ms);
+/* Ends a started harvest (tu_spawn) that the test gave up waiting on: SIGKILL, reaped, then
+ * fails the test with the message fmt formats. */
+__attribute__((noreturn, format(printf, 2, 3))) void tu_kill_fail(pid_t pid, const char *fmt,
+								   ...);
 /* Has tu_cleanup() unmount path (lazily) before it removes the directories. */
 void tu_cleanup_umount(const char *path);
 /* Unmounts and removes what tu_tmpdir() and tu_cleanup_umount() registered. Returns 0. */
