@@ -138,6 +138,9 @@ bool hv__walk_named(const struct hv_walk *w);
 /* lstat of the last entry, relative to its directory's descriptor: 0, or -1 with errno. */
 struct hv_stat;
 int hv__walk_lstat(struct hv_walk *w, struct hv_stat *out);
+/* faccessat(mode, AT_EACCESS) of the last entry, relative to its directory's descriptor: 0, or
+ * -1 with errno. */
+int hv__walk_access(struct hv_walk *w, int mode);
 /* Caps the descriptors the walk's directory cache keeps (at least HV_COLLECT_MIN_FDS; by
  * default half the soft limit): for a caller that holds many files open while it walks, so the
  * cache leaves it the rest. */

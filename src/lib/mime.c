@@ -1105,6 +1105,14 @@ static hv_status dir_add(dir_batch *b, hv_walk *w, const hv_entry *e, hv_store *
 			b->cache_lost = true;
 			hvm_read_end(st, b->reading);
 			b->reading = false;
+		} else if ((hit.refined || hit.raw) && hv__walk_access(w, R_OK) != 0) {
+			/* Answered from the cache only for a caller who could read the file (see
+			 * detect_cached): else the error that opening it gives. */
+			it->r.status = hv_error_errno(HV_EIO, e->path, errno);
+			it->r.error = strdup(hv_error_last());
+			free(hit.refined);
+			free(hit.raw);
+			return HV_OK;
 		} else if (hit.refined) {
 			/* The same name under the same tables: refined before, nothing to redo. */
 			it->r.mime_type = hit.refined;

@@ -15,10 +15,12 @@
 #include "store_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* A failure to begin only costs speed: each lookup then reads on its own. */
 void hvm_read_begin(hv_store *st, bool *began)
@@ -241,7 +243,17 @@ static hv_status detect_cached(hv_store *st, const char *const *paths, const str
 	for (size_t k = 0; rc == HV_OK && k < n_keys; k++) {
 		size_t i = key_index[k];
 		hvst_mime_hit *hit = &hits[i];
-		if (hit->refined) {
+		if ((hit->refined || hit->raw) && faccessat(AT_FDCWD, paths[i], R_OK, AT_EACCESS) != 0) {
+			/* A cached answer is given only to a caller who could read the file, as a
+			 * miss is: the cache, shared by its users, tells no one the type of a file
+			 * they may not read, and --no-cache changes no answer. */
+			int err = errno;
+			free(hit->refined);
+			free(hit->raw);
+			hit->refined = hit->raw = NULL;
+			rc = answer_without_content(&res[i], paths[i], NULL, err);
+			overall = HV_WARN;
+		} else if (hit->refined) {
 			/* The same name under the same tables: refined before, nothing to redo. */
 			res[i].mime_type = hit->refined;
 			res[i].status = HV_OK;

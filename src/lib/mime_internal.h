@@ -56,6 +56,8 @@ void hvm_worker_prestart(void);
 /* The process id of the worker hvm_worker_prestart started, while it waits to be taken (-1:
  * none waits): for tests. */
 pid_t hvm_worker_spare_pid(void);
+/* Whether the waiting worker has said it is ready (its answer unread) within ms: for tests. */
+bool hvm_worker_spare_ready(int ms);
 /* Reads HARVEST_TEST_WORKER_FAULT again (it is read once, at the first spawn): for a test that
  * sets or unsets it later, while no other thread is in libharvest. */
 void hvm_worker_faults_reload(void);

@@ -488,6 +488,45 @@ enum { ZY_RELEASED_MAX = 64 };
 static pid_t zy_released[ZY_RELEASED_MAX];
 static size_t zy_n_released;
 
+/* The workers forked and neither released nor waited for: in use, or a spare not taken yet
+ * (hvm_worker_prestart). When the caller is gone, or exiting with a spare it never took,
+ * these are killed and reaped too, so that none outlives harvest as an orphan. A list that
+ * cannot grow leaves a worker to its PR_SET_PDEATHSIG. */
+static pid_t *zy_live;
+static size_t zy_n_live, zy_live_cap;
+
+static void live_add(pid_t pid)
+{
+	if (zy_n_live == zy_live_cap) {
+		size_t cap = zy_live_cap ? zy_live_cap * 2 : 16;
+		pid_t *p = realloc(zy_live, cap * sizeof(*p));
+		if (!p)
+			return;
+		zy_live = p;
+		zy_live_cap = cap;
+	}
+	zy_live[zy_n_live++] = pid;
+}
+
+static void live_remove(pid_t pid)
+{
+	for (size_t i = 0; i < zy_n_live; i++)
+		if (zy_live[i] == pid) {
+			zy_live[i] = zy_live[--zy_n_live];
+			return;
+		}
+}
+
+static void spawner_kill_live(void)
+{
+	for (size_t i = 0; i < zy_n_live; i++) {
+		kill(zy_live[i], SIGKILL);
+		while (waitpid(zy_live[i], NULL, 0) < 0 && errno == EINTR)
+			;
+	}
+	zy_n_live = 0;
+}
+
 /* hang: wait for each (after SIGKILL, the caller being gone); else only the exited ones. */
 static void spawner_reap_released(bool hang)
 {
@@ -572,8 +611,9 @@ static void spawner_main(int sock)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < (ssize_t)sizeof(rq)) {
-			/* The caller is gone: its workers see their sockets close. */
+			/* The caller is gone or exiting: its workers end with it. */
 			spawner_reap_released(true);
+			spawner_kill_live();
 			_exit(0);
 		}
 		int fd = -1;
@@ -598,7 +638,10 @@ static void spawner_main(int sock)
 			}
 			a.value = pid;
 			a.err = pid < 0 ? errno : 0;
+			if (pid > 0)
+				live_add(pid);
 		} else if (rq.op == ZY_RELEASE) {
+			live_remove(rq.pid);
 			/* No answer. A full list is emptied by waiting: each has its EOF already. */
 			if (zy_n_released == ZY_RELEASED_MAX)
 				spawner_reap_released(true);
@@ -611,6 +654,8 @@ static void spawner_main(int sock)
 				;
 			a.value = status;
 			a.err = r == rq.pid ? 0 : errno ? errno : ECHILD;
+			if (r == rq.pid)
+				live_remove(rq.pid);
 		} else {
 			a.err = EINVAL;
 		}
@@ -1067,6 +1112,14 @@ static hv_status spawn(hvm_worker *w)
 	return rc == HV_OK ? spawn_ready(w) : rc;
 }
 
+/* Whether w's end of the socket is closed: a spare that said it was ready and died while
+ * it waited (killed, or the OOM killer's choice) is replaced, not handed its first file. */
+static bool hung_up(const hvm_worker *w)
+{
+	struct pollfd p = {.fd = w->sock, .events = POLLRDHUP};
+	return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR));
+}
+
 /* The worker hvm_worker_prestart started, not taken yet (its first answer unread). */
 static pthread_mutex_t spare_mu = PTHREAD_MUTEX_INITIALIZER;
 static hvm_worker *spare;
@@ -1134,6 +1187,17 @@ pid_t hvm_worker_spare_pid(void)
 	return pid;
 }
 
+bool hvm_worker_spare_ready(int ms)
+{
+	pthread_mutex_lock(&spare_mu);
+	if (spare)
+		settle_ahead(spare);
+	int fd = spare && spare->pid > 0 ? spare->sock : -1;
+	pthread_mutex_unlock(&spare_mu);
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	return fd >= 0 && poll(&p, 1, ms) == 1 && (p.revents & POLLIN);
+}
+
 /* A worker not started yet (NULL: out of memory). */
 static hvm_worker *worker_new(const char *database, const char *fingerprint, int flags,
 			      size_t bytes_max)
@@ -1162,7 +1226,7 @@ hv_status hvm_worker_start(hvm_worker **out, const char *database, const char *f
 	*out = NULL;
 	hvm_worker *w = take_spare(database, fingerprint, flags, bytes_max);
 	if (w) {
-		if (spawn_ready(w) == HV_OK) {
+		if (spawn_ready(w) == HV_OK && !hung_up(w)) {
 			*out = w;
 			return HV_OK;
 		}

@@ -442,6 +442,19 @@ int hv__walk_lstat(hv_walk *w, hv_stat *out)
 	return rc;
 }
 
+int hv__walk_access(hv_walk *w, int mode)
+{
+	struct dnode *p = w->entry_parent;
+	int dfd = entry_dir_fd(w);
+	if (dfd < 0)
+		return -1;
+	int rc = faccessat(dfd, w->entry.name, mode, AT_EACCESS);
+	int err = errno;
+	hvw_cache_unpin(w, p);
+	errno = err;
+	return rc;
+}
+
 int hv_walk_openat(hv_walk *w, int flags)
 {
 	struct dnode *p = w->entry_parent;

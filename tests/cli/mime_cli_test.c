@@ -639,9 +639,11 @@ static void chmod_db(const char *db)
 	}
 }
 
-/* Files old enough to be cached, then made unreadable to nobody: a cached answer comes
- * without opening the file; a file that was too young to be cached, or --no-cache, fails;
- * a rewrite invalidates the cached answer even with the mtime put back. */
+/* Files old enough to be cached are answered from the cache without libmagic (a worker that
+ * would crash on the file is never asked), but only to a caller who could read them: nobody
+ * gets "Permission denied" for root's 0600 files, cached or not, as --no-cache gives it; a
+ * file too young to be cached goes to libmagic; a rewrite invalidates the cached answer even
+ * with the mtime put back. */
 static void test_cache_used(void **state)
 {
 	(void)state;
@@ -655,6 +657,9 @@ static void test_cache_used(void **state)
 	tu_write(root, "old.txt", png_bytes, sizeof(png_bytes)); /* PNG bytes named .txt */
 	tu_write(root, "old.md", "# Old\n", 6);
 	tu_write(root, "swap.bin", png_bytes, sizeof(png_bytes));
+	/* Plain text that makes a worker crash under HARVEST_TEST_WORKER_FAULT=1. */
+	tu_write(root, "crash.txt", "HARVEST-TEST-CRASH\n", 19);
+	char *crash = tu_path(root, "crash.txt");
 	char *old_txt = tu_path(root, "old.txt");
 	char *old_md = tu_path(root, "old.md");
 	char *swap = tu_path(root, "swap.bin");
@@ -669,38 +674,69 @@ static void test_cache_used(void **state)
 
 	/* Root fills the cache. */
 	tu_result r;
-	const char *args[] = {"mime", "--db", db, old_txt, old_md, young, swap, NULL};
+	const char *args[] = {"mime", "--db", db, old_txt, old_md, young, swap, crash, NULL};
 	tu_harvestv(&r, NULL, NULL, args);
 	if (r.status != 0)
 		fail_msg("exit %d: %s", r.status, r.err);
 	tj_value *doc;
 	size_t n;
 	answer *a = parse_answers(&r, &doc, &n);
-	assert_int_equal(n, 4);
+	assert_int_equal(n, 5);
 	assert_string_equal(a[0].mime, "image/png");
 	assert_string_equal(a[1].mime, "text/markdown");
 	assert_string_equal(a[2].mime, "image/png");
 	assert_string_equal(a[3].mime, "image/png");
+	assert_string_equal(a[4].mime, "text/plain");
 	free(a);
 	tj_free(doc);
 	tu_result_free(&r);
 	chmod_db(db);
 
-	/* nobody cannot open the files: the old ones are answered from the cache, the young one
-	 * (not cached: dated an hour ahead, too young) cannot be read. */
+	/* With workers that crash on crash.txt: the cached answer is given, libmagic never
+	 * asked; without the cache the same file crashes its worker (so the switch is on). */
+	setenv("HARVEST_TEST_WORKER_FAULT", "1", 1);
+	const char *cargs[] = {"mime", "--db", db, crash, NULL};
+	tu_harvestv(&r, NULL, NULL, cargs);
+	const char *cnargs[] = {"mime", "--no-cache", "--db", db, crash, NULL};
+	tu_result rn;
+	tu_harvestv(&rn, NULL, NULL, cnargs);
+	unsetenv("HARVEST_TEST_WORKER_FAULT");
+	if (r.status != 0 || !strstr(r.out, "\"text/plain\""))
+		fail_msg("cached, exit %d: %s%s", r.status, r.out, r.err);
+	if (rn.status != 1 || !strstr(rn.err, "the libmagic worker was killed by signal"))
+		fail_msg("--no-cache, exit %d: %s%s", rn.status, rn.out, rn.err);
+	tu_result_free(&r);
+	tu_result_free(&rn);
+
+	/* nobody may not read the 0600 files: no answer for any, cached or not, and one
+	 * "Permission denied" line naming each, as --no-cache gives below. */
 	const char *nargs[] = {"mime", "--db", db, old_txt, old_md, young, NULL};
 	tu_harvest_as_nobody(&r, NULL, nargs);
 	print_message("as nobody: exit %d\nstdout: %sstderr: %s", r.status, r.out, r.err);
 	assert_int_equal(r.status, 1);
+	assert_int_equal(r.out_len, 0);
+	assert_int_equal(count_lines(r.err, r.err_len), 3);
+	const char *denied[] = {old_txt, old_md, young};
+	for (size_t i = 0; i < 3; i++) {
+		char want[4200];
+		snprintf(want, sizeof(want), "harvest: %s: Permission denied\n", denied[i]);
+		if (!strstr(r.err, want))
+			fail_msg("stderr does not say '%s': %s", want, r.err);
+	}
+	tu_result_free(&r);
+	/* The directory form gives the same: crash.txt (0644) answered, the rest refused. */
+	const char *dargs[] = {"mime", "--db", db, root, NULL};
+	tu_harvest_as_nobody(&r, NULL, dargs);
+	assert_int_equal(r.status, 1);
 	a = parse_answers(&r, &doc, &n);
-	assert_string_equal(answer_for(a, n, old_txt) ? answer_for(a, n, old_txt) : "(none)",
-			    "image/png");
-	assert_string_equal(answer_for(a, n, old_md) ? answer_for(a, n, old_md) : "(none)",
-			    "text/markdown");
+	assert_null(answer_for(a, n, old_txt));
+	assert_null(answer_for(a, n, old_md));
 	assert_null(answer_for(a, n, young));
-	assert_int_equal(n, 2);
-	assert_non_null(strstr(r.err, young));
-	assert_non_null(strstr(r.err, "Permission denied"));
+	assert_string_equal(answer_for(a, n, crash) ? answer_for(a, n, crash) : "(none)",
+			    "text/plain");
+	for (size_t i = 0; i < 3; i++)
+		if (!strstr(r.err, denied[i]))
+			fail_msg("stderr does not name %s: %s", denied[i], r.err);
 	free(a);
 	tj_free(doc);
 	tu_result_free(&r);
@@ -741,6 +777,7 @@ static void test_cache_used(void **state)
 	free(old_md);
 	free(swap);
 	free(young);
+	free(crash);
 	free(db);
 	tu_rmrf(root);
 	free(root);

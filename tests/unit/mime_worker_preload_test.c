@@ -7,6 +7,7 @@
 #include "harvest/mime.h"
 #include "mime_internal.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <pthread.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -171,6 +173,26 @@ static void test_default_path_from_threads(void **state)
 	free(home);
 }
 
+/* Whether process pid (not a child of this one) is a zombie or gone within ms. */
+static bool dead_within(pid_t pid, int ms)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	for (int waited = 0; waited <= ms; waited += 10) {
+		FILE *f = fopen(path, "r");
+		if (!f)
+			return true;
+		char state = '?';
+		int got = fscanf(f, "%*d (%*[^)]) %c", &state);
+		fclose(f);
+		if (got == 1 && (state == 'Z' || state == 'X'))
+			return true;
+		struct timespec ts = {0, 10 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	return false;
+}
+
 /* A worker started ahead of need (hvm_worker_prestart: a run whose events name files) is taken
  * by the next handle on the same database, which answers as any other; a handle on another
  * database leaves it waiting; one killed while it waited is replaced, not used. */
@@ -206,16 +228,23 @@ static void test_prestarted_worker(void **state)
 	assert_string_equal(type, "text/plain");
 	hv_magic_close(m);
 
-	/* Killed while it waited: the handle gets a new worker, and its answers. */
-	hvm_worker_prestart();
-	spare = hvm_worker_spare_pid();
-	assert_true(spare > 0);
-	assert_int_equal(kill(spare, SIGKILL), 0);
-	bool inherited = false;
-	char *got = answer(NULL, file, &inherited);
-	assert_string_equal(got, "text/plain");
-	assert_int_equal(hvm_worker_spare_pid(), -1);
-	free(got);
+	/* Killed while it waited, before or after it said it was ready: the handle gets a new
+	 * worker, and its answers. */
+	for (int after_ready = 0; after_ready < 2; after_ready++) {
+		hvm_worker_prestart();
+		spare = hvm_worker_spare_pid();
+		assert_true(spare > 0);
+		if (after_ready && !hvm_worker_spare_ready(5000))
+			fail_msg("the spare %d did not say it was ready in 5 s", (int)spare);
+		assert_int_equal(kill(spare, SIGKILL), 0);
+		if (!dead_within(spare, 5000))
+			fail_msg("the killed spare %d still runs after 5 s", (int)spare);
+		bool inherited = false;
+		char *got = answer(NULL, file, &inherited);
+		assert_string_equal(got, "text/plain");
+		assert_int_equal(hvm_worker_spare_pid(), -1);
+		free(got);
+	}
 
 	free(db);
 	free(file);
@@ -223,13 +252,82 @@ static void test_prestarted_worker(void **state)
 	free(dir);
 }
 
-int main(void)
+/* The child of test_no_worker_outlives_harvest, a process of its own (exec'd, so that no
+ * spawner of this test's is inherited): a handle's worker in use, never closed, and a spare
+ * never taken, their pids on stdout; then exit, as a harvest ends. */
+static hv_magic *left_open; /* reachable at exit: left open, not leaked */
+
+static int exit_with_workers(const char *file)
 {
+	hv_magic_set_isolation(true, 0);
+	if (hv_magic_open(&left_open, NULL, 0) != HV_OK)
+		return 2;
+	hv_magic *m = left_open;
+	if (!m)
+		return 2;
+	int fd = open(file, O_RDONLY | O_CLOEXEC);
+	const char *type = NULL;
+	if (fd < 0 || hv_magic_fd(m, fd, file, &type) != HV_OK)
+		return 3;
+	close(fd);
+	hvm_worker_prestart();
+	printf("%d %d\n", (int)hvm_magic_worker_pid(m), (int)hvm_worker_spare_pid());
+	return 0;
+}
+
+/* When harvest exits, its workers are gone with it, reaped, not left as orphans for init:
+ * the one a handle still used and the spare a run started and never took. */
+static void test_no_worker_outlives_harvest(void **state)
+{
+	(void)state;
+	char *dir = tu_mkdtemp();
+	tu_write(dir, "probe", probe, strlen(probe));
+	char *file = tu_path(dir, "probe");
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	pid_t child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		dup2(p[1], 1);
+		close(p[0]);
+		execl("/proc/self/exe", "mime_worker_preload_test", "--exit-with-workers", file,
+		      (char *)NULL);
+		_exit(127);
+	}
+	close(p[1]);
+	char line[64] = {0};
+	size_t got = 0;
+	ssize_t n;
+	while (got < sizeof(line) - 1 && (n = read(p[0], line + got, sizeof(line) - 1 - got)) > 0)
+		got += (size_t)n;
+	close(p[0]);
+	int status = 0;
+	assert_int_equal(waitpid(child, &status, 0), child);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		fail_msg("the child ended with status %#x: %s", status, line);
+	int inuse = 0, spare = 0;
+	if (sscanf(line, "%d %d", &inuse, &spare) != 2 || inuse <= 0 || spare <= 0)
+		fail_msg("the child's pids: '%s'", line);
+	assert_int_not_equal(inuse, spare);
+	int pids[2] = {inuse, spare};
+	for (int i = 0; i < 2; i++)
+		if (kill(pids[i], 0) == 0 || errno != ESRCH)
+			fail_msg("worker %d is still there after harvest exited", pids[i]);
+	free(file);
+	tu_rmrf(dir);
+	free(dir);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 3 && strcmp(argv[1], "--exit-with-workers") == 0)
+		return exit_with_workers(argv[2]);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_workers_inherit_the_right_database),
 		cmocka_unit_test(test_bad_database_still_refused),
 		cmocka_unit_test(test_default_path_from_threads),
 		cmocka_unit_test(test_prestarted_worker),
+		cmocka_unit_test(test_no_worker_outlives_harvest),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
