@@ -92,8 +92,9 @@ HV_EXTERN hv_status hv_archive_dir(int out_fd, const char *root, const hv_archiv
  *   {"run_id": N, "artifacts": [{"path": P, "mime_type": M, "size": S, "sha256": H,
  *     "archived": true|false, "reason": null|"not_stored"|"unsafe_path"|"reserved"}]}
  * "not_stored": the run recorded the artifact without its content; "unsafe_path": the recorded
- * path is empty, absolute or has an empty, "." or ".." component, and is never used as a
- * member path; "reserved": the path is MANIFEST.json itself. Each artifact left out is also
+ * path is empty, absolute or has an empty, "." or ".." component (in a zip also: has a '\\',
+ * or is longer than a zip name holds, about 64 KiB), and is never used as a member path;
+ * "reserved": the path is MANIFEST.json itself. Each artifact left out is also
  * passed to opts->warn. HV_OK when every artifact was archived, HV_WARN when some were left
  * out, HV_ENOTFOUND when there is no such run, else a failure as hv_archive_dir. */
 HV_EXTERN hv_status hv_archive_run(int out_fd, hv_store *st, int64_t run_id, const hv_archive_opts *opts,

@@ -195,14 +195,14 @@ static hv_status writer_open(struct writer *wr, int fd, const hv_archive_opts *o
 			r = archive_write_set_bytes_in_last_block(wr->a, 1);
 		break;
 	case HV_ARCHIVE_TAR_GZ:
-		r = archive_write_set_format_pax_restricted(wr->a);
+		r = archive_write_set_format_pax(wr->a);
 		if (r == ARCHIVE_OK)
 			r = archive_write_add_filter_gzip(wr->a);
 		if (r == ARCHIVE_OK)
 			r = archive_write_set_bytes_in_last_block(wr->a, 1);
 		break;
 	case HV_ARCHIVE_TAR:
-		r = archive_write_set_format_pax_restricted(wr->a);
+		r = archive_write_set_format_pax(wr->a);
 		break;
 	default:
 		return hv_error_set(HV_EUSAGE, "unknown archive format %d", (int)o->format);
@@ -249,6 +249,12 @@ static bool utf8_valid(const char *s, size_t len)
 	return true;
 }
 
+/* A zip header holds a name of at most 65,535 bytes (a 16-bit length), and libarchive builds
+ * the local header, the name and its extra fields in one 64 KiB buffer: a longer member path
+ * is left out (warned of) before libarchive sees it. Room is left for the header (30 bytes),
+ * the '/' a directory's name ends with and the extra fields (time, owner, zip64). */
+#define ZIP_NAME_MAX (65535 - 1024)
+
 /* A member path must be relative and stay inside the extraction directory: not empty, no
  * leading '/', no empty, "." or ".." component, no NUL. In a zip no '\\' either: zip's
  * separator is '/', but extractors on Windows, and bsdtar, read a '\\' as one too, so
@@ -256,6 +262,8 @@ static bool utf8_valid(const char *s, size_t len)
 static bool member_path_safe(const char *p, size_t len, bool zip)
 {
 	if (len == 0 || p[0] == '/' || memchr(p, '\0', len) || (zip && memchr(p, '\\', len)))
+		return false;
+	if (zip && len > ZIP_NAME_MAX)
 		return false;
 	size_t i = 0;
 	while (i <= len) {
@@ -449,8 +457,11 @@ static hv_status archive_entry_of_walk(struct writer *wr, hv_walk *w, const hv_e
 				 const struct stat *out)
 {
 	if (!member_path_safe(e->path, e->path_len, wr->zip)) {
-		warnf(wr, "%s: not a safe member path%s; skipped", shown(wr, e->path),
-		      wr->zip && memchr(e->path, '\\', e->path_len)
+		bool zip_long = wr->zip && e->path_len > ZIP_NAME_MAX;
+		warnf(wr, "%s: %s%s; skipped", shown(wr, e->path),
+		      zip_long ? "a path too long for zip" : "not a safe member path",
+		      zip_long ? " (a zip name holds at most 64 KiB)"
+		      : wr->zip && memchr(e->path, '\\', e->path_len)
 			      ? " (zip readers take a backslash in a name for a separator)"
 			      : "");
 		return HV_OK;
@@ -614,6 +625,7 @@ static hv_status plan_run(hv_store *st, int64_t run_id, struct writer *wr, hv_js
 			warnf(wr, "%s: %s, not archived (artifact %lld)", a->path,
 			      !strcmp(reason, "not_stored") ? "content not stored"
 			      : !strcmp(reason, "reserved") ? "the manifest's name"
+			      : wr->zip && a->path_len > ZIP_NAME_MAX ? "a path too long for zip"
 							    : "unsafe path",
 			      (long long)a->artifact_id);
 	}

@@ -32,7 +32,7 @@
 	X(archive_write_new)                                                                   \
 	X(archive_write_open2)                                                                 \
 	X(archive_write_set_bytes_in_last_block)                                               \
-	X(archive_write_set_format_pax_restricted)                                             \
+	X(archive_write_set_format_pax)                                                        \
 	X(archive_write_set_format_zip)                                                        \
 	X(archive_write_zip_set_compression_deflate)
 
@@ -72,8 +72,7 @@ int hv__archive_load(char *why, size_t cap);
 #define archive_write_new (hv__archive.archive_write_new)
 #define archive_write_open2 (hv__archive.archive_write_open2)
 #define archive_write_set_bytes_in_last_block (hv__archive.archive_write_set_bytes_in_last_block)
-#define archive_write_set_format_pax_restricted                                                \
-	(hv__archive.archive_write_set_format_pax_restricted)
+#define archive_write_set_format_pax (hv__archive.archive_write_set_format_pax)
 #define archive_write_set_format_zip (hv__archive.archive_write_set_format_zip)
 #define archive_write_zip_set_compression_deflate                                              \
 	(hv__archive.archive_write_zip_set_compression_deflate)

@@ -251,7 +251,10 @@ static hv_status detect_cached(hv_store *st, const char *const *paths, const str
 			free(hit->refined);
 			free(hit->raw);
 			hit->refined = hit->raw = NULL;
-			rc = answer_without_content(&res[i], paths[i], NULL, err);
+			res[i].status = hv_error_errno(HV_EIO, paths[i], err);
+			res[i].error = strdup(hv_error_last());
+			if (!res[i].error)
+				rc = hv_error_set(HV_ENOMEM, "out of memory");
 			overall = HV_WARN;
 		} else if (hit->refined) {
 			/* The same name under the same tables: refined before, nothing to redo. */

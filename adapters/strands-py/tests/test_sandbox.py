@@ -295,6 +295,17 @@ def test_timeout_partial_output_and_group_gone(make, tmp_path):
     assert settle(lambda: group_members(shell)) == []
 
 
+def test_elapsed_timeout_runs_nothing(make, tmp_path):
+    sandbox = make(tmp_path)
+    for timeout in (0, -1, float("nan")):
+        with pytest.raises(SandboxTimeoutError) as info:
+            run(sandbox.execute("touch ran", timeout=timeout))
+        assert (info.value.stdout, info.value.stderr) == ("", "")
+        with pytest.raises(SandboxTimeoutError):
+            run(sandbox.execute_code("open('ran', 'w')", "python3", timeout=timeout))
+    assert not (tmp_path / "ran").exists()
+
+
 def test_cancel_ends_the_group_and_records_the_run(make, tmp_path):
     db = tmp_path / "c.db"
     sandbox = make(tmp_path, db=str(db), label="cancelled-run")
@@ -557,6 +568,27 @@ def test_removal(make, tmp_path):
     assert (tmp_path / "d/e/g").exists()
     run(sandbox.remove_tree("d"))
     assert not (tmp_path / "d").exists()
+
+
+def test_removal_refuses_dot_dotdot_and_empty(make, tmp_path):
+    box = tmp_path / "box"
+    (box / "sub").mkdir(parents=True)
+    (tmp_path / "sibling").mkdir()
+    (tmp_path / "sibling/data").write_text("precious")
+    sandbox = make(box)
+    for p in ["..", ".", "sub/..", "sub/."]:
+        with pytest.raises(HarvestError) as info:
+            run(sandbox.remove_tree(p))
+        assert info.value.exit_code == 2, p
+        with pytest.raises(HarvestError):
+            run(sandbox.remove_file(p))
+    for op in (sandbox.remove_tree, sandbox.remove_file):
+        with pytest.raises(FileNotFoundError):
+            run(op(""))
+    assert (tmp_path / "sibling/data").read_text() == "precious"
+    assert (box / "sub").is_dir()
+    assert sandbox.resolve_path("") == str(box)
+    assert sandbox.resolve_path("a/../b") == f"{box}/a/../b"
 
 
 def test_missing_paths(make, tmp_path):

@@ -138,6 +138,33 @@ const IMAGE_FORMATS: Record<string, 'png' | 'jpeg' | 'gif' | 'webp'> = {
 // Models refuse larger images (Bedrock: 3.75 MB); a larger one is described like any other file.
 const MAX_IMAGE_BYTES = 3_750_000;
 
+function startsWith(b: Uint8Array, at: number, ascii: string): boolean {
+  if (b.byteLength < at + ascii.length) return false;
+  for (let i = 0; i < ascii.length; i++) if (b[at + i] !== ascii.charCodeAt(i)) return false;
+  return true;
+}
+
+/**
+ * The image format a file is shown to the model as, or undefined. Its MIME type is refined by
+ * the name (a text file named plot.png is image/png), and a model refuses an image block that
+ * is not one: so the bytes must also begin as that format does (PNG: signature and IHDR;
+ * JPEG: SOI; GIF: GIF87a/GIF89a; WebP: RIFF....WEBP).
+ */
+function imageFormat(f: { mimeType: string; content: Uint8Array }): 'png' | 'jpeg' | 'gif' | 'webp' | undefined {
+  const format = IMAGE_FORMATS[f.mimeType];
+  const b = f.content;
+  if (!format || b.byteLength > MAX_IMAGE_BYTES) return undefined;
+  const ok =
+    format === 'png'
+      ? startsWith(b, 0, '\x89PNG\r\n\x1a\n') && startsWith(b, 12, 'IHDR')
+      : format === 'jpeg'
+        ? startsWith(b, 0, '\xff\xd8\xff')
+        : format === 'gif'
+          ? (startsWith(b, 0, 'GIF87a') || startsWith(b, 0, 'GIF89a')) && b.byteLength >= 13
+          : startsWith(b, 0, 'RIFF') && startsWith(b, 8, 'WEBP');
+  return ok ? format : undefined;
+}
+
 interface RawOutputFile {
   name: string;
   path: string;
@@ -213,9 +240,20 @@ export class HarvestSandbox extends Sandbox {
     };
   }
 
-  /** A sandbox path: absolute as given, else relative to workingDir. */
+  /**
+   * A sandbox path: absolute as given, else relative to workingDir ('' is workingDir itself).
+   * Never normalized: '.' and '..' reach harvest as written, so `removeTree('..')` is refused
+   * as `harvest rm -r DIR/..` is, instead of becoming the working directory's parent.
+   */
   resolvePath(path: string): string {
-    return posixPath.isAbsolute(path) ? path : posixPath.join(this.workingDir, path);
+    if (posixPath.isAbsolute(path)) return path;
+    if (path === '') return this.workingDir;
+    return this.workingDir.endsWith('/') ? this.workingDir + path : `${this.workingDir}/${path}`;
+  }
+
+  /** The path a removal names: '' names nothing (rm(1)'s "No such file"), not workingDir. */
+  private _removal(path: string): string {
+    return path === '' ? '' : this._path(path);
   }
 
   /** resolvePath, refusing a path that is not valid UTF-8 (see checkPath). */
@@ -289,6 +327,10 @@ export class HarvestSandbox extends Sandbox {
     const args = [...this._runArgs(options), ...tail];
     const signal = options?.signal;
     if (signal?.aborted) throw new SandboxAbortError();
+    // A timeout of 0 or less (or NaN) has elapsed already: the SDK's own sandboxes time such a
+    // command out at once, so it raises SandboxTimeoutError here too, and nothing runs.
+    const timeout = options?.timeout;
+    if (timeout !== undefined && !(timeout > 0)) throw new SandboxTimeoutError(timeout, '', '');
 
     const proc = spawnHarvest(this._launcher, args, true);
     const events: StreamChunk[] = [];
@@ -446,14 +488,14 @@ export class HarvestSandbox extends Sandbox {
   }
 
   override async removeFile(path: string): Promise<void> {
-    const full = this._path(path);
+    const full = this._removal(path);
     const r = await runHarvest(this._launcher, ['rm', '--', full]);
     this._check(r.code, r.stderr, 'rm', full);
   }
 
   /** Removes a directory tree (`harvest rm -r`), never following a symlink. */
   async removeTree(path: string): Promise<void> {
-    const full = this._path(path);
+    const full = this._removal(path);
     const r = await runHarvest(this._launcher, ['rm', '-r', '--', full]);
     this._check(r.code, r.stderr, 'rm', full);
   }
@@ -560,7 +602,7 @@ async function runForTool(run: () => Promise<HarvestExecutionResult>): Promise<H
  * an array of content blocks through as the result's content; its type says JSONValue only.)
  */
 function toolResult(r: HarvestExecutionResult): JSONValue {
-  const images = r.outputFiles.filter((f) => IMAGE_FORMATS[f.mimeType] && f.content.byteLength <= MAX_IMAGE_BYTES);
+  const images = r.outputFiles.filter((f) => imageFormat(f) !== undefined);
   const summary = {
     exit_code: r.exitCode,
     output: r.stdout,
@@ -576,7 +618,7 @@ function toolResult(r: HarvestExecutionResult): JSONValue {
   };
   const blocks: (TextBlock | ImageBlock)[] = [new TextBlock(JSON.stringify(summary))];
   for (const f of images) {
-    blocks.push(new ImageBlock({ format: IMAGE_FORMATS[f.mimeType]!, source: { bytes: f.content } }));
+    blocks.push(new ImageBlock({ format: imageFormat(f)!, source: { bytes: f.content } }));
   }
   return blocks as unknown as JSONValue;
 }

@@ -85,6 +85,19 @@ describe('Agent with a HarvestSandbox', () => {
     assert.deepStrictEqual(images[0].source.bytes, u8(GIF));
     assert.deepStrictEqual(images[1].source.bytes, u8(PNG));
 
+    // Named as images, but not images: a text file (typed image/png by its name) and a PNG
+    // signature alone are described, never sent as image blocks a model would refuse.
+    const fake = await agent.tool.harvest_shell.invoke({
+      command: "echo 'hello world' > notes.png; head -c 8 plot.png > sig.png; rm g.gif plot.png t.csv",
+    });
+    assert.equal(fake.status, 'success', text(fake));
+    const fs2 = JSON.parse(text(fake)).output_files;
+    assert.deepStrictEqual(fs2.map((f) => [f.name, f.mime_type, f.shown]), [
+      ['notes.png', 'image/png', false],
+      ['sig.png', 'image/png', false],
+    ]);
+    assert.equal(fake.content.filter((c) => c.type === 'imageBlock').length, 0);
+
     const c = await agent.tool.harvest_code.invoke({ language: 'python3', code: "print('hi'); open('o.txt','w').write('x')" });
     assert.equal(c.status, 'success', text(c));
     const cs = JSON.parse(text(c));

@@ -184,6 +184,17 @@ export function defineSuite(label, exec) {
       assert.equal(code.stdout, `y ${dir}/sub\n`);
     });
 
+    it('times out at once, running nothing, when the timeout has elapsed already (0, negative, NaN)', async () => {
+      const dir = tmpdir();
+      const sandbox = make(dir);
+      for (const timeout of [0, -1, NaN]) {
+        const err = await sandbox.execute('touch ran', { timeout }).catch((e) => e);
+        assert.ok(err instanceof SandboxTimeoutError, `${timeout}: ${err}`);
+        await assert.rejects(sandbox.executeCode("open('ran', 'w')", 'python3', { timeout }), SandboxTimeoutError);
+      }
+      assert.equal(fs.existsSync(path.join(dir, 'ran')), false);
+    });
+
     it('times out with the partial output after the chunks, and ends the process group', async () => {
       const dir = tmpdir();
       const sandbox = make(dir);
@@ -283,6 +294,27 @@ export function defineSuite(label, exec) {
       assert.equal(fs.existsSync(path.join(dir, 'd/e/g')), true);
       await sandbox.removeTree('d');
       assert.equal(fs.existsSync(path.join(dir, 'd')), false);
+    });
+
+    it("refuses to remove '.', '..' and '' instead of the working directory or its parent", async () => {
+      const dir = tmpdir();
+      const box = path.join(dir, 'box');
+      fs.mkdirSync(path.join(box, 'sub'), { recursive: true });
+      fs.mkdirSync(path.join(dir, 'sibling'));
+      fs.writeFileSync(path.join(dir, 'sibling', 'data'), 'precious');
+      const sandbox = make(box);
+      for (const p of ['..', '.', 'sub/..', 'sub/.']) {
+        await assert.rejects(sandbox.removeTree(p), (e) => e instanceof HarvestError && e.exitCode === 2, p);
+        await assert.rejects(sandbox.removeFile(p), HarvestError, p);
+      }
+      for (const op of ['removeTree', 'removeFile']) {
+        const err = await sandbox[op]('').catch((e) => e);
+        assert.ok(err instanceof HarvestError && err.exitCode === 3 && err.code === 'ENOENT', `${op}(''): ${err}`);
+      }
+      assert.equal(fs.readFileSync(path.join(dir, 'sibling', 'data'), 'utf8'), 'precious');
+      assert.ok(fs.statSync(path.join(box, 'sub')).isDirectory());
+      assert.equal(sandbox.resolvePath('a/../b'), `${box}/a/../b`);
+      assert.equal(sandbox.resolvePath(''), box);
     });
 
     it('raises the SDK local environment errors for missing paths', async () => {

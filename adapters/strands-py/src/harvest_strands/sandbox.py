@@ -164,8 +164,16 @@ class HarvestSandbox(SandboxBase):
     # ---- paths and processes ----
 
     def resolve_path(self, path: str) -> str:
-        """A sandbox path: absolute as given, else relative to working_dir."""
-        return path if posixpath.isabs(path) else posixpath.join(self.working_dir, path)
+        """A sandbox path: absolute as given, else relative to working_dir ('' is working_dir
+        itself). Never normalized: '.' and '..' reach harvest as written, which refuses to remove
+        them."""
+        if posixpath.isabs(path):
+            return path
+        return posixpath.join(self.working_dir, path) if path else self.working_dir
+
+    def _removal(self, path: str) -> str:
+        """The path a removal names: '' names nothing (rm(1)'s "No such file"), not working_dir."""
+        return self.resolve_path(path) if path else ""
 
     def _argv(self, args: Sequence[str]) -> list[str]:
         argv = [self.harvest, *args]
@@ -229,6 +237,13 @@ class HarvestSandbox(SandboxBase):
     def _run_args(self, timeout: float | None, cwd: str | None, env: Mapping[str, str] | None) -> list[str]:
         # --quiet hides harvest's warnings; its errors ("harvest: ...") are still on stderr.
         args = ["run", "--case", "snake", "--quiet", "--dir", self.resolve_path(cwd or self.working_dir)]
+        if timeout is not None and not timeout > 0:
+            # Elapsed already (0, negative, NaN): a timeout at once, as asyncio.wait_for gives
+            # it, with nothing run.
+            error = SandboxTimeoutError(timeout)
+            error.stdout = ""  # type: ignore[attr-defined]
+            error.stderr = ""  # type: ignore[attr-defined]
+            raise error
         if timeout is not None:
             args += ["--timeout", str(timeout)]
         for key, value in (env or {}).items():
@@ -367,13 +382,13 @@ class HarvestSandbox(SandboxBase):
         self._check(code, err, "put", full)
 
     async def remove_file(self, path: str, **kwargs: Any) -> None:
-        full = self.resolve_path(path)
+        full = self._removal(path)
         code, _out, err = await self._call(["rm", "--", full])
         self._check(code, err, "rm", full)
 
     async def remove_tree(self, path: str) -> None:
         """Removes a directory tree (``harvest rm -r``), never following a symlink."""
-        full = self.resolve_path(path)
+        full = self._removal(path)
         code, _out, err = await self._call(["rm", "-r", "--", full])
         self._check(code, err, "rm", full)
 
