@@ -368,6 +368,45 @@ static void test_dev_stdout_pipe(void **s)
 	free(root);
 }
 
+/* root (holding ok.txt) archived as a tar lists tar_has; a collect of it into dir's h.db,
+ * then that run written to zip: exit 1 (the stderr saying why, when given), the manifest
+ * naming the artifact left out as unsafe_path and ok.txt archived, and the zip sound. */
+static void check_left_out_of_run_zip(const char *dir, const char *root, const char *zip,
+				      const char *tar_has, const char *why)
+{
+	char *tar = tu_path(dir, "t.tar"), *db = tu_path(dir, "h.db");
+	tu_result r;
+	tu_harvest(&r, "archive", "-o", tar, root, NULL);
+	assert_int_equal(r.status, 0);
+	tu_result_free(&r);
+	char *list[] = {"tar", "-tf", tar, NULL};
+	tu_run(&r, NULL, NULL, list);
+	assert_int_equal(r.status, 0);
+	if (!strstr(r.out, tar_has))
+		fail_msg("the tar does not list '%s'", tar_has);
+	tu_result_free(&r);
+	tu_harvest(&r, "collect", "--db", db, "--no-cache", root, NULL);
+	assert_int_equal(r.status, 0);
+	tu_result_free(&r);
+	unlink(zip);
+	tu_harvest(&r, "history", "get", "--db", db, "--run", "1", "-o", zip, NULL);
+	if (r.status != 1 || (why && !strstr(r.err, why)))
+		fail_msg("history get: exit %d: %.300s", r.status, r.err);
+	tu_result_free(&r);
+	char *manifest[] = {"unzip", "-p", (char *)zip, "MANIFEST.json", NULL};
+	tu_run(&r, NULL, NULL, manifest);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "\"archived\":false,\"reason\":\"unsafe_path\""));
+	assert_non_null(strstr(r.out, "\"path\":\"ok.txt\""));
+	tu_result_free(&r);
+	char *test[] = {"unzip", "-tq", (char *)zip, NULL};
+	tu_run(&r, NULL, NULL, test);
+	assert_int_equal(r.status, 0);
+	tu_result_free(&r);
+	free(db);
+	free(tar);
+}
+
 /* A member path longer than a zip name holds (16-bit length; libarchive builds the header in
  * a 64 KiB buffer): left out of a zip with a warning, before libarchive sees it, the shorter
  * ones kept and the zip sound; kept by a tar; unsafe_path in a run's zip manifest. */
@@ -381,22 +420,11 @@ static void test_long_paths_in_zip(void **s)
 	char name[251];
 	memset(name, 'n', 250);
 	name[250] = '\0';
-	int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	assert_true(fd >= 0);
-	for (int i = 0; i < 262; i++) {
-		assert_int_equal(mkdirat(fd, name, 0755), 0);
-		int next = openat(fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		assert_true(next >= 0);
-		close(fd);
-		fd = next;
-	}
-	int f = openat(fd, "deep.txt", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	assert_true(f >= 0);
-	assert_int_equal(write(f, "deep\n", 5), 5);
-	close(f);
+	int fd = tu_deep_dir(root, name, 262);
+	tu_write_at(fd, "deep.txt", 0644, "deep\n");
 	close(fd);
 	tu_write(root, "ok.txt", "o", 1);
-	char *zip = tu_path(dir, "t.zip"), *tar = tu_path(dir, "t.tar");
+	char *zip = tu_path(dir, "t.zip");
 	tu_result r;
 	tu_harvest(&r, "archive", "-o", zip, root, NULL);
 	if (r.status != 1 || !strstr(r.err, "a path too long for zip"))
@@ -409,37 +437,9 @@ static void test_long_paths_in_zip(void **s)
 	assert_null(strstr(r.out, "deep.txt"));
 	assert_non_null(strstr(r.out, name)); /* the shallower directories are kept */
 	tu_result_free(&r);
-	tu_harvest(&r, "archive", "-o", tar, root, NULL);
-	assert_int_equal(r.status, 0);
-	tu_result_free(&r);
-	char *argv2[] = {"tar", "-tf", tar, NULL};
-	tu_run(&r, NULL, NULL, argv2);
-	assert_int_equal(r.status, 0);
-	assert_non_null(strstr(r.out, "/deep.txt\n"));
-	tu_result_free(&r);
-	/* a run's zip: the deep file is recorded, and left out of the archive */
-	char *db = tu_path(dir, "h.db");
-	tu_harvest(&r, "collect", "--db", db, "--no-cache", root, NULL);
-	assert_int_equal(r.status, 0);
-	tu_result_free(&r);
-	assert_int_equal(unlink(zip), 0);
-	tu_harvest(&r, "history", "get", "--db", db, "--run", "1", "-o", zip, NULL);
-	if (r.status != 1 || !strstr(r.err, "a path too long for zip"))
-		fail_msg("history get: exit %d: %.300s", r.status, r.err);
-	tu_result_free(&r);
-	char *argv3[] = {"unzip", "-p", zip, "MANIFEST.json", NULL};
-	tu_run(&r, NULL, NULL, argv3);
-	assert_int_equal(r.status, 0);
-	assert_non_null(strstr(r.out, "\"archived\":false,\"reason\":\"unsafe_path\""));
-	assert_non_null(strstr(r.out, "\"path\":\"ok.txt\""));
-	tu_result_free(&r);
-	char *argv4[] = {"unzip", "-tq", zip, NULL};
-	tu_run(&r, NULL, NULL, argv4);
-	assert_int_equal(r.status, 0);
-	tu_result_free(&r);
-	free(db);
+	/* a tar holds it; a run's zip leaves the recorded deep file out */
+	check_left_out_of_run_zip(dir, root, zip, "/deep.txt\n", "a path too long for zip");
 	free(zip);
-	free(tar);
 	free(root);
 }
 
@@ -455,7 +455,7 @@ static void test_backslash_names_in_zip(void **s)
 	tu_write(root, "a\\b.txt", "a", 1);
 	tu_write(root, "..\\up.txt", "u", 1);
 	tu_write(root, "ok.txt", "o", 1);
-	char *zip = tu_path(dir, "t.zip"), *tar = tu_path(dir, "t.tar");
+	char *zip = tu_path(dir, "t.zip");
 	tu_result r;
 	tu_harvest(&r, "archive", "-o", zip, root, NULL);
 	assert_int_equal(r.status, 1);
@@ -467,32 +467,9 @@ static void test_backslash_names_in_zip(void **s)
 	assert_int_equal(r.status, 0);
 	assert_string_equal(r.out, "ok.txt\n");
 	tu_result_free(&r);
-	tu_harvest(&r, "archive", "-o", tar, root, NULL);
-	assert_int_equal(r.status, 0);
-	tu_result_free(&r);
-	char *argv2[] = {"tar", "-tf", tar, NULL};
-	tu_run(&r, NULL, NULL, argv2);
-	assert_int_equal(r.status, 0);
-	assert_non_null(strstr(r.out, "..\\\\up.txt\n")); /* GNU tar shows a backslash as \\ */
-	tu_result_free(&r);
-	/* a run's archive: the manifest says why they were left out of the zip */
-	char *db = tu_path(dir, "h.db");
-	tu_harvest(&r, "collect", "--db", db, "--no-cache", root, NULL);
-	assert_int_equal(r.status, 0);
-	tu_result_free(&r);
-	assert_int_equal(unlink(zip), 0);
-	tu_harvest(&r, "history", "get", "--db", db, "--run", "1", "-o", zip, NULL);
-	assert_int_equal(r.status, 1);
-	tu_result_free(&r);
-	char *argv3[] = {"unzip", "-p", zip, "MANIFEST.json", NULL};
-	tu_run(&r, NULL, NULL, argv3);
-	assert_int_equal(r.status, 0);
-	assert_non_null(strstr(r.out, "\"archived\":false,\"reason\":\"unsafe_path\""));
-	assert_non_null(strstr(r.out, "\"path\":\"ok.txt\""));
-	tu_result_free(&r);
-	free(db);
+	/* a tar keeps them (GNU tar shows a backslash as \\); a run's zip leaves them out */
+	check_left_out_of_run_zip(dir, root, zip, "..\\\\up.txt\n", NULL);
 	free(zip);
-	free(tar);
 	free(root);
 }
 

@@ -23,19 +23,8 @@
  * descriptors (the path is longer than PATH_MAX). Returns the bottom's descriptor. */
 static int make_chain(const char *dir, int levels)
 {
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	assert_true(fd >= 0);
-	for (int i = 0; i < levels; i++) {
-		assert_int_equal(mkdirat(fd, "d", 0755), 0);
-		int next = openat(fd, "d", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		assert_true(next >= 0);
-		close(fd);
-		fd = next;
-	}
-	int f = openat(fd, "f", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	assert_true(f >= 0);
-	assert_int_equal(write(f, "bottom\n", 7), 7);
-	close(f);
+	int fd = tu_deep_dir(dir, "d", levels);
+	tu_write_at(fd, "f", 0644, "bottom\n");
 	return fd;
 }
 

@@ -253,19 +253,8 @@ static void test_deep_unreadable_file_keeps_reason(void **state)
 	char name[201];
 	memset(name, 'n', 200);
 	name[200] = '\0';
-	int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	assert_true(fd >= 0);
-	for (int i = 0; i < 25; i++) { /* 25 * 201 bytes: beyond PATH_MAX (4096) */
-		assert_int_equal(mkdirat(fd, name, 0755), 0);
-		int nfd = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		assert_true(nfd >= 0);
-		close(fd);
-		fd = nfd;
-	}
-	int f = openat(fd, "secret.txt", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0);
-	assert_true(f >= 0);
-	assert_int_equal(write(f, "x\n", 2), 2);
-	close(f);
+	int fd = tu_deep_dir(root, name, 25); /* 25 * 201 bytes: beyond PATH_MAX (4096) */
+	tu_write_at(fd, "secret.txt", 0, "x\n");
 	close(fd);
 	const char *args[] = {"collect", "--no-history", "--no-cache", root, NULL};
 	tu_result r;

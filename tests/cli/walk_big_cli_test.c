@@ -190,20 +190,8 @@ static void test_deep_chain(void **state)
 	(void)state;
 	char *root = tu_tmpdir();
 	char *outdir = tu_tmpdir();
-	int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	assert_true(fd >= 0);
-	for (int i = 0; i < DEEP; i++) {
-		if (mkdirat(fd, "d", 0755) != 0)
-			fail_msg("mkdirat at depth %d: %s", i + 1, strerror(errno));
-		int nfd = openat(fd, "d", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		assert_true(nfd >= 0);
-		close(fd);
-		fd = nfd;
-	}
-	int lf = openat(fd, "leaf", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	assert_true(lf >= 0);
-	assert_int_equal(write(lf, "leaf", 4), 4);
-	close(lf);
+	int fd = tu_deep_dir(root, "d", DEEP);
+	tu_write_at(fd, "leaf", 0644, "leaf");
 	close(fd);
 	assert_true(2 * DEEP > PATH_MAX);
 

@@ -290,6 +290,34 @@ int tu_in_child(int (*fn)(void *arg), void *arg)
 
 #include "tjson.h"
 
+int tu_deep_dir(const char *root, const char *name, int levels)
+{
+	int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		fail_msg("%s: %s", root, strerror(errno));
+	for (int i = 0; i < levels; i++) {
+		if (mkdirat(fd, name, 0755) != 0)
+			fail_msg("mkdirat at depth %d: %s", i + 1, strerror(errno));
+		int next = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (next < 0)
+			fail_msg("openat at depth %d: %s", i + 1, strerror(errno));
+		close(fd);
+		fd = next;
+	}
+	return fd;
+}
+
+void tu_write_at(int dfd, const char *file, unsigned mode, const char *data)
+{
+	int f = openat(dfd, file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, (mode_t)mode);
+	if (f < 0)
+		fail_msg("%s: %s", file, strerror(errno));
+	size_t len = strlen(data);
+	if (write(f, data, len) != (ssize_t)len)
+		fail_msg("%s: short write", file);
+	close(f);
+}
+
 void tu_rmrf_deep(const char *path)
 {
 	struct stat st;

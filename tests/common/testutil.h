@@ -103,6 +103,12 @@ struct tj_value;
  * moves through the tree with directory descriptors (down by name, up by ".."), opening up
  * unreadable directories on the way. No symlink is followed. */
 void tu_rmrf_deep(const char *path);
+/* Makes levels nested directories, each named name, below the directory root (deeper than
+ * PATH_MAX if asked: by descriptors, never by path), and returns the open descriptor of the
+ * deepest, for the caller to close. */
+int tu_deep_dir(const char *root, const char *name, int levels);
+/* Creates file (O_EXCL, mode) in the directory dfd with the string data as its contents. */
+void tu_write_at(int dfd, const char *file, unsigned mode, const char *data);
 
 /* Runs argv (argv[0] looked up in PATH) in cwd (NULL: the current one) with stdin from
  * /dev/null, stdout written to the file out_path (created or truncated) and stderr captured

@@ -1742,19 +1742,8 @@ static void test_deep_chain_20000(void **state)
 	char *base = tu_mkdtemp();
 	char *root = tu_path(base, "root");
 	mkdir_abs(root);
-	int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	assert_true(fd >= 0);
-	for (int i = 0; i < CHAIN; i++) {
-		assert_int_equal(mkdirat(fd, "d", 0755), 0);
-		int nfd = openat(fd, "d", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		assert_true(nfd >= 0);
-		close(fd);
-		fd = nfd;
-	}
-	int f = openat(fd, "bottom", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	assert_true(f >= 0);
-	assert_int_equal(write(f, "deep", 4), 4);
-	close(f);
+	int fd = tu_deep_dir(root, "d", CHAIN);
+	tu_write_at(fd, "bottom", 0644, "deep");
 	close(fd);
 
 	char *want = tu_xmalloc(2 * CHAIN + 16);
