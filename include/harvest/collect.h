@@ -124,16 +124,18 @@ HV_EXTERN hv_status hv_snapshot_take_mem(hv_store *st, const char *dir, const hv
 HV_EXTERN uint64_t hv_mem_snapshot_entries(const hv_mem_snapshot *m);
 HV_EXTERN void hv_mem_snapshot_free(hv_mem_snapshot *m);
 
-/* hv_collect() of the files produced since the memory snapshot m (of the same dir; else
- * HV_EUSAGE); opts->since_snapshot is ignored. st may be NULL with no_cache. */
+/* hv_collect() of the files produced since the memory snapshot m (of the same dir, taken with
+ * the same include_hidden, xdev and excludes; else HV_EUSAGE); opts->since_snapshot is
+ * ignored. st may be NULL with no_cache. */
 HV_EXTERN hv_status hv_collect_since_mem(hv_store *st, const char *dir, const hv_collect_opts *opts,
 			       const hv_mem_snapshot *m, hv_collection **out);
 
 /* Collects the regular files below dir (or those produced since opts->since_snapshot) into
  * *out (free with hv_collection_free). st may be NULL only with no_cache and no
  * since_snapshot. The database's own files are never artifacts. HV_ENOTDIR when dir is not
- * a directory; HV_ENOTFOUND when the snapshot does not exist. On every failure (rc < 0) *out
- * is NULL. */
+ * a directory; HV_ENOTFOUND when the snapshot does not exist; HV_EUSAGE when it was taken of
+ * another directory, or with another include_hidden, xdev or set of excludes (one taken by
+ * hv_snapshot_take() records them). On every failure (rc < 0) *out is NULL. */
 HV_EXTERN hv_status hv_collect(hv_store *st, const char *dir, const hv_collect_opts *opts,
 		     hv_collection **out);
 

@@ -49,7 +49,7 @@ extern "C" {
 /* The `PRAGMA application_id` of a harvest database: "HRVS". */
 #define HV_STORE_APPLICATION_ID 0x48525653
 /* The schema version (`PRAGMA user_version`) this library writes. */
-#define HV_STORE_SCHEMA_VERSION 6
+#define HV_STORE_SCHEMA_VERSION 7
 /* The version of harvest's PostgreSQL schema (the row harvest.meta 'schema_version'). */
 #define HV_STORE_PG_SCHEMA_VERSION 2
 /* The largest content a history stores, in bytes: one value of SQLite (its default

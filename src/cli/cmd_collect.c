@@ -294,7 +294,8 @@ static const cli_opt snapshot_opts[] = {
 static const char snapshot_usage[] =
 	"usage: harvest snapshot [options] DIR\n"
 	"Records the lstat state of every entry below DIR in the database, for a later\n"
-	"'harvest collect --since ID DIR'. Prints {\"snapshot_id\", \"root\", \"entries\"}.\n"
+	"'harvest collect --since ID DIR' with the same --include-hidden, --exclude and\n"
+	"--xdev. Prints {\"snapshot_id\", \"root\", \"entries\"}.\n"
 	"  --db PATH           the database (default $HARVEST_DB, else\n"
 	"                      ${XDG_DATA_HOME:-~/.local/share}/harvest/harvest.db)\n"
 	"  --include-hidden    also record dot-files and __pycache__ (left out by default,\n"
@@ -386,7 +387,8 @@ static const char collect_usage[] =
 	"OutputFile records {name, path, mime_type, size, sha256, content} for the regular files\n"
 	"below DIR, or with --since only those created or changed since that snapshot. Prints\n"
 	"{\"run_id\", \"output_files\", \"skipped\"} and records a history run.\n"
-	"  --since SNAPSHOT_ID     only files produced since the snapshot\n"
+	"  --since SNAPSHOT_ID     only files produced since the snapshot (taken with the\n"
+	"                          same --include-hidden, --exclude and --xdev; else exit 2)\n"
 	"  --threads N             walker and detection threads (default: online CPUs, at\n"
 	"                          most 8)\n" CLI_COLLECT_USAGE
 	"  --db PATH               the database\n"

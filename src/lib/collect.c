@@ -49,6 +49,78 @@ const hv_collect_opts *hvc_opts_or_defaults(const hv_collect_opts *opts,
 	return defaults;
 }
 
+static int str_cmp(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The key: 'h' or '-' (include_hidden), 'x' or '-' (xdev), then each distinct exclude in
+ * bytewise order, each followed by a NUL. */
+hv_status hvc_filters_key(const hv_collect_opts *o, hv_buf *key)
+{
+	hv_buf_truncate(key, 0);
+	const char **ex = NULL;
+	if (o->n_excludes) {
+		ex = malloc(o->n_excludes * sizeof(*ex));
+		if (!ex)
+			return hv_error_set(HV_ENOMEM, "out of memory");
+		memcpy(ex, o->excludes, o->n_excludes * sizeof(*ex));
+		qsort(ex, o->n_excludes, sizeof(*ex), str_cmp);
+	}
+	int rc = hv_buf_append_char(key, o->include_hidden ? 'h' : '-');
+	if (rc == HV_OK)
+		rc = hv_buf_append_char(key, o->xdev ? 'x' : '-');
+	for (size_t i = 0; rc == HV_OK && i < o->n_excludes; i++)
+		if (i == 0 || strcmp(ex[i], ex[i - 1]) != 0)
+			rc = hv_buf_append(key, ex[i], strlen(ex[i]) + 1);
+	free(ex);
+	return rc;
+}
+
+/* The options a key stands for, as they would be given: "--include-hidden --exclude '*.log'",
+ * or "none of --include-hidden, --exclude, --xdev" (a message's words: a quote in a glob is
+ * not escaped). */
+static hv_status filters_describe(const char *key, size_t len, hv_buf *out)
+{
+	int rc = HV_OK;
+	if (len >= 1 && key[0] == 'h')
+		rc = hv_buf_append_str(out, " --include-hidden");
+	if (rc == HV_OK && len >= 2 && key[1] == 'x')
+		rc = hv_buf_append_str(out, " --xdev");
+	for (size_t at = 2; rc == HV_OK && at < len;) {
+		const char *g = key + at;
+		size_t n = strnlen(g, len - at);
+		rc = hv_buf_printf(out, " --exclude '%.*s'", (int)n, g);
+		at += n + 1;
+	}
+	if (rc == HV_OK && out->len == 0)
+		rc = hv_buf_append_str(out, " none of --include-hidden, --exclude, --xdev");
+	return rc;
+}
+
+hv_status hvc_filters_check(const hv_collect_opts *o, int64_t id, const char *key, size_t len)
+{
+	if (!key)
+		return HV_OK;
+	hv_buf mine = {0}, was = {0}, now = {0};
+	int rc = hvc_filters_key(o, &mine);
+	if (rc == HV_OK && (mine.len != len || memcmp(mine.data, key, len) != 0)) {
+		rc = filters_describe(key, len, &was);
+		if (rc == HV_OK)
+			rc = filters_describe(mine.data, mine.len, &now);
+		char name[32] = "the snapshot";
+		if (id > 0)
+			snprintf(name, sizeof(name), "snapshot %lld", (long long)id);
+		if (rc == HV_OK)
+			rc = hv_error_set(HV_EUSAGE, "%s was taken with%s; this collect has%s: a collect "
+					  "compared with a snapshot needs the same ones", name, was.data, now.data);
+	}
+	hv_buf_free(&mine);
+	hv_buf_free(&was);
+	hv_buf_free(&now);
+	return rc;
+}
+
 hv_status hvc_abs_root(const char *dir, char **root)
 {
 	*root = realpath(dir, NULL);
@@ -994,6 +1066,16 @@ hv_status hv_collect(hv_store *st, const char *dir, const hv_collect_opts *opts,
 			free(root);
 			return rc;
 		}
+		/* Against one taken with other filters, what only this collect sees would look
+		 * produced (or what only the snapshot saw, deleted). */
+		size_t fl;
+		const char *filters = hv__snapshot_filters(sn, &fl);
+		rc = hvc_filters_check(opts, opts->since_snapshot, filters, fl);
+		if (rc != HV_OK) {
+			hv_snapshot_close(sn);
+			free(root);
+			return rc;
+		}
 	}
 	return collect_impl(st, dir, opts, sn, NULL, root, out);
 }
@@ -1010,6 +1092,11 @@ hv_status hv_collect_since_mem(hv_store *st, const char *dir, const hv_collect_o
 	if (strcmp(m->root, root) != 0) {
 		rc = hv_error_set(HV_EUSAGE, "the snapshot was taken of %s, not of %s", m->root,
 				  root);
+		free(root);
+		return rc;
+	}
+	rc = hvc_filters_check(&o, 0, m->filters.data, m->filters.len);
+	if (rc != HV_OK) {
 		free(root);
 		return rc;
 	}

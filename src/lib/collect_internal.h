@@ -79,6 +79,7 @@ struct hv_mem_snapshot {
 	size_t n_named;
 	int64_t since_ns;  /* see above; set when n_named */
 	int64_t clock_off; /* CLOCK_REALTIME - CLOCK_MONOTONIC at since_ns */
+	hv_buf filters;    /* hvc_filters_key() of the options it was taken with */
 };
 
 /* The clock a collect compares m's named entries with, read as the collect starts. */
@@ -168,6 +169,14 @@ void hvc_warn(const hv_collect_opts *o, const char *msg);
 void hvc_db_files_init(struct hvc_db_files *d, const hv_store *st);
 bool hvc_is_db_file(const struct hvc_db_files *d, const hv_stat *s);
 bool hvc_is_db_path(const char *root, const hv_store *st, const hv_entry *e);
+/* The options that decide which entries a walk sees (include_hidden, xdev, the excludes, in
+ * any order, repeated or not) as one canonical byte string in *key: what a snapshot records,
+ * so a collect compared with it must see the same entries. */
+hv_status hvc_filters_key(const hv_collect_opts *o, hv_buf *key);
+/* HV_OK when a collect with o may be compared with a snapshot (id; 0: one in memory) taken
+ * with the filters key (NULL: not recorded, so not checked); else HV_EUSAGE saying how they
+ * differ. */
+hv_status hvc_filters_check(const hv_collect_opts *o, int64_t id, const char *key, size_t len);
 
 /* collect_pipe.c: the read-ahead window. */
 void hvc_job_clear(struct hvc_job *j);

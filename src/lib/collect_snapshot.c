@@ -221,6 +221,18 @@ hv_status hv_snapshot_take(hv_store *st, const char *dir, const hv_collect_opts 
 		free(root);
 		return rc;
 	}
+	hv_buf key = {0};
+	rc = hvc_filters_key(opts, &key);
+	if (rc == HV_OK)
+		rc = hv__snapshot_writer_filters(sw, key.data, key.len);
+	hv_buf_free(&key);
+	if (rc != HV_OK) {
+		free(root);
+		hv_error_saved saved;
+		hv_error_save(&saved);
+		hv_snapshot_writer_abort(sw);
+		return hv_error_restore(&saved, rc);
+	}
 	uint64_t count = 0;
 	/* The store sorts the entries itself: the walk need not. */
 	rc = snapshot_walk(root, opts, hv_snapshot_writer_created_at(sw), HV_SORT_NONE, false,
@@ -308,7 +320,9 @@ hv_status hv_snapshot_take_mem(hv_store *st, const char *dir, const hv_collect_o
 		return hv_error_set(HV_ENOMEM, "out of memory");
 	m->st = st;
 	hvc_db_files_init(&m->dbf, st);
-	int rc = snapshot_prepare(dir, &m->root);
+	int rc = hvc_filters_key(opts, &m->filters);
+	if (rc == HV_OK)
+		rc = snapshot_prepare(dir, &m->root);
 	/* The real time before anything is listed: every change made before the listing has a
 	 * ctime not later than this. Not the coarse clock's reading: a file time may be finer
 	 * than it and ahead of it (the kernel's multigrain times), and the coarse clock may be
@@ -375,6 +389,7 @@ void hv_mem_snapshot_free(hv_mem_snapshot *m)
 		return;
 	free(m->root);
 	hv_buf_free(&m->paths);
+	hv_buf_free(&m->filters);
 	free(m->e);
 	free(m->shas);
 	free(m);

@@ -141,6 +141,14 @@ int hv__walk_lstat(struct hv_walk *w, struct hv_stat *out);
 /* faccessat(mode, AT_EACCESS) of the last entry, relative to its directory's descriptor: 0, or
  * -1 with errno. */
 int hv__walk_access(struct hv_walk *w, int mode);
+
+/* store_snapshot.c: the filters a stored snapshot was taken with (hvc_filters_key()), recorded
+ * as it finishes, and read back: NULL when none were recorded (a snapshot of a harvest before
+ * schema version 7, or one written through hv_store_snapshot_begin() alone). */
+struct hv_snapshot_writer;
+struct hv_snapshot;
+hv_status hv__snapshot_writer_filters(struct hv_snapshot_writer *w, const char *key, size_t len);
+const char *hv__snapshot_filters(const struct hv_snapshot *sn, size_t *len);
 /* Caps the descriptors the walk's directory cache keeps (at least HV_COLLECT_MIN_FDS; by
  * default half the soft limit): for a caller that holds many files open while it walks, so the
  * cache leaves it the rest. */

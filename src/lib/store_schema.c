@@ -208,6 +208,12 @@ static const char schema_v6_mime_refined[] =
 	"ALTER TABLE mime_cache ADD COLUMN refined_type TEXT;"
 	"ALTER TABLE mime_cache ADD COLUMN refine_fp TEXT;";
 
+/* Version 7: the filters a snapshot was taken with (include_hidden, xdev, the excludes: see
+ * hvc_filters_key()), so a collect --since with other filters, which would call the entries
+ * only it sees created, is refused. NULL for snapshots taken before, which are not checked. */
+static const char schema_v7_snapshot_filters[] =
+	"ALTER TABLE snapshots ADD COLUMN filters BLOB;";
+
 /* Step i brings the schema from version i to i + 1. Only ever append. */
 static const char *const migrations[] = {
 	schema_v1,
@@ -216,6 +222,7 @@ static const char *const migrations[] = {
 	schema_v4_changes,
 	schema_v5_host,
 	schema_v6_mime_refined,
+	schema_v7_snapshot_filters,
 };
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == HV_STORE_SCHEMA_VERSION,
 	       "one migration step per schema version");

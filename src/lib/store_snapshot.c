@@ -72,6 +72,8 @@ struct hv_snapshot_writer {
 	snap_level *levels;  /* its directories and itself */
 	size_t n_levels, levels_cap;
 	snap_map map;
+	hv_buf filters;      /* hv__snapshot_writer_filters()'s key */
+	bool has_filters;
 };
 
 /* A directory being read: its entries, a page at a time. */
@@ -99,6 +101,8 @@ struct hv_snapshot {
 	char cur_sha[65];
 	hv_buf lookup_path;
 	char lookup_sha[65];
+	char *filters;       /* the recorded filters, or NULL */
+	size_t filters_len;
 };
 
 static void fill_stat(sqlite3_stmt *q, int col, hv_stat *s)
@@ -232,6 +236,14 @@ int64_t hv_snapshot_writer_created_at(const hv_snapshot_writer *w)
 	return w->created_at_ns;
 }
 
+hv_status hv__snapshot_writer_filters(hv_snapshot_writer *w, const char *key, size_t len)
+{
+	hv_buf_truncate(&w->filters, 0);
+	int rc = hv_buf_append(&w->filters, key, len);
+	w->has_filters = rc == HV_OK;
+	return rc;
+}
+
 /* Writes the pending entries in one transaction; with `finish`, marks the snapshot complete in
  * the same transaction. An entry whose (parent, name) is there already fills it in if it was a
  * directory not added itself (mode NULL), and is an entry added twice otherwise. */
@@ -273,11 +285,13 @@ static hv_status writer_flush(hv_snapshot_writer *w, bool finish)
 	if (rc == HV_OK && finish) {
 		sqlite3_stmt *u = NULL;
 		int src = sqlite3_prepare_v2(st->db,
-					     "UPDATE snapshots SET entries = ?1, complete = 1"
-					     " WHERE id = ?2", -1, &u, NULL);
+					     "UPDATE snapshots SET entries = ?1, complete = 1,"
+					     " filters = ?3 WHERE id = ?2", -1, &u, NULL);
 		if (src == SQLITE_OK) {
 			sqlite3_bind_int64(u, 1, (int64_t)w->count);
 			sqlite3_bind_int64(u, 2, w->id);
+			if (w->has_filters) /* else NULL: not recorded */
+				hvst_bind_bytes(u, 3, w->filters.data, w->filters.len);
 			src = hvst_step_done(u);
 		}
 		if (src != SQLITE_DONE)
@@ -476,6 +490,7 @@ static void writer_free(hv_snapshot_writer *w)
 	hv_buf_free(&w->names);
 	hv_buf_free(&w->last);
 	hv_buf_free(&w->map.names);
+	hv_buf_free(&w->filters);
 	free(w->map.v);
 	free(w->levels);
 	free(w->items);
@@ -569,7 +584,7 @@ hv_status hv_store_snapshot_open(hv_store *st, int64_t id, hv_snapshot **out)
 	*out = NULL;
 	sqlite3_stmt *q = NULL;
 	int src = sqlite3_prepare_v2(st->db,
-				     "SELECT root, created_at_ns, entries FROM snapshots"
+				     "SELECT root, created_at_ns, entries, filters FROM snapshots"
 				     " WHERE id = ?1 AND complete = 1", -1, &q, NULL);
 	if (src != SQLITE_OK)
 		return hvst_db_error(st, src, "cannot read the snapshot");
@@ -599,6 +614,14 @@ hv_status hv_store_snapshot_open(hv_store *st, int64_t id, hv_snapshot **out)
 			if (sn->root_len)
 				memcpy(sn->root, sqlite3_column_blob(q, 0), sn->root_len);
 			sn->root[sn->root_len] = '\0';
+		}
+		if (rc == HV_OK && sqlite3_column_type(q, 3) != SQLITE_NULL) {
+			sn->filters_len = (size_t)sqlite3_column_bytes(q, 3);
+			sn->filters = malloc(sn->filters_len + 1);
+			if (!sn->filters)
+				rc = hv_error_set(HV_ENOMEM, "out of memory");
+			else if (sn->filters_len)
+				memcpy(sn->filters, sqlite3_column_blob(q, 3), sn->filters_len);
 		}
 	}
 	sqlite3_finalize(q);
@@ -630,6 +653,12 @@ int64_t hv_snapshot_created_at(const hv_snapshot *sn)
 uint64_t hv_snapshot_entries(const hv_snapshot *sn)
 {
 	return sn->entries;
+}
+
+const char *hv__snapshot_filters(const hv_snapshot *sn, size_t *len)
+{
+	*len = sn->filters_len;
+	return sn->filters;
 }
 
 /* Reads the next page of frame f's entries (sorted by name, after the last one read), then
@@ -824,6 +853,7 @@ void hv_snapshot_close(hv_snapshot *sn)
 		frame_free(&sn->frames[i]);
 	free(sn->frames);
 	free(sn->root);
+	free(sn->filters);
 	hv_buf_free(&sn->path);
 	hv_buf_free(&sn->lookup_path);
 	free(sn);

@@ -595,6 +595,105 @@ static void test_since(void **state)
 	free(root);
 }
 
+/* Runs `harvest ARGS...` (a snapshot) and returns its snapshot_id, as text in ids. */
+static void snapshot_args(const char *const *args, char ids[32])
+{
+	tu_result r;
+	tj_value *doc;
+	run_json(&r, &doc, args);
+	if (r.status != 0)
+		fail_msg("snapshot: exit %d: %s", r.status, r.err);
+	snprintf(ids, 32, "%lld", (long long)tj_int(tj_get(doc, "snapshot_id")));
+	tj_free(doc);
+	tu_result_free(&r);
+}
+
+/* A collect --since with other filters than its snapshot's would call what only it sees
+ * created (or what only the snapshot saw, deleted): refused with exit 2, naming both, and
+ * nothing recorded. The same filters in another order, or repeated, are the same. */
+static void test_since_filters(void **state)
+{
+	(void)state;
+	char *root = tu_mkdtemp();
+	char *db = tu_path(root, "h.db");
+	char *d = tu_path(root, "d");
+	tu_mkdir(root, "d");
+	tu_mkdir(root, "d/.git");
+	tu_write(root, "d/a.txt", "a\n", 2);
+	tu_write(root, "d/.env", "x=1\n", 4);
+	tu_write(root, "d/.git/config", "[core]\n", 7);
+	tu_write(root, "d/run.log", "log\n", 4);
+	tu_write(root, "d/t.tmp", "tmp\n", 4);
+	char plain[32], filtered[32];
+	const char *snap_plain[] = {"snapshot", "--db", db, d, NULL};
+	snapshot_args(snap_plain, plain);
+	const char *snap_filtered[] = {"snapshot", "--include-hidden", "--exclude", "*.log",
+				       "--exclude", "*.tmp", "--db", db, d, NULL};
+	snapshot_args(snap_filtered, filtered);
+
+	struct {
+		const char *since, *a, *b, *c, *d, *e; /* collect's filters (NULL-ended) */
+		const char *err;                        /* NULL: accepted, nothing produced */
+	} cases[] = {
+		{plain, NULL, NULL, NULL, NULL, NULL, NULL},
+		{plain, "--include-hidden", NULL, NULL, NULL, NULL,
+		 "was taken with none of --include-hidden, --exclude, --xdev; this collect has "
+		 "--include-hidden: a collect compared with a snapshot needs the same ones\n"},
+		{plain, "--xdev", NULL, NULL, NULL, NULL, "; this collect has --xdev:"},
+		{plain, "--exclude", "*.log", NULL, NULL, NULL, "; this collect has --exclude '*.log':"},
+		{filtered, "--exclude", "*.tmp", "--include-hidden", "--exclude", "*.log", NULL},
+		{filtered, "--exclude", "*.tmp", "--exclude", "*.log", "--include-hidden", NULL},
+		{filtered, NULL, NULL, NULL, NULL, NULL,
+		 " was taken with --include-hidden --exclude '*.log' --exclude '*.tmp'; this "
+		 "collect has none of"},
+		{filtered, "--include-hidden", "--exclude", "*.log", NULL, NULL,
+		 "; this collect has --include-hidden --exclude '*.log':"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *args[] = {"collect", "--db", db, "--since", cases[i].since,
+				      "--no-content", d, NULL, NULL, NULL, NULL, NULL, NULL};
+		const char *extra[] = {cases[i].a, cases[i].b, cases[i].c, cases[i].d, cases[i].e};
+		for (size_t k = 0; k < 5 && extra[k]; k++)
+			args[7 + k] = extra[k];
+		tu_result r;
+		tu_harvestv(&r, NULL, NULL, args);
+		if (!cases[i].err) {
+			if (r.status != 0)
+				fail_msg("case %zu: exit %d: %s", i, r.status, r.err);
+			tj_value *doc = tj_parse(r.out, r.out_len);
+			assert_non_null(doc);
+			assert_paths(doc, "");
+			assert_int_equal(tj_len(tj_get(doc, "deleted")), 0);
+			tj_free(doc);
+		} else {
+			if (r.status != 2 || !strstr(r.err, cases[i].err))
+				fail_msg("case %zu: exit %d: %s", i, r.status, r.err);
+			char want[64];
+			snprintf(want, sizeof(want), "harvest: snapshot %s was taken with ",
+				 cases[i].since);
+			assert_memory_equal(r.err, want, strlen(want));
+			assert_int_equal(r.out_len, 0);
+			assert_non_null(strchr(r.err, '\n'));
+			assert_int_equal(strchr(r.err, '\n')[1], '\0'); /* one line */
+		}
+		tu_result_free(&r);
+	}
+	/* Only the accepted collects were recorded. */
+	tu_result r;
+	const char *runs[] = {"history", "runs", "--db", db, NULL};
+	tu_harvestv(&r, NULL, NULL, runs);
+	assert_int_equal(r.status, 0);
+	tj_value *doc = tj_parse(r.out, r.out_len);
+	assert_non_null(doc);
+	assert_int_equal(tj_len(doc), 3);
+	tj_free(doc);
+	tu_result_free(&r);
+	free(d);
+	free(db);
+	tu_rmrf(root);
+	free(root);
+}
+
 /* A same-size rewrite right after the snapshot, with the mtime put back: caught (the file was
  * racy when the snapshot was taken, so its hash was recorded). An untouched racy file is not
  * produced. */
@@ -1421,6 +1520,7 @@ int main(void)
 		cmocka_unit_test(test_threads),
 		cmocka_unit_test(test_excludes),
 		cmocka_unit_test(test_since),
+		cmocka_unit_test(test_since_filters),
 		cmocka_unit_test(test_since_racy),
 		cmocka_unit_test(test_symlink_outside),
 		cmocka_unit_test(test_fifo),

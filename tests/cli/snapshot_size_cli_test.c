@@ -135,8 +135,9 @@ static void test_migration_from_v2(void **state)
 	char *err = NULL;
 	int rc = sqlite3_exec(h,
 		"BEGIN;"
-		/* version 6's MIME cache columns, version 5's host and identity, and version 4's
-		 * columns, which version 2 did not have */
+		/* version 7's snapshot filters, version 6's MIME cache columns, version 5's host
+		 * and identity, and version 4's columns, which version 2 did not have */
+		"ALTER TABLE snapshots DROP COLUMN filters;"
 		"ALTER TABLE mime_cache DROP COLUMN refined_name;"
 		"ALTER TABLE mime_cache DROP COLUMN refined_type;"
 		"ALTER TABLE mime_cache DROP COLUMN refine_fp;"
@@ -200,11 +201,71 @@ static void test_migration_from_v2(void **state)
 	free(db);
 }
 
+/* A snapshot taken by a harvest of schema version 6, which recorded no filters, is kept by
+ * the upgrade, and a collect --since of it is not checked for them; one taken since is. */
+static void test_migration_from_v6(void **state)
+{
+	(void)state;
+	char *root = tu_tmpdir();
+	char *dir = tu_path(root, "t"), *db = tu_path(root, "h.db");
+	tu_mkdir(root, "t");
+	tu_write(dir, "a.txt", "a\n", 2);
+	tu_write(dir, ".env", "x=1\n", 4);
+	tu_result r;
+	const char *snap[] = {"snapshot", "--db", db, dir, NULL};
+	tj_value *doc = run_json(&r, snap);
+	char id[32];
+	snprintf(id, sizeof(id), "%lld", (long long)tj_int(tj_get(doc, "snapshot_id")));
+	tj_free(doc);
+	tu_result_free(&r);
+
+	sqlite3 *h;
+	assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+	char *err = NULL;
+	if (sqlite3_exec(h, "ALTER TABLE snapshots DROP COLUMN filters; PRAGMA user_version = 6;",
+			 NULL, NULL, &err) != SQLITE_OK)
+		fail_msg("downgrade: %s", err);
+	sqlite3_close(h);
+
+	/* Unchecked: the hidden file it did not see is called created, as before. */
+	const char *hidden[] = {"collect", "--include-hidden", "--since", id, "--db", db, dir, NULL};
+	doc = run_json(&r, hidden);
+	assert_int_equal(tj_len(tj_get(doc, "output_files")), 1);
+	assert_string_equal(tj_str(tj_get(tj_at(tj_get(doc, "output_files"), 0), "path"), NULL),
+			    ".env");
+	tj_free(doc);
+	tu_result_free(&r);
+	assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+	sqlite3_stmt *q;
+	assert_int_equal(sqlite3_prepare_v2(h, "SELECT (SELECT user_version FROM pragma_user_version),"
+					       " count(*), count(filters) FROM snapshots", -1, &q,
+					    NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+	assert_int_equal(sqlite3_column_int(q, 0), HV_STORE_SCHEMA_VERSION);
+	assert_int_equal(sqlite3_column_int(q, 1), 1);
+	assert_int_equal(sqlite3_column_int(q, 2), 0);
+	sqlite3_finalize(q);
+	sqlite3_close(h);
+
+	/* A new snapshot records its filters, and the same collect is refused. */
+	doc = run_json(&r, snap);
+	snprintf(id, sizeof(id), "%lld", (long long)tj_int(tj_get(doc, "snapshot_id")));
+	tj_free(doc);
+	tu_result_free(&r);
+	tu_harvestv(&r, NULL, NULL, hidden);
+	assert_int_equal(r.status, 2);
+	assert_non_null(strstr(r.err, "; this collect has --include-hidden:"));
+	tu_result_free(&r);
+	free(dir);
+	free(db);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_deep_chain, tu_cleanup),
 		cmocka_unit_test_teardown(test_migration_from_v2, tu_cleanup),
+		cmocka_unit_test_teardown(test_migration_from_v6, tu_cleanup),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

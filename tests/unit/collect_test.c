@@ -1143,6 +1143,25 @@ static void test_produced_set(void **state)
 	assert_int_equal(hv_collect_since_mem(f->st, sub, &o, mem, &c), HV_EUSAGE);
 	assert_null(c);
 	free(sub);
+	/* With other filters than the snapshot's: refused, in memory and stored alike (what only
+	 * the collect sees would be created). */
+	o.include_hidden = true;
+	c = (hv_collection *)1;
+	assert_int_equal(hv_collect_since_mem(f->st, f->root, &o, mem, &c), HV_EUSAGE);
+	assert_null(c);
+	assert_non_null(strstr(hv_error_last(), "the snapshot was taken with none of "));
+	c = (hv_collection *)1;
+	assert_int_equal(hv_collect(f->st, f->root, &o, &c), HV_EUSAGE);
+	assert_null(c);
+	assert_non_null(strstr(hv_error_last(), " was taken with none of "));
+	o.include_hidden = false;
+	const char *ex[] = {"*.txt"};
+	o.excludes = ex;
+	o.n_excludes = 1;
+	assert_int_equal(hv_collect_since_mem(f->st, f->root, &o, mem, &c), HV_EUSAGE);
+	assert_non_null(strstr(hv_error_last(), "; this collect has --exclude '*.txt':"));
+	o.excludes = NULL;
+	o.n_excludes = 0;
 	hv_mem_snapshot_free(mem);
 
 	/* The same tree without --since: every regular file, every link and FIFO skipped. */
@@ -1421,6 +1440,14 @@ static void test_racy_rule(void **state)
 	assert_collection(c, files2, NULL);
 	assert_string_equal(find_file(c, "x.txt")->sha256, sha_of("XXXX"));
 	assert_null(find_file(c, "x.txt")->content);
+	cfree(c);
+
+	/* A snapshot written through the store's writer alone records no filters (as one of a
+	 * harvest before schema version 7): any collect may compare with it. */
+	o.include_hidden = true;
+	o.xdev = true;
+	c = collect(f, &o);
+	assert_collection(c, files2, NULL);
 	cfree(c);
 }
 
