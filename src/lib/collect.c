@@ -690,6 +690,9 @@ struct since {
 	const hv_mem_snapshot *m;
 	size_t i;                   /* m's next entry */
 	hv_snapshot_entry tmp;      /* m's current entry */
+	hv_buf path;                /* ... its path, rebuilt from the last one's */
+	size_t *starts;             /* where a name at depth d starts in path: starts[d - 1] */
+	size_t starts_cap;
 	bool named;                 /* ... is named: its type and inode number only */
 	struct hvc_since_clock clock; /* what a named entry's ctime is compared with */
 	const hv_snapshot_entry *cur;
@@ -750,6 +753,8 @@ static bool below_unread(struct since *s, const hv_snapshot_entry *x)
 
 static void since_free(struct since *s)
 {
+	hv_buf_free(&s->path);
+	free(s->starts);
 	for (size_t i = 0; i < s->n_unread; i++)
 		free(s->unread[i]);
 	free(s->unread);
@@ -786,8 +791,31 @@ static hv_status since_next(struct since *s, const hv_snapshot_entry **out)
 	if (s->i >= s->m->n)
 		return HV_DONE;
 	const struct hvc_mem_entry *me = &s->m->e[s->i++];
-	s->tmp.path = s->m->paths.data + me->off;
-	s->tmp.path_len = me->len;
+	/* Its directory's path is the start of the last one's (pre-order, checked as the snapshot
+	 * was taken): keep it, put the name after it, and note where a child's name goes. */
+	size_t d = me->depth;
+	if (d >= s->starts_cap) {
+		size_t cap = s->starts_cap ? s->starts_cap * 2 : 64;
+		while (cap <= d)
+			cap *= 2;
+		size_t *ns = realloc(s->starts, cap * sizeof(*ns));
+		if (!ns)
+			return hv_error_set(HV_ENOMEM, "out of memory");
+		s->starts = ns;
+		s->starts_cap = cap;
+	}
+	if (d == 1)
+		s->starts[0] = 0;
+	size_t at = s->starts[d - 1];
+	hv_buf_truncate(&s->path, at);
+	if ((at > 0 && hv_buf_append_char(&s->path, '/') != HV_OK) ||
+	    hv_buf_append(&s->path, s->m->names.data + me->off, me->len) != HV_OK ||
+	    hv_buf_append_char(&s->path, '\0') != HV_OK)
+		return HV_ENOMEM;
+	s->path.len--; /* the NUL ends the path, and is overwritten by a child's '/' */
+	s->starts[d] = s->path.len;
+	s->tmp.path = s->path.data;
+	s->tmp.path_len = s->path.len;
 	s->tmp.st = me->st;
 	s->tmp.sha256 = me->sha ? s->m->shas[me->sha - 1] : NULL;
 	s->named = me->named;

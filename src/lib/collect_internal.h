@@ -40,8 +40,11 @@ struct hvc_db_files {
 };
 
 /* ---- snapshots in memory ----
- * The entries in walk order (HV_SORT_NAME, the order of hv_store_path_cmp), their paths in one
- * arena, the few racy digests apart: a run's snapshot costs one walk and no I/O beyond it.
+ * The entries in walk order (HV_SORT_NAME, the order of hv_store_path_cmp), each its depth and
+ * base name (the names in one arena: a path is its ancestors' names, which pre-order puts
+ * before it, so a reader rebuilds each path from the last one and memory grows with the
+ * entries' names, not with their depth), the few racy digests apart: a run's snapshot costs
+ * one walk and no I/O beyond it.
  *
  * On a file system that stamps ctime from this machine's clock at nanoseconds (ext4, XFS,
  * Btrfs, tmpfs: hvc_ctime_trusted), a file needs no lstat before the run: its name, type and
@@ -53,7 +56,8 @@ struct hvc_db_files {
  * elsewhere (another file system, one with coarse times, a type the listing does not give)
  * keep their lstat state and the racy rule. */
 struct hvc_mem_entry {
-	size_t off, len;
+	size_t off, len;    /* the base name in names */
+	size_t depth;       /* children of the root: 1 */
 	hv_stat st; /* named: only mode's type and ino */
 	size_t sha; /* 1 + index in shas, 0: none */
 	bool named;
@@ -70,10 +74,11 @@ struct hv_mem_snapshot {
 	char *root;
 	const hv_store *st;
 	struct hvc_db_files dbf;
-	hv_buf paths;
+	hv_buf names;
 	struct hvc_mem_entry *e;
 	size_t n, cap;
-	size_t e_present, paths_present; /* hv_prefault_ahead()'s done, of e and paths */
+	size_t e_present, names_present; /* hv_prefault_ahead()'s done, of e and names */
+	size_t last_depth; /* the last entry's; an entry is at most one deeper */
 	char (*shas)[65];
 	size_t n_shas, cap_shas;
 	size_t n_named;
