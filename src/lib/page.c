@@ -18,6 +18,15 @@
 #define CSV_CELL_MAX 2000   /* bytes of one cell shown; the rest is cut with an ellipsis */
 #define TEXT_LINES 200
 #define TEXT_BYTES (256u << 10) /* a 200-line cut of a file of huge lines stays small */
+/* Of a longer stdout or stderr, the first STREAM_HEAD and the last STREAM_TAIL bytes are shown
+ * (where a command starts and where it fails), cut at lines. */
+#define STREAM_HEAD (64u << 10)
+#define STREAM_TAIL (192u << 10)
+#define SKIPPED_ROWS 1000
+/* Once the page is this long, the artifacts after it show their facts only, not their
+ * contents (a browser takes seconds per ten megabytes of markup): 1,000 text files of quotes,
+ * escaped six times over, made a 1.2 GB page. */
+#define PAGE_CONTENT_MAX ((uint64_t)32 << 20)
 
 /* ---- output ------------------------------------------------------------------------------ */
 
@@ -31,6 +40,7 @@ typedef struct pw {
 	bool recorded;    /* the run is in the history: `history get` can fetch its contents */
 	const char *db;   /* hv_page_opts.db: the --db of the get command, or NULL */
 	bool mute;        /* output is dropped (the columns of a CSV record past CSV_COLS) */
+	uint64_t written; /* bytes of the page so far */
 } pw;
 
 static void pw_flush(pw *w)
@@ -44,6 +54,7 @@ static void put(pw *w, const char *s, size_t len)
 {
 	if (w->mute)
 		return;
+	w->written += len;
 	while (len > 0 && !w->err) {
 		size_t k = sizeof(w->buf) - w->n;
 		if (k > len)
@@ -77,9 +88,25 @@ enum {
 	ESC_PRE = 1,    /* text in <pre>: newlines and tabs kept, CR of CRLF dropped */
 };
 
+/* Whether the UTF-8 character at s (k bytes) reorders the text around it: the bidirectional
+ * marks, embeddings, overrides and isolates (U+061C, U+200E-200F, U+202A-202E, U+2066-2069).
+ * A name holding U+202E would be shown reversed ("d<RLO>nib.exe" as "dexe.bin"), on its
+ * heading and its download button alike. */
+static bool is_bidi_control(const unsigned char *s, size_t k)
+{
+	if (k == 2)
+		return s[0] == 0xd8 && s[1] == 0x9c;
+	if (k != 3)
+		return false;
+	if (s[0] == 0xe2 && s[1] == 0x80)
+		return s[2] == 0x8e || s[2] == 0x8f || (s[2] >= 0xaa && s[2] <= 0xae);
+	return s[0] == 0xe2 && s[1] == 0x81 && s[2] >= 0xa6 && s[2] <= 0xa9;
+}
+
 /* The bytes as HTML text (also safe inside a double- or single-quoted attribute): markup
- * characters as entities; controls, C1 controls and bytes that are not UTF-8 as \xNN;
- * a backslash as \\ only in names (so a name's \xNN cannot be mistaken for its bytes). */
+ * characters as entities; controls, C1 controls, bidirectional controls and bytes that are
+ * not UTF-8 as \xNN (every byte of such a character); a backslash as \\ only in names (so a
+ * name's \xNN cannot be mistaken for its bytes). */
 static void put_text(pw *w, const char *s, size_t len, int mode)
 {
 	size_t run = 0; /* start of the pending plain bytes */
@@ -89,7 +116,7 @@ static void put_text(pw *w, const char *s, size_t len, int mode)
 		unsigned char c = (unsigned char)s[i];
 		const char *rep = NULL;
 		size_t step = 1;
-		bool c1 = false; /* a C1 control: two bytes, both shown as \xNN */
+		size_t c1 = 0; /* a control character of this many bytes, each shown as \xNN */
 		if (c == '&')
 			rep = "&amp;";
 		else if (c == '<')
@@ -111,10 +138,11 @@ static void put_text(pw *w, const char *s, size_t len, int mode)
 			rep = hex;
 		} else if (c >= 0x80) {
 			size_t k = hv_utf8_char_length(s + i, len - i);
-			if (k == 2 && c == 0xc2 && (unsigned char)s[i + 1] <= 0x9f) {
-				snprintf(hex, sizeof(hex), "\\xc2");
+			if ((k == 2 && c == 0xc2 && (unsigned char)s[i + 1] <= 0x9f) ||
+			    is_bidi_control((const unsigned char *)s + i, k)) {
+				snprintf(hex, sizeof(hex), "\\x%02x", c);
 				rep = hex;
-				c1 = true;
+				c1 = k;
 			} else if (k == 0) {
 				snprintf(hex, sizeof(hex), "\\x%02x", c);
 				rep = hex;
@@ -127,7 +155,7 @@ static void put_text(pw *w, const char *s, size_t len, int mode)
 			puts_(w, rep);
 			i += 1;
 			run = i;
-			if (c1) { /* i < len: the UTF-8 check saw the second byte */
+			for (size_t b = 1; b < c1; b++) { /* the UTF-8 check saw these bytes */
 				snprintf(hex, sizeof(hex), "\\x%02x", (unsigned char)s[i]);
 				puts_(w, hex);
 				i++;
@@ -745,9 +773,38 @@ static void page_stream(pw *w, const char *name, const char *data, size_t len, b
 	puts_(w, "</summary>");
 	if (len == 0) {
 		puts_(w, "<p class=\"note\">empty</p>");
-	} else {
+	} else if (len <= STREAM_HEAD + STREAM_TAIL) {
 		puts_(w, "<pre class=\"term\">");
 		put_terminal(w, data, len);
+		puts_(w, "</pre>");
+	} else {
+		/* The head ends after its last newline, the tail starts after its first one (each
+		 * within 4 KiB, else at a character's start): no line, character or escape sequence
+		 * is cut in two where a line can be kept whole. */
+		size_t head = STREAM_HEAD, tail = len - STREAM_TAIL;
+		for (size_t k = head; k > 0 && head - k < 4096; k--)
+			if (data[k - 1] == '\n') {
+				head = k;
+				break;
+			}
+		while (head > 0 && ((unsigned char)data[head] & 0xc0) == 0x80)
+			head--;
+		const char *nl = memchr(data + tail, '\n', 4096);
+		if (nl)
+			tail = (size_t)(nl - data) + 1;
+		else
+			while (tail < len && ((unsigned char)data[tail] & 0xc0) == 0x80)
+				tail++;
+		puts_(w, "<pre class=\"term\">");
+		put_terminal(w, data, head);
+		puts_(w, "</pre><p class=\"note\">");
+		put_size(w, tail - head);
+		puts_(w, " not shown here: the first ");
+		put_size(w, head);
+		puts_(w, " and the last ");
+		put_size(w, len - tail);
+		puts_(w, " are.</p><pre class=\"term\">");
+		put_terminal(w, data + tail, len - tail);
 		puts_(w, "</pre>");
 	}
 	puts_(w, "</details>\n");
@@ -1017,6 +1074,12 @@ static void page_artifact(pw *w, const hv_artifact_row *a)
 	if (!data) {
 		puts_(w, "<p class=\"note\">The content was not stored");
 		puts_(w, w->recorded ? " (collected with --no-content).</p>" : ".</p>");
+	} else if (w->written > PAGE_CONTENT_MAX && len > 0) {
+		puts_(w, "<p class=\"note\">Not shown: the page is over ");
+		put_size(w, PAGE_CONTENT_MAX);
+		puts_(w, w->recorded ? " already; fetch it with:</p>" : " already.</p>");
+		if (w->recorded)
+			put_get_command(w, a);
 	} else if ((v == V_IMAGE || v == V_DOWNLOAD) && len > w->embed_max) {
 		puts_(w, "<p class=\"note\">Too large to embed (over ");
 		put_size(w, w->embed_max);
@@ -1108,6 +1171,8 @@ static void page_skipped_json(pw *w, const char *json)
 			puts_(w, "<h2 id=\"skipped\">Skipped</h2>\n<div class=\"card table list\">"
 				 "<table><thead><tr><th>Path</th><th>Reason</th><th>Size</th>"
 				 "</tr></thead><tbody>\n");
+		if (n > SKIPPED_ROWS)
+			continue; /* counted, for the row that says how many more */
 		puts_(w, "<tr><td class=\"mono\">");
 		put_name(w, path.p ? path.p : "", path.n);
 		puts_(w, "</td><td>");
@@ -1128,6 +1193,9 @@ static void page_skipped_json(pw *w, const char *json)
 		}
 		puts_(w, "</td></tr>\n");
 	}
+	if (n > SKIPPED_ROWS)
+		putf(w, "<tr><td colspan=\"3\" class=\"note\">and %zu more (the JSON result lists "
+			"them all)</td></tr>\n", n - SKIPPED_ROWS);
 	if (n)
 		puts_(w, "</tbody></table></div>\n");
 	free(key.p);
@@ -1232,6 +1300,7 @@ static void pw_init(pw *w, const hv_page_opts *o, hv_page_write_fn fn, void *ctx
 	w->n = 0;
 	w->err = 0;
 	w->mute = false;
+	w->written = 0;
 	w->embed_max = o->embed_max ? o->embed_max : HV_PAGE_EMBED_MAX;
 	w->db = o->db && *o->db ? o->db : NULL;
 }

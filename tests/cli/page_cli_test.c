@@ -177,6 +177,39 @@ static void test_collect_html(void **state)
 	tu_result_free(&r);
 }
 
+/* The skipped list shows its first 1,000 rows and says how many more there are, in the
+ * collect's page and in history show's. */
+static void test_skipped_rows(void **state)
+{
+	fixture *f = *state;
+	char *many = tu_path(f->dir, "many");
+	tu_mkdir(f->dir, "many");
+	for (int i = 0; i < 1003; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "f%04d", i);
+		tu_write(many, name, "x", 1);
+	}
+	tu_result r;
+	tu_harvest(&r, "collect", "--db", f->db, "--format", "html", "--max-files", "1", many, NULL);
+	assert_int_equal(r.status, 1);
+	assert_page(r.out);
+	for (int show = 0; show < 2; show++) {
+		if (show) {
+			tu_result_free(&r);
+			tu_harvest(&r, "history", "show", "1", "--db", f->db, "--format", "html", NULL);
+			assert_int_equal(r.status, 0);
+			assert_page(r.out);
+		}
+		size_t rows = 0;
+		for (const char *p = r.out; (p = strstr(p, "<tr><td class=\"mono\">f")); p++)
+			rows++;
+		assert_int_equal(rows, 1000);
+		assert_non_null(strstr(r.out, ">and 2 more (the JSON result lists them all)</td>"));
+	}
+	tu_result_free(&r);
+	free(many);
+}
+
 /* A content too large to embed is offered as a `harvest history get` command, which names
  * the database the page came from: --db as given, made absolute (the page may be read from
  * another directory), or $HARVEST_DB; none when the default database was used. */
@@ -221,6 +254,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_history_show_html, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_run_html, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_collect_html, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_skipped_rows, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fetch_command_names_db, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -273,6 +273,82 @@ static void test_bytes(void **state)
 	free(p);
 }
 
+/* A page stays small enough for a browser: a long stdout shows its first 64 KiB and last
+ * 192 KiB, cut at lines (page_cli_test: the skipped list its first 1,000 rows); and once
+ * the page is over 32 MiB, the artifacts after it their facts and the command that fetches
+ * them, not their contents. */
+static void test_bounds(void **state)
+{
+	(void)state;
+	enum { LINES = 300000 };
+	char *out = tu_xmalloc((size_t)LINES * 16);
+	size_t n = 0;
+	for (int i = 0; i < LINES; i++)
+		n += (size_t)sprintf(out + n, "line %d\n", i);
+	hv_run_row r = {
+		.run_id = 7, .command_json = "[\"x\"]", .dir = "/", .dir_len = 1, .ended = true,
+		.has_exit_code = true, .stdout_data = out, .stdout_len = n,
+	};
+	char *p = page_of(&r, NULL, 0, NULL);
+	assert_non_null(strstr(p, "<pre class=\"term\">line 0\nline 1\n"));
+	assert_non_null(strstr(p, "\nline 299999\n</pre>"));
+	assert_null(strstr(p, "\nline 150000\n"));
+	const char *note = strstr(p, " not shown here: the first 64 KiB and the last 192 KiB are."
+				     "</p><pre class=\"term\">line ");
+	assert_non_null(note);
+	/* the head ends with a whole line */
+	const char *head_end = strstr(p, "</pre><p class=\"note\">");
+	assert_true(head_end && head_end < note && head_end[-1] == '\n');
+	assert_true(strlen(p) < 2u << 20);
+	free(p);
+
+	/* 30 text files of quotes: each shown cut at 256 KiB, 1.5 MiB escaped. */
+	enum { ARTS = 30, LEN = 512 << 10 };
+	char *q = tu_xmalloc(LEN + 1);
+	for (size_t i = 0; i < LEN; i++)
+		q[i] = (i % 1000 == 999) ? '\n' : '"';
+	q[LEN] = '\0';
+	art a[ARTS];
+	char names[ARTS][16];
+	for (int i = 0; i < ARTS; i++) {
+		snprintf(names[i], sizeof(names[i]), "q%02d.txt", i);
+		a[i] = (art){names[i], "text/plain", q, LEN};
+	}
+	p = page_of(NULL, a, ARTS, NULL);
+	size_t len = strlen(p);
+	assert_true(len > (32u << 20) && len < (36u << 20));
+	const char *first = strstr(p, "Not shown: the page is over 32 MiB already; fetch it with:");
+	assert_non_null(first);
+	/* every artifact after the first one not shown is not shown either, but is listed */
+	assert_non_null(strstr(first, "<h3>q29.txt</h3>"));
+	assert_null(strstr(first, "&quot;&quot;"));
+	assert_non_null(strstr(first, "harvest history get "));
+	free(p);
+	free(q);
+	free(out);
+}
+
+/* Characters that reorder the text around them are shown as their bytes, in names (the
+ * heading and the download button) and in text alike, so "d<RLO>nib.exe" does not read as
+ * "dexe.bin"; other characters of the same blocks are kept. */
+static void test_bidi_controls(void **state)
+{
+	(void)state;
+	art a[] = {
+		{"d\xe2\x80\xaenib.exe", "application/x-ms-dos-executable", "MZ", 0},
+		{"t\xe2\x81\xa7\xe2\x81\xa9.txt", "text/plain",
+		 "a\xe2\x80\x8f\xe2\x80\x8e\xd8\x9c\xe2\x80\xaa\xe2\x81\xa6" "b \xe2\x80\x94 \xe2\x80\xa9 \xd8\xa7", 0},
+	};
+	char *p = page_of(NULL, a, 2, NULL);
+	assert_null(strstr(p, "\xe2\x80\xae"));
+	assert_non_null(strstr(p, "<h3>d\\xe2\\x80\\xaenib.exe</h3>"));
+	assert_non_null(strstr(p, "download=\"d\\xe2\\x80\\xaenib.exe\""));
+	assert_non_null(strstr(p, "<h3>t\\xe2\\x81\\xa7\\xe2\\x81\\xa9.txt</h3>"));
+	assert_non_null(strstr(p, "<pre>a\\xe2\\x80\\x8f\\xe2\\x80\\x8e\\xd8\\x9c\\xe2\\x80\\xaa"
+				  "\\xe2\\x81\\xa6b \xe2\x80\x94 \xe2\x80\xa9 \xd8\xa7</pre>"));
+	free(p);
+}
+
 /* The deleted files: the caller's list when it gives one, else the collection's when it was
  * compared with a snapshot; none, no section. */
 static void test_deleted(void **state)
@@ -501,6 +577,8 @@ int main(void)
 		cmocka_unit_test(test_200_lines),
 		cmocka_unit_test(test_ansi),
 		cmocka_unit_test(test_bytes),
+		cmocka_unit_test(test_bidi_controls),
+		cmocka_unit_test(test_bounds),
 		cmocka_unit_test(test_deleted),
 		cmocka_unit_test(test_csv_columns),
 		cmocka_unit_test(test_embed_cap),
