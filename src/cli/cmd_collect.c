@@ -304,8 +304,8 @@ static const char snapshot_usage[] =
 	"  --xdev              stay on DIR's file system (mount points are not entered)\n"
 	"  --format F          json (default) or jsonl\n"
 	"  --case C, --quiet\n"
-	"Exit status: 0 complete; 1 a directory could not be read (the snapshot lacks it);\n"
-	"2 usage; 3 DIR is missing or not a directory.\n";
+	"Exit status: 0 complete; 1 a directory could not be read or an entry examined (the\n"
+	"snapshot lacks it; warned of); 2 usage; 3 DIR is missing or not a directory.\n";
 
 static int snapshot_opt(void *ctx, cli_common *c, int id, const char *v)
 {

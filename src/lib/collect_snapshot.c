@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -105,6 +106,16 @@ static bool trust_parent(const struct trust *t, const hv_entry *e)
 	return false;
 }
 
+static void warn_unexamined(const hv_collect_opts *opts, const char *root, const char *path,
+			    int err)
+{
+	char *msg = NULL;
+	if (asprintf(&msg, "%s/%s: %s", strcmp(root, "/") ? root : "", path, strerror(err)) < 0)
+		msg = NULL;
+	hvc_warn(opts, msg ? msg : "an entry could not be examined");
+	free(msg);
+}
+
 /* The walk of a snapshot taken at time at (ns): each entry, with its SHA-256 when racy. With
  * names, a file on a trusted file system is given named (no lstat, no digest). */
 static hv_status snapshot_walk(const char *root, const hv_collect_opts *opts, int64_t at,
@@ -142,19 +153,24 @@ static hv_status snapshot_walk(const char *root, const hv_collect_opts *opts, in
 		if (rc != HV_OK)
 			break;
 		bool named = names && hv__walk_named(w);
-		if (named && !trust_parent(&t, e)) {
-			/* Not a file system whose ctime says it all: its state now, as without
-			 * names. */
+		if ((named && !trust_parent(&t, e)) || (!named && !e->have_lstat)) {
+			/* Not a file system whose ctime says it all, or lstat failed: its state now,
+			 * as without names. Gone since it was listed: not there to compare against.
+			 * Any other failure (a directory that can be read but not searched) leaves
+			 * the snapshot without an entry that is there, which a collect would call
+			 * created: warned of, so the snapshot is incomplete (exit 1), as for a
+			 * directory not read. */
 			copy = *e;
-			if (hv__walk_lstat(w, &copy.lst) != 0)
-				continue; /* vanished */
+			if (hv__walk_lstat(w, &copy.lst) != 0) {
+				if (errno != ENOENT)
+					warn_unexamined(opts, root, e->path, errno);
+				continue;
+			}
 			copy.have_lstat = true;
 			copy.type = hv_ftype_from_mode(copy.lst.mode);
 			e = &copy;
 			named = false;
 		}
-		if (!named && !e->have_lstat)
-			continue; /* vanished: not there to compare against */
 		if (names && e->type == HV_FT_DIR && (rc = trust_note_dir(&t, w, e)) != HV_OK)
 			break;
 		char hex[65];

@@ -1852,6 +1852,30 @@ static int nobody_snapshot_unreadable(void *arg)
 	return ret;
 }
 
+/* A directory nobody may list but not search: its entries cannot be examined, so the snapshot
+ * lacks them; warned of (exit 1), never a silent gap a collect would fill with "created". */
+static int nobody_snapshot_unsearchable(void *arg)
+{
+	const fx *f = arg;
+	nobody_run nr;
+	int64_t id = 0;
+	uint64_t entries = 0;
+	int ret = 0;
+	if (!nobody_begin(f, "nobody2.db", &nr))
+		ret = 55;
+	else if (hv_snapshot_take(nr.st, f->root, &nr.o, &id, &entries, NULL) != HV_OK)
+		ret = 56;
+	else if (nr.warned.n != 1 || !strstr(nr.warned.last, "/listonly/f.txt: Permission denied"))
+		ret = 57;
+	else if (entries != 4) /* open.txt, closeddir, closeddir/inside.txt, listonly */
+		ret = 58;
+	if (ret)
+		fprintf(stderr, "nobody: %d warnings (%s), %llu entries: %s\n", nr.warned.n,
+			nr.warned.last, (unsigned long long)entries, hv_error_last());
+	nobody_end(&nr);
+	return ret;
+}
+
 static void test_snapshot_unreadable_as_nobody(void **state)
 {
 	fx *f = *state;
@@ -1862,6 +1886,15 @@ static void test_snapshot_unreadable_as_nobody(void **state)
 	assert_int_equal(chmod(p, 0), 0); /* unreadable even to its owner, when not root */
 	assert_int_equal(chmod(f->dir, 0777), 0); /* where nobody makes its database */
 	int rc = tu_as_nobody(nobody_snapshot_unreadable, f);
+	assert_int_equal(chmod(p, 0755), 0);
+	free(p);
+	assert_int_equal(rc, 0);
+
+	mkd(f, "listonly");
+	wr(f, "listonly/f.txt", "there all along\n");
+	p = rp(f, "listonly");
+	assert_int_equal(chmod(p, 0444), 0);
+	rc = tu_as_nobody(nobody_snapshot_unsearchable, f);
 	assert_int_equal(chmod(p, 0755), 0);
 	free(p);
 	assert_int_equal(rc, 0);
