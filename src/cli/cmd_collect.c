@@ -39,6 +39,22 @@ hv_store *cli_open_store(const cli_common *c, int flags)
 	return st;
 }
 
+/* The local file that holds the snapshots, as the store resolves it: --db (or HARVEST_DB)
+ * when it is a file, else --cache-db with a PostgreSQL history, else the default location
+ * (malloc'd; NULL when it cannot be told). */
+static char *snapshots_file(const cli_common *c)
+{
+	const char *db = c->db;
+	if (!db && (db = getenv("HARVEST_DB")) && !*db)
+		db = NULL;
+	if (db && !is_pg_uri(db))
+		return strdup(db);
+	if (db && c->cache_db)
+		return strdup(c->cache_db);
+	char *path = NULL;
+	return hv_store_default_path(&path) == HV_OK ? path : NULL;
+}
+
 bool cli_cache_named(const cli_common *c)
 {
 	/* As the store resolves them: an empty HARVEST_DB is unset; with a PostgreSQL history
@@ -442,6 +458,19 @@ int cmd_collect(int argc, char **argv)
 		cli_collect_free(&k.cc);
 		return EXIT_WARN;
 	}
+	/* No database file, no snapshot in it: said without creating one there (a mistyped --db
+	 * would be left behind as an empty database). A missing DIR is still exit 3, below. */
+	struct stat sb;
+	char *snaps = k.since && stat(pos[0], &sb) == 0 && S_ISDIR(sb.st_mode) ? snapshots_file(&c)
+									       : NULL;
+	if (snaps && stat(snaps, &sb) != 0 && errno == ENOENT) {
+		cli_error("no snapshot %llu: %s does not exist", (unsigned long long)k.since, snaps);
+		free(snaps);
+		free(pos);
+		cli_collect_free(&k.cc);
+		return EXIT_USAGE;
+	}
+	free(snaps);
 	bool cache_lost = false;
 	if (need_store && k.cc.no_history && !k.since && !cli_cache_named(&c)) {
 		/* The store would hold only the MIME cache, at a location harvest chose: without

@@ -584,6 +584,15 @@ static void test_since(void **state)
 	assert_int_equal(r.out_len, 0);
 	assert_true(r.err_len > 0);
 	tu_result_free(&r);
+	/* Nor is a --db that does not exist (a typo): said, and no database left behind there. */
+	char *typo = tu_path(root, "typo.db");
+	const char *typod[] = {"collect", "--since", ids, "--db", typo, d, NULL};
+	tu_harvestv(&r, NULL, NULL, typod);
+	assert_int_equal(r.status, 2);
+	assert_non_null(strstr(r.err, "does not exist"));
+	assert_int_equal(access(typo, F_OK), -1);
+	tu_result_free(&r);
+	free(typo);
 
 	free(del);
 	free(from);
