@@ -266,6 +266,10 @@ static hv_status execute(hv_store *st, const char *dir, const hv_execute_opts *o
 		int64_t id = out->run_id;
 		/* On a failure midway the store ends the run itself, as not recorded. */
 		out->collect_status = hv_collection_record(st, out->files, NULL, &out->end, &id);
+		/* A command that removed or replaced the database: the run went into a file no
+		 * one can open again, so it has no id to give out. */
+		if (out->collect_status == HV_OK)
+			out->collect_status = hv__store_file_check(st);
 		out->recording_failed = out->collect_status != HV_OK;
 	} else if (out->collect_status != HV_OK && out->run_id) {
 		/* Collecting failed: its artifacts are unknown. The history says so (end_reason

@@ -145,6 +145,13 @@ int hv__walk_access(struct hv_walk *w, int mode);
 /* store_snapshot.c: the filters a stored snapshot was taken with (hvc_filters_key()), recorded
  * as it finishes, and read back: NULL when none were recorded (a snapshot of a harvest before
  * schema version 7, or one written through hv_store_snapshot_begin() alone). */
+/* store_open.c: HV_OK while st's database file is still the one it opened (its path names
+ * the same inode); HV_EDB when the file was removed or replaced since (a command run in its
+ * directory did it): whatever was written since went to an unlinked file. Always HV_OK for a
+ * PostgreSQL history and an in-memory store. */
+struct hv_store;
+hv_status hv__store_file_check(const struct hv_store *st);
+
 struct hv_snapshot_writer;
 struct hv_snapshot;
 hv_status hv__snapshot_writer_filters(struct hv_snapshot_writer *w, const char *key, size_t len);

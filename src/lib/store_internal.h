@@ -57,6 +57,8 @@ struct hv_store {
 	bool readonly;
 	bool ephemeral;      /* a read-only open of a missing database: an empty in-memory one */
 	bool in_tx;
+	bool file_known;     /* file_dev/file_ino: the database file as opened */
+	uint64_t file_dev, file_ino;
 	char *owner;         /* this process as a run's owner (hvst_owner_self()); NULL: unknown */
 	sqlite3_stmt *stmt[STMT__COUNT];
 	const hvst_history_ops *hist; /* where the history is: hvst_sqlite_history or pg */

@@ -775,6 +775,12 @@ hv_status hv_store_open_with_cache(hv_store **out, const char *path, const char 
 		else
 			rc = open_file(st, state);
 	}
+	if (rc == HV_OK && !st->ephemeral) {
+		struct stat fs;
+		st->file_known = stat(st->abs_path ? st->abs_path : st->path, &fs) == 0;
+		st->file_dev = st->file_known ? (uint64_t)fs.st_dev : 0;
+		st->file_ino = st->file_known ? (uint64_t)fs.st_ino : 0;
+	}
 	if (rc == HV_OK && !st->readonly && !st->ephemeral)
 		rc = set_owner(st);
 	/* Best effort: a busy database must not stop a command that only caches MIME answers;
@@ -833,4 +839,18 @@ const char *hv_store_path(const hv_store *st)
 hv_status hv_store_integrity_check(hv_store *st)
 {
 	return hvst_check_integrity(st, true);
+}
+
+hv_status hv__store_file_check(const hv_store *st)
+{
+	if (!st || st->pg || !st->file_known)
+		return HV_OK;
+	struct stat fs;
+	if (stat(st->abs_path ? st->abs_path : st->path, &fs) != 0)
+		return hv_error_set(HV_EDB, "%s: the database was removed while it was written "
+				    "(%s): what was recorded is lost", st->path, strerror(errno));
+	if ((uint64_t)fs.st_dev != st->file_dev || (uint64_t)fs.st_ino != st->file_ino)
+		return hv_error_set(HV_EDB, "%s: the database was replaced by another file while it "
+				    "was written: what was recorded is lost", st->path);
+	return HV_OK;
 }

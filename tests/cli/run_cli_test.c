@@ -1522,6 +1522,41 @@ static void test_record_failure_locked(void **state)
 	fx_close(&f);
 }
 
+/* The command removes the database, or puts another file in its place: what harvest records
+ * goes to a file no one can open again, so the run gets no id (run_id null, exit 125, the
+ * files still printed), as for any recording that fails. */
+static void test_record_database_removed(void **state)
+{
+	(void)state;
+	for (int replace = 0; replace < 2; replace++) {
+		fixture f;
+		fx_open(&f);
+		char script[1024];
+		if (replace)
+			snprintf(script, sizeof(script),
+				 "echo data > made.txt; echo not a database > '%s.x'; mv '%s.x' '%s'",
+				 f.db, f.db, f.db);
+		else
+			snprintf(script, sizeof(script), "echo data > made.txt; rm -f '%s'*", f.db);
+		tu_result r;
+		tu_harvest(&r, "run", "--db", f.db, "--dir", f.d, "--", "sh", "-c", script, NULL);
+		events ev;
+		parse_events(&ev, &r, false);
+		if (r.status != 125)
+			fail_msg("exit %d, expected 125: %s", r.status, r.err);
+		assert_int_equal(tj_type(tj_get(ev.result, "run_id")), TJ_NULL);
+		assert_non_null(strstr(r.err, "recording the run in the history (run_id is null): "));
+		assert_non_null(strstr(r.err, replace ? ": the database was replaced by another file"
+						      : ": the database was removed while it was"));
+		assert_int_equal(tj_int(tj_get(ev.result, "exit_code")), 0);
+		check_output(find_output(ev.result, "output_files", "made.txt"), f.d, "made.txt",
+			     "text/plain", "mime_type");
+		events_free(&ev);
+		tu_result_free(&r);
+		fx_close(&f);
+	}
+}
+
 /* The database's filesystem is full when the artifacts are recorded: the same as a locked
  * database (run_id null, exit 125, the files still printed), and no run in the history
  * claims to have ended normally with fewer artifacts than it made. */
@@ -1789,6 +1824,7 @@ int main(void)
 		cmocka_unit_test(test_setsid_grandchild_ends_on_timeout),
 		cmocka_unit_test(test_command_dies_with_harvest),
 		cmocka_unit_test(test_record_failure_locked),
+		cmocka_unit_test(test_record_database_removed),
 		cmocka_unit_test_teardown(test_record_failure_disk_full, tu_cleanup),
 		cmocka_unit_test(test_stdout_write_failure),
 		cmocka_unit_test(test_language_streams_stdin),
