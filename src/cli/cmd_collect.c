@@ -230,7 +230,9 @@ int cli_page_print(const cli_common *c, const hv_run_row *row, const hv_collecti
 {
 	char host[256] = "";
 	hv_page_opts po = {0};
-	if (gethostname(host, sizeof(host)) == 0 && host[0]) {
+	if (row->host && *row->host) { /* --host: the host the run is recorded on */
+		po.host = row->host;
+	} else if (gethostname(host, sizeof(host)) == 0 && host[0]) {
 		host[sizeof(host) - 1] = '\0';
 		po.host = host;
 	}
@@ -503,7 +505,9 @@ int cmd_collect(int argc, char **argv)
 	} else {
 		int64_t run_id = 0;
 		if (!k.cc.no_history) {
-			hv_run_start start = {.label = k.cc.label, .dir = col->root, .host = k.cc.host};
+			/* Started when the collect did, as its page says. */
+			hv_run_start start = {.label = k.cc.label, .dir = col->root, .host = k.cc.host,
+					      .started_at_ns = started_ns};
 			if (hv_collection_record(st, col, &start, NULL, &run_id) != HV_OK) {
 				cli_error("%s", hv_error_last());
 				rc = EXIT_WARN;
@@ -526,6 +530,7 @@ int cmd_collect(int argc, char **argv)
 				.ended = true,
 				.ended_at_ns = ended_ns,
 				.duration_ms = (ended_ns - started_ns) / 1000000,
+				.host = k.cc.host,
 			};
 			if (cli_page_print(&c, &row, col) != 0)
 				rc = EXIT_WARN;

@@ -207,6 +207,7 @@ static int print_page(const cli_common *c, const struct run_cli *r, const hv_exe
 		.stderr_data = ex->end.stderr_data,
 		.stderr_len = ex->end.stderr_len,
 		.stderr_truncated = ex->end.stderr_truncated,
+		.host = r->cc.host,
 	};
 	row.dir_len = strlen(row.dir);
 	int rc = cli_page_print(c, &row, ex->files);

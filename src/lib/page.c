@@ -1479,10 +1479,14 @@ hv_status hv_page_write_run(hv_store *st, int64_t run_id, const hv_page_opts *o,
 	}
 	pw_init(w, o, fn, ctx);
 	w->recorded = true;
+	/* The host the run was recorded on (--host, else the hostname), else, for runs recorded
+	 * before hosts were, the one its owner names. */
 	hv_page_opts with_host = *o;
-	char *host = o->host ? NULL : run_host(st, run_id);
+	char *host = o->host || r->host ? NULL : run_host(st, run_id);
 	if (host)
 		with_host.host = host;
+	else if (!o->host && r->host)
+		with_host.host = r->host;
 	page_head(w, r, &with_host, (size_t)r->artifacts);
 	free(host);
 	page_outputs(w, r);

@@ -175,6 +175,23 @@ static void test_collect_html(void **state)
 	tu_harvest(&r, "snapshot", "--db", f->db, "--format", "html", f->tree, NULL);
 	assert_int_equal(r.status, 2);
 	tu_result_free(&r);
+
+	/* --host is the host the run is recorded on: the page and history show's say it, and
+	 * both start the run when the collect started. */
+	tu_harvest(&r, "collect", "--db", f->db, "--format", "html", "--host", "box<7>", f->tree,
+		   NULL);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "<dt>Host</dt><dd>box&lt;7&gt;</dd>"));
+	const char *at = strstr(r.out, "Started</dt><dd>");
+	assert_non_null(at);
+	char started[64];
+	snprintf(started, sizeof(started), "%.40s", at);
+	tu_result_free(&r);
+	tu_harvest(&r, "history", "show", "3", "--db", f->db, "--format", "html", NULL);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "<dt>Host</dt><dd>box&lt;7&gt;</dd>"));
+	assert_non_null(strstr(r.out, started));
+	tu_result_free(&r);
 }
 
 /* The skipped list shows its first 1,000 rows and says how many more there are, in the
