@@ -876,12 +876,27 @@ static view view_of(const char *mime, const char *name, size_t name_len, char *s
 	return V_DOWNLOAD;
 }
 
+/* m bytes of the k at s, fewer when the m-th would cut a UTF-8 character in two. */
+static size_t utf8_cut(const char *s, size_t k, size_t m)
+{
+	if (m >= k)
+		return k;
+	while (m > 0 && ((unsigned char)s[m] & 0xc0) == 0x80)
+		m--;
+	return m;
+}
+
 /* The CSV/TSV records, RFC 4180: fields separated by sep, a quoted field may hold sep, CR,
- * LF and "" (a quote); records end at LF or CRLF. A quote left open runs to the end. */
+ * LF and "" (a quote); records end at LF, CRLF or a lone CR (old Mac files). A quote left
+ * open runs to the end. A byte order mark and blank lines before the header are skipped. */
 static void put_table(pw *w, const char *s, size_t len, char sep)
 {
 	puts_(w, "<div class=\"table\"><table>");
 	size_t i = 0, rows = 0;
+	if (len >= 3 && !memcmp(s, "\xef\xbb\xbf", 3))
+		i = 3;
+	while (i < len && (s[i] == '\n' || s[i] == '\r'))
+		i++;
 	while (i < len && rows < CSV_ROWS) {
 		puts_(w, rows == 0 ? "<thead><tr>" : "<tr>");
 		const char *cell = rows == 0 ? "th" : "td";
@@ -900,10 +915,10 @@ static void put_table(pw *w, const char *s, size_t len, char sep)
 					while (i < len && s[i] != '"')
 						i++;
 					size_t k = i - st;
-					if (shown < CSV_CELL_MAX) {
-						size_t m = k < CSV_CELL_MAX - shown ? k : CSV_CELL_MAX - shown;
-						put_text(w, s + st, m, ESC_PRE);
-					}
+					if (shown < CSV_CELL_MAX)
+						put_text(w, s + st,
+							 utf8_cut(s + st, k, CSV_CELL_MAX - shown),
+							 ESC_PRE);
 					shown += k;
 					if (i >= len)
 						break;
@@ -919,13 +934,11 @@ static void put_table(pw *w, const char *s, size_t len, char sep)
 			}
 			/* unquoted text (or what follows a closing quote) up to the separator */
 			size_t st = i;
-			while (i < len && s[i] != sep && s[i] != '\n' &&
-			       !(s[i] == '\r' && i + 1 < len && s[i + 1] == '\n'))
+			while (i < len && s[i] != sep && s[i] != '\n' && s[i] != '\r')
 				i++;
 			size_t k = i - st;
 			if (shown < CSV_CELL_MAX)
-				put_text(w, s + st, k < CSV_CELL_MAX - shown ? k : CSV_CELL_MAX - shown,
-					 ESC_PRE);
+				put_text(w, s + st, utf8_cut(s + st, k, CSV_CELL_MAX - shown), ESC_PRE);
 			shown += k;
 			if (shown > CSV_CELL_MAX)
 				puts_(w, "\xe2\x80\xa6");
@@ -1074,7 +1087,9 @@ static void page_artifact(pw *w, const hv_artifact_row *a)
 	if (!data) {
 		puts_(w, "<p class=\"note\">The content was not stored");
 		puts_(w, w->recorded ? " (collected with --no-content).</p>" : ".</p>");
-	} else if (w->written > PAGE_CONTENT_MAX && len > 0) {
+	} else if (len == 0) {
+		puts_(w, "<p class=\"note\">empty</p>");
+	} else if (w->written > PAGE_CONTENT_MAX) {
 		puts_(w, "<p class=\"note\">Not shown: the page is over ");
 		put_size(w, PAGE_CONTENT_MAX);
 		puts_(w, w->recorded ? " already; fetch it with:</p>" : " already.</p>");

@@ -382,6 +382,42 @@ static void test_deleted(void **state)
 	free(s.p);
 }
 
+/* A byte order mark and blank lines before the header are not part of it; a lone CR ends a
+ * record as LF and CRLF do; a cell cut at 2,000 bytes keeps its last character whole; an
+ * empty file says so rather than offer nothing to download. */
+static void test_csv_edges(void **state)
+{
+	(void)state;
+	char *cell = tu_xmalloc(3 * 700 + 16);
+	size_t n = (size_t)sprintf(cell, "h\nx");
+	for (int i = 0; i < 700; i++) /* 1 + 3 * 666 = 1999: the 667th character is cut */
+		n += (size_t)sprintf(cell + n, "\xe6\x97\xa5");
+	sprintf(cell + n, "\n");
+	art a[] = {
+		{"bom.csv", "text/csv", "\xef\xbb\xbf\r\n\nname,n\r\na,1\r\n", 0},
+		{"mac.csv", "text/csv", "k,v\rp,1\rq,2\r", 0},
+		{"cut.csv", "text/csv", cell, 0},
+		{"none.bin", "application/octet-stream", "", 0},
+	};
+	char *p = page_of(NULL, a, 4, NULL);
+	assert_non_null(strstr(p, "<thead><tr><th>name</th><th>n</th></tr></thead><tbody>\n"
+				  "<tr><td>a</td><td>1</td></tr>"));
+	assert_non_null(strstr(p, "<thead><tr><th>k</th><th>v</th></tr></thead><tbody>\n"
+				  "<tr><td>p</td><td>1</td></tr>\n<tr><td>q</td><td>2</td></tr>"));
+	const char *td = strstr(p, "<td>x\xe6\x97\xa5");
+	assert_non_null(td);
+	const char *end = strstr(td, "</td>");
+	assert_non_null(end);
+	/* 666 whole characters, then the ellipsis: no \xNN of a split one */
+	assert_int_equal(end - td, 4 + 1 + 3 * 666 + 3);
+	assert_memory_equal(end - 3, "\xe2\x80\xa6", 3);
+	assert_non_null(strstr(p, "<h3>none.bin</h3>"));
+	assert_non_null(strstr(strstr(p, "<h3>none.bin</h3>"), "<p class=\"note\">empty</p>"));
+	assert_null(strstr(p, "download=\"none.bin\""));
+	free(p);
+	free(cell);
+}
+
 /* A record of 150 columns shows 100 and an ellipsis; the next record starts a new row. */
 static void test_csv_columns(void **state)
 {
@@ -578,6 +614,7 @@ int main(void)
 		cmocka_unit_test(test_ansi),
 		cmocka_unit_test(test_bytes),
 		cmocka_unit_test(test_bidi_controls),
+		cmocka_unit_test(test_csv_edges),
 		cmocka_unit_test(test_bounds),
 		cmocka_unit_test(test_deleted),
 		cmocka_unit_test(test_csv_columns),
