@@ -383,7 +383,10 @@ static bool json_scalar(const char **pp, const char *end, const char **v, size_t
 	return true;
 }
 
-/* The command as shell words: each argument of the JSON array, quoted when it needs it. */
+static void put_shell_word(pw *w, const char *s, size_t len);
+
+/* The command as a line a shell reads back into the same argv: each argument of the JSON
+ * array, plain words as they are, the others quoted as put_shell_word() does. */
 static void put_command(pw *w, const char *json)
 {
 	const char *p = json, *end = json + strlen(json);
@@ -406,20 +409,10 @@ static void put_command(pw *w, const char *json)
 			plain = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 				       "_./:=@%+,-",
 				       b.p[i]) != NULL && b.p[i] != '\0';
-		if (plain) {
+		if (plain)
 			put_name(w, b.p, b.n);
-		} else {
-			puts_(w, "&#39;");
-			size_t s = 0;
-			for (size_t i = 0; i <= b.n; i++)
-				if (i == b.n || b.p[i] == '\'') {
-					put_name(w, b.p + s, i - s);
-					if (i < b.n)
-						puts_(w, "&#39;\\&#39;&#39;");
-					s = i + 1;
-				}
-			puts_(w, "&#39;");
-		}
+		else
+			put_shell_word(w, b.p, b.n);
 		p = skip_ws(p, end);
 		if (p < end && *p == ',')
 			p = skip_ws(p + 1, end);
@@ -1008,7 +1001,8 @@ static bool shown_escaped(const char *s, size_t len)
 			continue;
 		}
 		size_t k = hv_utf8_char_length(s + i, len - i);
-		if (k == 0 || (k == 2 && c == 0xc2 && (unsigned char)s[i + 1] <= 0x9f))
+		if (k == 0 || (k == 2 && c == 0xc2 && (unsigned char)s[i + 1] <= 0x9f) ||
+		    is_bidi_control((const unsigned char *)s + i, k))
 			return true;
 		i += k;
 	}

@@ -134,6 +134,13 @@ static void test_hostile_names(void **state)
 	assert_non_null(strstr(p, "<code>sh -c &#39;echo &#39;\\&#39;&#39;hi&#39;\\&#39;&#39; &lt;x&gt;&#39;</code>"));
 	assert_no_script(p);
 	free(p);
+	/* Backslashes and bytes shown as escapes: in bash's $'...', which reads them back, so
+	 * the line pasted into bash is the same argv; a quote alone: in '...'. */
+	r.command_json = "[\"printf\",\"a\\\\tb|\\\\n\",\"it's\",\"l\\nm\"]";
+	p = page_of(&r, NULL, 0, NULL);
+	assert_non_null(strstr(p, "<code>printf $&#39;a\\\\tb|\\\\n&#39; &#39;it&#39;\\&#39;&#39;s&#39; "
+				  "$&#39;l\\x0am&#39;</code>"));
+	free(p);
 }
 
 static void test_no_script_whatever_the_artifacts(void **state)
@@ -564,7 +571,7 @@ static void test_from_store(void **state)
 	hv_page_opts o = {.generated_by = "harvest test"};
 	assert_int_equal(hv_page_write_run(st, id, &o, sink_write, &s), HV_OK);
 	assert_non_null(strstr(s.p, "<title>Run 1 \xe2\x80\x94 nightly \xc2\xb7 harvest</title>"));
-	assert_non_null(strstr(s.p, "<code>make &#39;x\\xff&#39;</code>"));
+	assert_non_null(strstr(s.p, "<code>make $&#39;x\\xff&#39;</code>"));
 	/* a lone U+DCxx is the byte xx, shown as \xNN like any byte that is not UTF-8 */
 	assert_non_null(strstr(s.p, "<td class=\"mono\">m\\xfd</td><td>symlink</td>"));
 	assert_null(strstr(s.p, "\xed\xb3"));
