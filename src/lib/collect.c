@@ -704,7 +704,39 @@ struct since {
 	 * the cursor has not passed yet. */
 	char **unread;
 	size_t n_unread, unread_cap, first_unread;
+	/* The directories the snapshot could not read (paths each ended by a NUL), and which of
+	 * them a collect has warned of: a file below one has no before-state, so it is called
+	 * created whether it is new or not, and the collect says so once per directory. */
+	const char *before_unread;
+	size_t before_unread_len;
+	bool *before_warned;
 };
+
+/* A file called created below a directory the snapshot could not read: warned of once per
+ * directory (a warning: exit 1, as for a directory this collect cannot read). */
+static hv_status warn_unread_before(struct collector *k, struct since *s, const hv_entry *e)
+{
+	size_t i = 0;
+	for (const char *d = s->before_unread; d < s->before_unread + s->before_unread_len;
+	     d += strlen(d) + 1, i++) {
+		size_t n = strlen(d);
+		if (!(n == 0 || (e->path_len > n && e->path[n] == '/' && !memcmp(e->path, d, n))))
+			continue;
+		if (s->before_warned[i])
+			return HV_OK;
+		s->before_warned[i] = true;
+		char *msg = NULL;
+		const char *root = strcmp(s->root, "/") ? s->root : "";
+		if (asprintf(&msg, "%s%s%s: not read when the snapshot was taken: the files below it "
+			     "are called created, new or not", root, n ? "/" : "", d) < 0)
+			return hv_error_set(HV_ENOMEM, "out of memory");
+		k->c->warnings++;
+		hvc_warn(k->o, msg);
+		free(msg);
+		return HV_OK;
+	}
+	return HV_OK;
+}
 
 /* Notes the directory the walk just warned it could not read, if that was the warning. */
 static hv_status note_unread(struct since *s, const hv_walk *w)
@@ -755,6 +787,7 @@ static void since_free(struct since *s)
 {
 	hv_buf_free(&s->path);
 	free(s->starts);
+	free(s->before_warned);
 	for (size_t i = 0; i < s->n_unread; i++)
 		free(s->unread[i]);
 	free(s->unread);
@@ -940,6 +973,13 @@ static hv_status collect_impl(hv_store *st, const char *dir, const hv_collect_op
 	struct hvc_db_files dbf;
 	hvc_db_files_init(&dbf, st);
 	struct since since = {.sn = sn, .m = m, .root = root, .st = st};
+	if (sn)
+		since.before_unread = hv__snapshot_unread(sn, &since.before_unread_len);
+	else if (m && m->unread.len)
+		since.before_unread = m->unread.data, since.before_unread_len = m->unread.len;
+	if (since.before_unread &&
+	    !(since.before_warned = calloc(since.before_unread_len, sizeof(bool))))
+		since.before_unread = NULL; /* out of memory: no such warning, all else as usual */
 	if (m && m->n_named)
 		hvc_since_clock_init(m, &since.clock);
 	bool compare = sn || m;
@@ -990,6 +1030,9 @@ static hv_status collect_impl(hv_store *st, const char *dir, const hv_collect_op
 			if (!produced(&since, e, match, &compare_sha))
 				continue;
 			change = match && S_ISREG(match->st.mode) ? "modified" : "created";
+			if (!match && since.before_unread &&
+			    (rc = warn_unread_before(&k, &since, e)) != HV_OK)
+				break;
 		}
 		const char *early = NULL;
 		if (e->type == HV_FT_SYMLINK)

@@ -85,6 +85,7 @@ struct hv_mem_snapshot {
 	int64_t since_ns;  /* see above; set when n_named */
 	int64_t clock_off; /* CLOCK_REALTIME - CLOCK_MONOTONIC at since_ns */
 	hv_buf filters;    /* hvc_filters_key() of the options it was taken with */
+	hv_buf unread;     /* the directories it could not read, each path ended by a NUL */
 };
 
 /* The clock a collect compares m's named entries with, read as the collect starts. */

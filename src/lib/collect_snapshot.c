@@ -19,6 +19,8 @@
 /* Where a snapshot walk puts each entry: the store's writer or memory. named: e->lst holds
  * only the type and the inode number (see collect_internal.h). */
 typedef hv_status (*snap_add_fn)(void *ctx, const hv_entry *e, const char *sha, bool named);
+/* A directory the walk could not read (its path relative to the root, "" for the root). */
+typedef hv_status (*snap_unread_fn)(void *ctx, const char *dir, size_t len);
 
 /* The file systems of a names-only walk: which stamp ctime from this machine's clock at
  * nanoseconds, by device, and the device of each directory on the walk's current path. */
@@ -119,8 +121,8 @@ static void warn_unexamined(const hv_collect_opts *opts, const char *root, const
 /* The walk of a snapshot taken at time at (ns): each entry, with its SHA-256 when racy. With
  * names, a file on a trusted file system is given named (no lstat, no digest). */
 static hv_status snapshot_walk(const char *root, const hv_collect_opts *opts, int64_t at,
-			       hv_walk_sort sort, bool names, snap_add_fn add, void *ctx,
-			       uint64_t *entries)
+			       hv_walk_sort sort, bool names, snap_add_fn add,
+			       snap_unread_fn unread, void *ctx, uint64_t *entries)
 {
 	hv_walk *w;
 	int rc = names ? hv_collect_walk_open_names(&w, root, opts)
@@ -147,7 +149,9 @@ static hv_status snapshot_walk(const char *root, const hv_collect_opts *opts, in
 	while (rc == HV_OK && (rc = hv_walk_next(w, &e)) != HV_DONE) {
 		if (rc == HV_WARN) {
 			hvc_warn(opts, hv_error_last());
-			rc = HV_OK;
+			size_t len;
+			const char *dir = hv__walk_unread_dir(w, &len);
+			rc = dir ? unread(ctx, dir, len) : HV_OK;
 			continue;
 		}
 		if (rc != HV_OK)
@@ -206,6 +210,18 @@ static hv_status writer_add(void *ctx, const hv_entry *e, const char *sha, bool 
 	return hv_snapshot_writer_add(ctx, e->path, e->path_len, &e->lst, sha);
 }
 
+static hv_status writer_unread(void *ctx, const char *dir, size_t len)
+{
+	return hv__snapshot_writer_unread(ctx, dir, len);
+}
+
+static hv_status mem_unread(void *ctx, const char *dir, size_t len)
+{
+	hv_mem_snapshot *m = ctx;
+	int rc = hv_buf_append(&m->unread, dir, len);
+	return rc == HV_OK ? hv_buf_append_char(&m->unread, '\0') : rc;
+}
+
 static hv_status snapshot_prepare(const char *dir, char **root)
 {
 	int rc = hvc_abs_root(dir, root);
@@ -252,7 +268,7 @@ hv_status hv_snapshot_take(hv_store *st, const char *dir, const hv_collect_opts 
 	uint64_t count = 0;
 	/* The store sorts the entries itself: the walk need not. */
 	rc = snapshot_walk(root, opts, hv_snapshot_writer_created_at(sw), HV_SORT_NONE, false,
-			   writer_add, sw, &count);
+			   writer_add, writer_unread, sw, &count);
 	if (rc != HV_OK) {
 		free(root);
 		hv_error_saved saved;
@@ -354,8 +370,8 @@ hv_status hv_snapshot_take_mem(hv_store *st, const char *dir, const hv_collect_o
 	int64_t start = hv_clock_ns(CLOCK_REALTIME);
 	if (rc == HV_OK) {
 		uint64_t count;
-		rc = snapshot_walk(m->root, opts, hv_store_now_ns(), HV_SORT_NAME, true, mem_add, m,
-				   &count);
+		rc = snapshot_walk(m->root, opts, hv_store_now_ns(), HV_SORT_NAME, true, mem_add,
+				   mem_unread, m, &count);
 	}
 	if (rc == HV_OK && m->n_named) {
 		/* Once the coarse clock is past start, a change from then on has a ctime not older
@@ -414,6 +430,7 @@ void hv_mem_snapshot_free(hv_mem_snapshot *m)
 	free(m->root);
 	hv_buf_free(&m->names);
 	hv_buf_free(&m->filters);
+	hv_buf_free(&m->unread);
 	free(m->e);
 	free(m->shas);
 	free(m);

@@ -156,6 +156,10 @@ struct hv_snapshot_writer;
 struct hv_snapshot;
 hv_status hv__snapshot_writer_filters(struct hv_snapshot_writer *w, const char *key, size_t len);
 const char *hv__snapshot_filters(const struct hv_snapshot *sn, size_t *len);
+/* The directories (relative paths) a stored snapshot could not read, recorded as it finishes
+ * and read back: each path ended by a NUL, *len bytes in all; NULL when there were none. */
+hv_status hv__snapshot_writer_unread(struct hv_snapshot_writer *w, const char *path, size_t len);
+const char *hv__snapshot_unread(const struct hv_snapshot *sn, size_t *len);
 /* Caps the descriptors the walk's directory cache keeps (at least HV_COLLECT_MIN_FDS; by
  * default half the soft limit): for a caller that holds many files open while it walks, so the
  * cache leaves it the rest. */

@@ -210,9 +210,13 @@ static const char schema_v6_mime_refined[] =
 
 /* Version 7: the filters a snapshot was taken with (include_hidden, xdev, the excludes: see
  * hvc_filters_key()), so a collect --since with other filters, which would call the entries
- * only it sees created, is refused. NULL for snapshots taken before, which are not checked. */
+ * only it sees created, is refused; NULL for snapshots taken before, which are not checked.
+ * And the directories the snapshot could not read (their paths, each ended by a NUL; NULL:
+ * none), so a collect says that the files below them are called created only for want of a
+ * before-state. */
 static const char schema_v7_snapshot_filters[] =
-	"ALTER TABLE snapshots ADD COLUMN filters BLOB;";
+	"ALTER TABLE snapshots ADD COLUMN filters BLOB;"
+	"ALTER TABLE snapshots ADD COLUMN unread BLOB;";
 
 /* Step i brings the schema from version i to i + 1. Only ever append. */
 static const char *const migrations[] = {

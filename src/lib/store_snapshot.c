@@ -74,6 +74,7 @@ struct hv_snapshot_writer {
 	snap_map map;
 	hv_buf filters;      /* hv__snapshot_writer_filters()'s key */
 	bool has_filters;
+	hv_buf unread;       /* hv__snapshot_writer_unread()'s paths, each ended by a NUL */
 };
 
 /* A directory being read: its entries, a page at a time. */
@@ -103,6 +104,8 @@ struct hv_snapshot {
 	char lookup_sha[65];
 	char *filters;       /* the recorded filters, or NULL */
 	size_t filters_len;
+	char *unread;        /* the directories it could not read, each ended by a NUL */
+	size_t unread_len;
 };
 
 static void fill_stat(sqlite3_stmt *q, int col, hv_stat *s)
@@ -236,6 +239,12 @@ int64_t hv_snapshot_writer_created_at(const hv_snapshot_writer *w)
 	return w->created_at_ns;
 }
 
+hv_status hv__snapshot_writer_unread(hv_snapshot_writer *w, const char *path, size_t len)
+{
+	int rc = hv_buf_append(&w->unread, path, len);
+	return rc == HV_OK ? hv_buf_append_char(&w->unread, '\0') : rc;
+}
+
 hv_status hv__snapshot_writer_filters(hv_snapshot_writer *w, const char *key, size_t len)
 {
 	hv_buf_truncate(&w->filters, 0);
@@ -286,12 +295,14 @@ static hv_status writer_flush(hv_snapshot_writer *w, bool finish)
 		sqlite3_stmt *u = NULL;
 		int src = sqlite3_prepare_v2(st->db,
 					     "UPDATE snapshots SET entries = ?1, complete = 1,"
-					     " filters = ?3 WHERE id = ?2", -1, &u, NULL);
+					     " filters = ?3, unread = ?4 WHERE id = ?2", -1, &u, NULL);
 		if (src == SQLITE_OK) {
 			sqlite3_bind_int64(u, 1, (int64_t)w->count);
 			sqlite3_bind_int64(u, 2, w->id);
 			if (w->has_filters) /* else NULL: not recorded */
 				hvst_bind_bytes(u, 3, w->filters.data, w->filters.len);
+			if (w->unread.len) /* else NULL: none */
+				hvst_bind_bytes(u, 4, w->unread.data, w->unread.len);
 			src = hvst_step_done(u);
 		}
 		if (src != SQLITE_DONE)
@@ -491,6 +502,7 @@ static void writer_free(hv_snapshot_writer *w)
 	hv_buf_free(&w->last);
 	hv_buf_free(&w->map.names);
 	hv_buf_free(&w->filters);
+	hv_buf_free(&w->unread);
 	free(w->map.v);
 	free(w->levels);
 	free(w->items);
@@ -584,7 +596,7 @@ hv_status hv_store_snapshot_open(hv_store *st, int64_t id, hv_snapshot **out)
 	*out = NULL;
 	sqlite3_stmt *q = NULL;
 	int src = sqlite3_prepare_v2(st->db,
-				     "SELECT root, created_at_ns, entries, filters FROM snapshots"
+				     "SELECT root, created_at_ns, entries, filters, unread FROM snapshots"
 				     " WHERE id = ?1 AND complete = 1", -1, &q, NULL);
 	if (src != SQLITE_OK)
 		return hvst_db_error(st, src, "cannot read the snapshot");
@@ -623,6 +635,16 @@ hv_status hv_store_snapshot_open(hv_store *st, int64_t id, hv_snapshot **out)
 			else if (sn->filters_len)
 				memcpy(sn->filters, sqlite3_column_blob(q, 3), sn->filters_len);
 		}
+		if (rc == HV_OK && sqlite3_column_bytes(q, 4) > 0) {
+			sn->unread_len = (size_t)sqlite3_column_bytes(q, 4);
+			sn->unread = malloc(sn->unread_len + 1);
+			if (!sn->unread) {
+				rc = hv_error_set(HV_ENOMEM, "out of memory");
+			} else {
+				memcpy(sn->unread, sqlite3_column_blob(q, 4), sn->unread_len);
+				sn->unread[sn->unread_len] = '\0'; /* a damaged one ends here too */
+			}
+		}
 	}
 	sqlite3_finalize(q);
 	if (rc != HV_OK) {
@@ -653,6 +675,12 @@ int64_t hv_snapshot_created_at(const hv_snapshot *sn)
 uint64_t hv_snapshot_entries(const hv_snapshot *sn)
 {
 	return sn->entries;
+}
+
+const char *hv__snapshot_unread(const hv_snapshot *sn, size_t *len)
+{
+	*len = sn->unread_len;
+	return sn->unread;
 }
 
 const char *hv__snapshot_filters(const hv_snapshot *sn, size_t *len)
@@ -854,6 +882,7 @@ void hv_snapshot_close(hv_snapshot *sn)
 	free(sn->frames);
 	free(sn->root);
 	free(sn->filters);
+	free(sn->unread);
 	hv_buf_free(&sn->path);
 	hv_buf_free(&sn->lookup_path);
 	free(sn);

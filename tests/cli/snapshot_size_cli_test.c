@@ -138,6 +138,7 @@ static void test_migration_from_v2(void **state)
 		/* version 7's snapshot filters, version 6's MIME cache columns, version 5's host
 		 * and identity, and version 4's columns, which version 2 did not have */
 		"ALTER TABLE snapshots DROP COLUMN filters;"
+		"ALTER TABLE snapshots DROP COLUMN unread;"
 		"ALTER TABLE mime_cache DROP COLUMN refined_name;"
 		"ALTER TABLE mime_cache DROP COLUMN refined_type;"
 		"ALTER TABLE mime_cache DROP COLUMN refine_fp;"
@@ -222,7 +223,8 @@ static void test_migration_from_v6(void **state)
 	sqlite3 *h;
 	assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
 	char *err = NULL;
-	if (sqlite3_exec(h, "ALTER TABLE snapshots DROP COLUMN filters; PRAGMA user_version = 6;",
+	if (sqlite3_exec(h, "ALTER TABLE snapshots DROP COLUMN filters;"
+			    "ALTER TABLE snapshots DROP COLUMN unread; PRAGMA user_version = 6;",
 			 NULL, NULL, &err) != SQLITE_OK)
 		fail_msg("downgrade: %s", err);
 	sqlite3_close(h);

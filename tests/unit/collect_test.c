@@ -1969,6 +1969,66 @@ static void test_since_unreadable_as_nobody(void **state)
 	assert_int_equal(rc, 0);
 }
 
+/* A directory nobody could not read when the snapshot was taken and can when it collects: its
+ * files have no before-state and are called created, and the collect says so, once for the
+ * directory (a stored snapshot and one in memory alike); one read both times is as usual. */
+static int nobody_unreadable_before(void *arg)
+{
+	const fx *f = arg;
+	char *shut = rp(f, "shut");
+	nobody_run nr;
+	hv_mem_snapshot *mem = NULL;
+	hv_collection *c = NULL;
+	int64_t id = 0;
+	uint64_t entries = 0;
+	int ret = 0;
+	if (!nobody_begin(f, "nobody-before.db", &nr))
+		ret = 70;
+	else if (chmod(shut, 0) != 0 ||
+		 hv_snapshot_take(nr.st, f->root, &nr.o, &id, &entries, NULL) != HV_OK ||
+		 hv_snapshot_take_mem(nr.st, f->root, &nr.o, &mem) != HV_OK || nr.warned.n != 2 ||
+		 chmod(shut, 0755) != 0)
+		ret = 71;
+	for (int stored = 0; !ret && stored < 2; stored++) {
+		nr.warned.n = 0;
+		nr.o.since_snapshot = id;
+		if ((stored ? hv_collect(nr.st, f->root, &nr.o, &c)
+			    : hv_collect_since_mem(nr.st, f->root, &nr.o, mem, &c)) != HV_OK)
+			ret = 72;
+		else if (c->n_files != 2 || strcmp(c->files[0].change, "created") != 0 ||
+			 c->warnings != 1 || nr.warned.n != 1 ||
+			 !strstr(nr.warned.last, "/shut: not read when the snapshot was taken: the "
+						 "files below it are called created, new or not"))
+			ret = 73;
+		if (ret)
+			fprintf(stderr, "nobody (%s): %zu files, %d warnings (%s): %s\n",
+				stored ? "stored" : "memory", c ? c->n_files : 0, nr.warned.n,
+				nr.warned.last, hv_error_last());
+		hv_collection_free(c);
+		c = NULL;
+	}
+	hv_mem_snapshot_free(mem);
+	nobody_end(&nr);
+	free(shut);
+	return ret;
+}
+
+static void test_unreadable_before_as_nobody(void **state)
+{
+	fx *f = *state;
+	wr(f, "open.txt", "read both times\n");
+	mkd(f, "shut");
+	wr(f, "shut/a.txt", "there all along\n");
+	wr(f, "shut/b.txt", "and this\n");
+	char *p = rp(f, "shut");
+	assert_int_equal(lchown(p, 65534, 65534), 0); /* nobody may chmod it */
+	assert_int_equal(chmod(f->dir, 0777), 0);     /* where nobody makes its database */
+	int rc = tu_as_nobody(nobody_unreadable_before, f);
+	assert_int_equal(chmod(p, 0755), 0);
+	free(p);
+	assert_int_equal(rc, 0);
+}
+
 /* ---- limits ------------------------------------------------------------------------------------ */
 
 static void fill(const fx *f, const char *rel, size_t n, char ch)
@@ -2786,6 +2846,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_unreadable_as_nobody, tu_fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_snapshot_unreadable_as_nobody, tu_fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_since_unreadable_as_nobody, tu_fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unreadable_before_as_nobody, tu_fx_setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_limit_max_file_bytes, tu_fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_limit_max_files, tu_fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_limit_max_total_bytes, tu_fx_setup, teardown),

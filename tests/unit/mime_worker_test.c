@@ -918,6 +918,7 @@ static void test_schema_v5_upgrade(void **state)
 			 "ALTER TABLE mime_cache DROP COLUMN refined_type;"
 			 "ALTER TABLE mime_cache DROP COLUMN refine_fp;"
 			 "ALTER TABLE snapshots DROP COLUMN filters;"
+			 "ALTER TABLE snapshots DROP COLUMN unread;"
 			 "PRAGMA user_version = 5;");
 	assert_int_equal(raw_int(dbpath, "SELECT count(*) FROM mime_cache"), 1);
 	assert_int_equal(hv_store_open(&st, dbpath, 0), HV_OK);
