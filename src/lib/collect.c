@@ -832,8 +832,10 @@ static hv_status since_next(struct since *s, const hv_snapshot_entry **out)
 		while (cap <= d)
 			cap *= 2;
 		size_t *ns = realloc(s->starts, cap * sizeof(*ns));
-		if (!ns)
-			return hv_error_set(HV_ENOMEM, "out of memory");
+		if (!ns) {
+			hv_error_set(HV_ENOMEM, "out of memory");
+			return HV_ENOMEM;
+		}
 		s->starts = ns;
 		s->starts_cap = cap;
 	}
