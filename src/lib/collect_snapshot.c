@@ -258,17 +258,11 @@ hv_status hv_snapshot_take(hv_store *st, const char *dir, const hv_collect_opts 
 	if (rc == HV_OK)
 		rc = hv__snapshot_writer_filters(sw, key.data, key.len);
 	hv_buf_free(&key);
-	if (rc != HV_OK) {
-		free(root);
-		hv_error_saved saved;
-		hv_error_save(&saved);
-		hv_snapshot_writer_abort(sw);
-		return hv_error_restore(&saved, rc);
-	}
 	uint64_t count = 0;
 	/* The store sorts the entries itself: the walk need not. */
-	rc = snapshot_walk(root, opts, hv_snapshot_writer_created_at(sw), HV_SORT_NONE, false,
-			   writer_add, writer_unread, sw, &count);
+	if (rc == HV_OK)
+		rc = snapshot_walk(root, opts, hv_snapshot_writer_created_at(sw), HV_SORT_NONE,
+				   false, writer_add, writer_unread, sw, &count);
 	if (rc != HV_OK) {
 		free(root);
 		hv_error_saved saved;
