@@ -39,18 +39,16 @@ hv_store *cli_open_store(const cli_common *c, int flags)
 	return st;
 }
 
-/* The local file that holds the snapshots, as the store resolves it: --db (or HARVEST_DB)
- * when it is a file, else --cache-db with a PostgreSQL history, else the default location
- * (malloc'd; NULL when it cannot be told). */
+/* The database file that holds the snapshots when the history is one too: --db, else
+ * HARVEST_DB, else the default location (malloc'd). NULL with a PostgreSQL history (its local
+ * file is resolved by the store) or when it cannot be told. */
 static char *snapshots_file(const cli_common *c)
 {
 	const char *db = c->db;
 	if (!db && (db = getenv("HARVEST_DB")) && !*db)
 		db = NULL;
-	if (db && !is_pg_uri(db))
-		return strdup(db);
-	if (db && c->cache_db)
-		return strdup(c->cache_db);
+	if (db)
+		return is_pg_uri(db) ? NULL : strdup(db);
 	char *path = NULL;
 	return hv_store_default_path(&path) == HV_OK ? path : NULL;
 }

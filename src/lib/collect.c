@@ -728,7 +728,7 @@ static hv_status warn_unread_before(struct collector *k, struct since *s, const 
 		char *msg = NULL;
 		const char *root = strcmp(s->root, "/") ? s->root : "";
 		if (asprintf(&msg, "%s%s%s: not read when the snapshot was taken: the files below it "
-			     "are called created, new or not", root, n ? "/" : "", d) < 0)
+			     "are called created, new or not", root, n || !*root ? "/" : "", d) < 0)
 			return hv_error_set(HV_ENOMEM, "out of memory");
 		k->c->warnings++;
 		hvc_warn(k->o, msg);

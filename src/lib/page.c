@@ -23,6 +23,10 @@
 #define STREAM_HEAD (64u << 10)
 #define STREAM_TAIL (192u << 10)
 #define SKIPPED_ROWS 1000
+#define DELETED_ROWS 1000
+/* A CSV table shows its records until it has read this much of the file (one record more at
+ * most: 100 cells of 2,000 bytes), so a table of long cells, escaped, stays a few MiB. */
+#define CSV_BYTES TEXT_BYTES
 /* Once the page is this long, the artifacts after it show their facts only, not their
  * contents (a browser takes seconds per ten megabytes of markup): 1,000 text files of quotes,
  * escaped six times over, made a 1.2 GB page. */
@@ -41,6 +45,7 @@ typedef struct pw {
 	const char *db;   /* hv_page_opts.db: the --db of the get command, or NULL */
 	bool mute;        /* output is dropped (the columns of a CSV record past CSV_COLS) */
 	uint64_t written; /* bytes of the page so far */
+	size_t deleted_total, deleted_shown; /* of the Deleted list */
 } pw;
 
 static void pw_flush(pw *w)
@@ -755,6 +760,16 @@ static void page_head(pw *w, const hv_run_row *r, const hv_page_opts *o, size_t 
 	puts_(w, "</dl>\n</header>\n");
 }
 
+/* at, moved back to the start of the UTF-8 character it is in: at most 3 bytes (bytes that
+ * are not UTF-8 are cut anywhere). */
+static size_t utf8_back(const char *s, size_t at)
+{
+	size_t b = at;
+	for (size_t k = 0; k < 3 && b > 0 && ((unsigned char)s[b] & 0xc0) == 0x80; k++)
+		b--;
+	return ((unsigned char)s[b] & 0xc0) == 0x80 ? at : b;
+}
+
 static void page_stream(pw *w, const char *name, const char *data, size_t len, bool cut)
 {
 	puts_(w, "<details open class=\"card\"><summary>");
@@ -780,13 +795,12 @@ static void page_stream(pw *w, const char *name, const char *data, size_t len, b
 				head = k;
 				break;
 			}
-		while (head > 0 && ((unsigned char)data[head] & 0xc0) == 0x80)
-			head--;
+		head = utf8_back(data, head);
 		const char *nl = memchr(data + tail, '\n', 4096);
 		if (nl)
 			tail = (size_t)(nl - data) + 1;
 		else
-			while (tail < len && ((unsigned char)data[tail] & 0xc0) == 0x80)
+			for (int k = 0; k < 3 && ((unsigned char)data[tail] & 0xc0) == 0x80; k++)
 				tail++;
 		puts_(w, "<pre class=\"term\">");
 		put_terminal(w, data, head);
@@ -874,9 +888,7 @@ static size_t utf8_cut(const char *s, size_t k, size_t m)
 {
 	if (m >= k)
 		return k;
-	while (m > 0 && ((unsigned char)s[m] & 0xc0) == 0x80)
-		m--;
-	return m;
+	return utf8_back(s, m);
 }
 
 /* The CSV/TSV records, RFC 4180: fields separated by sep, a quoted field may hold sep, CR,
@@ -890,7 +902,7 @@ static void put_table(pw *w, const char *s, size_t len, char sep)
 		i = 3;
 	while (i < len && (s[i] == '\n' || s[i] == '\r'))
 		i++;
-	while (i < len && rows < CSV_ROWS) {
+	while (i < len && rows < CSV_ROWS && i < CSV_BYTES) {
 		puts_(w, rows == 0 ? "<thead><tr>" : "<tr>");
 		const char *cell = rows == 0 ? "th" : "td";
 		for (size_t col = 0;; col++) {
@@ -954,7 +966,7 @@ static void put_table(pw *w, const char *s, size_t len, char sep)
 		puts_(w, "<tbody>");
 	puts_(w, "</tbody></table></div>");
 	if (i < len)
-		putf(w, "<p class=\"note\">The first %d rows are shown.</p>", CSV_ROWS);
+		putf(w, "<p class=\"note\">The first %zu rows are shown.</p>", rows);
 }
 
 static void put_lines(pw *w, const char *s, size_t len)
@@ -968,8 +980,8 @@ static void put_lines(pw *w, const char *s, size_t len)
 	bool cut_bytes = i > TEXT_BYTES;
 	size_t shown = cut_bytes ? TEXT_BYTES : i;
 	/* never cut a UTF-8 character in two */
-	while (cut_bytes && shown > 0 && ((unsigned char)s[shown] & 0xc0) == 0x80)
-		shown--;
+	if (cut_bytes)
+		shown = utf8_back(s, shown);
 	puts_(w, "<pre>");
 	put_text(w, s, shown, ESC_PRE);
 	puts_(w, "</pre>");
@@ -1218,10 +1230,21 @@ static void page_deleted_begin(pw *w, size_t n)
 	putf(w, "<h2 id=\"deleted\">Deleted <span class=\"count\">%zu</span></h2>\n"
 		"<div class=\"card\"><ul class=\"mono\">",
 	     n);
+	w->deleted_total = n;
+	w->deleted_shown = 0;
 }
 
+/* The first DELETED_ROWS paths, then one line for the rest (the count is in the heading). */
 static void page_deleted_path(pw *w, const char *path, size_t len)
 {
+	if (w->deleted_shown == DELETED_ROWS) {
+		putf(w, "<li class=\"note\">and %zu more (the JSON result lists them all)</li>",
+		     w->deleted_total - DELETED_ROWS);
+		w->deleted_shown++;
+	}
+	if (w->deleted_shown > DELETED_ROWS)
+		return;
+	w->deleted_shown++;
 	puts_(w, "<li>");
 	put_text(w, path, len, ESC_NAME);
 	puts_(w, "</li>");

@@ -14,6 +14,7 @@
 #include "temp_name.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -841,16 +842,44 @@ hv_status hv_store_integrity_check(hv_store *st)
 	return hvst_check_integrity(st, true);
 }
 
+/* The link count of the database file as SQLite holds it open (found among this process's
+ * descriptors by its device and inode), or -1 when it cannot be told (no /proc). */
+static long open_file_links(const hv_store *st)
+{
+	DIR *d = opendir("/proc/self/fd");
+	if (!d)
+		return -1;
+	long links = -1;
+	struct dirent *e;
+	while (links < 0 && (e = readdir(d))) {
+		char *end;
+		long fd = strtol(e->d_name, &end, 10);
+		struct stat fs;
+		if (*end == '\0' && end != e->d_name && fd != dirfd(d) && fstat((int)fd, &fs) == 0 &&
+		    (uint64_t)fs.st_dev == st->file_dev && (uint64_t)fs.st_ino == st->file_ino)
+			links = (long)fs.st_nlink;
+	}
+	closedir(d);
+	return links;
+}
+
 hv_status hv__store_file_check(const hv_store *st)
 {
 	if (!st || st->pg || !st->file_known)
 		return HV_OK;
 	struct stat fs;
+	int err = 0;
 	if (stat(st->abs_path ? st->abs_path : st->path, &fs) != 0)
+		err = errno;
+	else if ((uint64_t)fs.st_dev == st->file_dev && (uint64_t)fs.st_ino == st->file_ino)
+		return HV_OK;
+	/* Not at its path: lost only when no name is left to it (removed, or replaced by a
+	 * rename over it); moved (its directory renamed), it holds the run where it now is. */
+	if (open_file_links(st) != 0)
+		return HV_OK;
+	if (err)
 		return hv_error_set(HV_EDB, "%s: the database was removed while it was written "
-				    "(%s): what was recorded is lost", st->path, strerror(errno));
-	if ((uint64_t)fs.st_dev != st->file_dev || (uint64_t)fs.st_ino != st->file_ino)
-		return hv_error_set(HV_EDB, "%s: the database was replaced by another file while it "
-				    "was written: what was recorded is lost", st->path);
-	return HV_OK;
+				    "(%s): what was recorded is lost", st->path, strerror(err));
+	return hv_error_set(HV_EDB, "%s: the database was replaced by another file while it "
+			    "was written: what was recorded is lost", st->path);
 }

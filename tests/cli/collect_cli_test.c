@@ -593,6 +593,15 @@ static void test_since(void **state)
 	assert_int_equal(access(typo, F_OK), -1);
 	tu_result_free(&r);
 	free(typo);
+	/* With a PostgreSQL history the snapshot is in the local file (--cache-db), which the
+	 * store finds: no check of another file, and never the URI's password in a message. */
+	const char *pg[] = {"collect", "--no-history", "--since", ids, "--db",
+			    "postgresql://alice:s3cret@127.0.0.1:1/db", "--cache-db", db, d, NULL};
+	tu_harvestv(&r, NULL, NULL, pg);
+	if (r.status != 0)
+		fail_msg("exit %d: %s", r.status, r.err);
+	assert_null(strstr(r.err, "s3cret"));
+	tu_result_free(&r);
 
 	free(del);
 	free(from);

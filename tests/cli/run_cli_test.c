@@ -1555,6 +1555,28 @@ static void test_record_database_removed(void **state)
 		tu_result_free(&r);
 		fx_close(&f);
 	}
+	/* Moved with its directory, the database holds the run where it now is: not lost. */
+	char *top = tu_mkdtemp();
+	char *d = tu_path(top, "ws"), *db = tu_path(top, "a/h.db"), *moved = tu_path(top, "b/h.db");
+	tu_mkdir(top, "ws");
+	tu_mkdir(top, "a");
+	char script[1024];
+	snprintf(script, sizeof(script), "echo data > made.txt; mv '%s/a' '%s/b'", top, top);
+	tu_result r;
+	tu_harvest(&r, "run", "--db", db, "--dir", d, "--", "sh", "-c", script, NULL);
+	if (r.status != 0)
+		fail_msg("exit %d: %s", r.status, r.err);
+	assert_non_null(strstr(r.out, "\"run_id\":1,"));
+	tu_result_free(&r);
+	tu_harvest(&r, "history", "show", "1", "--db", moved, NULL);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "\"made.txt\""));
+	tu_result_free(&r);
+	tu_rmrf(top);
+	free(top);
+	free(d);
+	free(db);
+	free(moved);
 }
 
 /* The database's filesystem is full when the artifacts are recorded: the same as a locked

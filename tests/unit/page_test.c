@@ -309,6 +309,45 @@ static void test_bounds(void **state)
 	assert_true(strlen(p) < 2u << 20);
 	free(p);
 
+	/* No newline and no UTF-8 to cut at: the cut is where the bytes say, not at 0. */
+	memset(out, 0x80, 300000);
+	r.stdout_len = 300000;
+	p = page_of(&r, NULL, 0, NULL);
+	assert_non_null(strstr(p, " not shown here: the first 64 KiB and the last 192 KiB are."));
+	free(p);
+
+	/* The deleted list: 1,000 paths, then how many more (the heading has the count). */
+	enum { GONE = 1005 };
+	const char **gone = tu_xmalloc(GONE * sizeof(*gone));
+	char (*gnames)[16] = tu_xmalloc(GONE * sizeof(*gnames));
+	for (int i = 0; i < GONE; i++) {
+		snprintf(gnames[i], sizeof(gnames[i]), "g%04d", i);
+		gone[i] = gnames[i];
+	}
+	hv_page_opts go = {.deleted = gone, .n_deleted = GONE};
+	p = page_of(NULL, NULL, 0, &go);
+	assert_non_null(strstr(p, "Deleted <span class=\"count\">1005</span>"));
+	assert_non_null(strstr(p, "<li>g0999</li><li class=\"note\">and 5 more (the JSON result "
+				  "lists them all)</li></ul>"));
+	assert_null(strstr(p, "g1000"));
+	free(p);
+	free(gone);
+	free(gnames);
+
+	/* A table of long cells stops at 256 KiB of the file: 100 cells of 2,000 bytes a record,
+	 * so two records, not 50 (30 MiB of cells, escaped up to six times over). */
+	size_t clen = 50u * 100 * 2001;
+	char *csv = tu_xmalloc(clen + 1);
+	for (size_t i = 0; i < clen; i++)
+		csv[i] = i % 2001 == 2000 ? ((i / 2001) % 100 == 99 ? '\n' : ',') : '<';
+	csv[clen] = '\0';
+	art big[] = {{"wide.csv", "text/csv", csv, clen}};
+	p = page_of(NULL, big, 1, NULL);
+	assert_non_null(strstr(p, "<p class=\"note\">The first 2 rows are shown.</p>"));
+	assert_true(strlen(p) < 4u << 20);
+	free(p);
+	free(csv);
+
 	/* 30 text files of quotes: each shown cut at 256 KiB, 1.5 MiB escaped. */
 	enum { ARTS = 30, LEN = 512 << 10 };
 	char *q = tu_xmalloc(LEN + 1);
