@@ -850,8 +850,12 @@ static long open_file_links(const hv_store *st)
 	if (!d)
 		return -1;
 	long links = -1;
-	struct dirent *e;
-	while (links < 0 && (e = readdir(d))) {
+	while (links < 0) {
+		/* cppcheck-suppress readdirCalled ; d is this call's own stream: readdir is then
+		 * thread-safe (glibc, POSIX 2024), and readdir_r is deprecated */
+		struct dirent *e = readdir(d);
+		if (!e)
+			break;
 		char *end;
 		long fd = strtol(e->d_name, &end, 10);
 		struct stat fs;
