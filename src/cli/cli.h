@@ -118,6 +118,11 @@ void cli_output_record(hv_json *j, const cli_common *c);
 /* Flushes and frees; returns EXIT_WARN (message printed) when writing failed. */
 int cli_json_finish(hv_json *j);
 
+/* The database the caller named, as the store resolves it: --db, else $HARVEST_DB (empty
+ * means unset); NULL when neither names one (the default location). */
+const char *cli_db_named(const cli_common *c);
+/* Whether db names a PostgreSQL history rather than a file. */
+bool cli_db_is_pg(const char *db);
 /* Opens the store named by --db (else the default location); prints the error and returns
  * NULL on failure. */
 hv_store *cli_open_store(const cli_common *c, int flags);

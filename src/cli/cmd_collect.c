@@ -13,10 +13,17 @@
 /* The descriptors an open database holds: the file, its -wal and its -shm. */
 #define CLI_DB_FDS 3
 
-/* Whether db names a PostgreSQL history rather than a file. */
-static bool is_pg_uri(const char *db)
+bool cli_db_is_pg(const char *db)
 {
 	return !strncmp(db, "postgresql://", 13) || !strncmp(db, "postgres://", 11);
+}
+
+const char *cli_db_named(const cli_common *c)
+{
+	if (c->db)
+		return c->db;
+	const char *env = getenv("HARVEST_DB");
+	return env && *env ? env : NULL;
 }
 
 /* The descriptors the store holds once open: with a PostgreSQL history, the local cache file
@@ -24,8 +31,8 @@ static bool is_pg_uri(const char *db)
  * low is refused before anything is opened (as --db is resolved: HARVEST_DB without it). */
 static int store_fds(const cli_common *c, bool history)
 {
-	const char *db = c->db ? c->db : getenv("HARVEST_DB");
-	bool pg = db && is_pg_uri(db);
+	const char *db = cli_db_named(c);
+	bool pg = db && cli_db_is_pg(db);
 	return CLI_DB_FDS + (history && pg ? 1 : 0);
 }
 
@@ -44,26 +51,21 @@ hv_store *cli_open_store(const cli_common *c, int flags)
  * file is resolved by the store) or when it cannot be told. */
 static char *snapshots_file(const cli_common *c)
 {
-	const char *db = c->db;
-	if (!db && (db = getenv("HARVEST_DB")) && !*db)
-		db = NULL;
+	const char *db = cli_db_named(c);
 	if (db)
-		return is_pg_uri(db) ? NULL : strdup(db);
+		return cli_db_is_pg(db) ? NULL : strdup(db);
 	char *path = NULL;
 	return hv_store_default_path(&path) == HV_OK ? path : NULL;
 }
 
 bool cli_cache_named(const cli_common *c)
 {
-	/* As the store resolves them: an empty HARVEST_DB is unset; with a PostgreSQL history
-	 * the local file is --cache-db, else the default location (--cache-db alone is not
-	 * used). */
-	const char *db = c->db;
-	if (!db && (db = getenv("HARVEST_DB")) && !*db)
-		db = NULL;
+	/* With a PostgreSQL history the local file is --cache-db, else the default location
+	 * (--cache-db alone is not used). */
+	const char *db = cli_db_named(c);
 	if (!db)
 		return false;
-	return !is_pg_uri(db) || c->cache_db;
+	return !cli_db_is_pg(db) || c->cache_db;
 }
 
 void cli_collect_init(cli_collect *cc)
@@ -213,12 +215,12 @@ void cli_warn_skipped(const cli_common *c, const char *dir, const hv_collection 
 
 char *cli_page_db(const cli_common *c)
 {
-	const char *db = c->db ? c->db : getenv("HARVEST_DB");
-	if (!db || !*db)
+	const char *db = cli_db_named(c);
+	if (!db)
 		return NULL;
 	char cwd[PATH_MAX];
 	char *out = NULL;
-	bool uri = is_pg_uri(db);
+	bool uri = cli_db_is_pg(db);
 	if (uri || db[0] == '/' || !getcwd(cwd, sizeof(cwd)))
 		return strdup(db);
 	return asprintf(&out, "%s/%s", strcmp(cwd, "/") ? cwd : "", db) < 0 ? NULL : out;

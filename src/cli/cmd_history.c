@@ -343,10 +343,10 @@ int cmd_history(int argc, char **argv)
 	}
 	/* A local history named but absent has nothing to push or prune: the writing open below
 	 * would create an empty file there and report success (a mistyped --db doing nothing). */
-	const char *local = c.db ? c.db : getenv("HARVEST_DB");
+	const char *local = cli_db_named(&c);
 	struct stat lsb;
-	if ((is_push || is_prune) && local && *local && strncmp(local, "postgresql://", 13) != 0 &&
-	    strncmp(local, "postgres://", 11) != 0 && stat(local, &lsb) != 0 && errno == ENOENT) {
+	if ((is_push || is_prune) && local && !cli_db_is_pg(local) && stat(local, &lsb) != 0 &&
+	    errno == ENOENT) {
 		cli_error("%s: no such history database: nothing to %s", local,
 			  is_push ? "push" : "prune");
 		free(pos);

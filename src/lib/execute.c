@@ -162,6 +162,8 @@ static hv_status execute(hv_store *st, const char *dir, const hv_execute_opts *o
 		recorded_start_ns = start.started_at_ns;
 		rc = command ? hv_store_run_begin(st, &start, &out->run_id)
 			     : hv_error_set(HV_ENOMEM, "out of memory");
+		if (rc == HV_OK)
+			hv__store_file_note(st);
 	}
 	if (rc != HV_OK) {
 		hv_changes_free(ch);

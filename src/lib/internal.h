@@ -145,11 +145,14 @@ int hv__walk_access(struct hv_walk *w, int mode);
 /* store_snapshot.c: the filters a stored snapshot was taken with (hvc_filters_key()), recorded
  * as it finishes, and read back: NULL when none were recorded (a snapshot of a harvest before
  * schema version 7, or one written through hv_store_snapshot_begin() alone). */
-/* store_open.c: HV_OK while st's database file is still the one it opened (its path names
- * the same inode); HV_EDB when the file was removed or replaced since (a command run in its
- * directory did it): whatever was written since went to an unlinked file. Always HV_OK for a
- * PostgreSQL history and an in-memory store. */
+/* store_open.c: hv__store_file_note() records which file st's database path names (a run
+ * does, once it is begun: the other commands never ask). hv__store_file_check() is then HV_OK
+ * while the path still names that inode, and HV_EDB when the file was removed or replaced
+ * since (a command run in its directory did it): whatever was written since went to an
+ * unlinked file. Always HV_OK for a PostgreSQL history, an in-memory store, and a store never
+ * noted. */
 struct hv_store;
+void hv__store_file_note(struct hv_store *st);
 hv_status hv__store_file_check(const struct hv_store *st);
 
 struct hv_snapshot_writer;

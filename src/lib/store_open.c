@@ -776,12 +776,6 @@ hv_status hv_store_open_with_cache(hv_store **out, const char *path, const char 
 		else
 			rc = open_file(st, state);
 	}
-	if (rc == HV_OK && !st->ephemeral) {
-		struct stat fs;
-		st->file_known = stat(st->abs_path ? st->abs_path : st->path, &fs) == 0;
-		st->file_dev = st->file_known ? (uint64_t)fs.st_dev : 0;
-		st->file_ino = st->file_known ? (uint64_t)fs.st_ino : 0;
-	}
 	if (rc == HV_OK && !st->readonly && !st->ephemeral)
 		rc = set_owner(st);
 	/* Best effort: a busy database must not stop a command that only caches MIME answers;
@@ -865,6 +859,15 @@ static long open_file_links(const hv_store *st)
 	}
 	closedir(d);
 	return links;
+}
+
+void hv__store_file_note(hv_store *st)
+{
+	struct stat fs;
+	st->file_known = !st->pg && !st->ephemeral &&
+			 stat(st->abs_path ? st->abs_path : st->path, &fs) == 0;
+	st->file_dev = st->file_known ? (uint64_t)fs.st_dev : 0;
+	st->file_ino = st->file_known ? (uint64_t)fs.st_ino : 0;
 }
 
 hv_status hv__store_file_check(const hv_store *st)
