@@ -528,6 +528,61 @@ static void sgr_open(pw *w, const sgr *g)
 	puts_(w, "\">");
 }
 
+/* The end of the escape sequence at s[i] (an ESC): the index after it. A CSI's parameters are
+ * s[*ps, *pe) (both i when it is no CSI; *final its final byte, 0 when none). */
+static size_t esc_end(const char *s, size_t len, size_t i, size_t *ps, size_t *pe, char *final)
+{
+	size_t j = i + 1;
+	*ps = *pe = i;
+	*final = 0;
+	if (j < len && s[j] == '[') {
+		*ps = ++j;
+		while (j < len && (unsigned char)s[j] >= 0x30 && (unsigned char)s[j] <= 0x3f)
+			j++;
+		*pe = j;
+		while (j < len && (unsigned char)s[j] >= 0x20 && (unsigned char)s[j] <= 0x2f)
+			j++;
+		if (j < len && (unsigned char)s[j] >= 0x40 && (unsigned char)s[j] <= 0x7e)
+			*final = s[j++];
+	} else if (j < len && (s[j] == ']' || s[j] == 'P' || s[j] == '_' || s[j] == '^')) {
+		/* OSC, DCS, APC, PM: up to BEL or ESC \ on the same line. One that is not ended
+		 * there loses its introducer only: the rest is shown, so one stray ESC ] cannot
+		 * hide all the output after it. */
+		size_t k = ++j;
+		while (k < len && s[k] != '\a' && s[k] != '\n' &&
+		       !(s[k] == '\x1b' && k + 1 < len && s[k + 1] == '\\'))
+			k++;
+		if (k < len && s[k] != '\n')
+			j = k + (s[k] == '\a' ? 1 : 2);
+	} else {
+		/* ESC, intermediates, a final byte: ESC c, ESC =, ESC ( B ... */
+		while (j < len && (unsigned char)s[j] >= 0x20 && (unsigned char)s[j] <= 0x2f)
+			j++;
+		if (j < len)
+			j++;
+	}
+	return j;
+}
+
+/* Where a tail cut at data[tail], with no newline near, starts: after the escape sequence it
+ * falls inside (one that began in the 256 bytes before), else at a character's start. */
+static size_t tail_start(const char *data, size_t len, size_t tail)
+{
+	for (size_t k = tail; k > 0 && tail - k < 256; k--) {
+		if (data[k - 1] != '\x1b')
+			continue;
+		size_t ps, pe;
+		char final;
+		size_t end = esc_end(data, len, k - 1, &ps, &pe, &final);
+		if (end > tail)
+			return end;
+		break;
+	}
+	for (int k = 0; k < 3 && tail < len && ((unsigned char)data[tail] & 0xc0) == 0x80; k++)
+		tail++;
+	return tail;
+}
+
 /* Terminal output: SGR colours become spans, every other escape sequence is dropped. */
 static void put_terminal(pw *w, const char *s, size_t len)
 {
@@ -539,42 +594,17 @@ static void put_terminal(pw *w, const char *s, size_t len)
 			continue;
 		}
 		put_text(w, s + run, i - run, ESC_PRE);
-		size_t j = i + 1;
-		if (j < len && s[j] == '[') {
-			size_t ps = ++j;
-			while (j < len && (unsigned char)s[j] >= 0x30 && (unsigned char)s[j] <= 0x3f)
-				j++;
-			size_t pe = j;
-			while (j < len && (unsigned char)s[j] >= 0x20 && (unsigned char)s[j] <= 0x2f)
-				j++;
-			if (j < len && (unsigned char)s[j] >= 0x40 && (unsigned char)s[j] <= 0x7e) {
-				if (s[j] == 'm') {
-					sgr old = g;
-					sgr_apply(&g, s + ps, pe - ps);
-					if (memcmp(&old, &g, sizeof(g)) != 0) {
-						if (!sgr_plain(&old))
-							puts_(w, "</span>");
-						sgr_open(w, &g);
-					}
-				}
-				j++;
+		size_t ps, pe;
+		char final;
+		size_t j = esc_end(s, len, i, &ps, &pe, &final);
+		if (final == 'm' && pe > i) {
+			sgr old = g;
+			sgr_apply(&g, s + ps, pe - ps);
+			if (memcmp(&old, &g, sizeof(g)) != 0) {
+				if (!sgr_plain(&old))
+					puts_(w, "</span>");
+				sgr_open(w, &g);
 			}
-		} else if (j < len && (s[j] == ']' || s[j] == 'P' || s[j] == '_' || s[j] == '^')) {
-			/* OSC, DCS, APC, PM: up to BEL or ESC \ on the same line. One that is not
-			 * ended there loses its introducer only: the rest is shown, so one stray
-			 * ESC ] cannot hide all the output after it. */
-			size_t k = ++j;
-			while (k < len && s[k] != '\a' && s[k] != '\n' &&
-			       !(s[k] == '\x1b' && k + 1 < len && s[k + 1] == '\\'))
-				k++;
-			if (k < len && s[k] != '\n')
-				j = k + (s[k] == '\a' ? 1 : 2);
-		} else {
-			/* ESC, intermediates, a final byte: ESC c, ESC =, ESC ( B ... */
-			while (j < len && (unsigned char)s[j] >= 0x20 && (unsigned char)s[j] <= 0x2f)
-				j++;
-			if (j < len)
-				j++;
 		}
 		i = run = j;
 	}
@@ -800,8 +830,7 @@ static void page_stream(pw *w, const char *name, const char *data, size_t len, b
 		if (nl)
 			tail = (size_t)(nl - data) + 1;
 		else
-			for (int k = 0; k < 3 && ((unsigned char)data[tail] & 0xc0) == 0x80; k++)
-				tail++;
+			tail = tail_start(data, len, tail);
 		puts_(w, "<pre class=\"term\">");
 		put_terminal(w, data, head);
 		puts_(w, "</pre><p class=\"note\">");

@@ -316,6 +316,22 @@ static void test_bounds(void **state)
 	assert_non_null(strstr(p, " not shown here: the first 64 KiB and the last 192 KiB are."));
 	free(p);
 
+	/* No newline, coloured: the tail starts after the escape sequence its cut falls inside
+	 * (shown as "31m" text otherwise). 7-byte units "\x1b[31mab", the cut 2 bytes in. */
+	n = 64u << 10;
+	while ((n + 5) % 7 != 0 || n + (192u << 10) < 300000)
+		n++;
+	for (size_t i = 0; i < n + (192u << 10); i += 7)
+		memcpy(out + i, "\x1b[31mab", 7);
+	r.stdout_len = n + (192u << 10);
+	assert_int_equal((r.stdout_len - (192u << 10)) % 7, 2);
+	p = page_of(&r, NULL, 0, NULL);
+	const char *t = strstr(p, " are.</p><pre class=\"term\">");
+	assert_non_null(t);
+	t += strlen(" are.</p><pre class=\"term\">");
+	assert_true(!strncmp(t, "ab<span class=\"c1\">ab", strlen("ab<span class=\"c1\">ab")));
+	free(p);
+
 	/* The deleted list: 1,000 paths, then how many more (the heading has the count). */
 	enum { GONE = 1005 };
 	const char **gone = tu_xmalloc(GONE * sizeof(*gone));
