@@ -163,10 +163,11 @@ static hv_status snapshot_walk(const char *root, const hv_collect_opts *opts, in
 			 * Any other failure (a directory that can be read but not searched) leaves
 			 * the snapshot without an entry that is there, which a collect would call
 			 * created: warned of, so the snapshot is incomplete (exit 1), as for a
-			 * directory not read. */
+			 * directory not read. A directory (as its listing says) is warned of by the
+			 * walk next, which records it as not read. */
 			copy = *e;
 			if (hv__walk_lstat(w, &copy.lst) != 0) {
-				if (errno != ENOENT)
+				if (errno != ENOENT && e->type != HV_FT_DIR)
 					warn_unexamined(opts, root, e->path, errno);
 				continue;
 			}

@@ -170,8 +170,8 @@ void hv__walk_cap_fds(struct hv_walk *w, int cap);
 /* How many descriptors the process can still open (INT_MAX: too many to count under a high
  * limit); *limit gets the soft limit (collect.c). */
 int hv__free_fds(int *limit);
-/* When hv_walk_next() last returned HV_WARN for a directory it could not read, or read only in
- * part: that directory's path relative to the root (*len bytes, not NUL-terminated; length 0
+/* When hv_walk_next() last returned HV_WARN for a directory it could not read, read only in
+ * part, or did not enter because its lstat failed: that directory's path relative to the root (*len bytes, not NUL-terminated; length 0
  * for the root itself), of which some entries may be missing from the walk. Else NULL. Valid
  * until the next hv_walk_next(). */
 const char *hv__walk_unread_dir(const struct hv_walk *w, size_t *len);

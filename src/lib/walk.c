@@ -179,6 +179,10 @@ hv_status hv_walk_next(hv_walk *w, const hv_entry **out)
 	if (w->pending_warn.len) {
 		hv_error_set(HV_WARN, "%s", w->pending_warn.data);
 		hv_buf_truncate(&w->pending_warn, 0);
+		/* w->path still names the entry the warning is of. */
+		w->unread_warned = w->pending_unread;
+		w->unread_len = w->path.len;
+		w->pending_unread = false;
 		return HV_WARN;
 	}
 	if (w->finished)
@@ -229,6 +233,7 @@ hv_status hv_walk_next(hv_walk *w, const hv_entry **out)
 			/* Listed with nulls, its contents not, and said, as for a directory that
 			 * cannot be opened. */
 			w->warnings++;
+			w->pending_unread = true;
 			hv_buf_printf(&w->pending_warn,
 				      "%s: not entered: it cannot be examined (lstat failed)",
 				      message_path(w, w->path.data, w->path.len));

@@ -154,6 +154,7 @@ struct hv_walk {
 	struct dnode *entry_parent;   /* the directory holding the last entry */
 	bool entry_named;             /* the last entry is REC_NAMES */
 	hv_buf pending_warn;          /* a warning to give on the next call */
+	bool pending_unread;          /* ... of the entry's directory, left unread */
 	bool unread_warned;           /* the last call warned of a directory it could not read */
 	size_t unread_len;            /* ... whose path is the first unread_len bytes of path */
 	char *dents_buf;

@@ -2017,6 +2017,74 @@ static void test_unreadable_before_as_nobody(void **state)
 	assert_int_equal(rc, 0);
 }
 
+/* A directory whose listing names a subdirectory nobody cannot lstat (lo is listed, not
+ * searched): the walk does not enter sub and says so once. Collected against a snapshot taken
+ * while it could: sub's file is not called deleted. A snapshot taken while it cannot: one
+ * warning, and sub recorded as not read, which the next collect names. */
+static int nobody_unexamined_dir(void *arg)
+{
+	const fx *f = arg;
+	char *lo = rp(f, "lo");
+	nobody_run nr;
+	hv_collection *c = NULL;
+	int64_t id = 0, id2 = 0;
+	uint64_t entries = 0;
+	int ret = 0;
+	if (!nobody_begin(f, "nobody-unexamined.db", &nr))
+		ret = 80;
+	else if (hv_snapshot_take(nr.st, f->root, &nr.o, &id, &entries, NULL) != HV_OK ||
+		 nr.warned.n || chmod(lo, 0444) != 0)
+		ret = 81;
+	nr.o.since_snapshot = id;
+	if (!ret && hv_collect(nr.st, f->root, &nr.o, &c) != HV_OK)
+		ret = 82;
+	else if (!ret && (c->n_deleted != 0 || nr.warned.n != 1 ||
+			  !strstr(nr.warned.last, "/lo/sub: not entered")))
+		ret = 83;
+	hv_collection_free(c);
+	c = NULL;
+	if (!ret) {
+		nr.warned.n = 0;
+		nr.o.since_snapshot = 0;
+		if (hv_snapshot_take(nr.st, f->root, &nr.o, &id2, &entries, NULL) != HV_OK ||
+		    nr.warned.n != 1 || !strstr(nr.warned.last, "/lo/sub: not entered") ||
+		    chmod(lo, 0755) != 0)
+			ret = 84;
+	}
+	nr.warned.n = 0;
+	nr.o.since_snapshot = id2;
+	if (!ret && hv_collect(nr.st, f->root, &nr.o, &c) != HV_OK)
+		ret = 85;
+	else if (!ret && (c->n_files != 1 || strcmp(c->files[0].path, "lo/sub/g.txt") != 0 ||
+			  nr.warned.n != 1 ||
+			  !strstr(nr.warned.last, "/lo/sub: not read when the snapshot was taken")))
+		ret = 86;
+	if (ret)
+		fprintf(stderr, "nobody: %d: %zu deleted, %d warnings (%s): %s\n", ret,
+			c ? c->n_deleted : 0, nr.warned.n, nr.warned.last, hv_error_last());
+	(void)chmod(lo, 0755);
+	hv_collection_free(c);
+	nobody_end(&nr);
+	free(lo);
+	return ret;
+}
+
+static void test_unexamined_dir_as_nobody(void **state)
+{
+	fx *f = *state;
+	wr(f, "keep.txt", "read every time\n");
+	mkd(f, "lo");
+	mkd(f, "lo/sub");
+	wr(f, "lo/sub/g.txt", "there all along\n");
+	char *p = rp(f, "lo");
+	assert_int_equal(lchown(p, 65534, 65534), 0); /* nobody may chmod it */
+	assert_int_equal(chmod(f->dir, 0777), 0);     /* where nobody makes its database */
+	int rc = tu_as_nobody(nobody_unexamined_dir, f);
+	assert_int_equal(chmod(p, 0755), 0);
+	free(p);
+	assert_int_equal(rc, 0);
+}
+
 /* ---- limits ------------------------------------------------------------------------------------ */
 
 static void fill(const fx *f, const char *rel, size_t n, char ch)
@@ -2835,6 +2903,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_snapshot_unreadable_as_nobody, tu_fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_since_unreadable_as_nobody, tu_fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unreadable_before_as_nobody, tu_fx_setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_unexamined_dir_as_nobody, tu_fx_setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_limit_max_file_bytes, tu_fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_limit_max_files, tu_fx_setup, teardown),
