@@ -1393,7 +1393,7 @@ int hv_page_write_file(void *file, const void *data, size_t len)
 
 /* f's content when it is in c's temporary file (hv_collect_opts.spool_content): read for the
  * page one file at a time (malloc'd in *out), unless the page will only name it (too large to
- * embed: *out stays NULL). *spooled says whether f is spooled at all. HV_OK, or the read's
+ * embed, or the page is over PAGE_CONTENT_MAX already: *out stays NULL). *spooled says whether f is spooled at all. HV_OK, or the read's
  * failure. */
 static hv_status read_spooled(const pw *w, const hv_collection *c, const hv_output_file *f,
 			      unsigned char **out, bool *spooled)
@@ -1404,7 +1404,8 @@ static hv_status read_spooled(const pw *w, const hv_collection *c, const hv_outp
 		return HV_OK;
 	char sep = ',';
 	view v = view_of(f->mime_type, f->name, f->name_len, &sep);
-	if ((v == V_IMAGE || v == V_DOWNLOAD) && f->content_len > w->embed_max)
+	if (((v == V_IMAGE || v == V_DOWNLOAD) && f->content_len > w->embed_max) ||
+	    w->written > PAGE_CONTENT_MAX)
 		return HV_OK;
 	unsigned char *buf = malloc(f->content_len ? f->content_len : 1);
 	if (!buf)
