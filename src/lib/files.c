@@ -318,37 +318,17 @@ struct put {
 	char tmp[HV_TEMP_NAME_LEN + 1]; /* its name when it has one ("" otherwise) */
 };
 
-/* Creates the temporary file in the destination's directory: unnamed (O_TMPFILE) where the
- * file system and /proc allow it, so a killed harvest leaves nothing behind; else a short
- * temporary name (temp_name.h). */
+/* Creates the temporary file in the destination's directory (temp_name.h: unnamed where it
+ * can be). */
 static hv_status create_temp(struct put *p, mode_t mode)
 {
-	p->tmp[0] = '\0';
-	if (access("/proc/self/fd", X_OK) == 0) {
-		p->fd = openat(p->dfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, mode);
-		if (p->fd >= 0) {
-			p->unnamed = true;
-			return HV_OK;
-		}
-		/* Not offered here (EOPNOTSUPP, or EISDIR/EINVAL from kernels and file systems
-		 * that predate it): fall back to a name. Other errors would fail that way too. */
-		if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
-			return hv_error_errno(HV_EIO, p->path, errno);
-	}
-	p->fd = hv_temp_create_at(p->dfd, p->tmp, O_WRONLY, mode);
+	p->fd = hv_temp_create_unnamed(p->dfd, p->tmp, O_WRONLY, mode);
+	p->unnamed = p->fd >= 0 && !p->tmp[0];
 	if (p->fd >= 0)
 		return HV_OK;
 	int e = errno;
 	p->tmp[0] = '\0';
 	return hv_error_errno(HV_EIO, p->path, e);
-}
-
-/* Gives the unnamed file the name p->tmp (a fresh random one) or name itself. */
-static int link_unnamed(struct put *p, const char *name)
-{
-	char proc[64];
-	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", p->fd);
-	return linkat(AT_FDCWD, proc, p->dfd, name, AT_SYMLINK_FOLLOW);
 }
 
 /* Puts the finished temporary file in place of the destination. */
@@ -358,22 +338,13 @@ static hv_status install(struct put *p, bool dest_exists)
 		/* A new destination is linked in one step: linkat never replaces, so a file someone
 		 * made meanwhile is replaced by the rename below instead. */
 		if (!dest_exists) {
-			if (link_unnamed(p, p->name) == 0)
+			if (hv_temp_link(p->fd, p->dfd, p->name) == 0)
 				return HV_OK;
 			if (errno != EEXIST)
 				return hv_error_errno(HV_EIO, p->path, errno);
 		}
-		unsigned tries = 0;
-		for (;;) {
-			hv_temp_name(p->tmp, tries);
-			if (link_unnamed(p, p->tmp) == 0)
-				break;
-			if (errno != EEXIST || ++tries == HV_TEMP_ATTEMPTS) {
-				int e = errno;
-				p->tmp[0] = '\0';
-				return hv_error_errno(HV_EIO, p->path, e);
-			}
-		}
+		if (hv_temp_link_named(p->fd, p->dfd, p->tmp) != 0)
+			return hv_error_errno(HV_EIO, p->path, errno);
 	}
 	if (renameat(p->dfd, p->tmp, p->dfd, p->name) != 0)
 		return hv_error_errno(HV_EIO, p->path, errno);

@@ -59,6 +59,7 @@ struct hv_file_out {
 	char *base;         /* its last component in dirfd (temporary file only) */
 	bool replace;       /* the temporary file replaces an existing file */
 	bool regular;       /* what fd is open on is a regular file */
+	bool unnamed;       /* the temporary file has no name yet (O_TMPFILE) */
 	mode_t mode;        /* the mode the replaced file had */
 };
 
@@ -175,9 +176,12 @@ static hv_status out_open(hv_file_out **out, const char *path, int flags)
 			o->replace = exists;
 			o->mode = exists ? sb.st_mode & 07777 : 0;
 			o->regular = true;
-			/* the short temporary name of temp_name.h: it fits wherever a name of
+			/* unnamed where it can be, so an interrupted write leaves nothing; else
+			 * the short temporary name of temp_name.h, which fits wherever a name of
 			 * NAME_MAX bytes fits */
-			o->fd = hv_temp_create_at(o->dirfd, o->tmp, O_WRONLY, exists ? 0600 : 0666);
+			o->fd = hv_temp_create_unnamed(o->dirfd, o->tmp, O_WRONLY,
+						       exists ? 0600 : 0666);
+			o->unnamed = o->fd >= 0 && !o->tmp[0];
 			if (o->fd < 0) {
 				o->tmp[0] = '\0';
 				rc = fail(path, errno);
@@ -214,6 +218,21 @@ static hv_status out_commit(hv_file_out *o, bool *raced)
 		rc = fail(o->path, errno);
 	if (rc == HV_OK && o->replace && fchmod(o->fd, o->mode) != 0)
 		rc = fail(o->path, errno);
+	if (rc == HV_OK && o->unnamed) {
+		/* A new file is linked in place in one step (never replacing); one replacing
+		 * another gets a temporary name first, renamed over it below. */
+		if (!o->replace && hv_temp_link(o->fd, o->dirfd, o->base) == 0)
+			o->unnamed = false;
+		else if (!o->replace && errno == EEXIST)
+			*raced = true;
+		else if (o->replace && hv_temp_link_named(o->fd, o->dirfd, o->tmp) == 0)
+			o->unnamed = false;
+		if (*raced)
+			rc = hv_error_set(HV_EIO, "%s: created by someone else while being written",
+					  o->path);
+		else if (o->unnamed)
+			rc = fail(o->path, errno);
+	}
 	int fd = o->fd;
 	o->fd = -1;
 	if (close(fd) != 0 && rc == HV_OK)

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -68,6 +69,52 @@ static inline int hv_temp_create_at(int dirfd, char name[HV_TEMP_NAME_LEN + 1], 
 			return fd;
 	}
 	errno = EEXIST;
+	return -1;
+}
+
+/* Creates the file to be written and then put in place in dirfd: unnamed (O_TMPFILE) where
+ * the file system and /proc allow it, so a harvest killed while writing leaves nothing
+ * behind, and name is ""; else as hv_temp_create_at, under the temporary name in name. flags
+ * must hold O_WRONLY or O_RDWR. The descriptor, or -1 with errno set. */
+static inline int hv_temp_create_unnamed(int dirfd, char name[HV_TEMP_NAME_LEN + 1], int flags,
+					 mode_t mode)
+{
+	name[0] = '\0';
+	if (access("/proc/self/fd", X_OK) == 0) {
+		int fd = openat(dirfd, ".", O_TMPFILE | flags | O_CLOEXEC, mode);
+		if (fd >= 0)
+			return fd;
+		/* Not offered here (EOPNOTSUPP, or EISDIR/EINVAL from kernels and file systems
+		 * that predate it): fall back to a name. Other errors would fail that way too. */
+		if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
+			return -1;
+	}
+	return hv_temp_create_at(dirfd, name, flags, mode);
+}
+
+/* Gives the unnamed file fd (hv_temp_create_unnamed) the name name in dirfd; never replaces
+ * (EEXIST). 0, or -1 with errno set. */
+static inline int hv_temp_link(int fd, int dirfd, const char *name)
+{
+	char proc[32];
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	return linkat(AT_FDCWD, proc, dirfd, name, AT_SYMLINK_FOLLOW);
+}
+
+/* Gives the unnamed file fd a fresh temporary name in dirfd, into name, to be renamed over
+ * its destination. 0, or -1 with errno set (name "" then). */
+static inline int hv_temp_link_named(int fd, int dirfd, char name[HV_TEMP_NAME_LEN + 1])
+{
+	for (unsigned attempt = 0; attempt < HV_TEMP_ATTEMPTS; attempt++) {
+		hv_temp_name(name, attempt);
+		if (hv_temp_link(fd, dirfd, name) == 0)
+			return 0;
+		if (errno != EEXIST)
+			break;
+	}
+	int e = errno;
+	name[0] = '\0';
+	errno = e;
 	return -1;
 }
 

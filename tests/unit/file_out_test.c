@@ -1,6 +1,7 @@
 /* hv_file_out: the streaming form of hv_write_file, the one writer behind `history get -o`
- * and `archive -o`: a short temporary name (a 255-byte FILE works), commit renames it into
- * place, abort leaves nothing, a shared file is written in place and cut to the new length,
+ * and `archive -o`: an unnamed file while it is written (a harvest killed then leaves
+ * nothing), a short temporary name to replace a file by (a 255-byte FILE works), commit puts it
+ * in place, abort leaves nothing, a shared file is written in place and cut to the new length,
  * and a file that appears meanwhile is not replaced. */
 #include "testutil.h"
 
@@ -55,7 +56,7 @@ static void test_longest_name(void **state)
 	hv_file_out *o = NULL;
 	assert_int_equal(hv_file_out_open(&o, path, 0), HV_OK);
 	write_str(o, "first");
-	assert_int_equal(entries(dir), 1); /* the temporary file only */
+	assert_int_equal(entries(dir), 0); /* unnamed until commit (O_TMPFILE) */
 	assert_int_equal(hv_file_out_commit(o), HV_OK);
 	assert_string_equal(slurp(path), "first");
 	/* Replaced, keeping its mode. */
@@ -63,6 +64,7 @@ static void test_longest_name(void **state)
 	assert_int_equal(hv_file_out_open(&o, path, 0), HV_OK);
 	write_str(o, "2nd");
 	assert_string_equal(slurp(path), "first"); /* readers see the old file until commit */
+	assert_int_equal(entries(dir), 1);
 	assert_int_equal(hv_file_out_commit(o), HV_OK);
 	assert_string_equal(slurp(path), "2nd");
 	struct stat sb;
