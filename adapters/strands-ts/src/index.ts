@@ -7,6 +7,7 @@
  * command prefix (`docker exec -i box`, `ssh host`) to a harvest installed in the remote box, and
  * the adapter itself touches no local file.
  */
+import { constants as bufferConstants } from 'node:buffer';
 import * as posixPath from 'node:path/posix';
 import * as localPath from 'node:path';
 import {
@@ -126,6 +127,18 @@ const PIPE_GRACE_MS = 1_000;
 // harvest's own failure (`run`: the command ran, but what it produced could not be collected or
 // recorded), as env(1) and timeout(1) use it.
 const HARVEST_FAILED = 125;
+
+/**
+ * @internal What one call takes from harvest's stdout: `readBytes` of a file (fs.readFile's own
+ * limit, 2 GiB, so readFile fails as the SDK's own sandboxes do, where the whole file would not
+ * fit one Buffer), `lineBytes` of one line of `run` (one JavaScript string). Past them the call
+ * fails with an error it can catch, rather than the string or Buffer failing inside a stream
+ * handler, which ends the whole process. Tests lower them.
+ */
+export const limits = {
+  readBytes: 2 ** 31 - 1,
+  lineBytes: bufferConstants.MAX_STRING_LENGTH,
+};
 // A lone UTF-16 surrogate: what listFiles returns for a byte of a name that is not UTF-8.
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
@@ -337,6 +350,9 @@ export class HarvestSandbox extends Sandbox {
     let result: Record<string, unknown> | undefined;
     let badLine: string | undefined;
     let pending: Buffer[] = [];
+    let pendingBytes = 0;
+    // The size of the longest line too long to be one string (its bytes are not kept).
+    let tooLong = 0;
     const stderr: Buffer[] = [];
     let closed = false;
     let status = 0;
@@ -366,18 +382,29 @@ export class HarvestSandbox extends Sandbox {
         result = event;
       }
     };
+    // A part of a line: kept while the line can still become one string, else only counted.
+    const keep = (part: Buffer) => {
+      pendingBytes += part.length;
+      if (pendingBytes > limits.lineBytes) pending = [];
+      else pending.push(part);
+    };
+    const endLine = () => {
+      if (pendingBytes > limits.lineBytes) tooLong = Math.max(tooLong, pendingBytes);
+      else if (pending.length > 0) takeLine(Buffer.concat(pending).toString('utf8'));
+      pending = [];
+      pendingBytes = 0;
+    };
     proc.stdout!.on('data', (b: Buffer) => {
       // Lines end at 0x0A, which is never inside a UTF-8 sequence: decode whole lines only.
       let start = 0;
       let nl = b.indexOf(10);
       while (nl !== -1) {
-        pending.push(b.subarray(start, nl));
-        takeLine(Buffer.concat(pending).toString('utf8'));
-        pending = [];
+        keep(b.subarray(start, nl));
+        endLine();
         start = nl + 1;
         nl = b.indexOf(10, start);
       }
-      if (start < b.length) pending.push(b.subarray(start));
+      if (start < b.length) keep(b.subarray(start));
       notify();
     });
     proc.stderr!.on('data', (b: Buffer) => stderr.push(b));
@@ -388,8 +415,7 @@ export class HarvestSandbox extends Sandbox {
       notify();
     });
     proc.on('close', (code, sig) => {
-      if (pending.length > 0) takeLine(Buffer.concat(pending).toString('utf8'));
-      pending = [];
+      endLine();
       status = exitStatus(code, sig);
       closed = true;
       notify();
@@ -437,6 +463,15 @@ export class HarvestSandbox extends Sandbox {
       if (result === undefined) {
         const failed = prefixFailure(this._launcher, status, stderrText);
         if (failed) throw failed;
+        if (tooLong > 0) {
+          // The command ran (and the run is in the history): only its result cannot be read.
+          throw new HarvestError(
+            `harvest run: the result is ${tooLong} bytes of JSON, more than one JavaScript string holds ` +
+              `(${limits.lineBytes}): lower collect.maxTotalBytes or collect.maxOutputBytes, or read the ` +
+              'files with readFile',
+            status,
+          );
+        }
         const why = reason(stderrText, badLine ?? `harvest run exited with status ${status}`);
         throw new HarvestError(why, status);
       }
@@ -472,7 +507,14 @@ export class HarvestSandbox extends Sandbox {
 
   override async readFile(path: string): Promise<Uint8Array> {
     const full = this._path(path);
-    const r = await runHarvest(this._launcher, ['cat', '--', full]);
+    const r = await runHarvest(this._launcher, ['cat', '--', full], undefined, {
+      bytes: limits.readBytes,
+      error: () =>
+        Object.assign(new RangeError(`File size is greater than ${limits.readBytes} bytes (2 GiB): ${full}`), {
+          code: 'ERR_FS_FILE_TOO_LARGE',
+          path: full,
+        }),
+    });
     this._check(r.code, r.stderr, 'cat', full);
     return ownBytes(r.stdout);
   }

@@ -148,22 +148,51 @@ export function exitStatus(code: number | null, signal: NodeJS.Signals | null): 
   return 128 + (number ?? 1);
 }
 
+/** At most `bytes` of stdout are taken: past them harvest is stopped and `error()` is raised. */
+export interface OutputLimit {
+  bytes: number;
+  error: () => Error;
+}
+
 /**
  * Runs harvest to the end: `input` is written to its stdin (with back-pressure, so a 100 MiB
  * file streams through the pipe), stdout is kept as bytes.
  */
-export function runHarvest(launcher: Launcher, args: readonly string[], input?: Uint8Array): Promise<Finished> {
+export function runHarvest(
+  launcher: Launcher,
+  args: readonly string[],
+  input?: Uint8Array,
+  limit?: OutputLimit,
+): Promise<Finished> {
   return new Promise((resolve, reject) => {
     const proc = spawnHarvest(launcher, args);
     const out: Buffer[] = [];
     const err: Buffer[] = [];
-    proc.stdout!.on('data', (b: Buffer) => out.push(b));
+    let outBytes = 0;
+    let tooLarge = false;
+    proc.stdout!.on('data', (b: Buffer) => {
+      if (tooLarge) return;
+      outBytes += b.length;
+      if (limit && outBytes > limit.bytes) {
+        // More than one Buffer can hold (or the caller takes): nothing more is kept, and
+        // harvest is stopped rather than read to the end.
+        tooLarge = true;
+        out.length = 0;
+        proc.kill('SIGTERM');
+        return;
+      }
+      out.push(b);
+    });
     proc.stderr!.on('data', (b: Buffer) => err.push(b));
     // harvest may exit before reading all of stdin (a missing parent it cannot create): the
     // EPIPE is not the error to report, its exit status and message are.
     proc.stdin!.on('error', () => {});
     proc.on('error', (e) => reject(spawnFailure(launcher, e)));
     proc.on('close', (code, signal) => {
+      if (tooLarge) {
+        reject(limit!.error());
+        return;
+      }
       const status = exitStatus(code, signal);
       const stderr = Buffer.concat(err).toString('utf8');
       const failed = prefixFailure(launcher, status, stderr);

@@ -7,7 +7,7 @@ import * as path from 'node:path';
 import { createHash, randomBytes } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import { SandboxAbortError, SandboxPathNotFoundError, SandboxTimeoutError } from '@strands-agents/sdk';
-import { HarvestSandbox, HarvestError } from '../dist/index.js';
+import { HarvestSandbox, HarvestError, limits } from '../dist/index.js';
 import { HARVEST, GIF, PNG, alive, groupMembers, localEnvironment, settle, tmpdir, u8 } from './helpers.js';
 
 /** Byte order of names, as harvest sorts them (UTF-8 order is code point order). */
@@ -449,6 +449,34 @@ export function defineSuite(label, exec) {
       for (const f of r.outputFiles) {
         assert.ok(owns(f.content), f.name);
         assert.ok(!Buffer.from(f.content.buffer).toString('latin1').includes('sk-very-secret'), f.name);
+      }
+    });
+
+    it('raises an error the caller catches for a file or result too large for one Buffer or string', async () => {
+      // The real limits are 2 GiB and V8's string length; lowered here, the paths are the same:
+      // past them a Buffer.concat or toString failing inside a stream handler would end the process.
+      const dir = tmpdir();
+      fs.writeFileSync(path.join(dir, 'big.txt'), 'y'.repeat(5000));
+      fs.writeFileSync(path.join(dir, 'fits.txt'), 'z'.repeat(1000));
+      const sandbox = make(dir);
+      const saved = { ...limits };
+      try {
+        limits.readBytes = 1000;
+        limits.lineBytes = 4096;
+        const err = await sandbox.readFile('big.txt').catch((e) => e);
+        assert.ok(err instanceof RangeError, String(err));
+        assert.equal(err.code, 'ERR_FS_FILE_TOO_LARGE');
+        assert.equal((await sandbox.readFile('fits.txt')).byteLength, 1000);
+        // A produced file of 8,000 bytes: its result line is over 4,096; the chunk lines are not.
+        const run = await sandbox.execute("head -c 8000 /dev/zero | tr '\\0' x > out.txt; echo hi").catch((e) => e);
+        assert.ok(run instanceof HarvestError, String(run));
+        assert.match(run.message, /the result is \d+ bytes of JSON, more than one JavaScript string holds \(4096\)/);
+        limits.lineBytes = saved.lineBytes;
+        const ok = await sandbox.execute("head -c 8000 /dev/zero | tr '\\0' x > out.txt; echo hi");
+        assert.equal(ok.stdout, 'hi\n');
+        assert.equal(ok.outputFiles[0].content.byteLength, 8000);
+      } finally {
+        Object.assign(limits, saved);
       }
     });
 
