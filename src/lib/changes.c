@@ -1600,6 +1600,10 @@ struct cands {
 	size_t n, cap;
 	char **del;
 	size_t n_del, cap_del;
+	/* Regular files now, at paths where a directory deleted during the run had a file: that
+	 * directory was made again (or another moved to its place), and these were there before. */
+	char **was;
+	size_t n_was, cap_was;
 	struct {
 		uint64_t dev, ino;
 	} *inodes; /* files with several names: all their names are looked for */
@@ -1625,22 +1629,27 @@ static hv_status cand_add(struct cands *k, char *path, const char *change, bool 
 	return HV_OK;
 }
 
-static hv_status del_add(struct cands *k, char *path)
+static hv_status path_push(char ***v, size_t *n, size_t *cap, char *path)
 {
 	if (!path)
 		return hv_error_set(HV_ENOMEM, "out of memory");
-	if (k->n_del == k->cap_del) {
-		size_t cap = k->cap_del ? k->cap_del * 2 : 64;
-		char **nv = realloc(k->del, cap * sizeof(*nv));
+	if (*n == *cap) {
+		size_t ncap = *cap ? *cap * 2 : 64;
+		char **nv = realloc(*v, ncap * sizeof(*nv));
 		if (!nv) {
 			free(path);
 			return hv_error_set(HV_ENOMEM, "out of memory");
 		}
-		k->del = nv;
-		k->cap_del = cap;
+		*v = nv;
+		*cap = ncap;
 	}
-	k->del[k->n_del++] = path;
+	(*v)[(*n)++] = path;
 	return HV_OK;
+}
+
+static hv_status del_add(struct cands *k, char *path)
+{
+	return path_push(&k->del, &k->n_del, &k->cap_del, path);
 }
 
 static hv_status inode_add(struct cands *k, uint64_t dev, uint64_t ino)
@@ -2782,7 +2791,17 @@ static hv_status result_impl(hv_changes *c, const hv_store *st, struct cands *k)
 				rc = cand_add(k, strdup(rel), had_file ? "modified" : "created",
 					      !changed, 0);
 		}
-		if (rc == HV_OK && had_file && !is_reg)
+		/* A name of a directory deleted during the run: what is at its path now (in a
+		 * directory made there again) is not deleted when it is a regular file, and it was
+		 * there before, whatever the new directory's own events say. */
+		bool reg_now = is_reg;
+		if (!reg_now && had_file && d->where_end == W_STALE && d->path) {
+			struct stat now;
+			reg_now = lstat_below(c, rel, &now) == 0 && S_ISREG(now.st_mode);
+			if (reg_now && rc == HV_OK)
+				rc = path_push(&k->was, &k->n_was, &k->cap_was, strdup(rel));
+		}
+		if (rc == HV_OK && had_file && !reg_now)
 			rc = del_add(k, strdup(rel));
 		free(rel);
 		i = j;
@@ -2906,6 +2925,12 @@ static hv_status result_finish(hv_changes *c, const hv_store *st, hv_change_set 
 			out->n++;
 			k.v[i].path = NULL;
 		}
+		if (rc == HV_OK && k.n_was > 1)
+			qsort(k.was, k.n_was, sizeof(*k.was), str_cmp);
+		for (size_t i = 0; rc == HV_OK && k.n_was && i < out->n; i++)
+			if (!strcmp(out->change[i], "created") &&
+			    bsearch(&out->paths[i], k.was, k.n_was, sizeof(*k.was), str_cmp))
+				out->change[i] = "modified";
 		if (rc == HV_OK) {
 			out->deleted = k.del;
 			out->n_deleted = k.n_del;
@@ -2919,6 +2944,9 @@ static hv_status result_finish(hv_changes *c, const hv_store *st, hv_change_set 
 	for (size_t i = 0; i < k.n_del; i++)
 		free(k.del[i]);
 	free(k.del);
+	for (size_t i = 0; i < k.n_was; i++)
+		free(k.was[i]);
+	free(k.was);
 	free(k.inodes);
 	if (rc != HV_OK) {
 		hv_error_saved saved;

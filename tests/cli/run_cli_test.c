@@ -777,6 +777,49 @@ static void test_changes_and_deleted(void **state)
 	fx_close(&f);
 }
 
+/* A directory removed with its files and made again (or another moved to its place) within
+ * the run: a file at one of its names now was there before (modified, not deleted), one not
+ * written again is deleted; the same with the kernel's events as with the snapshots. */
+static void test_directory_made_again(void **state)
+{
+	(void)state;
+	static const char *const modes[] = {"events", "snapshot"};
+	for (size_t m = 0; m < 2; m++) {
+		fixture f;
+		fx_open(&f);
+		tu_mkdir(f.d, "re");
+		tu_mkdir(f.d, "mv");
+		tu_write(f.root, "d/re/a.txt", "one\n", 4);
+		tu_write(f.root, "d/re/b.txt", "two\n", 4);
+		tu_write(f.root, "d/mv/c.txt", "three\n", 6);
+		tu_result r;
+		hv_run(&r, &f, NULL, (const char *const[]){"--no-history", "--changes", modes[m], NULL},
+		       (const char *const[]){"sh", "-c",
+					     "rm -rf re; mkdir re; echo again > re/a.txt; mkdir t; "
+					     "echo c > t/c.txt; rm -rf mv; mv t mv",
+					     NULL});
+		if (r.status != 0)
+			fail_msg("%s: exit %d: %s", modes[m], r.status, r.err);
+		events ev;
+		parse_events(&ev, &r, false);
+		const tj_value *res = ev.result;
+		assert_int_equal(tj_len(tj_get(res, "output_files")), 2);
+		const char *paths[] = {"re/a.txt", "mv/c.txt"};
+		for (size_t i = 0; i < 2; i++) {
+			const tj_value *of = find_output(res, "output_files", paths[i]);
+			if (!of || strcmp(tj_str(tj_get(of, "change"), NULL), "modified") != 0)
+				fail_msg("%s: %s: %s", modes[m], paths[i],
+					 of ? tj_str(tj_get(of, "change"), NULL) : "not produced");
+		}
+		const tj_value *del = tj_get(res, "deleted");
+		assert_int_equal(tj_len(del), 1);
+		assert_string_equal(tj_str(tj_at(del, 0), NULL), "re/b.txt");
+		events_free(&ev);
+		tu_result_free(&r);
+		fx_close(&f);
+	}
+}
+
 /* ---- shapes ---- */
 
 /* Fails when any key of v (recursively) has an underscore. */
@@ -1826,6 +1869,7 @@ int main(void)
 		cmocka_unit_test(test_max_output_bytes),
 		cmocka_unit_test(test_produced_files),
 		cmocka_unit_test(test_changes_and_deleted),
+		cmocka_unit_test(test_directory_made_again),
 		cmocka_unit_test(test_camel_case),
 		cmocka_unit_test(test_format_json),
 		cmocka_unit_test(test_harvest_failures),
