@@ -78,11 +78,16 @@ hv_status hvst_db_error(hv_store *st, int rc, const char *what)
 	msg[k] = '\0';
 	switch (rc & 0xff) {
 	case SQLITE_NOMEM:
-		/* A damaged schema page makes SQLite report NOMEM too: name the file. */
+		/* A damaged schema page makes SQLite report NOMEM too: name the file (and write
+		 * no more to it, as for a corrupt one). */
+		if (st)
+			st->damaged = true;
 		return hv_error_set(HV_EDB, "%s: %s: out of memory (is the database damaged?)",
 				    path, what);
 	case SQLITE_CORRUPT:
 	case SQLITE_NOTADB:
+		if (st)
+			st->damaged = true;
 		return hv_error_set(HV_EDB, "%s: database is corrupt (%s)", path, msg);
 	case SQLITE_BUSY:
 	case SQLITE_LOCKED:

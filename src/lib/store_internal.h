@@ -55,6 +55,7 @@ struct hv_store {
 	char *path;          /* as given or defaulted: for messages */
 	char *abs_path;      /* hv_store_path() */
 	bool readonly;
+	bool damaged;        /* SQLite said the file is corrupt: no MIME answer is written to it */
 	bool ephemeral;      /* a read-only open of a missing database: an empty in-memory one */
 	bool in_tx;
 	bool file_known;     /* file_dev/file_ino: the database file as opened */

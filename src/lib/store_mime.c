@@ -299,6 +299,8 @@ hv_status hvst_mime_put_refined(hv_store *st, const hv_stat *s, const char *fing
 				const char *mime_type, const char *sha256, const char *name,
 				size_t name_len, const char *refined, const char *refine_fp)
 {
+	if (st->damaged)
+		return HV_OK; /* a cache answer is not worth writing into a corrupt file */
 	int rc = hvst_check_writable(st);
 	if (rc != HV_OK)
 		return rc;
@@ -344,6 +346,12 @@ hv_status hv_store_flush(hv_store *st)
 {
 	if (!st || st->n_mime == 0)
 		return HV_OK;
+	if (st->damaged) {
+		/* The file is corrupt (found by an earlier statement): a cache answer is not
+		 * worth writing into it, and a corrupt database is never modified. */
+		hvst_mime_pending_free(st);
+		return HV_OK;
+	}
 	sqlite3_stmt *q = hvst_stmt(st, STMT_MIME_PUT);
 	int rc = q ? hvst_tx_begin(st) : hv_error_last_status();
 	for (size_t i = 0; rc == HV_OK && i < st->n_mime; i++) {

@@ -536,6 +536,33 @@ static void test_refuse_corrupt_adopted(void **state)
 	free(after);
 }
 
+/* A database found corrupt by one statement is written no more by that store: the MIME cache
+ * answers it held (flushed at close) are dropped, and later ones are not kept. */
+static void test_damaged_not_written(void **state)
+{
+	fixture *f = *state;
+	make_db_with_run(f->db);
+	tu_damage_table(f->db, "runs");
+	size_t len0, len1;
+	char *before = read_file(f->db, &len0);
+	hv_store *st = open_ok(f->db, 0);
+	hv_stat old = {.dev = 1, .ino = 2, .mode = S_IFREG | 0644, .size = 3,
+		       .mtime_ns = 1000000000, .ctime_ns = 1000000000};
+	check_ok(hv_store_mime_put_sha(st, &old, "fp", "text/plain", NULL));
+	int64_t id = 0;
+	hv_run_start rs = {.dir = "/x"};
+	assert_int_equal(hv_store_run_begin(st, &rs, &id), HV_EDB);
+	assert_non_null(strstr(hv_error_last(), "database is corrupt"));
+	old.ino = 3;
+	check_ok(hv_store_mime_put_sha(st, &old, "fp", "text/plain", NULL));
+	hv_store_close(st);
+	char *after = read_file(f->db, &len1);
+	assert_int_equal(len0, len1);
+	assert_memory_equal(before, after, len0);
+	free(before);
+	free(after);
+}
+
 static void test_refuse_readonly(void **state)
 {
 	fixture *f = *state;
@@ -2215,6 +2242,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_refuse_corrupt, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refuse_corrupt_adopted, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refuse_readonly, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_damaged_not_written, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mime_cache, setup, teardown),
 		cmocka_unit_test(test_path_cmp),
 		cmocka_unit_test_setup_teardown(test_snapshot_roundtrip, setup, teardown),
