@@ -126,6 +126,9 @@ bool cli_db_is_pg(const char *db);
 /* Opens the store named by --db (else the default location); prints the error and returns
  * NULL on failure. */
 hv_store *cli_open_store(const cli_common *c, int flags);
+/* EXIT_DONE, or the usage error printed when -o out (followed if a symlink) is the database
+ * st has open or one of its -wal, -shm or -journal files, which writing it would destroy. */
+int cli_refuse_db_output(const cli_common *c, const hv_store *st, const char *out);
 /* Whether the caller named the local database file that holds the MIME cache (--db or
  * HARVEST_DB naming a file, or --cache-db beside a PostgreSQL one), rather than leaving its
  * location to harvest: a named file that cannot be opened is an error even where it would

@@ -229,9 +229,12 @@ int cli_archive_run(const cli_common *c, hv_store *st, int64_t run_id, const cha
 		return cli_usage_error(c, "%s", hv_error_last());
 	opts.warn = warn_cb;
 	opts.ctx = (void *)c;
+	int rc = cli_refuse_db_output(c, st, output);
+	if (rc != EXIT_DONE)
+		return rc;
 	signal(SIGPIPE, SIG_IGN);
 	struct out o;
-	int rc = out_open(c, &o, output, follow);
+	rc = out_open(c, &o, output, follow);
 	if (rc != EXIT_DONE)
 		return out_close(&o, rc, false);
 	hv_status s = hv_archive_run(o.fd, st, run_id, &opts, NULL);

@@ -36,6 +36,26 @@ static int store_fds(const cli_common *c, bool history)
 	return CLI_DB_FDS + (history && pg ? 1 : 0);
 }
 
+int cli_refuse_db_output(const cli_common *c, const hv_store *st, const char *out)
+{
+	struct stat os;
+	if (!out || !strcmp(out, "-") || stat(out, &os) != 0)
+		return EXIT_DONE;
+	static const char *const side[] = {"", "-wal", "-shm", "-journal"};
+	const char *db = hv_store_path(st);
+	for (size_t i = 0; db && i < sizeof(side) / sizeof(side[0]); i++) {
+		char *p = NULL;
+		struct stat ds;
+		bool same = asprintf(&p, "%s%s", db, side[i]) >= 0 && stat(p, &ds) == 0 &&
+			    ds.st_dev == os.st_dev && ds.st_ino == os.st_ino;
+		free(p);
+		if (same)
+			return cli_usage_error(c, "-o %s: is the history database%s%s: not written over",
+					       out, *side[i] ? "'s " : "", side[i]);
+	}
+	return EXIT_DONE;
+}
+
 hv_store *cli_open_store(const cli_common *c, int flags)
 {
 	hv_store *st = NULL;

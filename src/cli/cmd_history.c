@@ -254,7 +254,11 @@ static int get_artifact(cli_common *c, hv_store *st, struct history_cli *h, cons
 		cli_error("%s", hv_error_last());
 		return cli_exit_status(s);
 	}
-	int rc = EXIT_DONE;
+	int rc = cli_refuse_db_output(c, st, h->output);
+	if (rc != EXIT_DONE) {
+		free(data);
+		return rc;
+	}
 	if (h->output && strcmp(h->output, "-") != 0) {
 		if (hv_write_file(h->output, data, len, h->follow ? HV_WRITE_FOLLOW : 0) != HV_OK) {
 			cli_error("%s", hv_error_last());

@@ -1205,6 +1205,33 @@ static void test_get(void **state)
 	tu_result_free(&r);
 	free(bad);
 
+	/* -o the database itself (or a symlink to it, followed): refused, exit 2, the history
+	 * still there; the same for a run's archive. */
+	char *link_db = tu_path(f.root, "link.db"), *tar_link = tu_path(f.root, "h.tar");
+	assert_int_equal(symlink(f.db, link_db), 0);
+	assert_int_equal(symlink(f.db, tar_link), 0);
+	size_t db_len0;
+	char *db0 = tu_read_file(f.db, &db_len0);
+	hv(&r, NULL, "history", "get", id_blob, "-o", f.db, "--db", f.db, NULL);
+	expect_status(&r, 2, "get -o the database");
+	expect_one_line_error(&r, "is the history database", "get -o the database");
+	tu_result_free(&r);
+	hv(&r, NULL, "history", "get", id_blob, "-o", link_db, "--follow", "--db", f.db, NULL);
+	expect_status(&r, 2, "get -o a link to the database");
+	tu_result_free(&r);
+	hv(&r, NULL, "history", "get", "--run", "1", "-o", tar_link, "--follow", "--db", f.db,
+	   NULL);
+	expect_status(&r, 2, "get --run -o a link to the database");
+	tu_result_free(&r);
+	size_t db_len1;
+	char *db1 = tu_read_file(f.db, &db_len1);
+	assert_int_equal(db_len0, db_len1);
+	assert_memory_equal(db0, db1, db_len0);
+	free(db0);
+	free(db1);
+	free(link_db);
+	free(tar_link);
+
 	/* Unknown ids and hashes: exit 1 with a message naming them, nothing on stdout. */
 	const char *unknown[] = {"9999",
 				 "0000000000000000000000000000000000000000000000000000000000000000"};
