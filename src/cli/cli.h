@@ -118,6 +118,10 @@ void cli_output_record(hv_json *j, const cli_common *c);
 /* Flushes and frees; returns EXIT_WARN (message printed) when writing failed. */
 int cli_json_finish(hv_json *j);
 
+/* Makes stdio's stdout wait out a non-blocking pipe rather than fail at its first EAGAIN,
+ * and keep the reason of a failed write: cli_stdout_error() (strerror, or "write error"). */
+void cli_stdout_init(void);
+const char *cli_stdout_error(void);
 /* The database the caller named, as the store resolves it: --db, else $HARVEST_DB (empty
  * means unset); NULL when neither names one (the default location). */
 const char *cli_db_named(const cli_common *c);

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -328,6 +329,12 @@ static int read_list(const cli_common *c, const struct mime_list *l, char **buf,
 		ssize_t got = read(fd, b + len, cap - len);
 		if (got < 0 && errno == EINTR)
 			continue;
+		if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			/* A non-blocking stdin (as Node hands pipes out): wait for the list. */
+			struct pollfd pfd = {.fd = fd, .events = POLLIN};
+			if (poll(&pfd, 1, -1) >= 0 || errno == EINTR)
+				continue;
+		}
 		if (got < 0)
 			err = errno;
 		else if (got == 0)
@@ -508,7 +515,7 @@ int cmd_mime(int argc, char **argv)
 		if (cli_json_finish(o.j) != EXIT_DONE)
 			o.rc = EXIT_WARN;
 	} else if (fflush(stdout) != 0 || ferror(stdout)) {
-		cli_error("standard output: write error");
+		cli_error("standard output: %s", cli_stdout_error());
 		o.rc = EXIT_WARN;
 	}
 	free(o.joined);

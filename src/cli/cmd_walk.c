@@ -122,8 +122,11 @@ static void print_text_entry(FILE *out, const hv_entry *e, const struct walk_cli
 		char mtime[64] = "?";
 		if (e->have_lstat)
 			hv_format_time(e->lst.mtime_ns, mtime, sizeof(mtime));
-		fprintf(out, "%c%04o %12s %s ", type_chars[e->type],
-			e->have_lstat ? (unsigned)(e->lst.mode & 07777) : 0u, size, mtime);
+		/* an unknown mode is "????", never 0000, which a real mode can be */
+		char mode[8] = "????";
+		if (e->have_lstat)
+			snprintf(mode, sizeof(mode), "%04o", (unsigned)(e->lst.mode & 07777));
+		fprintf(out, "%c%s %12s %s ", type_chars[e->type], mode, size, mtime);
 	} else {
 		fprintf(out, "%c %12s ", type_chars[e->type], size);
 	}
@@ -225,7 +228,7 @@ static int run_walk(cli_common *c, struct walk_cli *w, const char *root)
 		if (cli_json_finish(j) != EXIT_DONE)
 			rc = EXIT_WARN;
 	} else if (fflush(stdout) != 0 || ferror(stdout)) {
-		cli_error("standard output: write error");
+		cli_error("standard output: %s", cli_stdout_error());
 		rc = EXIT_WARN;
 	}
 	return rc;

@@ -41,11 +41,10 @@ static void usage(FILE *out)
  * fails as every command does when its output cannot be written: one line, exit 1. */
 static int stdout_done(int rc)
 {
-	errno = 0;
 	if (fflush(stdout) == 0 && !ferror(stdout))
 		return rc;
 	if (rc == EXIT_DONE) {
-		cli_error("standard output: %s", errno ? strerror(errno) : "write error");
+		cli_error("standard output: %s", cli_stdout_error());
 		rc = EXIT_WARN;
 	}
 	return rc;
@@ -53,6 +52,7 @@ static int stdout_done(int rc)
 
 int main(int argc, char **argv)
 {
+	cli_stdout_init();
 	if (argc < 2) {
 		usage(stderr);
 		return EXIT_USAGE;

@@ -4,6 +4,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -11,6 +12,52 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+/* ---- standard output through stdio ---- */
+
+/* The reason the last write to standard output failed (0: none yet). */
+static int stdout_errno;
+
+/* stdio's writes to fd 1: waits out a non-blocking pipe (as Node hands them to children)
+ * instead of failing at its first EAGAIN, and keeps the reason of a failure. */
+static ssize_t stdout_write(void *cookie, const char *buf, size_t n)
+{
+	(void)cookie;
+	size_t done = 0;
+	while (done < n) {
+		ssize_t w = write(STDOUT_FILENO, buf + done, n - done);
+		if (w > 0) {
+			done += (size_t)w;
+			continue;
+		}
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			struct pollfd pfd = {.fd = STDOUT_FILENO, .events = POLLOUT};
+			if (poll(&pfd, 1, -1) >= 0 || errno == EINTR)
+				continue;
+		}
+		stdout_errno = w < 0 ? errno : EIO;
+		return -1;
+	}
+	return (ssize_t)n;
+}
+
+void cli_stdout_init(void)
+{
+	cookie_io_functions_t io = {.write = stdout_write};
+	FILE *f = fopencookie(NULL, "w", io);
+	if (!f)
+		return; /* stdio's own stream, as before */
+	if (isatty(STDOUT_FILENO))
+		setvbuf(f, NULL, _IOLBF, 0);
+	stdout = f;
+}
+
+const char *cli_stdout_error(void)
+{
+	return stdout_errno ? strerror(stdout_errno) : "write error";
+}
 
 void cli_put_escaped(FILE *out, const char *s, size_t len)
 {

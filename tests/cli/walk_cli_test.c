@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* ---- small helpers ---- */
@@ -484,7 +485,7 @@ static void test_fifo_and_socket(void **state)
 		argv[n++] = root;
 		argv[n] = NULL;
 		tu_result r;
-		tu_run(&r, NULL, NULL, argv);
+		tu_run(&r, NULL, NULL, (char *const *)argv);
 		if (r.status == 124)
 			fail_msg("harvest %s %s hung on a FIFO", modes[m][0], modes[m][1]);
 		assert_clean(&r);
@@ -717,6 +718,19 @@ static void test_unsearchable_dir(void **state)
 		int status = harvest_as_nobody(bin, args, &out, &out_len, &err, &err_len);
 		assert_int_equal(status, 0);
 		assert_int_equal(err_len, 0);
+		free(out);
+		free(err);
+	}
+	/* In text, an entry that cannot be examined has its mode unknown ("????"), never 0000
+	 * (JSON says null). */
+	{
+		const char *args[] = {"ls", "--long", "--format", "text", rn, NULL};
+		char *out, *err;
+		size_t out_len, err_len;
+		int status = harvest_as_nobody(bin, args, &out, &out_len, &err, &err_len);
+		assert_int_equal(status, 0);
+		if (!strstr(out, "-???? ") || strstr(out, "0000 "))
+			fail_msg("ls --long --format text of unexamined entries: %s", out);
 		free(out);
 		free(err);
 	}
@@ -1314,6 +1328,101 @@ static void test_formats(void **state)
 
 }
 
+/* Runs harvest ARGS with stdout (and, given in, stdin) a pipe set O_NONBLOCK, as Node hands
+ * them to its children, read (and written) only after a pause: the output in *out, the exit
+ * status returned. */
+static int run_nonblocking(const char *const *args, const char *in, char **out, size_t *len)
+{
+	int op[2], ip[2];
+	assert_int_equal(pipe2(op, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(ip, O_CLOEXEC), 0);
+	assert_int_equal(fcntl(op[1], F_SETFL, O_NONBLOCK), 0);
+	assert_int_equal(fcntl(ip[0], F_SETFL, O_NONBLOCK), 0);
+	const char *argv[32] = {HARVEST_BIN};
+	size_t n = 1;
+	for (; args[n - 1] && n < 31; n++)
+		argv[n] = args[n - 1];
+	argv[n] = NULL;
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		dup2(ip[0], 0);
+		dup2(op[1], 1);
+		execv(HARVEST_BIN, (char *const *)argv);
+		_exit(127);
+	}
+	close(op[1]);
+	close(ip[0]);
+	tu_sleep_ms(300); /* harvest meets a full pipe, and an empty one */
+	if (in && write(ip[1], in, strlen(in)) != (ssize_t)strlen(in))
+		fail_msg("writing stdin: %s", strerror(errno));
+	close(ip[1]);
+	*out = tu_xmalloc(1);
+	*len = 0;
+	char chunk[65536];
+	for (;;) {
+		ssize_t r = read(op[0], chunk, sizeof(chunk));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		*out = tu_xrealloc(*out, *len + (size_t)r + 1);
+		memcpy(*out + *len, chunk, (size_t)r);
+		*len += (size_t)r;
+	}
+	(*out)[*len] = '\0';
+	close(op[0]);
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* Output to a non-blocking pipe (Node's) is written whole in every format, a list read from a
+ * non-blocking stdin is waited for; and a write that fails says why. */
+static void test_nonblocking_and_full_stdout(void **state)
+{
+	(void)state;
+	char *root = tu_tmpdir();
+	enum { FILES = 6000 };
+	for (int i = 0; i < FILES; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "file-with-a-longer-name-%05d", i);
+		tu_write(root, name, "", 0);
+	}
+	static const char *const fmts[] = {"text", "nul", "jsonl"};
+	static const char seps[] = {'\n', '\0', '\n'};
+	for (size_t k = 0; k < 3; k++) {
+		const char *args[] = {"walk", "--format", fmts[k], root, NULL};
+		char *out;
+		size_t len;
+		int st = run_nonblocking(args, NULL, &out, &len);
+		if (st != 0 || count_char(out, len, seps[k]) != FILES)
+			fail_msg("--format %s: exit %d, %zu separators in %zu bytes", fmts[k], st,
+				 count_char(out, len, seps[k]), len);
+		free(out);
+	}
+	char *db = tu_path(root, "h.db"), *list = NULL;
+	assert_true(asprintf(&list, "%s/file-with-a-longer-name-00001\n", root) > 0);
+	const char *mime[] = {"mime", "--db", db, "-f", "-", NULL};
+	char *out;
+	size_t len;
+	assert_int_equal(run_nonblocking(mime, list, &out, &len), 0);
+	assert_non_null(strstr(out, "\"mime_type\":\"inode/x-empty\""));
+	free(out);
+	free(list);
+	free(db);
+	for (size_t k = 0; k < 2; k++) {
+		const char *argv[] = {"sh", "-c", "exec \"$@\" > /dev/full", "sh", HARVEST_BIN, "ls",
+				      "--format", fmts[k], root, NULL};
+		tu_result r;
+		tu_run(&r, NULL, NULL, (char *const *)argv);
+		assert_int_equal(r.status, 1);
+		assert_non_null(strstr(r.err, "harvest: standard output: No space left on device\n"));
+		tu_result_free(&r);
+	}
+}
+
 static void test_option_placement(void **state)
 {
 	(void)state;
@@ -1434,6 +1543,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_xdev, tu_cleanup),
 		cmocka_unit_test_teardown(test_long, tu_cleanup),
 		cmocka_unit_test_teardown(test_formats, tu_cleanup),
+		cmocka_unit_test_teardown(test_nonblocking_and_full_stdout, tu_cleanup),
 		cmocka_unit_test_teardown(test_option_placement, tu_cleanup),
 		cmocka_unit_test_teardown(test_root_symlink_followed, tu_cleanup),
 	};
