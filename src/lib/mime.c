@@ -985,12 +985,20 @@ static hv_status dir_refine_learn(dir_item *it, hv_store *st, const char *fp, co
 typedef struct dir_worker {
 	dir_batch *b;
 	hv_magic *m;
+	bool last_resort; /* answers what no thread took, each file with the reason if need be */
 } dir_worker;
 
 static void *dir_worker_main(void *arg)
 {
 	dir_worker *w = arg;
 	dir_batch *b = w->b;
+	/* A thread whose libmagic cannot start (a worker not forked under a process limit:
+	 * EAGAIN) leaves the files to the threads whose can, rather than fail each one it takes;
+	 * it tries again with the next batch. */
+	if (!w->last_resort && atomic_load(&b->next) < b->n && magic_load_now(w->m) != HV_OK) {
+		hv_error_clear();
+		return NULL;
+	}
 	if (b->chunk > 1 && w->m->isolated) {
 		hv_buf answers[HVM_WORKER_BATCH_MAX] = {0};
 		for (;;) {
@@ -1047,6 +1055,11 @@ static hv_status dir_flush(dir_batch *b, hv_store *st, const char *fp, const hv_
 	dir_worker_main(&ws[0]);
 	for (size_t t = 0; t < started; t++)
 		pthread_join(tids[t], NULL);
+	if (atomic_load(&b->next) < b->n) {
+		/* No thread's libmagic could start: the files get the reason, one by one. */
+		ws[0].last_resort = true;
+		dir_worker_main(&ws[0]);
+	}
 
 	hv_status rc = HV_OK;
 	for (size_t i = 0; i < b->n; i++) {

@@ -1224,6 +1224,9 @@ hv_status hvm_worker_start(hvm_worker **out, const char *database, const char *f
 			   int flags, size_t bytes_max)
 {
 	*out = NULL;
+	static atomic_uint started;
+	if (hv__test_switch_on(HV__SWITCH_MIME_ONE_WORKER) && atomic_fetch_add(&started, 1) > 0)
+		return hv_error_set(HV_EIO, "libmagic worker: %s", strerror(EAGAIN));
 	hvm_worker *w = take_spare(database, fingerprint, flags, bytes_max);
 	if (w) {
 		if (spawn_ready(w) == HV_OK && !hung_up(w)) {

@@ -74,6 +74,10 @@ typedef enum hv__test_switch {
 	 * so the walker has read ahead as far as its descriptor cache lets it (the cache full, as
 	 * beside a slow detection) when the first libmagic worker is started. */
 	HV__SWITCH_MIME_DIR_LATE,
+	/* HARVEST_TEST_MIME_ONE_WORKER: only the process's first libmagic worker starts; every
+	 * later start fails as a fork under a process limit does (EAGAIN), so tests see detection
+	 * threads without a worker on any machine (root ignores RLIMIT_NPROC). */
+	HV__SWITCH_MIME_ONE_WORKER,
 	HV__SWITCH_COUNT
 } hv__test_switch;
 

@@ -1165,6 +1165,40 @@ static void test_threads_keep_input_order(void **state)
 		tu_result_free(&r);
 		free(av.v);
 	}
+	/* Threads whose libmagic worker cannot start (the switch: only the first starts, as
+	 * under a process limit) leave their files to the one that did: every file answered,
+	 * given as arguments and found in a directory. */
+	setenv("HARVEST_TEST_MIME_ONE_WORKER", "1", 1);
+	for (int dir = 0; dir < 2; dir++) {
+		argvec av = {0};
+		av_add(&av, "mime");
+		av_add(&av, "--no-cache");
+		av_add(&av, "--threads");
+		av_add(&av, "4");
+		for (int i = 0; i < (dir ? 1 : N); i++)
+			av_add(&av, dir ? root : paths[i]);
+		tu_result r;
+		tu_harvestv(&r, NULL, NULL, av.v);
+		if (r.status != 0)
+			fail_msg("one worker, %s: exit %d: %s", dir ? "a directory" : "arguments",
+				 r.status, r.err);
+		tj_value *doc;
+		size_t n;
+		answer *a = parse_answers(&r, &doc, &n);
+		assert_int_equal(n, N);
+		for (size_t k = 0; k < n; k++) {
+			int i = 0;
+			while (i < N && strcmp(a[k].path, paths[i]) != 0)
+				i++;
+			assert_true(i < N);
+			assert_string_equal(a[k].mime, types[i]);
+		}
+		free(a);
+		tj_free(doc);
+		tu_result_free(&r);
+		free(av.v);
+	}
+	unsetenv("HARVEST_TEST_MIME_ONE_WORKER");
 	for (int i = 0; i < N; i++)
 		free(paths[i]);
 	tu_rmrf(root);
