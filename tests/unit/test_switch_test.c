@@ -14,6 +14,7 @@ static const char *const vars[HV__SWITCH_COUNT] = {
 	[HV__SWITCH_SNAPSHOT_LSTAT] = "HARVEST_TEST_SNAPSHOT_LSTAT",
 	[HV__SWITCH_PG_SILENCE] = "HARVEST_TEST_PG_SILENCE",
 	[HV__SWITCH_MIME_DIR_LATE] = "HARVEST_TEST_MIME_DIR_LATE",
+	[HV__SWITCH_MIME_ONE_WORKER] = "HARVEST_TEST_MIME_ONE_WORKER",
 };
 
 /* Runs first, so the library has not looked yet: the first call reads the environment. */
