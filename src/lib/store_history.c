@@ -1072,14 +1072,17 @@ static hv_status content_get(hv_store *st, const char *sha256_hex, const char *w
 static hv_status sq_artifact_sha(hv_store *st, int64_t artifact_id, char sha[65])
 {
 	sqlite3_stmt *q = NULL;
-	int src = sqlite3_prepare_v2(st->db, "SELECT sha256 FROM artifacts WHERE id = ?1", -1, &q,
-				     NULL);
+	int src = sqlite3_prepare_v2(st->db, "SELECT sha256, content_stored FROM artifacts WHERE id = ?1",
+				     -1, &q, NULL);
 	if (src != SQLITE_OK)
 		return hvst_db_error(st, src, "cannot read an artifact");
 	sqlite3_bind_int64(q, 1, artifact_id);
 	src = sqlite3_step(q);
 	int rc = HV_OK;
-	if (src == SQLITE_ROW)
+	if (src == SQLITE_ROW && !sqlite3_column_int(q, 1))
+		rc = hv_error_set(HV_ENOTFOUND, "artifact %lld: its content was not stored",
+				  (long long)artifact_id);
+	else if (src == SQLITE_ROW)
 		snprintf(sha, 65, "%s", (const char *)sqlite3_column_text(q, 0));
 	else if (src == SQLITE_DONE)
 		rc = hv_error_set(HV_ENOTFOUND, "no artifact %lld", (long long)artifact_id);
@@ -1616,6 +1619,9 @@ hv_status hv_store_artifact_content(hv_store *st, int64_t artifact_id, void **da
 		return rc;
 	char what[48];
 	snprintf(what, sizeof(what), "artifact %lld", (long long)artifact_id);
+	/* (an artifact recorded without its content has none to give, even when another run
+	 * stored the same bytes: as `history show` and a run's archive say; its SHA-256 gets
+	 * them) */
 	rc = st->hist->content_get(st, sha, what, data, len);
 	if (rc == HV_ENOTFOUND)
 		hv_error_set(HV_ENOTFOUND, "artifact %lld: its content was not stored",

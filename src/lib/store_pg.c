@@ -1529,13 +1529,17 @@ static hv_status pg_artifact_sha(hv_store *st, int64_t id, char sha[65])
 		return hv_error_set(HV_ENOTFOUND, "no artifact %lld", (long long)id);
 	pgp p = {0};
 	p_int(&p, id);
-	PGresult *r = pg_run(st, "SELECT sha256 FROM harvest.artifacts WHERE id = $1", &p,
-			     "cannot read an artifact");
+	PGresult *r = pg_run(st,
+			     "SELECT sha256, content_stored::int FROM harvest.artifacts WHERE id = $1",
+			     &p, "cannot read an artifact");
 	if (!r)
 		return hv_error_last_status();
 	int rc = HV_OK;
 	if (PQntuples(r) == 0)
 		rc = hv_error_set(HV_ENOTFOUND, "no artifact %lld", (long long)id);
+	else if (g_i64(r, 0, 1) == 0)
+		rc = hv_error_set(HV_ENOTFOUND, "artifact %lld: its content was not stored",
+				  (long long)id);
 	else
 		snprintf(sha, 65, "%s", g_text(r, 0, 0));
 	PQclear(r);

@@ -1206,13 +1206,16 @@ static void test_get(void **state)
 	free(bad);
 
 	/* -o the database itself (or a symlink to it, followed): refused, exit 2, the history
-	 * still there; the same for a run's archive. */
+	 * still there; the same for a run's archive. With a PostgreSQL history, its local file
+	 * (the MIME cache, in the XDG location) is harvest's database too. */
+	char *dbfile = pg_backend() ? tu_path(f.root, "harvest/harvest.db") : strdup(f.db);
 	char *link_db = tu_path(f.root, "link.db"), *tar_link = tu_path(f.root, "h.tar");
-	assert_int_equal(symlink(f.db, link_db), 0);
-	assert_int_equal(symlink(f.db, tar_link), 0);
+	assert_int_equal(symlink(dbfile, link_db), 0);
+	assert_int_equal(symlink(dbfile, tar_link), 0);
 	size_t db_len0;
-	char *db0 = tu_read_file(f.db, &db_len0);
-	hv(&r, NULL, "history", "get", id_blob, "-o", f.db, "--db", f.db, NULL);
+	char *db0 = tu_read_file(dbfile, &db_len0);
+	assert_non_null(db0);
+	hv(&r, NULL, "history", "get", id_blob, "-o", dbfile, "--db", f.db, NULL);
 	expect_status(&r, 2, "get -o the database");
 	expect_one_line_error(&r, "is the history database", "get -o the database");
 	tu_result_free(&r);
@@ -1224,13 +1227,41 @@ static void test_get(void **state)
 	expect_status(&r, 2, "get --run -o a link to the database");
 	tu_result_free(&r);
 	size_t db_len1;
-	char *db1 = tu_read_file(f.db, &db_len1);
+	char *db1 = tu_read_file(dbfile, &db_len1);
 	assert_int_equal(db_len0, db_len1);
 	assert_memory_equal(db0, db1, db_len0);
 	free(db0);
 	free(db1);
+	free(dbfile);
 	free(link_db);
 	free(tar_link);
+
+	/* An artifact recorded without its content has none to give, though another run stored
+	 * the same bytes (as `history show` and its run's archive say): exit 1; its SHA-256
+	 * still gets them. */
+	{
+		tu_mkdir(f.root, "nc");
+		const char *extra[] = {"--no-content", "--shell", NULL};
+		const char *cmd[] = {"printf tiny > t.txt", NULL};
+		hv_run(&r, &f, "nc", NULL, extra, cmd);
+		expect_status(&r, 0, "run --no-content");
+		tj_value *nres = last_line(&r, "run --no-content");
+		tu_result_free(&r);
+		char nrs[32], nid[32];
+		snprintf(nrs, sizeof(nrs), "%lld", (long long)run_id_of(nres));
+		tj_free(nres);
+		tj_value *arts = history_json(&f, "artifacts", (const char *const[]){"--run", nrs, NULL});
+		assert_int_equal(tj_len(arts), 1);
+		snprintf(nid, sizeof(nid), "%lld",
+			 (long long)tj_int(tj_get(tj_at(arts, 0), "artifact_id")));
+		tj_free(arts);
+		hv(&r, NULL, "history", "get", nid, "--db", f.db, NULL);
+		expect_status(&r, 1, "get of an artifact recorded without content");
+		assert_int_equal(r.out_len, 0);
+		expect_one_line_error(&r, "its content was not stored", "get without content");
+		tu_result_free(&r);
+		expect_get(&f, sha_t, (const unsigned char *)"tiny", 4);
+	}
 
 	/* Unknown ids and hashes: exit 1 with a message naming them, nothing on stdout. */
 	const char *unknown[] = {"9999",
