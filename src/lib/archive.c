@@ -708,7 +708,7 @@ hv_status hv_archive_run(int out_fd, hv_store *st, int64_t run_id, const hv_arch
 	int64_t when = rc == HV_OK ? (row->ended ? row->ended_at_ns : row->started_at_ns) : 0;
 	hv_run_iter_free(ri);
 	if (rc == HV_DONE)
-		return hv_error_set(HV_ENOTFOUND, "run %lld: no such run", (long long)run_id);
+		return hv_error_set(HV_ENOTFOUND, "no run %lld", (long long)run_id);
 	if (rc != HV_OK)
 		return rc;
 	hv_json *j = NULL;

@@ -865,7 +865,7 @@ static void test_history_get_run(void **s)
 	char *zip = tu_path(empty, "x.zip"), *rar = tu_path(empty, "x.rar");
 	tu_harvest(&r, "history", "get", "--db", db, "--run", "2", "-o", zip, NULL);
 	assert_int_equal(r.status, 1);
-	assert_string_equal(r.err, "harvest: run 2: no such run\n");
+	assert_string_equal(r.err, "harvest: no run 2\n");
 	tu_result_free(&r);
 	tu_harvest(&r, "history", "get", "--db", db, "--run", "1", "-o", rar, NULL);
 	assert_int_equal(r.status, 2);

@@ -695,7 +695,7 @@ static void test_run_archive(void **state)
 	hv_archive_opts o;
 	hv_archive_opts_init(&o);
 	assert_int_equal(hv_archive_run(fd, st, id + 100, &o, NULL), HV_ENOTFOUND);
-	assert_non_null(strstr(hv_error_last(), "no such run"));
+	assert_non_null(strstr(hv_error_last(), "no run "));
 	close(fd);
 	assert_int_equal(hv_store_close(st), HV_OK);
 	free(db);
