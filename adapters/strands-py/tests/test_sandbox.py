@@ -664,6 +664,19 @@ def test_exec_prefix_that_cannot_start(tmp_path):
             run(op())
 
 
+def test_exec_prefix_that_prints_a_banner(tmp_path):
+    """A prefix that writes a line of its own before harvest's (a login banner): the run's
+    events are still read, the banner skipped, as the TypeScript adapter does; with no result
+    at all the banner is the reason, a HarvestError, never a JSON error."""
+    prefix = ["sh", "-c", 'echo "Welcome to the box"; exec "$@"', "sh"]
+    sandbox = HarvestSandbox(str(tmp_path), harvest=HARVEST, db=str(tmp_path / "h.db"), exec=prefix)
+    r = run(sandbox.execute("echo hi"))
+    assert r.exit_code == 0 and r.stdout == "hi\n"
+    quiet = HarvestSandbox(str(tmp_path), harvest="/bin/true", exec=prefix)
+    with pytest.raises(HarvestError, match="Welcome to the box"):
+        run(quiet.execute("echo hi"))
+
+
 def test_unknown_keyword_arguments_are_ignored(make, tmp_path):
     """The SDK's methods take **kwargs for forward compatibility, and its read_text/write_text
     pass theirs on to read_file/write_file."""

@@ -325,13 +325,23 @@ class HarvestSandbox(SandboxBase):
 
         feed_task = asyncio.ensure_future(feed())
         result: dict[str, Any] | None = None
+        bad_line: str | None = None
         finished = False
         try:
             while True:
                 line = await proc.stdout.readline()
                 if not line:
                     break
-                event = json.loads(line)
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    event = None
+                if not isinstance(event, dict):
+                    # Not harvest's (a prefix's login banner): skipped, and the reason when
+                    # no result follows.
+                    if bad_line is None and line.strip():
+                        bad_line = line[:200].decode("utf-8", "replace").strip()
+                    continue
                 kind = event.get("type")
                 if kind == "stream_chunk":
                     yield StreamChunk(data=_text(event["data"]), stream_type=event["stream_type"])
@@ -351,7 +361,7 @@ class HarvestSandbox(SandboxBase):
         code = _status(proc.returncode)
         if result is None:
             self._started(code, err)
-            raise HarvestError(_reason(err, f"harvest run exited with status {code}"), code)
+            raise HarvestError(_reason(err, bad_line or f"harvest run exited with status {code}"), code)
         final = _result(result)
         # 125 is also the status of a command that exits 125: harvest's own failure is a status
         # that is not the command's, or harvest's error line.
