@@ -2795,7 +2795,7 @@ static hv_status result_impl(hv_changes *c, const hv_store *st, struct cands *k)
 		 * directory made there again) is not deleted when it is a regular file, and it was
 		 * there before, whatever the new directory's own events say. */
 		bool reg_now = is_reg;
-		if (!reg_now && had_file && d->where_end == W_STALE && d->path) {
+		if (!reg_now && had_file && d->where_end == W_STALE) {
 			struct stat now;
 			reg_now = lstat_below(c, rel, &now) == 0 && S_ISREG(now.st_mode);
 			if (reg_now && rc == HV_OK)
@@ -2927,8 +2927,9 @@ static hv_status result_finish(hv_changes *c, const hv_store *st, hv_change_set 
 		}
 		if (rc == HV_OK && k.n_was > 1)
 			qsort(k.was, k.n_was, sizeof(*k.was), str_cmp);
-		for (size_t i = 0; rc == HV_OK && k.n_was && i < out->n; i++)
-			if (!strcmp(out->change[i], "created") &&
+		for (size_t i = 0; rc == HV_OK && out->paths && out->change && k.n_was && i < out->n;
+		     i++)
+			if (out->change[i] && !strcmp(out->change[i], "created") &&
 			    bsearch(&out->paths[i], k.was, k.n_was, sizeof(*k.was), str_cmp))
 				out->change[i] = "modified";
 		if (rc == HV_OK) {

@@ -221,17 +221,17 @@ static hv_status out_commit(hv_file_out *o, bool *raced)
 	if (rc == HV_OK && o->unnamed) {
 		/* A new file is linked in place in one step (never replacing); one replacing
 		 * another gets a temporary name first, renamed over it below. */
-		if (!o->replace && hv_temp_link(o->fd, o->dirfd, o->base) == 0)
+		int r = o->replace ? hv_temp_link_named(o->fd, o->dirfd, o->tmp)
+				   : hv_temp_link(o->fd, o->dirfd, o->base);
+		if (r == 0) {
 			o->unnamed = false;
-		else if (!o->replace && errno == EEXIST)
+		} else if (!o->replace && errno == EEXIST) {
 			*raced = true;
-		else if (o->replace && hv_temp_link_named(o->fd, o->dirfd, o->tmp) == 0)
-			o->unnamed = false;
-		if (*raced)
 			rc = hv_error_set(HV_EIO, "%s: created by someone else while being written",
 					  o->path);
-		else if (o->unnamed)
+		} else {
 			rc = fail(o->path, errno);
+		}
 	}
 	int fd = o->fd;
 	o->fd = -1;
