@@ -1,5 +1,6 @@
 /* harvest history: past runs and their artifacts, their stored bytes, and pruning. */
 #include "cli.h"
+#include "../lib/fdio.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -221,20 +222,6 @@ static int show_page(cli_common *c, hv_store *st, const char *arg)
 	return EXIT_DONE;
 }
 
-static int write_all(int fd, const unsigned char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 static int get_artifact(cli_common *c, hv_store *st, struct history_cli *h, const char *arg)
 {
 	void *data = NULL;
@@ -264,7 +251,7 @@ static int get_artifact(cli_common *c, hv_store *st, struct history_cli *h, cons
 			cli_error("%s", hv_error_last());
 			rc = EXIT_WARN;
 		}
-	} else if (write_all(STDOUT_FILENO, data, len) != 0) {
+	} else if (hv_write_all(STDOUT_FILENO, data, len) != 0) {
 		cli_error("standard output: %s", strerror(errno));
 		rc = EXIT_WARN;
 	}

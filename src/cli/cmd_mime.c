@@ -1,13 +1,13 @@
 /* harvest mime: the MIME answer record of each file; a directory means every regular file
  * below it. */
 #include "cli.h"
+#include "../lib/fdio.h"
 #include "../lib/mem.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <poll.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -331,9 +331,8 @@ static int read_list(const cli_common *c, const struct mime_list *l, char **buf,
 			continue;
 		if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
 			/* A non-blocking stdin (as Node hands pipes out): wait for the list. */
-			struct pollfd pfd = {.fd = fd, .events = POLLIN};
-			if (poll(&pfd, 1, -1) >= 0 || errno == EINTR)
-				continue;
+			hv_fd_wait(fd, POLLIN);
+			continue;
 		}
 		if (got < 0)
 			err = errno;

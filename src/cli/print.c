@@ -2,9 +2,9 @@
  * status, progress on a terminal, and the JSON writer on stdout. Records themselves are written
  * by the library (harvest/records.h). */
 #include "cli.h"
+#include "../lib/fdio.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -23,24 +23,10 @@ static int stdout_errno;
 static ssize_t stdout_write(void *cookie, const char *buf, size_t n)
 {
 	(void)cookie;
-	size_t done = 0;
-	while (done < n) {
-		ssize_t w = write(STDOUT_FILENO, buf + done, n - done);
-		if (w > 0) {
-			done += (size_t)w;
-			continue;
-		}
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			struct pollfd pfd = {.fd = STDOUT_FILENO, .events = POLLOUT};
-			if (poll(&pfd, 1, -1) >= 0 || errno == EINTR)
-				continue;
-		}
-		stdout_errno = w < 0 ? errno : EIO;
-		return -1;
-	}
-	return (ssize_t)n;
+	if (hv_write_all(STDOUT_FILENO, buf, n) == 0)
+		return (ssize_t)n;
+	stdout_errno = errno;
+	return -1;
 }
 
 void cli_stdout_init(void)

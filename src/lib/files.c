@@ -8,6 +8,7 @@
  * swapped for a symlink mid-way is never followed. */
 #include "harvest/files.h"
 #include "harvest/walk.h"
+#include "fdio.h"
 #include "internal.h"
 #include "temp_name.h"
 #include "test_hook.h"
@@ -31,36 +32,6 @@ static bool is_missing(int e)
 	return e == ENOENT || e == ENOTDIR;
 }
 
-/* Waits until fd can be read (events POLLIN) or written (POLLOUT): a descriptor the caller
- * left non-blocking (a pipe shared with a Node.js parent, say) gives EAGAIN, which is not an
- * error for a copy that can wait. */
-static void wait_fd(int fd, short events)
-{
-	struct pollfd p = {.fd = fd, .events = events};
-	while (poll(&p, 1, -1) < 0 && errno == EINTR) {
-	}
-}
-
-/* Writes all n bytes; returns 0 or -1 with errno set. */
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK) {
-				wait_fd(fd, POLLOUT);
-				continue;
-			}
-			return -1;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* read(2) that retries EINTR and waits out EAGAIN; returns what read returns. */
 static ssize_t read_some(int fd, void *buf, size_t cap)
 {
@@ -71,7 +42,7 @@ static ssize_t read_some(int fd, void *buf, size_t cap)
 		if (errno == EINTR)
 			continue;
 		if (errno == EAGAIN || errno == EWOULDBLOCK) {
-			wait_fd(fd, POLLIN);
+			hv_fd_wait(fd, POLLIN);
 			continue;
 		}
 		return -1;
@@ -145,7 +116,7 @@ hv_status hv_file_copy_to_fd(const char *path, int out_fd, const char *out_name)
 			rc = hv_error_errno(HV_EIO, path, errno);
 			break;
 		}
-		if (write_all(out_fd, buf, (size_t)n) != 0) {
+		if (hv_write_all(out_fd, buf, (size_t)n) != 0) {
 			rc = hv_error_errno(HV_EIO, out_name, errno);
 			break;
 		}
@@ -415,7 +386,7 @@ hv_status hv_file_write(const char *path, hv_file_read_fn read_fn, void *ctx,
 					  path, got, (size_t)COPY_BUF);
 		if (rc != HV_OK || got == 0)
 			break;
-		if (write_all(p.fd, buf, got) != 0)
+		if (hv_write_all(p.fd, buf, got) != 0)
 			rc = hv_error_errno(HV_EIO, path, errno);
 	}
 	free(buf);

@@ -8,10 +8,10 @@
  * a memory writer grows. After a write error (fd) or an allocation failure (memory) the
  * status is sticky and further output is discarded, so every call stays safe to make. */
 #include "harvest/json.h"
+#include "fdio.h"
 #include "internal.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -50,33 +50,13 @@ struct hv_json {
 
 /* ---- output buffer ---------------------------------------------------------------- */
 
-static hv_status write_all(int fd, const char *p, size_t n, int *err)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-		if (w > 0) {
-			p += w;
-			n -= (size_t)w;
-			continue;
-		}
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			/* A non-blocking fd (handed to us that way): wait until it takes more. */
-			struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-			if (poll(&pfd, 1, -1) >= 0 || errno == EINTR)
-				continue;
-		}
-		*err = w < 0 ? errno : EIO;
-		return HV_EIO;
-	}
-	return HV_OK;
-}
-
 hv_status hv_json_flush(hv_json *j)
 {
 	if (j->fd >= 0 && j->len > 0 && j->status == HV_OK)
-		j->status = write_all(j->fd, j->buf, j->len, &j->write_errno);
+		if (hv_write_all(j->fd, j->buf, j->len) != 0) {
+			j->write_errno = errno;
+			j->status = HV_EIO;
+		}
 	if (j->fd >= 0)
 		j->len = 0; /* written, or lost for good after an error */
 	if (j->status != HV_OK)

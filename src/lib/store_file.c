@@ -5,6 +5,7 @@
  * owner) is written in place, and only a new file or one this user alone owns and links is
  * replaced atomically. */
 #include "harvest/store.h"
+#include "fdio.h"
 #include "internal.h"
 #include "temp_name.h"
 
@@ -15,20 +16,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static int write_all(int fd, const unsigned char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
 
 static hv_status fail(const char *path, int err)
 {
@@ -297,7 +284,7 @@ hv_status hv_write_file(const char *path, const void *data, size_t len, int flag
 		rc = out_open(&o, path, flags);
 		if (rc != HV_OK || !o)
 			break;
-		if (write_all(o->fd, data, len) != 0) {
+		if (hv_write_all(o->fd, data, len) != 0) {
 			rc = fail(path, errno);
 			out_free(o);
 			break;
