@@ -331,10 +331,12 @@ enum {
 };
 
 /* Writes data to path without ever replacing what path is:
- * - missing: the bytes go to a temporary file ".hv.XXXXXX" in the same directory, made mode
- *   0666 & ~umask, then linked into place (renameat2 RENAME_NOREPLACE): never half written;
+ * - missing: the bytes go to an unnamed file (O_TMPFILE; where that or /proc is missing, a
+ *   temporary file ".hv.XXXXXX") in the same directory, made mode 0666 & ~umask, then linked
+ *   into place without replacing anything: never half written, nothing left if killed;
  * - a regular file with one link, owned by this user and group: likewise, with its mode copied,
- *   renamed over it (readers see the old or the new content, never a mix);
+ *   given a temporary name ".hv.XXXXXX" once complete and renamed over it (readers see the old
+ *   or the new content, never a mix);
  * - a regular file with other hard links or another owner or group, or in a directory this
  *   user may not write: written in place
  *   (truncated to the new length), so every link and its owner, mode and inode are kept; such a
@@ -350,8 +352,8 @@ HV_EXTERN hv_status hv_write_file(const char *path, const void *data, size_t len
 
 /* hv_write_file for bytes that are not all in memory (an archive as it is made): the same
  * choice of how path is written, made when it is opened. Write through hv_file_out_fd(), then
- * hv_file_out_commit() (syncs, and renames the temporary file ".hv.XXXXXX" into place: a
- * name of NAME_MAX bytes works) or hv_file_out_abort() (the temporary file is removed; a file
+ * hv_file_out_commit() (syncs, and puts the file in place as hv_write_file does: a name of
+ * NAME_MAX bytes works) or hv_file_out_abort() (the unnamed or temporary file is gone; a file
  * written in place keeps what was written). Both free the handle. Unlike hv_write_file, a file
  * that appears at a missing path while it is written is not replaced: commit fails (HV_EIO). */
 typedef struct hv_file_out hv_file_out;

@@ -34,7 +34,7 @@ static const char archive_usage[] =
 	"usage: harvest archive [options] DIR\n"
 	"The tree below DIR as an archive, streamed: symlinks stored as symlinks (never\n"
 	"followed), FIFOs, sockets and devices skipped with a warning.\n"
-	"  -o, --output FILE   write FILE (through a temporary file, renamed when complete);\n"
+	"  -o, --output FILE   write FILE (an unnamed file, put in place when complete);\n"
 	"                      default: standard output, which must not be a terminal\n"
 	"  --format F          tar, tar.gz or zip (default: from FILE's extension .tar,\n"
 	"                      .tar.gz, .tgz or .zip; tar on standard output)\n"
@@ -85,7 +85,7 @@ static int archive_opt(void *ctx, cli_common *c, int id, const char *v)
 
 /* Where an archive goes: standard output, or FILE through the library's writer
  * (hv_file_out_open): a device or FIFO is written in place, as tar -f does; a regular file is
- * written under a short temporary name beside it and renamed when complete, so a failed
+ * written to an unnamed file beside it and put in place when complete, so a failed or killed
  * archive never leaves a half file behind, whatever the length of FILE's name. */
 struct out {
 	const char *path;   /* NULL: standard output */

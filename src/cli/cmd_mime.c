@@ -329,11 +329,10 @@ static int read_list(const cli_common *c, const struct mime_list *l, char **buf,
 		ssize_t got = read(fd, b + len, cap - len);
 		if (got < 0 && errno == EINTR)
 			continue;
-		if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			/* A non-blocking stdin (as Node hands pipes out): wait for the list. */
-			hv_fd_wait(fd, POLLIN);
+		/* A non-blocking stdin (as Node hands pipes out): wait for the list. */
+		if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) &&
+		    hv_fd_wait(fd, POLLIN) == 0)
 			continue;
-		}
 		if (got < 0)
 			err = errno;
 		else if (got == 0)

@@ -26,7 +26,7 @@ static ssize_t stdout_write(void *cookie, const char *buf, size_t n)
 	if (hv_write_all(STDOUT_FILENO, buf, n) == 0)
 		return (ssize_t)n;
 	stdout_errno = errno;
-	return -1;
+	return 0; /* fopencookie(3): 0 is the error, never a negative value */
 }
 
 void cli_stdout_init(void)

@@ -5,6 +5,7 @@
 #include "dl_archive.h"
 #include "harvest/json.h"
 #include "harvest/records.h"
+#include "fdio.h"
 #include "internal.h"
 #include "utf8.h"
 
@@ -110,27 +111,16 @@ static const char *shown(struct writer *wr, const char *path)
 	return wr->shown.data;
 }
 
-/* libarchive's write callback: the whole block, retrying short writes and EINTR. A failure
- * (ENOSPC, EPIPE with SIGPIPE ignored, EIO) is recorded and everything after it is discarded:
- * the caller checks write_errno after each libarchive call and stops there, so nothing waits or
- * retries forever. (Returning -1 would leave libarchive in a fatal state in which closing it
- * no longer frees its buffers.) */
+/* libarchive's write callback: the whole block, retrying short writes and EINTR, and waiting
+ * out a non-blocking pipe (fdio.h). A failure (ENOSPC, EPIPE with SIGPIPE ignored, EIO) is
+ * recorded and everything after it is discarded: the caller checks write_errno after each
+ * libarchive call and stops there, so nothing retries forever. (Returning -1 would leave
+ * libarchive in a fatal state in which closing it no longer frees its buffers.) */
 static la_ssize_t write_cb(struct archive *a, void *ctx, const void *data, size_t len)
 {
 	struct writer *wr = ctx;
-	const char *p = data;
-	size_t left = len;
-	while (left > 0 && !wr->write_errno && !wr->discard) {
-		ssize_t n = write(wr->fd, p, left);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			wr->write_errno = n < 0 ? errno : EIO;
-			break;
-		}
-		p += n;
-		left -= (size_t)n;
-	}
+	if (!wr->write_errno && !wr->discard && hv_write_all(wr->fd, data, len) != 0)
+		wr->write_errno = errno;
 	(void)a;
 	return (la_ssize_t)len;
 }

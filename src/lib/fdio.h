@@ -10,11 +10,16 @@
 #include <stddef.h>
 #include <unistd.h>
 
-/* Waits until fd can be read (events POLLIN) or written (POLLOUT). */
-static inline void hv_fd_wait(int fd, short events)
+/* Waits until fd can be read (events POLLIN) or written (POLLOUT): 0, or -1 with errno set
+ * when poll itself fails (then the caller fails too, rather than retry forever). */
+static inline int hv_fd_wait(int fd, short events)
 {
 	struct pollfd p = {.fd = fd, .events = events};
-	while (poll(&p, 1, -1) < 0 && errno == EINTR) {
+	for (;;) {
+		if (poll(&p, 1, -1) >= 0)
+			return 0;
+		if (errno != EINTR)
+			return -1;
 	}
 }
 
@@ -33,8 +38,9 @@ static inline int hv_write_all(int fd, const void *p, size_t n)
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			hv_fd_wait(fd, POLLOUT);
-			continue;
+			if (hv_fd_wait(fd, POLLOUT) == 0)
+				continue;
+			return -1;
 		}
 		if (w == 0)
 			errno = EIO;

@@ -41,10 +41,8 @@ static ssize_t read_some(int fd, void *buf, size_t cap)
 			return n;
 		if (errno == EINTR)
 			continue;
-		if (errno == EAGAIN || errno == EWOULDBLOCK) {
-			hv_fd_wait(fd, POLLIN);
+		if ((errno == EAGAIN || errno == EWOULDBLOCK) && hv_fd_wait(fd, POLLIN) == 0)
 			continue;
-		}
 		return -1;
 	}
 }

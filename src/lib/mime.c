@@ -873,6 +873,7 @@ typedef struct dir_batch {
 	bool reading;         /* the batch's read transaction is open */
 	bool cache_lost;      /* a lookup failed (a damaged cache): the rest is answered without */
 	bool flushed;         /* a batch was detected already */
+	bool waiting;         /* this batch has files for libmagic (not all answered already) */
 	char cache_error[512]; /* then: why */
 } dir_batch;
 
@@ -995,7 +996,8 @@ static void *dir_worker_main(void *arg)
 	/* A thread whose libmagic cannot start (a worker not forked under a process limit:
 	 * EAGAIN) leaves the files to the threads whose can, rather than fail each one it takes;
 	 * it tries again with the next batch. */
-	if (!w->last_resort && atomic_load(&b->next) < b->n && magic_load_now(w->m) != HV_OK) {
+	if (!w->last_resort && b->waiting && atomic_load(&b->next) < b->n &&
+	    magic_load_now(w->m) != HV_OK) {
 		hv_error_clear();
 		return NULL;
 	}
@@ -1036,6 +1038,7 @@ static hv_status dir_flush(dir_batch *b, hv_store *st, const char *fp, const hv_
 		nanosleep(&late, NULL);
 	}
 	b->flushed = b->flushed || waiting > 0;
+	b->waiting = waiting > 0; /* a tree answered from the cache never loads libmagic */
 	atomic_store(&b->next, 0);
 	size_t threads = b->threads < waiting ? b->threads : waiting;
 	/* Sandboxed, a thread hands its worker several of the batch's files at once (one round

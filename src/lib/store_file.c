@@ -205,6 +205,8 @@ static hv_status out_commit(hv_file_out *o, bool *raced)
 		rc = fail(o->path, errno);
 	if (rc == HV_OK && o->replace && fchmod(o->fd, o->mode) != 0)
 		rc = fail(o->path, errno);
+	struct stat linked; /* the new file linked in place, while its close is pending */
+	bool placed = false;
 	if (rc == HV_OK && o->unnamed) {
 		/* A new file is linked in place in one step (never replacing); one replacing
 		 * another gets a temporary name first, renamed over it below. */
@@ -212,6 +214,7 @@ static hv_status out_commit(hv_file_out *o, bool *raced)
 				   : hv_temp_link(o->fd, o->dirfd, o->base);
 		if (r == 0) {
 			o->unnamed = false;
+			placed = !o->replace && fstat(o->fd, &linked) == 0;
 		} else if (!o->replace && errno == EEXIST) {
 			*raced = true;
 			rc = hv_error_set(HV_EIO, "%s: created by someone else while being written",
@@ -222,8 +225,15 @@ static hv_status out_commit(hv_file_out *o, bool *raced)
 	}
 	int fd = o->fd;
 	o->fd = -1;
-	if (close(fd) != 0 && rc == HV_OK)
+	if (close(fd) != 0 && rc == HV_OK) {
 		rc = fail(o->path, errno);
+		/* The new file is in place already: a failed write-back must not leave it there,
+		 * as if complete (only the file linked here is removed, never one put there since). */
+		struct stat now;
+		if (placed && fstatat(o->dirfd, o->base, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    now.st_dev == linked.st_dev && now.st_ino == linked.st_ino)
+			unlinkat(o->dirfd, o->base, 0);
+	}
 	if (rc == HV_OK && o->tmp[0]) {
 		int r = o->replace ? renameat(o->dirfd, o->tmp, o->dirfd, o->base)
 				   : renameat2(o->dirfd, o->tmp, o->dirfd, o->base, RENAME_NOREPLACE);

@@ -82,12 +82,21 @@ static inline int hv_temp_create_unnamed(int dirfd, char name[HV_TEMP_NAME_LEN +
 	name[0] = '\0';
 	if (access("/proc/self/fd", X_OK) == 0) {
 		int fd = openat(dirfd, ".", O_TMPFILE | flags | O_CLOEXEC, mode);
-		if (fd >= 0)
-			return fd;
 		/* Not offered here (EOPNOTSUPP, or EISDIR/EINVAL from kernels and file systems
 		 * that predate it): fall back to a name. Other errors would fail that way too. */
-		if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
+		if (fd < 0 && errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
 			return -1;
+		if (fd >= 0) {
+			/* It is named later through /proc/self/fd/N, which must be this process's
+			 * own (a /proc of another PID namespace would name another file, or none). */
+			char proc[32];
+			struct stat a, b;
+			snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+			if (fstat(fd, &a) == 0 && stat(proc, &b) == 0 && a.st_dev == b.st_dev &&
+			    a.st_ino == b.st_ino)
+				return fd;
+			close(fd);
+		}
 	}
 	return hv_temp_create_at(dirfd, name, flags, mode);
 }

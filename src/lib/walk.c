@@ -233,7 +233,7 @@ hv_status hv_walk_next(hv_walk *w, const hv_entry **out)
 			/* Listed with nulls, its contents not, and said, as for a directory that
 			 * cannot be opened. */
 			w->warnings++;
-			w->pending_unread = true;
+			w->pending_unread = !(r->flags & REC_GONE);
 			hv_buf_printf(&w->pending_warn,
 				      "%s: not entered: it cannot be examined (lstat failed)",
 				      message_path(w, w->path.data, w->path.len));

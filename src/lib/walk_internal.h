@@ -52,6 +52,8 @@ enum rec_flags {
 	/* Not stat'ed (a names-only walk, hv__walk_open_names): lst holds only the directory
 	 * entry's type (in mode) and inode number. */
 	REC_NAMES = 1 << 3,
+	/* lstat said ENOENT: removed since it was listed (not a directory left unread). */
+	REC_GONE = 1 << 4,
 };
 
 /* One directory entry as read by a job. */

@@ -148,8 +148,11 @@ static void stat_entries(hv_walk *w, int dfd, struct listing *l)
 			continue;
 		}
 		struct stat st;
-		if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+		if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+			if (errno == ENOENT)
+				r->flags |= REC_GONE;
 			continue;
+		}
 		r->flags |= REC_HAVE_LSTAT;
 		stat_to_hv(&st, &r->lst);
 		if (!S_ISLNK(st.st_mode)) {

@@ -1378,8 +1378,8 @@ static int run_nonblocking(const char *const *args, const char *in, char **out, 
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-/* Output to a non-blocking pipe (Node's) is written whole in every format, a list read from a
- * non-blocking stdin is waited for; and a write that fails says why. */
+/* Output to a non-blocking pipe (Node's) is written whole in every format and as an archive, a
+ * list read from a non-blocking stdin is waited for; and a write that fails says why. */
 static void test_nonblocking_and_full_stdout(void **state)
 {
 	(void)state;
@@ -1400,6 +1400,16 @@ static void test_nonblocking_and_full_stdout(void **state)
 		if (st != 0 || count_char(out, len, seps[k]) != FILES)
 			fail_msg("--format %s: exit %d, %zu separators in %zu bytes", fmts[k], st,
 				 count_char(out, len, seps[k]), len);
+		free(out);
+	}
+	/* An archive streamed to such a pipe too: a tar header per file, the whole of it. */
+	{
+		const char *args[] = {"archive", root, NULL};
+		char *out;
+		size_t len;
+		int st = run_nonblocking(args, NULL, &out, &len);
+		if (st != 0 || len < (size_t)FILES * 512)
+			fail_msg("archive: exit %d, %zu bytes", st, len);
 		free(out);
 	}
 	char *db = tu_path(root, "h.db"), *list = NULL;

@@ -715,6 +715,47 @@ static void test_isolated_equals_in_process(void **state)
 		free(paths[i]);
 }
 
+static hv_status count_answer(void *ctx, const char *path, size_t path_len,
+			      const hv_mime_result *r)
+{
+	(void)path;
+	(void)path_len;
+	size_t *n = ctx;
+	*n += r->mime_type != NULL;
+	return HV_OK;
+}
+
+/* The same for a directory: a tree answered from the cache loads no libmagic (nor starts a
+ * worker), however many detection threads it has. System files, old enough to be cached. */
+static void test_cached_dir_loads_nothing(void **state)
+{
+	(void)state;
+	char *dir = tu_mkdtemp();
+	char *dbpath = tu_path(dir, "h.db");
+	hv_store *st;
+	assert_int_equal(hv_store_open(&st, dbpath, 0), HV_OK);
+	hv_mime_opts o;
+	hv_mime_opts_init(&o);
+	o.threads = 2;
+	size_t cold = 0, warm = 0;
+	unsigned before = hvm_magic_loads();
+	assert_int_equal(hv_mime_detect_dir(st, "/usr/share/mime/text", NULL, &o, count_answer,
+					    &cold),
+			 HV_OK);
+	assert_true(cold > 10);
+	assert_true(hvm_magic_loads() > before);
+	before = hvm_magic_loads();
+	assert_int_equal(hv_mime_detect_dir(st, "/usr/share/mime/text", NULL, &o, count_answer,
+					    &warm),
+			 HV_OK);
+	assert_int_equal(warm, cold);
+	assert_int_equal(hvm_magic_loads(), before);
+	assert_int_equal(hv_store_close(st), HV_OK);
+	free(dbpath);
+	tu_rmrf(dir);
+	free(dir);
+}
+
 /* A fully cached run loads no libmagic database (nor starts a worker); its answers equal the
  * cold run's and an uncached run's, for regular files, a directory, a symlink and a missing
  * path mixed in one batch. Old system files, so the cache's 2 s rule admits them at once. */
@@ -957,6 +998,7 @@ int main(void)
 		cmocka_unit_test(test_worker_sandboxed),
 		cmocka_unit_test(test_isolated_equals_in_process),
 		cmocka_unit_test(test_cached_lazy_and_batched),
+		cmocka_unit_test(test_cached_dir_loads_nothing),
 		cmocka_unit_test(test_fallback_not_cached),
 		cmocka_unit_test(test_cached_refined_by_name),
 		cmocka_unit_test(test_schema_v5_upgrade),

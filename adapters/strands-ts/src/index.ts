@@ -369,10 +369,14 @@ export class HarvestSandbox extends Sandbox {
 
     const takeLine = (line: string) => {
       if (line === '') return;
-      let event: Record<string, unknown>;
+      let event: Record<string, unknown> | null;
       try {
-        event = JSON.parse(line) as Record<string, unknown>;
+        event = JSON.parse(line) as Record<string, unknown> | null;
       } catch {
+        event = null;
+      }
+      // Not harvest's (a prefix's banner; a line such as `null` or `3` parses, but is no event).
+      if (typeof event !== 'object' || event === null) {
         badLine ??= line.slice(0, 200);
         return;
       }

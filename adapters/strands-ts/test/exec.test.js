@@ -36,6 +36,19 @@ describe('exec prefix', () => {
     assert.equal(r.stdout, dir);
   });
 
+  it('skips lines of the prefix that are not harvest events, even ones that parse as JSON', async () => {
+    for (const banner of ['Welcome to the box', 'null', '3']) {
+      const dir = tmpdir();
+      const prefix = ['sh', '-c', `echo '${banner}'; exec "$@"`, 'sh'];
+      const sandbox = new HarvestSandbox({ workingDir: dir, harvest: HARVEST, db: path.join(dir, 'h.db'), exec: prefix });
+      const r = await sandbox.execute('echo hi');
+      assert.equal(r.stdout, 'hi\n', banner);
+      // With no result at all, the line is the reason: an error, never the process ending.
+      const quiet = new HarvestSandbox({ workingDir: dir, harvest: '/bin/true', exec: prefix });
+      await assert.rejects(quiet.execute('echo hi'), (e) => e instanceof HarvestError && e.message.includes(banner), banner);
+    }
+  });
+
   it('raises a HarvestError naming a prefix that cannot start', async () => {
     const broken = new HarvestSandbox({ workingDir: tmpdir(), exec: ['/nonexistent/env'] });
     for (const [name, op] of Object.entries(everyOperation(broken))) {
