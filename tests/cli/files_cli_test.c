@@ -58,20 +58,8 @@ static int hv_io(const char *cwd, const char *in_path, const char *out_path, cha
 		_exit(127);
 	}
 	close(ep[1]);
-	char *buf = tu_xmalloc(1);
-	size_t len = 0;
-	char chunk[4096];
-	for (;;) {
-		ssize_t r = read(ep[0], chunk, sizeof(chunk));
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		buf = tu_xrealloc(buf, len + (size_t)r + 1);
-		memcpy(buf + len, chunk, (size_t)r);
-		len += (size_t)r;
-	}
-	buf[len] = '\0';
+	size_t len;
+	char *buf = tu_read_fd(ep[0], &len);
 	close(ep[0]);
 	int status = tu_wait(pid);
 	if (err)

@@ -1358,20 +1358,7 @@ static int run_nonblocking(const char *const *args, const char *in, char **out, 
 	if (in && write(ip[1], in, strlen(in)) != (ssize_t)strlen(in))
 		fail_msg("writing stdin: %s", strerror(errno));
 	close(ip[1]);
-	*out = tu_xmalloc(1);
-	*len = 0;
-	char chunk[65536];
-	for (;;) {
-		ssize_t r = read(op[0], chunk, sizeof(chunk));
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		*out = tu_xrealloc(*out, *len + (size_t)r + 1);
-		memcpy(*out + *len, chunk, (size_t)r);
-		*len += (size_t)r;
-	}
-	(*out)[*len] = '\0';
+	*out = tu_read_fd(op[0], len);
 	close(op[0]);
 	int status;
 	assert_int_equal(waitpid(pid, &status, 0), pid);

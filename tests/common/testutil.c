@@ -116,6 +116,24 @@ static void append(char **buf, size_t *len, size_t *cap, const char *data, size_
 	(*buf)[*len] = '\0';
 }
 
+char *tu_read_fd(int fd, size_t *len)
+{
+	char *buf = NULL;
+	size_t cap = 0;
+	*len = 0;
+	append(&buf, len, &cap, "", 0);
+	char chunk[65536];
+	for (;;) {
+		ssize_t n = read(fd, chunk, sizeof(chunk));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		append(&buf, len, &cap, chunk, (size_t)n);
+	}
+	return buf;
+}
+
 void tu_run(tu_result *r, const char *cwd, const char *stdin_data, char *const argv[])
 {
 	int out[2], err[2], in[2];
@@ -429,18 +447,8 @@ int tu_run_to_file(const char *cwd, char *const argv[], const char *out_path, ch
 	}
 	close(ofd);
 	close(ep[1]);
-	char *buf = NULL;
-	size_t len = 0, cap = 0;
-	append(&buf, &len, &cap, "", 0);
-	char chunk[65536];
-	for (;;) {
-		ssize_t n = read(ep[0], chunk, sizeof(chunk));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		append(&buf, &len, &cap, chunk, (size_t)n);
-	}
+	size_t len;
+	char *buf = tu_read_fd(ep[0], &len);
 	close(ep[0]);
 	int st;
 	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
@@ -623,7 +631,8 @@ static int tu_anon_file(void)
 	return fd;
 }
 
-static char *tu_read_fd(int fd, size_t *len)
+/* All of the file fd is open on, from its start (pread: the offset is left alone). */
+static char *read_from_start(int fd, size_t *len)
 {
 	char *buf = NULL;
 	size_t n = 0, cap = 0;
@@ -689,8 +698,8 @@ void tu_harvest_as_nobody(tu_result *r, const char *cwd, const char *const *args
 	memset(r, 0, sizeof(*r));
 	struct nobody_exec x = {cwd, argv, tu_anon_file(), tu_anon_file()};
 	r->status = tu_as_nobody(nobody_exec_fn, &x);
-	r->out = tu_read_fd(x.out, &r->out_len);
-	r->err = tu_read_fd(x.err, &r->err_len);
+	r->out = read_from_start(x.out, &r->out_len);
+	r->err = read_from_start(x.err, &r->err_len);
 	close(x.out);
 	close(x.err);
 	free(argv);

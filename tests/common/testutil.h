@@ -219,6 +219,9 @@ int tu_wait(pid_t pid);
 void tu_harvest_as_nobody(tu_result *r, const char *cwd, const char *const *args);
 /* The whole contents of a file in a new NUL-terminated buffer (its length in *len, which may
  * be NULL); NULL when it cannot be read. */
+/* Everything fd gives until end of file or an error (EINTR retried), NUL-terminated, malloc'd;
+ * its length in *len. */
+char *tu_read_fd(int fd, size_t *len);
 char *tu_read_file(const char *path, size_t *len);
 /* Overwrites the root page of table in the SQLite database db (its WAL checkpointed first)
  * with 0xff bytes: the database still opens, and the first read of that table fails as
