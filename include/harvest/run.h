@@ -136,7 +136,8 @@ HV_EXTERN hv_status hv_run_argv_language(const char *argv[2], const char *lang);
  * fills *out. HV_OK whenever the command ran or could not be executed (exit codes 126/127);
  * HV_EUSAGE for bad options, HV_ENOTDIR when cwd cannot be opened as a directory, HV_ECHILD
  * when the process could not be created, HV_EIO/HV_ENOMEM on a failure mid-run (the child is
- * killed and reaped first), or on_chunk's own status; then *out is still filled with what was
+ * killed and reaped first), or on_chunk's own negative status (a positive one is no failure:
+ * types.h); then *out is still filled with what was
  * known, so free it in every case. */
 HV_EXTERN hv_status hv_run(const hv_run_opts *opts, hv_run_chunk_fn on_chunk, void *ctx,
 		 hv_run_result *out);

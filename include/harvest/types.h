@@ -46,7 +46,9 @@ HV_EXTERN void hv_error_clear(void);
  * and returns status. For a callback to say why it failed: an hv_file_read_fn,
  * hv_run_chunk_fn or hv_mime_dir_fn returning `hv_error_set(HV_EIO, "%s: %s", name,
  * strerror(errno))` makes that the failure's message. A callback that fails without one gets
- * a message naming the callback and its status. */
+ * a message naming the callback and its status. A callback fails with a negative status only,
+ * as every call does: a positive one (HV_WARN, HV_DONE) is taken as HV_OK, and the work goes
+ * on. */
 HV_EXTERN hv_status hv_error_set(hv_status status, const char *fmt, ...)
 #if defined(__GNUC__) || defined(__clang__)
 	__attribute__((format(printf, 2, 3)))

@@ -376,7 +376,9 @@ hv_status hv_file_write(const char *path, hv_file_read_fn read_fn, void *ctx,
 		size_t got = 0;
 		hv_error_clear();
 		rc = read_fn(ctx, buf, COPY_BUF, &got);
-		if (rc < 0)
+		if (rc > 0)
+			rc = HV_OK; /* no failure (types.h): got says what was read */
+		else if (rc < 0)
 			rc = hv__callback_failed(rc, "the read callback");
 		else if (rc == HV_OK && got > COPY_BUF)
 			rc = hv_error_set(HV_EUSAGE, "%s: the read callback said it read %zu bytes "

@@ -574,8 +574,9 @@ static hv_status deliver(runner *r, stream_state *s, const char *data, size_t le
 	if (r->on_chunk && r->abort_status == HV_OK) {
 		hv_error_clear();
 		hv_status cb = r->on_chunk(r->ctx, s->which, data, len);
-		if (cb != HV_OK)
-			r->abort_status = cb < 0 ? hv__callback_failed(cb, "the chunk callback") : cb;
+		/* A positive status (HV_WARN, HV_DONE) is no failure: the run goes on (types.h). */
+		if (cb < 0)
+			r->abort_status = hv__callback_failed(cb, "the chunk callback");
 	}
 	return HV_OK;
 }

@@ -441,6 +441,20 @@ static hv_status overlong_source(void *ctx, void *buf, size_t cap, size_t *got)
 	return HV_OK;
 }
 
+/* "abc", then the end, said with a positive status (no failure: types.h). */
+static hv_status warning_source(void *ctx, void *buf, size_t cap, size_t *got)
+{
+	int *calls = ctx;
+	(void)cap;
+	if ((*calls)++ == 0) {
+		memcpy(buf, "abc", 3);
+		*got = 3;
+		return HV_OK;
+	}
+	*got = 0;
+	return HV_WARN;
+}
+
 static void test_write_failure_leaves_file(void **state)
 {
 	char *d = tu_tmpdir();
@@ -467,6 +481,10 @@ static void test_write_failure_leaves_file(void **state)
 	assert_non_null(strstr(hv_error_last(), "into a buffer of"));
 	assert_content(d, "f", "old", 3);
 	assert_int_equal(count_entries(d), 1);
+	/* A source that ends with HV_WARN has not failed: the file is written. */
+	calls = 0;
+	assert_int_equal(hv_file_write(p, warning_source, &calls, NULL), HV_OK);
+	assert_content(d, "f", "abc", 3);
 	free(p);
 }
 

@@ -1178,6 +1178,16 @@ static void test_callback_failure_stops_the_run(void **state)
 	assert_int_equal(res.exit_code, 128 + SIGTERM);
 	hv_run_result_free(&res);
 	collector_free(&c);
+	/* A positive status is no failure (types.h): the run goes on to its end, HV_OK. */
+	for (hv_status st = HV_DONE; st <= HV_WARN; st++) {
+		collector w = {0};
+		w.fail_with = st;
+		assert_int_equal(run_sh("echo a; sleep 0.1; echo b", NULL, &w, &res), HV_OK);
+		assert_int_equal(res.exit_code, 0);
+		assert_true(w.n >= 2);
+		hv_run_result_free(&res);
+		collector_free(&w);
+	}
 }
 
 /* Options that contradict themselves are refused before anything starts. */
