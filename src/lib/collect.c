@@ -1115,6 +1115,8 @@ static hv_status begin_given_state(hv_store *st, const char *dir, const hv_colle
 hv_status hv_collect(hv_store *st, const char *dir, const hv_collect_opts *opts,
 		     hv_collection **out)
 {
+	if (!out || !dir)
+		return hv_error_set(HV_EUSAGE, "hv_collect: missing argument");
 	*out = NULL;
 	hv_collect_opts defaults;
 	opts = hvc_opts_or_defaults(opts, &defaults);

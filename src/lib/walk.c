@@ -270,6 +270,8 @@ hv_status hv_walk_next(hv_walk *w, const hv_entry **out)
 static hv_status walk_open(hv_walk **out, const char *root, const hv_walk_opts *opts,
 			   bool names_only)
 {
+	if (!out || !root)
+		return hv_error_set(HV_EUSAGE, "hv_walk_open: missing argument");
 	*out = NULL;
 	hv_walk_opts o;
 	if (opts)

@@ -436,6 +436,10 @@ static void test_collect_all(void **state)
 	c = (hv_collection *)1;
 	assert_int_equal(hv_collect(NULL, f->root, &o, &c), HV_EUSAGE);
 	assert_null(c);
+	o.no_cache = true;
+	assert_int_equal(hv_collect(NULL, NULL, &o, &c), HV_EUSAGE);
+	assert_string_equal(hv_error_last(), "hv_collect: missing argument");
+	assert_int_equal(hv_collect(NULL, f->root, &o, NULL), HV_EUSAGE);
 }
 
 /* Pseudo-random bytes (not compressible, no two files alike). */

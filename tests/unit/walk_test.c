@@ -1103,6 +1103,11 @@ static void test_open_errors_and_symlink_root(void **state)
 	o.threads = -1;
 	assert_int_equal(hv_walk_open(&w, root, &o), HV_EUSAGE);
 	assert_null(w);
+	/* No root (or nowhere to put the walk): a usage error, not "(null): Bad address". */
+	assert_int_equal(hv_walk_open(&w, NULL, NULL), HV_EUSAGE);
+	assert_null(w);
+	assert_string_equal(hv_error_last(), "hv_walk_open: missing argument");
+	assert_int_equal(hv_walk_open(NULL, root, NULL), HV_EUSAGE);
 	/* Options outside their documented values are refused, never walked or crashed on. */
 	hv_walk_opts_init(&o);
 	o.max_depth = -2;
