@@ -41,8 +41,10 @@ typedef struct hv_collect_opts {
 	/* Keep the contents out of memory: each file's bytes are written, as soon as the file is
 	 * final, to an unnamed temporary file (in $TMPDIR, else /tmp) and freed, so a collection
 	 * holds at most the read-ahead window in memory whatever its total size. The files then
-	 * have content NULL and spooled true: read them with hv_collection_content_read(); the
-	 * record writers and hv_collection_record() do. When no temporary file can be made, the
+	 * have content NULL and spooled true: read them with hv_collection_content_read(), as
+	 * hv_record_collection_file, hv_record_collection(_members), the page and
+	 * hv_collection_record() do (hv_record_output_file, given one file without its
+	 * collection, refuses a spooled content). When no temporary file can be made, the
 	 * contents stay in memory (content set, spooled false). */
 	bool spool_content;
 } hv_collect_opts;

@@ -43,6 +43,7 @@ static bool ends_with(const char *s, size_t len, const char *suffix)
 
 hv_status hv_archive_format_from_name(const char *name, hv_archive_format *out)
 {
+	HV_NEED(name && out);
 	size_t len = strlen(name);
 	if (ends_with(name, len, ".tar.gz") || ends_with(name, len, ".tgz"))
 		*out = HV_ARCHIVE_TAR_GZ;
@@ -59,6 +60,7 @@ hv_status hv_archive_format_from_name(const char *name, hv_archive_format *out)
 
 hv_status hv_archive_format_parse(const char *s, hv_archive_format *out)
 {
+	HV_NEED(s && out);
 	if (strcmp(s, "tar") == 0)
 		*out = HV_ARCHIVE_TAR;
 	else if (strcmp(s, "tar.gz") == 0 || strcmp(s, "tgz") == 0)
@@ -502,6 +504,7 @@ static hv_status archive_result(const hv_archive_stats *stats)
 hv_status hv_archive_dir(int out_fd, const char *root, const hv_archive_opts *o,
 			 hv_archive_stats *stats)
 {
+	HV_NEED(root);
 	hv_archive_stats local;
 	if (!stats)
 		stats = &local;
@@ -684,6 +687,7 @@ static hv_status archive_contents(hv_store *st, int64_t run_id, struct writer *w
 hv_status hv_archive_run(int out_fd, hv_store *st, int64_t run_id, const hv_archive_opts *o,
 			 hv_archive_stats *stats)
 {
+	HV_NEED(st);
 	hv_archive_stats local;
 	if (!stats)
 		stats = &local;

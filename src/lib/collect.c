@@ -1158,6 +1158,9 @@ hv_status hv_collect(hv_store *st, const char *dir, const hv_collect_opts *opts,
 hv_status hv_collect_since_mem(hv_store *st, const char *dir, const hv_collect_opts *opts,
 			       const hv_mem_snapshot *m, hv_collection **out)
 {
+	HV_NEED(out);
+	*out = NULL;
+	HV_NEED(dir && m);
 	*out = NULL;
 	hv_collect_opts o;
 	char *root = NULL;

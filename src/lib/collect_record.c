@@ -17,6 +17,7 @@ static hv_status read_spooled(void *ctx, const hv_artifact_in *a, uint64_t off, 
 hv_status hv_collection_record(hv_store *st, const hv_collection *c, const hv_run_start *start,
 			       const hv_run_end *end, int64_t *run_id)
 {
+	HV_NEED(st && c && run_id);
 	int rc = HV_OK;
 	if (*run_id <= 0) {
 		hv_run_start s = {0};
@@ -80,7 +81,7 @@ hv_status hv_collection_record(hv_store *st, const hv_collection *c, const hv_ru
 
 bool hv_collection_unstored(const hv_collection *c, size_t i)
 {
-	return c->files[i].content_len > HV_STORE_CONTENT_MAX;
+	return c && i < c->n_files && c->files[i].content_len > HV_STORE_CONTENT_MAX;
 }
 
 void hv_collection_free(hv_collection *c)

@@ -240,6 +240,7 @@ static hv_status snapshot_prepare(const char *dir, char **root)
 hv_status hv_snapshot_take(hv_store *st, const char *dir, const hv_collect_opts *opts, int64_t *id,
 			   uint64_t *entries, char **root_out)
 {
+	HV_NEED(dir);
 	if (root_out)
 		*root_out = NULL;
 	hv_collect_opts defaults;
@@ -347,6 +348,7 @@ static hv_status mem_add(void *ctx, const hv_entry *e, const char *sha, bool nam
 hv_status hv_snapshot_take_mem(hv_store *st, const char *dir, const hv_collect_opts *opts,
 			       hv_mem_snapshot **out)
 {
+	HV_NEED(dir && out);
 	*out = NULL;
 	hv_collect_opts defaults;
 	opts = hvc_opts_or_defaults(opts, &defaults);

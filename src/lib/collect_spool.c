@@ -109,6 +109,7 @@ void hvc_spool_close(hv_content_spool *s)
 hv_status hv_collection_content_read(const hv_collection *c, const hv_output_file *f, uint64_t off,
 				     void *buf, size_t n)
 {
+	HV_NEED(c && f && (buf || n == 0));
 	if (off > f->content_len || n > f->content_len - off ||
 	    (!f->content && !(f->spooled && c->spool)))
 		return hv_error_set(HV_EUSAGE, "%s: no such part of the content", f->path);

@@ -295,6 +295,9 @@ static hv_status execute(hv_store *st, const char *dir, const hv_execute_opts *o
 hv_status hv_execute(hv_store *st, const char *dir, const hv_execute_opts *o,
 		     hv_run_chunk_fn on_chunk, void *ctx, hv_execution *out)
 {
+	HV_NEED(out);
+	memset(out, 0, sizeof(*out));
+	HV_NEED(dir && o);
 	hv_status rc = execute(st, dir, o, on_chunk, ctx, out);
 	/* The child that handed the change events' descriptor over has long exited by now. */
 	hv_changes_reap();

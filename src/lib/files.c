@@ -60,6 +60,7 @@ static hv_status refuse_type(const char *path, mode_t mode)
 
 hv_status hv_file_copy_to_fd(const char *path, int out_fd, const char *out_name)
 {
+	HV_NEED(path);
 	if (!out_name)
 		out_name = "output";
 	/* A closed output: said as such, before the file opened below could take its number (and
@@ -324,6 +325,7 @@ static hv_status install(struct put *p, bool dest_exists)
 hv_status hv_file_write(const char *path, hv_file_read_fn read_fn, void *ctx,
 			const hv_file_write_opts *opts)
 {
+	HV_NEED(path && read_fn);
 	hv_file_write_opts defaults;
 	if (!opts) {
 		hv_file_write_opts_init(&defaults);
@@ -442,6 +444,7 @@ static hv_status read_from_fd(void *ctx, void *buf, size_t cap, size_t *got)
 hv_status hv_file_write_fd(const char *path, int in_fd, const char *in_name,
 			   const hv_file_write_opts *opts)
 {
+	HV_NEED(path);
 	struct fd_source s = {.fd = in_fd, .name = in_name ? in_name : "input"};
 	return hv_file_write(path, read_from_fd, &s, opts);
 }
@@ -466,6 +469,7 @@ static hv_status read_from_buffer(void *ctx, void *buf, size_t cap, size_t *got)
 hv_status hv_file_write_buffer(const char *path, const void *data, size_t len,
 			       const hv_file_write_opts *opts)
 {
+	HV_NEED(path && (data || len == 0));
 	struct buffer_source s = {.data = data, .left = len};
 	return hv_file_write(path, read_from_buffer, &s, opts);
 }
@@ -735,6 +739,7 @@ static hv_status remove_tree(int pfd, const char *name, const char *shown, const
 
 hv_status hv_remove(const char *path, const hv_remove_opts *opts)
 {
+	HV_NEED(path);
 	static const hv_remove_opts defaults = {0};
 	if (!opts)
 		opts = &defaults;

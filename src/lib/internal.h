@@ -27,6 +27,15 @@
 #define HV_UNDER_VALGRIND() false
 #endif
 
+/* A public entry point's first check: a NULL where it needs a pointer is the caller's mistake,
+ * refused with HV_EUSAGE "<function>: missing argument", never a crash (README, "The error
+ * model"). */
+#define HV_NEED(cond)                                                                        \
+	do {                                                                                 \
+		if (HV_UNLIKELY(!(cond)))                                                    \
+			return hv_error_set(HV_EUSAGE, "%s: missing argument", __func__);    \
+	} while (0)
+
 /* hv_error_set (types.h) sets the calling thread's last error and returns status, so
  * failures read `return hv_error_set(HV_EIO, "%s: %s", path, strerror(errno));`. */
 /* A user callback (what: "the chunk callback") returned rc < 0, the thread's error cleared

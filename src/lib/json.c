@@ -52,6 +52,7 @@ struct hv_json {
 
 hv_status hv_json_flush(hv_json *j)
 {
+	HV_NEED(j);
 	if (j->fd >= 0 && j->len > 0 && j->status == HV_OK)
 		if (hv_write_all(j->fd, j->buf, j->len) != 0) {
 			j->write_errno = errno;
@@ -139,6 +140,7 @@ static hv_status json_new(hv_json **out, int fd, hv_case kase, size_t cap)
 
 hv_status hv_json_new_fd(hv_json **out, int fd, hv_case kase)
 {
+	HV_NEED(out);
 	if (fd < 0) {
 		*out = NULL;
 		return hv_error_set(HV_EUSAGE, "bad file descriptor %d", fd);
@@ -148,6 +150,7 @@ hv_status hv_json_new_fd(hv_json **out, int fd, hv_case kase)
 
 hv_status hv_json_new_buffer(hv_json **out, hv_case kase)
 {
+	HV_NEED(out);
 	return json_new(out, -1, kase, MEM_BUFFER_MIN);
 }
 
@@ -164,14 +167,14 @@ void hv_json_free(hv_json *j)
 
 hv_case hv_json_case(const hv_json *j)
 {
-	return j->kase;
+	return j ? j->kase : HV_CASE_SNAKE;
 }
 
 const char *hv_json_buffer(const hv_json *j, size_t *len)
 {
 	if (len)
-		*len = j->len;
-	return j->buf;
+		*len = j ? j->len : 0;
+	return j ? j->buf : NULL;
 }
 
 void hv_json_buffer_reset(hv_json *j)
@@ -181,12 +184,13 @@ void hv_json_buffer_reset(hv_json *j)
 
 hv_status hv_json_status(const hv_json *j)
 {
+	HV_NEED(j);
 	return j->status;
 }
 
 size_t hv_json_pending(const hv_json *j)
 {
-	return j->len;
+	return j ? j->len : 0;
 }
 
 /* ---- structure -------------------------------------------------------------------- */
@@ -837,6 +841,8 @@ void hv_json_base64_end(hv_json *j)
 
 char *hv_json_buffer_strdup(const hv_json *j)
 {
+	if (!j)
+		return NULL;
 	size_t len;
 	const char *text = hv_json_buffer(j, &len);
 	char *out = malloc(len + 1);

@@ -146,6 +146,7 @@ static hv_status magic_load_now(hv_magic *m)
 
 hv_status hv_magic_open(hv_magic **out, const char *database, int extra_flags)
 {
+	HV_NEED(out);
 	hv_status rc = hvm_magic_open_lazy(out, database, extra_flags);
 	if (rc != HV_OK)
 		return rc;
@@ -248,17 +249,17 @@ int hvm_magic_flags(const hv_magic *m)
 
 const char *hv_magic_fingerprint(const hv_magic *m)
 {
-	return m->fingerprint;
+	return m ? m->fingerprint : NULL;
 }
 
 const char *hv_magic_database(const hv_magic *m)
 {
-	return m->database;
+	return m ? m->database : NULL;
 }
 
 size_t hv_magic_bytes_max(const hv_magic *m)
 {
-	return m->bytes_max;
+	return m ? m->bytes_max : 0;
 }
 
 const char *hv_mime_for_mode(uint32_t mode)
@@ -360,6 +361,7 @@ static hv_status magic_fd(hv_magic *m, int fd, const char *path, const char **ty
 
 hv_status hv_magic_fd(hv_magic *m, int fd, const char *path, const char **type)
 {
+	HV_NEED(m && type);
 	return magic_fd(m, fd, path, type, false);
 }
 
@@ -406,6 +408,7 @@ static hv_status describe_copy(hv_magic *m, const void *buf, size_t len, const c
 hv_status hv_magic_buffer(hv_magic *m, const void *buf, size_t len, int fd, const char *path,
 			  const char **type)
 {
+	HV_NEED(m && type && (buf || len == 0));
 	char tmp[32];
 	const char *what = path ? path : "buffer";
 	*type = NULL;
@@ -714,6 +717,7 @@ static hv_status detect(const char *const *paths, size_t n, const hv_mime_opts *
 hv_status hv_mime_detect_paths(const char *const *paths, size_t n, const hv_mime_opts *opts,
 			       hv_mime_result **results)
 {
+	HV_NEED((paths || n == 0) && results);
 	return detect(paths, n, opts, false, results);
 }
 
@@ -1180,6 +1184,7 @@ static const char *cache_lost_message(dir_batch *b)
 hv_status hv_mime_detect_dir(hv_store *st, const char *dir, const hv_collect_opts *co,
 			     const hv_mime_opts *mo, hv_mime_dir_fn fn, void *ctx)
 {
+	HV_NEED(dir && fn);
 	hv_mime_opts o;
 	if (mo)
 		o = *mo;

@@ -348,6 +348,7 @@ done:
 hv_status hv_mime_detect_cached(hv_store *st, const char *const *paths, size_t n,
 				const hv_mime_opts *opts, hv_mime_result **results)
 {
+	HV_NEED((paths || n == 0) && results);
 	return detect_cached(st, paths, NULL, NULL, n, opts, results);
 }
 
@@ -355,5 +356,6 @@ hv_status hv_mime_detect_cached_lstat(hv_store *st, const char *const *paths,
 				      const struct stat *lstats, const int *errnos, size_t n,
 				      const hv_mime_opts *opts, hv_mime_result **results)
 {
+	HV_NEED((paths || n == 0) && results);
 	return detect_cached(st, paths, lstats, errnos, n, opts, results);
 }

@@ -292,6 +292,7 @@ static int cmp_pair(const void *x, const void *y)
 
 hv_status hv_mime_db_open(hv_mime_db **out, const char *dir)
 {
+	HV_NEED(out);
 	*out = NULL;
 	if (!dir)
 		dir = HV_MIME_DEFAULT_DIR;
@@ -658,6 +659,8 @@ static bool is_subclass(const hv_mime_db *db, const char *type, const char *pare
 
 bool hv_mime_is_subclass(const hv_mime_db *db, const char *type, const char *parent)
 {
+	if (!type || !parent)
+		return false;
 	if (!db && hv_mime_default_db(&db) != HV_OK)
 		return false;
 	return is_subclass(db, type, parent);

@@ -1425,6 +1425,7 @@ static hv_status read_spooled(const pw *w, const hv_collection *c, const hv_outp
 hv_status hv_page_write_collection(const hv_run_row *run, const hv_collection *c,
 				   const hv_page_opts *o, hv_page_write_fn fn, void *ctx)
 {
+	HV_NEED(run && fn);
 	static const hv_page_opts none;
 	if (!o)
 		o = &none;
@@ -1515,6 +1516,7 @@ static char *run_host(hv_store *st, int64_t run_id)
 hv_status hv_page_write_run(hv_store *st, int64_t run_id, const hv_page_opts *o,
 			    hv_page_write_fn fn, void *ctx)
 {
+	HV_NEED(st && fn);
 	static const hv_page_opts none;
 	if (!o)
 		o = &none;

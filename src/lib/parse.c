@@ -15,6 +15,7 @@
  * strtod would also take leading blanks, '+', "0x10", "inf" and "nan". */
 hv_status hv_parse_uint(const char *text, uint64_t max, uint64_t *out)
 {
+	HV_NEED(text && out);
 	uint64_t v = 0;
 	const char *p = text;
 	bool ok = isdigit((unsigned char)*p) != 0;
@@ -32,6 +33,7 @@ hv_status hv_parse_uint(const char *text, uint64_t max, uint64_t *out)
 
 hv_status hv_parse_int(const char *text, int64_t min, int64_t max, int64_t *out)
 {
+	HV_NEED(text && out);
 	bool neg = text[0] == '-';
 	uint64_t mag = 0;
 	hv_status rc = hv_parse_uint(text + neg, (uint64_t)INT64_MAX + 1, &mag);
@@ -53,6 +55,7 @@ hv_status hv_parse_int(const char *text, int64_t min, int64_t max, int64_t *out)
 
 hv_status hv_parse_duration_ms(const char *text, uint64_t *out_ms)
 {
+	HV_NEED(text && out_ms);
 	/* Exact decimal arithmetic on the digits (no strtod): value = digits * 10^exp10 s. */
 	enum { MAX_DIGITS = 14 }; /* 1e9 s = 1e12 ms has 13 digits */
 	const uint64_t max_ms = 1000000000000u;
@@ -137,6 +140,7 @@ bad:
 
 hv_status hv_parse_size(const char *text, uint64_t *out)
 {
+	HV_NEED(text && out);
 	static const struct {
 		const char *suffix;
 		unsigned shift;
@@ -257,6 +261,7 @@ bad:
 
 hv_status hv_parse_time(const char *text, int64_t now_ns, int64_t *out_ns)
 {
+	HV_NEED(text && out_ns);
 	size_t len = strlen(text);
 	if (len >= 2 && len <= 12 && strchr("smhdw", text[len - 1])) {
 		bool all_digits = true;

@@ -344,6 +344,8 @@ hv_status hv_record_result(hv_json *j, const hv_run_end *r, const hv_collection 
 
 char *hv_collection_skipped_json(const hv_collection *c, int kase)
 {
+	if (!c)
+		return NULL;
 	hv_json *j;
 	if (hv_json_new_buffer(&j, (hv_case)kase) != HV_OK)
 		return NULL;
@@ -355,6 +357,8 @@ char *hv_collection_skipped_json(const hv_collection *c, int kase)
 
 char *hv_collection_deleted_json(const hv_collection *c)
 {
+	if (!c)
+		return NULL;
 	hv_json *j;
 	if (hv_json_new_buffer(&j, HV_CASE_SNAKE) != HV_OK)
 		return NULL;

@@ -95,6 +95,7 @@ static size_t env_key_length(const char *assignment)
 
 hv_status hv_run_check_env(const char *assignment)
 {
+	HV_NEED(assignment);
 	if (env_key_length(assignment) == 0)
 		return hv_error_set(HV_EUSAGE,
 				    "%s: not a KEY=VALUE assignment with KEY matching "
@@ -118,6 +119,7 @@ hv_status hv_run_check_language(const char *lang)
 
 hv_status hv_run_argv_shell(const char *argv[4], const char *script)
 {
+	HV_NEED(argv);
 	if (!script)
 		return hv_error_set(HV_EUSAGE, "--shell needs a command string");
 	argv[0] = "sh";
@@ -129,6 +131,7 @@ hv_status hv_run_argv_shell(const char *argv[4], const char *script)
 
 hv_status hv_run_argv_language(const char *argv[2], const char *lang)
 {
+	HV_NEED(argv);
 	hv_status rc = hv_run_check_language(lang);
 	if (rc != HV_OK)
 		return rc;
@@ -1258,6 +1261,9 @@ static hv_status spawn_failed(runner *r, hv_run_result *out, int err)
 hv_status hv_run(const hv_run_opts *opts, hv_run_chunk_fn on_chunk, void *ctx,
 		 hv_run_result *out)
 {
+	HV_NEED(out);
+	memset(out, 0, sizeof(*out));
+	HV_NEED(opts);
 	return hv__run_watched(opts, on_chunk, ctx, out, -1, NULL, NULL);
 }
 

@@ -259,12 +259,13 @@ static hv_status out_commit(hv_file_out *o, bool *raced)
 
 hv_status hv_file_out_open(hv_file_out **out, const char *path, int flags)
 {
+	HV_NEED(out);
 	return out_open(out, path, flags);
 }
 
 int hv_file_out_fd(const hv_file_out *o)
 {
-	return o->fd;
+	return o ? o->fd : -1;
 }
 
 hv_status hv_file_out_commit(hv_file_out *o)

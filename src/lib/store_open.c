@@ -94,6 +94,7 @@ static hv_status default_path(char **out, bool *xdg, bool skip_env)
 
 hv_status hv_store_default_path(char **out)
 {
+	HV_NEED(out);
 	bool xdg;
 	return default_path(out, &xdg, false);
 }
@@ -828,11 +829,14 @@ void hv_store_interrupt(hv_store *st)
 
 const char *hv_store_path(const hv_store *st)
 {
+	if (!st)
+		return NULL;
 	return st->abs_path ? st->abs_path : st->path;
 }
 
 hv_status hv_store_integrity_check(hv_store *st)
 {
+	HV_NEED(st);
 	return hvst_check_integrity(st, true);
 }
 

@@ -173,6 +173,7 @@ static hv_status start_frame(hv_walk *w, struct frame *f)
 
 hv_status hv_walk_next(hv_walk *w, const hv_entry **out)
 {
+	HV_NEED(w && out);
 	*out = NULL;
 	w->entry_parent = NULL;
 	w->unread_warned = false;
@@ -464,6 +465,11 @@ int hv__walk_access(hv_walk *w, int mode)
 
 int hv_walk_openat(hv_walk *w, int flags)
 {
+	if (!w) {
+		hv_error_set(HV_EUSAGE, "hv_walk_openat: missing argument");
+		errno = EINVAL;
+		return -1;
+	}
 	struct dnode *p = w->entry_parent;
 	int dfd = entry_dir_fd(w);
 	if (dfd < 0)
@@ -477,16 +483,21 @@ int hv_walk_openat(hv_walk *w, int flags)
 
 uint64_t hv_walk_count(const hv_walk *w)
 {
-	return w->count;
+	return w ? w->count : 0;
 }
 
 uint64_t hv_walk_warnings(const hv_walk *w)
 {
-	return w->warnings;
+	return w ? w->warnings : 0;
 }
 
 int hv_walk_workers(hv_walk *w, uint64_t *grown)
 {
+	if (!w) {
+		if (grown)
+			*grown = 0;
+		return 0;
+	}
 	if (grown)
 		*grown = atomic_load(&w->grown);
 	pthread_mutex_lock(&w->lock);
@@ -497,7 +508,7 @@ int hv_walk_workers(hv_walk *w, uint64_t *grown)
 
 const char *hv_walk_root(const hv_walk *w)
 {
-	return w->root_arg;
+	return w ? w->root_arg : NULL;
 }
 
 void hv_walk_close(hv_walk *w)
