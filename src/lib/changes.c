@@ -2748,7 +2748,7 @@ static hv_status result_impl(hv_changes *c, const hv_store *st, struct cands *k)
 			continue;
 		}
 		size_t j = i;
-		bool changed = false, closew = false;
+		bool changed = false, closew = false, replaced = false;
 		while (j < ns && sl[j].dir == sl[i].dir &&
 		       strcmp(name_at(c, sl[j].name), name_at(c, sl[i].name)) == 0) {
 			uint32_t m = c->evs[sl[j].ev].mask;
@@ -2758,6 +2758,10 @@ static hv_status result_impl(hv_changes *c, const hv_store *st, struct cands *k)
 				if (m & FAN_CLOSE_WRITE)
 					closew = true;
 			}
+			/* The name lost what it held (deleted, renamed away) or got another (made,
+			 * renamed to): its object now may not be its object before the run. */
+			if ((m & (FAN_DELETE | FAN_CREATE)) || (m & FAN_RENAME))
+				replaced = true;
 			j++;
 		}
 		const struct slot *first = &sl[i];
@@ -2784,6 +2788,14 @@ static hv_status result_impl(hv_changes *c, const hv_store *st, struct cands *k)
 		bool is_reg = d->where_end == W_IN && lstat_below(c, rel, &fst) == 0 &&
 			      S_ISREG(fst.st_mode);
 		bool exists = d->where_end == W_IN && (is_reg || lstat_below(c, rel, &fst) == 0);
+		/* In a directory still in its place, a name that nothing was made at, renamed to
+		 * or from, or deleted from holds now what it held before: a FIFO, device or
+		 * symlink that was only used (written, touched, chmod'ed) was no regular file then
+		 * either. A name with nothing at it now never was a directory entry: the kernel's
+		 * name of an O_TMPFILE file ("#<inode>"), written and closed, or linked
+		 * elsewhere. */
+		if (had_file && !replaced && d->where_end == W_IN && !is_reg)
+			had_file = false;
 		if (exists && !S_ISDIR(fst.st_mode) && (changed || closew)) {
 			if (is_reg && fst.st_nlink > 1)
 				rc = inode_add(k, fst.st_dev, fst.st_ino);

@@ -820,6 +820,45 @@ static void test_directory_made_again(void **state)
 	}
 }
 
+/* Names whose object the run only used: a FIFO written through, a symlink touched, a file
+ * made with O_TMPFILE (its name in the kernel's events is "#<inode>", no directory entry) are
+ * not deleted, in either mode; a regular file replaced by a FIFO is. */
+static void test_used_special_files_not_deleted(void **state)
+{
+	(void)state;
+	static const char *const modes[] = {"events", "snapshot"};
+	for (size_t m = 0; m < 2; m++) {
+		fixture f;
+		fx_open(&f);
+		char *p = tu_path(f.d, "p");
+		char *l = tu_path(f.d, "l");
+		assert_int_equal(mkfifo(p, 0644), 0);
+		assert_int_equal(symlink("elsewhere", l), 0);
+		tu_write(f.root, "d/f.txt", "a regular file\n", 15);
+		tu_result r;
+		hv_run(&r, &f, NULL, (const char *const[]){"--no-history", "--changes", modes[m], NULL},
+		       (const char *const[]){"sh", "-c",
+					     "cat p >/dev/null & echo hi > p; wait; chmod 600 p; "
+					     "touch -h l; echo more >> f.txt; rm f.txt; mkfifo f.txt; "
+					     "python3 -c 'import os; fd = os.open(\".\", "
+					     "os.O_TMPFILE | os.O_WRONLY, 0o600); os.write(fd, b\"x\")'",
+					     NULL});
+		if (r.status != 0)
+			fail_msg("%s: exit %d: %s", modes[m], r.status, r.err);
+		events ev;
+		parse_events(&ev, &r, false);
+		const tj_value *del = tj_get(ev.result, "deleted");
+		if (tj_len(del) != 1 || strcmp(tj_str(tj_at(del, 0), NULL), "f.txt") != 0)
+			fail_msg("%s: deleted is not [\"f.txt\"]: %s", modes[m], r.out);
+		assert_int_equal(tj_len(tj_get(ev.result, "output_files")), 0);
+		events_free(&ev);
+		tu_result_free(&r);
+		free(p);
+		free(l);
+		fx_close(&f);
+	}
+}
+
 /* ---- shapes ---- */
 
 /* Fails when any key of v (recursively) has an underscore. */
@@ -1870,6 +1909,7 @@ int main(void)
 		cmocka_unit_test(test_produced_files),
 		cmocka_unit_test(test_changes_and_deleted),
 		cmocka_unit_test(test_directory_made_again),
+		cmocka_unit_test(test_used_special_files_not_deleted),
 		cmocka_unit_test(test_camel_case),
 		cmocka_unit_test(test_format_json),
 		cmocka_unit_test(test_harvest_failures),
