@@ -57,11 +57,6 @@ typedef struct hv_archive_opts {
 	 * in the tree (`archive . -o ./a.tar` run again must not hold the last a.tar). */
 	bool leave_out;
 	uint64_t leave_out_dev, leave_out_ino;
-	/* Tests only: called with an entry's path right before a regular file is opened. */
-	void (*test_before_open)(void *ctx, const char *path);
-	/* Tests only: called with a regular file's path and descriptor after its header was
-	 * written, before its bytes are copied (to make it grow or shrink meanwhile). */
-	void (*test_after_header)(void *ctx, const char *path, int fd);
 } hv_archive_opts;
 
 /* Fills opts with the defaults: tar, no limits, default threads. */

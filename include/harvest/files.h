@@ -81,6 +81,9 @@ typedef struct hv_remove_opts {
 	void *ctx;
 } hv_remove_opts;
 
+/* Fills opts with the defaults: not recursive, no error callback. */
+HV_EXTERN void hv_remove_opts_init(hv_remove_opts *opts);
+
 /* Removes path: a file, a symlink (itself, never what it points to; with a trailing '/' it
  * is refused, not followed) or another non-directory; with recursive, a directory tree. The
  * part of path before its last component is resolved as open(2) resolves it. Refuses '/'

@@ -56,6 +56,9 @@ typedef struct hv_page_opts {
 	                               * ***); NULL: none, the reader's default database */
 } hv_page_opts;
 
+/* Fills opts with the defaults: every member 0 or NULL (the page's own defaults above). */
+HV_EXTERN void hv_page_opts_init(hv_page_opts *opts);
+
 /* Writes the page of history run run_id with its artifacts and their stored contents.
  * HV_ENOTFOUND (hv_error_last() says so) when there is no such run; HV_EIO when fn failed (the page is then
  * cut short); HV_EDB when reading the store failed. */

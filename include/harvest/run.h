@@ -51,8 +51,9 @@ HV_EXTERN const char *hv_stream_name(hv_stream which);
 
 /* Receives each chunk as soon as it is read: len >= 1 bytes, not NUL-terminated, valid until
  * the callback returns. A chunk ends inside a UTF-8 sequence only at the end of the stream
- * (or when the bytes can never form one). Returning anything but HV_OK stops the run: the
- * process group is ended (SIGTERM, then SIGKILL) and hv_run() returns that status. */
+ * (or when the bytes can never form one). Returning a negative status stops the run: the
+ * process group is ended (SIGTERM, then SIGKILL) and hv_run() returns that status; a
+ * positive one (HV_WARN, HV_DONE) is taken as HV_OK, and the run goes on. */
 typedef hv_status (*hv_run_chunk_fn)(void *ctx, hv_stream which, const char *data, size_t len);
 
 #define HV_RUN_DEFAULT_MAX_OUTPUT ((size_t)16 << 20) /* 16 MiB per stream */

@@ -372,6 +372,11 @@ typedef struct hv_prune_opts {
 	bool has_before;     /* before_ns is set, even to 0 (1970-01-01T00:00:00Z) */
 } hv_prune_opts;
 
+/* Fills opts with nothing chosen (keep_runs -1, no before): the caller sets one of the two;
+ * hv_store_prune refuses opts with neither (HV_EUSAGE). A struct zeroed by hand instead has
+ * keep_runs 0, which deletes every run. */
+HV_EXTERN void hv_prune_opts_init(hv_prune_opts *opts);
+
 typedef struct hv_prune_result {
 	uint64_t runs;           /* runs deleted */
 	uint64_t artifacts;      /* their artifacts */

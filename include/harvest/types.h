@@ -14,8 +14,10 @@ extern "C" {
 
 /* Every libharvest function that can fail returns one of these. Negative values are
  * failures; on a failure, hv_error_last() describes it. So `if (rc < 0)` catches every
- * failure, and a function that fills an out-parameter has filled it whenever rc >= 0.
- * HV_DONE is only ever the end of an iteration (hv_walk_next, hv_run_iter_next...); a lookup
+ * failure, and a function that fills an out-parameter has filled it whenever rc >= 0, but
+ * for an iterator: its record comes with HV_OK only, HV_DONE and hv_walk_next's HV_WARN (a
+ * warning in place of a record) set it to NULL. HV_DONE is only ever the end of an
+ * iteration (hv_walk_next, hv_run_iter_next...); a lookup
  * that finds nothing (no such run, artifact, snapshot or content) is the failure
  * HV_ENOTFOUND. */
 typedef enum hv_status {

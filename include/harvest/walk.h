@@ -85,8 +85,8 @@ HV_EXTERN void hv_walk_opts_init(hv_walk_opts *opts);
  * which), HV_EUSAGE for bad options. */
 HV_EXTERN hv_status hv_walk_open(hv_walk **out, const char *root, const hv_walk_opts *opts);
 
-/* The next record in *out: HV_OK with a record; HV_DONE at the end; HV_WARN when something
- * could not be read (a directory that cannot be opened, a symlink loop under follow, the entry
+/* The next record in *out: HV_OK with a record; HV_DONE at the end (*out NULL); HV_WARN (*out
+ * NULL, no record this time) when something could not be read (a directory that cannot be opened, a symlink loop under follow, the entry
  * limit reached) — hv_error_last() names the path and the reason and the walk goes on with
  * the next call; a negative status on a fatal failure. */
 HV_EXTERN hv_status hv_walk_next(hv_walk *w, const hv_entry **out);

@@ -1,6 +1,7 @@
 /* Archives of a directory tree (through the walker) and of a run's stored artifacts, written
  * with libarchive to a file descriptor, streamed in bounded memory. */
 #include "harvest/archive.h"
+#include "test_hook.h"
 
 #include "dl_archive.h"
 #include "harvest/json.h"
@@ -400,8 +401,8 @@ static void set_times(const struct writer *wr, struct archive_entry *ae, int64_t
 
 static hv_status archive_file(struct writer *wr, hv_walk *w, const hv_entry *e, const struct stat *out)
 {
-	if (wr->o->test_before_open)
-		wr->o->test_before_open(wr->o->ctx, e->path);
+	if (HV_UNLIKELY(hv__test_hook_active(HV__HOOK_ARCHIVE_BEFORE_OPEN)))
+		hv__test_hook_call(HV__HOOK_ARCHIVE_BEFORE_OPEN, e->path);
 	int fd = hv_walk_openat(w, O_RDONLY | O_NONBLOCK);
 	if (fd < 0) {
 		int err = errno;
@@ -436,8 +437,8 @@ static hv_status archive_file(struct writer *wr, hv_walk *w, const hv_entry *e, 
 		set_times(wr, wr->entry,
 			  hv_ns_from_timespec(fst.st_mtim.tv_sec, fst.st_mtim.tv_nsec));
 		rc = entry_header(wr, e->path);
-		if (rc > 0 && wr->o->test_after_header)
-			wr->o->test_after_header(wr->o->ctx, e->path, fd);
+		if (rc > 0 && HV_UNLIKELY(hv__test_hook_active(HV__HOOK_ARCHIVE_AFTER_HEADER)))
+			hv__test_hook_call(HV__HOOK_ARCHIVE_AFTER_HEADER, e->path);
 		if (rc > 0)
 			rc = copy_file(wr, fd, (uint64_t)fst.st_size, e->path);
 	}

@@ -118,6 +118,13 @@ static hv_status execute(hv_store *st, const char *dir, const hv_execute_opts *o
 		free(root);
 		return hv_error_set(HV_EUSAGE, "bad changes mode: %d", (int)o->changes);
 	}
+	if (!st && !o->open_store && (!o->no_history || !o->collect.no_cache)) {
+		free(root);
+		return hv_error_set(HV_EUSAGE,
+				    "hv_execute: no store for the %s (give st or open_store, or set %s)",
+				    o->no_history ? "MIME cache" : "history",
+				    o->no_history ? "collect.no_cache" : "no_history");
+	}
 	for (size_t i = 0; i < o->run.n_env; i++) {
 		if (hv_run_check_env(o->run.env[i]) != HV_OK) {
 			free(root);

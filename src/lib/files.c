@@ -737,6 +737,11 @@ static hv_status remove_tree(int pfd, const char *name, const char *shown, const
 	return r.status;
 }
 
+void hv_remove_opts_init(hv_remove_opts *opts)
+{
+	memset(opts, 0, sizeof(*opts));
+}
+
 hv_status hv_remove(const char *path, const hv_remove_opts *opts)
 {
 	HV_NEED(path);

@@ -1513,6 +1513,11 @@ static char *run_host(hv_store *st, int64_t run_id)
 	return host;
 }
 
+void hv_page_opts_init(hv_page_opts *opts)
+{
+	memset(opts, 0, sizeof(*opts));
+}
+
 hv_status hv_page_write_run(hv_store *st, int64_t run_id, const hv_page_opts *o,
 			    hv_page_write_fn fn, void *ctx)
 {

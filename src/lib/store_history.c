@@ -1383,6 +1383,12 @@ static hv_status prune_snapshots(hv_store *st, int64_t cutoff, bool live_owner_k
 	return rc;
 }
 
+void hv_prune_opts_init(hv_prune_opts *opts)
+{
+	memset(opts, 0, sizeof(*opts));
+	opts->keep_runs = -1;
+}
+
 hv_status hv_store_prune(hv_store *st, const hv_prune_opts *opts, hv_prune_result *res)
 {
 	if (!st || !opts || !res)

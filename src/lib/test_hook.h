@@ -27,6 +27,12 @@ typedef enum hv__hook_point {
 	/* libmagic's worker spawner, with "", right before the fork that starts it (so a test
 	 * can count the threads the process has then). */
 	HV__HOOK_SPAWNER_FORK,
+	/* The archive writer, with an entry's relative path, right before it opens a regular
+	 * file (to swap it for a symlink or a FIFO). */
+	HV__HOOK_ARCHIVE_BEFORE_OPEN,
+	/* The archive writer, with a regular file's relative path, after its header (its size)
+	 * was written and before its bytes are copied (to make it grow or shrink meanwhile). */
+	HV__HOOK_ARCHIVE_AFTER_HEADER,
 	HV__HOOK_COUNT
 } hv__hook_point;
 

@@ -78,6 +78,13 @@ if ! cmp -s "$tmp/declared" "$tmp/exported"; then
 	fail "the exported symbols are not the declared functions"
 fi
 grep -vq '^hv_' "$tmp/declared" && fail "a public function without the hv_ prefix"
+# Test hooks are the library's own (src/lib/test_hook.h): no public struct member or function
+# is there for the tests.
+if grep -nE '\btest_[a-z_]+|[Tt]ests only' "$inc"/harvest.h "$inc"/harvest/*.h "$inc"/harvest/*/*.h \
+	2>/dev/null >"$tmp/hooks"; then
+	cat "$tmp/hooks" >&2
+	fail "the public headers hold test hooks (see above)"
+fi
 
 # ---- a fixture tree and what walk_json must print for it ----
 t=$tmp/tree

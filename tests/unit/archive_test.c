@@ -8,6 +8,7 @@
 
 #include "harvest/archive.h"
 #include "harvest/store.h"
+#include "test_hook.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -124,7 +125,7 @@ static void before_open(void *ctx, const char *path)
 	free(p);
 }
 
-static void after_header(void *ctx, const char *path, int fd)
+static void after_header(void *ctx, const char *path)
 {
 	hook *h = ctx;
 	if (h->done || !h->target || strcmp(path, h->target) != 0 || !h->resize)
@@ -142,7 +143,6 @@ static void after_header(void *ctx, const char *path, int fd)
 		assert_int_equal(truncate(p, -h->resize), 0);
 	}
 	free(p);
-	(void)fd;
 }
 
 static void warn_fn(void *ctx, const char *msg)
@@ -173,9 +173,18 @@ static void opts_for(hv_archive_opts *o, hook *h, hv_archive_format f)
 	hv_archive_opts_init(o);
 	o->format = f;
 	o->warn = warn_fn;
-	o->test_before_open = before_open;
-	o->test_after_header = after_header;
 	o->ctx = h;
+	/* The writer's test hooks (test_hook.h, not the API): h lives until the test's end,
+	 * where teardown takes them away. */
+	hv__test_hook_set(HV__HOOK_ARCHIVE_BEFORE_OPEN, before_open, h);
+	hv__test_hook_set(HV__HOOK_ARCHIVE_AFTER_HEADER, after_header, h);
+}
+
+static int teardown(void **state)
+{
+	hv__test_hook_set(HV__HOOK_ARCHIVE_BEFORE_OPEN, NULL, NULL);
+	hv__test_hook_set(HV__HOOK_ARCHIVE_AFTER_HEADER, NULL, NULL);
+	return tu_cleanup(state);
 }
 
 /* Archives root into dir/out.<ext> with o; returns the status and the file's path in *file. */
@@ -704,18 +713,18 @@ static void test_run_archive(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_teardown(test_tree_formats, tu_cleanup),
-		cmocka_unit_test_teardown(test_times, tu_cleanup),
-		cmocka_unit_test_teardown(test_symlink_swap_not_followed, tu_cleanup),
-		cmocka_unit_test_teardown(test_fifo_swap_not_opened, tu_cleanup),
-		cmocka_unit_test_teardown(test_fifo_in_tree_skipped, tu_cleanup),
-		cmocka_unit_test_teardown(test_file_changes_size, tu_cleanup),
-		cmocka_unit_test_teardown(test_archive_inside_tree_left_out, tu_cleanup),
-		cmocka_unit_test_teardown(test_walk_options, tu_cleanup),
-		cmocka_unit_test_teardown(test_missing_root, tu_cleanup),
-		cmocka_unit_test_teardown(test_write_errors, tu_cleanup),
+		cmocka_unit_test_teardown(test_tree_formats, teardown),
+		cmocka_unit_test_teardown(test_times, teardown),
+		cmocka_unit_test_teardown(test_symlink_swap_not_followed, teardown),
+		cmocka_unit_test_teardown(test_fifo_swap_not_opened, teardown),
+		cmocka_unit_test_teardown(test_fifo_in_tree_skipped, teardown),
+		cmocka_unit_test_teardown(test_file_changes_size, teardown),
+		cmocka_unit_test_teardown(test_archive_inside_tree_left_out, teardown),
+		cmocka_unit_test_teardown(test_walk_options, teardown),
+		cmocka_unit_test_teardown(test_missing_root, teardown),
+		cmocka_unit_test_teardown(test_write_errors, teardown),
 		cmocka_unit_test(test_format_names),
-		cmocka_unit_test_teardown(test_run_archive, tu_cleanup),
+		cmocka_unit_test_teardown(test_run_archive, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -71,6 +71,27 @@ static void test_run_and_execute(void **state)
 	hv_execution_free(&x);
 	REFUSED(hv_execute, NULL, "/", &eo, NULL, NULL, NULL);
 	hv_execution_free(NULL);
+	/* No store and no way to open one: refused before the command runs (it would write
+	 * the file), not after it with nothing collected. */
+	char *dir = tu_mkdtemp();
+	const char *argv[] = {"sh", "-c", "echo ran > ran.txt", NULL};
+	eo.run.argv = argv;
+	for (int no_history = 0; no_history < 2; no_history++) {
+		eo.no_history = no_history;
+		assert_int_equal(hv_execute(NULL, dir, &eo, NULL, NULL, &x), HV_EUSAGE);
+		assert_non_null(strstr(hv_error_last(), no_history ? "collect.no_cache" : "no_history"));
+		hv_execution_free(&x);
+	}
+	char *ran = tu_path(dir, "ran.txt");
+	assert_int_equal(access(ran, F_OK), -1);
+	eo.collect.no_cache = true; /* nothing needs a store: the command runs */
+	assert_int_equal(hv_execute(NULL, dir, &eo, NULL, NULL, &x), HV_OK);
+	assert_int_equal(x.run.exit_code, 0);
+	assert_int_equal(access(ran, F_OK), 0);
+	hv_execution_free(&x);
+	free(ran);
+	tu_rmrf(dir);
+	free(dir);
 
 	hv_run_result r;
 	memset(&r, 0xab, sizeof(r));
@@ -186,6 +207,26 @@ static void test_collect_and_page(void **state)
 	REFUSED(hv_page_write_run, NULL, 1, NULL, NULL, NULL);
 }
 
+/* Every option struct has its _init; the ones whose defaults are all zero say so. */
+static void test_opts_init(void **state)
+{
+	(void)state;
+	hv_page_opts po;
+	memset(&po, 0xab, sizeof(po));
+	hv_page_opts_init(&po);
+	assert_null(po.host);
+	assert_true(po.embed_max == 0 && po.n_deleted == 0);
+	hv_remove_opts ro;
+	memset(&ro, 0xab, sizeof(ro));
+	hv_remove_opts_init(&ro);
+	assert_false(ro.recursive);
+	assert_null(ro.on_error);
+	hv_prune_opts pr;
+	memset(&pr, 0xab, sizeof(pr));
+	hv_prune_opts_init(&pr);
+	assert_true(pr.keep_runs == -1 && pr.before_ns == 0 && !pr.has_before);
+}
+
 static void test_parse(void **state)
 {
 	(void)state;
@@ -210,6 +251,7 @@ int main(void)
 		cmocka_unit_test(test_json),
 		cmocka_unit_test(test_mime),
 		cmocka_unit_test(test_collect_and_page),
+		cmocka_unit_test(test_opts_init),
 		cmocka_unit_test(test_parse),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

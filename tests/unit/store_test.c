@@ -1413,7 +1413,8 @@ static void test_prune(void **state)
 	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM snapshots"), 3);
 
 	st = open_ok(f->db, 0);
-	hv_prune_opts po = {.keep_runs = -1, .before_ns = 0};
+	hv_prune_opts po;
+	hv_prune_opts_init(&po); /* nothing chosen: refused, nothing deleted */
 	hv_prune_result pr;
 	assert_int_equal(hv_store_prune(st, &po, &pr), HV_EUSAGE);
 
