@@ -58,9 +58,11 @@ void cli_put_escaped(FILE *out, const char *s, size_t len)
 	}
 }
 
-/* Writes the formatted message to stderr escaped: messages carry names (paths, option
- * values) that must not reach the terminal raw. */
-static void put_message(const char *fmt, va_list ap)
+/* Writes prefix, the formatted message escaped (messages carry names: paths, option values
+ * that must not reach the terminal raw) and suffix as one line on stderr, in one write: the
+ * lines of harvest processes that share a stderr (commands run side by side in a sandbox)
+ * never mix. */
+static void put_line(const char *prefix, const char *suffix, const char *fmt, va_list ap)
 {
 	char small[512];
 	va_list ap2;
@@ -77,20 +79,31 @@ static void put_message(const char *fmt, va_list ap)
 		}
 	}
 	va_end(ap2);
+	char *line = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&line, &len);
+	FILE *out = m ? m : stderr; /* out of memory: piece by piece */
+	fputs(prefix, out);
 	if (n > 0)
-		cli_put_escaped(stderr, text, (size_t)n);
+		cli_put_escaped(out, text, (size_t)n);
+	fputs(suffix, out);
+	fputc('\n', out);
+	if (m && fclose(m) == 0)
+		fwrite(line, 1, len, stderr);
+	free(line);
 	if (text != small)
 		free(text);
 }
 
 int cli_usage_error(const cli_common *c, const char *fmt, ...)
 {
+	char prefix[64], suffix[96];
+	snprintf(prefix, sizeof(prefix), "harvest %s: ", c->cmd);
+	snprintf(suffix, sizeof(suffix), " (see 'harvest %s --help')", c->cmd);
 	va_list ap;
-	fprintf(stderr, "harvest %s: ", c->cmd);
 	va_start(ap, fmt);
-	put_message(fmt, ap);
+	put_line(prefix, suffix, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, " (see 'harvest %s --help')\n", c->cmd);
 	return EXIT_USAGE;
 }
 
@@ -106,11 +119,9 @@ int cli_output_opt(const cli_common *c, const char *v, const char **out)
 void cli_error(const char *fmt, ...)
 {
 	va_list ap;
-	fputs("harvest: ", stderr);
 	va_start(ap, fmt);
-	put_message(fmt, ap);
+	put_line("harvest: ", "", fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 void cli_warn(const cli_common *c, const char *fmt, ...)
@@ -118,11 +129,9 @@ void cli_warn(const cli_common *c, const char *fmt, ...)
 	if (c->quiet)
 		return;
 	va_list ap;
-	fputs("harvest: ", stderr);
 	va_start(ap, fmt);
-	put_message(fmt, ap);
+	put_line("harvest: ", "", fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 uint64_t cli_now_ns(void)

@@ -488,7 +488,10 @@ static hv_status archive_entry_of_walk(struct writer *wr, hv_walk *w, const hv_e
 		return rc < 0 ? rc : HV_OK;
 	default:
 		/* never opened: reading a FIFO could block forever, a device is not a file */
-		warnf(wr, "%s: a %s, not archived", shown(wr, e->path), hv_ftype_name(e->type));
+		warnf(wr, "%s: a %s, not archived", shown(wr, e->path),
+		      e->type == HV_FT_CHAR	 ? "character device"
+		      : e->type == HV_FT_BLOCK ? "block device"
+					       : hv_ftype_name(e->type));
 		return HV_OK;
 	}
 }

@@ -111,7 +111,9 @@ static bool is_bidi_control(const unsigned char *s, size_t k)
 /* The bytes as HTML text (also safe inside a double- or single-quoted attribute): markup
  * characters as entities; controls, C1 controls, bidirectional controls and bytes that are
  * not UTF-8 as \xNN (every byte of such a character); a backslash as \\ only in names (so a
- * name's \xNN cannot be mistaken for its bytes). */
+ * name's \xNN cannot be mistaken for its bytes). In <pre> text (ESC_PRE, never an attribute)
+ * a backslash stays one, as the program wrote it, and each \xNN is a <span class="x">, set
+ * apart by its style: a literal "\xff" in the output is not mistaken for the byte 0xff. */
 static void put_text(pw *w, const char *s, size_t len, int mode)
 {
 	size_t run = 0; /* start of the pending plain bytes */
@@ -157,6 +159,9 @@ static void put_text(pw *w, const char *s, size_t len, int mode)
 		}
 		if (rep) {
 			put(w, s + run, i - run);
+			bool span = mode == ESC_PRE && rep == hex;
+			if (span)
+				puts_(w, "<span class=\"x\">");
 			puts_(w, rep);
 			i += 1;
 			run = i;
@@ -166,6 +171,8 @@ static void put_text(pw *w, const char *s, size_t len, int mode)
 				i++;
 				run = i;
 			}
+			if (span)
+				puts_(w, "</span>");
 			continue;
 		}
 		i += step;
@@ -671,6 +678,8 @@ static const char page_css[] =
 	".facts .sha{word-break:break-all}\n"
 	".body{padding:14px 16px}\n"
 	".body pre{margin:0}\n"
+	/* an escaped byte in output or a preview, told apart from the same characters written */
+	".x{color:var(--warn);background:var(--warnbg);border-radius:3px}\n"
 	".img{display:flex;justify-content:center;background-color:#fff;"
 	"background-image:linear-gradient(45deg,#eee 25%,transparent 25%),linear-gradient(-45deg,"
 	"#eee 25%,transparent 25%),linear-gradient(45deg,transparent 75%,#eee 75%),"
@@ -706,7 +715,7 @@ static void page_head(pw *w, const hv_run_row *r, const hv_page_opts *o, size_t 
 		 "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
 		 "<meta name=\"color-scheme\" content=\"light dark\">\n<title>");
 	if (r->run_id > 0)
-		putf(w, "Run %lld", (long long)r->run_id);
+		putf(w, "%s %lld", r->command_json ? "Run" : "Collect", (long long)r->run_id);
 	else
 		puts_(w, r->command_json ? "Run" : "Collect");
 	if (r->label) {

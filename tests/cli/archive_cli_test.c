@@ -368,6 +368,54 @@ static void test_dev_stdout_pipe(void **s)
 	free(root);
 }
 
+/* harvest processes sharing one stderr, as commands run side by side in a sandbox do: each
+ * warning is one write, so every line arrives whole (a message written piece by piece had
+ * three processes' lines mixed character by character). */
+static void test_shared_stderr_lines_whole(void **s)
+{
+	(void)s;
+	char *dir = tu_tmpdir();
+	tu_mkdir(dir, "fifos");
+	char *fifos = tu_path(dir, "fifos");
+	enum { N = 600 };
+	for (int i = 0; i < N; i++) {
+		char name[64];
+		snprintf(name, sizeof(name), "fifo_with_a_rather_long_name_%d", i);
+		char *p = tu_path(fifos, name);
+		assert_int_equal(mkfifo(p, 0644), 0);
+		free(p);
+	}
+	char script[8192];
+	snprintf(script, sizeof(script),
+		 "for i in 1 2 3 4; do '%s' archive '%s' >/dev/null & done; wait", HARVEST_BIN,
+		 fifos);
+	char *argv[] = {"sh", "-c", script, NULL};
+	tu_result r;
+	tu_run(&r, NULL, NULL, argv);
+	size_t lines = 0;
+	for (char *line = r.err, *nl; *line; line = nl + 1) {
+		nl = strchr(line, '\n');
+		if (!nl)
+			fail_msg("a last line without its newline: %s", line);
+		*nl = '\0';
+		/* "harvest: FIFOS/fifo_with_a_rather_long_name_K: a fifo, not archived" */
+		char head[4200];
+		snprintf(head, sizeof(head), "harvest: %s/fifo_with_a_rather_long_name_", fifos);
+		const char *tail = ": a fifo, not archived";
+		size_t len = strlen(line), hl = strlen(head), tl = strlen(tail);
+		bool whole = len > hl + tl && strncmp(line, head, hl) == 0 &&
+			     strcmp(line + len - tl, tail) == 0;
+		for (size_t i = hl; whole && i < len - tl; i++)
+			whole = line[i] >= '0' && line[i] <= '9';
+		if (!whole)
+			fail_msg("a mixed line: %s", line);
+		lines++;
+	}
+	assert_int_equal(lines, 4 * N);
+	tu_result_free(&r);
+	free(fifos);
+}
+
 /* root (holding ok.txt) archived as a tar lists tar_has; a collect of it into dir's h.db,
  * then that run written to zip: exit 1 (the stderr saying why, when given), the manifest
  * naming the artifact left out as unsafe_path and ok.txt archived, and the zip sound. */
@@ -926,6 +974,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_excludes_and_hidden, tu_cleanup),
 		cmocka_unit_test_teardown(test_rerun_inside_tree, tu_cleanup),
 		cmocka_unit_test_teardown(test_dev_stdout_pipe, tu_cleanup),
+		cmocka_unit_test_teardown(test_shared_stderr_lines_whole, tu_cleanup),
 		cmocka_unit_test_teardown(test_backslash_names_in_zip, tu_cleanup),
 		cmocka_unit_test_teardown(test_long_paths_in_zip, tu_cleanup),
 		cmocka_unit_test_teardown(test_fifo_skipped, tu_cleanup),

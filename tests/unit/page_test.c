@@ -220,7 +220,7 @@ static void test_200_lines(void **state)
 	assert_null(strstr(p, "line 201"));
 	assert_non_null(strstr(p, "The first 200 of 300 lines are shown."));
 	/* CRLF as a newline, tabs kept, other controls visible */
-	assert_non_null(strstr(p, "<pre>one\ntwo\tcol\\x07\n</pre>"));
+	assert_non_null(strstr(p, "<pre>one\ntwo\tcol<span class=\"x\">\\x07</span>\n</pre>"));
 	free(p);
 	free(txt);
 }
@@ -269,14 +269,16 @@ static void test_bytes(void **state)
 	(void)state;
 	art a[] = {
 		{"c1\xc2\x9b[31m.txt", "text/plain", "x", 0},
-		{"bad\xc2<b>.txt", "text/plain", "\xc3\xa9t\xc3\xa9 \xe2\x82", 0},
+		{"bad\xc2<b>.txt", "text/plain", "\xc3\xa9t\xc3\xa9 \\xe2 \xe2\x82", 0},
 		{"end\xc2", "text/plain", "y", 0},
 	};
 	char *p = page_of(NULL, a, 3, NULL);
 	assert_non_null(strstr(p, "c1\\xc2\\x9b[31m.txt"));
 	assert_non_null(strstr(p, "bad\\xc2&lt;b&gt;.txt"));
 	assert_non_null(strstr(p, "end\\xc2</h3>"));
-	assert_non_null(strstr(p, "<pre>\xc3\xa9t\xc3\xa9 \\xe2\\x82</pre>"));
+	/* in text, the bytes' escapes are set apart; the same characters written stay plain */
+	assert_non_null(strstr(p, "<pre>\xc3\xa9t\xc3\xa9 \\xe2 <span class=\"x\">\\xe2</span>"
+				  "<span class=\"x\">\\x82</span></pre>"));
 	free(p);
 }
 
@@ -406,8 +408,10 @@ static void test_bidi_controls(void **state)
 	assert_non_null(strstr(p, "<h3>d\\xe2\\x80\\xaenib.exe</h3>"));
 	assert_non_null(strstr(p, "download=\"d\\xe2\\x80\\xaenib.exe\""));
 	assert_non_null(strstr(p, "<h3>t\\xe2\\x81\\xa7\\xe2\\x81\\xa9.txt</h3>"));
-	assert_non_null(strstr(p, "<pre>a\\xe2\\x80\\x8f\\xe2\\x80\\x8e\\xd8\\x9c\\xe2\\x80\\xaa"
-				  "\\xe2\\x81\\xa6b \xe2\x80\x94 \xe2\x80\xa9 \xd8\xa7</pre>"));
+	assert_non_null(strstr(p, "<pre>a<span class=\"x\">\\xe2\\x80\\x8f</span>"
+				  "<span class=\"x\">\\xe2\\x80\\x8e</span><span class=\"x\">\\xd8\\x9c</span>"
+				  "<span class=\"x\">\\xe2\\x80\\xaa</span><span class=\"x\">\\xe2\\x81\\xa6</span>"
+				  "b \xe2\x80\x94 \xe2\x80\xa9 \xd8\xa7</pre>"));
 	free(p);
 }
 
