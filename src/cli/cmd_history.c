@@ -320,6 +320,10 @@ int cmd_history(int argc, char **argv)
 	bool is_push = !strcmp(subs[k].name, "push");
 	if (rc == 0 && is_push && !h.to)
 		rc = cli_usage_error(&c, "give --to postgresql://...");
+	if (rc == 0 && is_push && !cli_db_is_pg(h.to))
+		rc = cli_usage_error(&c, "--to must be a postgresql:// URI");
+	if (rc == 0 && is_push && cli_db_named(&c) && cli_db_is_pg(cli_db_named(&c)))
+		rc = cli_usage_error(&c, "the local history (--db, HARVEST_DB) must be a SQLite file");
 	if (rc == 0 && is_prune && h.prune.keep_runs < 0 && !h.prune.has_before)
 		rc = cli_usage_error(&c, "give --keep-runs N or --before TIME");
 	if (rc == 0 && is_prune && h.prune.keep_runs >= 0 && h.prune.has_before)

@@ -56,6 +56,31 @@ static bool looks_like_uri(const char *path)
 	return !strncmp(path + n, "://", 3);
 }
 
+/* Whether path starts as a libpq key=value connection string does ("host=db user=me
+ * password=..."): a keyword libpq knows, then '='. Such a string is not a file name, and it may
+ * hold a password, so it is refused without being repeated. */
+static bool looks_like_conninfo(const char *path)
+{
+	static const char *const keys[] = {
+		"host", "hostaddr", "port", "dbname", "user", "password", "passfile", "service",
+		"sslmode", "connect_timeout", "options", "application_name", "target_session_attrs",
+		"channel_binding", "sslrootcert", "sslcert", "sslkey", "gssencmode", "requiressl"};
+	while (*path == ' ' || *path == '\t')
+		path++;
+	size_t n = 0;
+	while (path[n] == '_' || islower((unsigned char)path[n]))
+		n++;
+	size_t k = n;
+	while (path[k] == ' ' || path[k] == '\t')
+		k++;
+	if (n == 0 || path[k] != '=')
+		return false;
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (strlen(keys[i]) == n && !strncmp(path, keys[i], n))
+			return true;
+	return false;
+}
+
 /* The default path; *xdg tells whether it is the XDG location (whose directory we create). */
 static hv_status default_path(char **out, bool *xdg, bool skip_env)
 {
@@ -745,6 +770,10 @@ hv_status hv_store_open_with_cache(hv_store **out, const char *path, const char 
 		rc = hv_error_set(HV_EUSAGE, "%s: not a postgresql:// or postgres:// URI; give one, or"
 				  " a file path (./ before it for a file of that name)", masked);
 	}
+	if (rc == HV_OK && looks_like_conninfo(st->path))
+		rc = hv_error_set(HV_EUSAGE, "the database is a libpq key=value connection string (not"
+				  " shown: it may hold a password); give a postgresql:// URI, or a file"
+				  " path (./ before it for a file of that name)");
 	if (rc == HV_OK && xdg && !st->readonly)
 		rc = make_parent_dirs(st->path);
 

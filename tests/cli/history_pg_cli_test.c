@@ -939,6 +939,42 @@ static void test_other_scheme(void **state)
 		snprintf(made, sizeof(made), "%s/%.*s:", root, (int)n, uris[i]);
 		assert_int_not_equal(stat(made, &sb), 0); /* "PostgreSQL:", the path's first part */
 	}
+	/* libpq's key=value strings are no file names either (one became a SQLite file named
+	 * after it, password and all): refused without being repeated, nothing made. */
+	const char *conninfo[] = {
+		"host=127.0.0.1 port=1 user=harvest password=s3cret-pw dbname=postgres",
+		" dbname = postgres password=s3cret-pw",
+	};
+	for (size_t i = 0; i < sizeof(conninfo) / sizeof(conninfo[0]); i++) {
+		tu_result r;
+		tu_harvestv(&r, root, NULL,
+			    (const char *const[]){"run", "--db", conninfo[i], "--dir", root, "--shell",
+						  "--", cmd, NULL});
+		expect_status(&r, 125, "run, a key=value string");
+		expect_one_line(&r, "libpq key=value connection string", "run, a key=value string");
+		if (strstr(r.err, "s3cret"))
+			fail_msg("the password is in the message: %s", r.err);
+		tu_result_free(&r);
+		struct stat sb;
+		assert_int_not_equal(stat(marker, &sb), 0);
+		char made[4200];
+		snprintf(made, sizeof(made), "%s/%s", root, conninfo[i]);
+		assert_int_not_equal(stat(made, &sb), 0);
+	}
+	/* push's usage mistakes are usage errors (2), as every command's are. */
+	char *local = tu_path(root, "local.db");
+	const char *const bad_push[][7] = {
+		{"history", "push", "--db", local, "--to", local, NULL},
+		{"history", "push", "--db", "postgresql:///x?host=/nonexistent", "--to",
+		 "postgresql:///y?host=/nonexistent", NULL},
+	};
+	for (size_t i = 0; i < 2; i++) {
+		tu_result r;
+		tu_harvestv(&r, root, NULL, bad_push[i]);
+		expect_status(&r, 2, "history push, a usage mistake");
+		tu_result_free(&r);
+	}
+	free(local);
 	free(marker);
 }
 
