@@ -1205,7 +1205,9 @@ static hv_status pg_runs(hv_store *st, const hv_run_filter *f, hv_run_iter **out
 		p_text(&p, f->host);
 		hv_buf_printf(&sql, " AND r.host = $%d", p.n);
 	}
-	hv_buf_append_str(&sql, " ORDER BY r.id DESC");
+	/* Newest first by start: a pushed run takes its id when it is pushed, and its place here
+	 * (and among the runs prune keeps) by when it began. */
+	hv_buf_append_str(&sql, " ORDER BY r.started_at_ns DESC, r.id DESC");
 	if (f->limit) {
 		p_int(&p, f->limit > INT64_MAX ? INT64_MAX : (int64_t)f->limit);
 		hv_buf_printf(&sql, " LIMIT $%d", p.n);
@@ -1589,8 +1591,8 @@ static hv_status prune_tx(hv_store *st, const hv_prune_opts *opts, hv_prune_resu
 	} else {
 		/* All but the newest keep_runs (unended ones counted among the kept). */
 		p_int(&p, opts->keep_runs);
-		hv_buf_append_str(&sql, "id NOT IN (SELECT id FROM harvest.runs ORDER BY id DESC"
-					" LIMIT $1)");
+		hv_buf_append_str(&sql, "id NOT IN (SELECT id FROM harvest.runs"
+					" ORDER BY started_at_ns DESC, id DESC LIMIT $1)");
 	}
 	if (rc == HV_OK)
 		rc = sql.data ? pg_exec(st, sql.data, &p, "cannot prune")

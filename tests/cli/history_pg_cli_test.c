@@ -890,6 +890,51 @@ static void test_mime_cache_db(void **state)
 
 /* push from a local history that does not exist: an error naming it, and no empty file
  * made in its place. */
+/* A pushed run takes its place among the fleet's runs by when it began, not by when it was
+ * pushed (its id): a run that began later, live on the server, is newer, is listed first and
+ * is the one prune --keep-runs 1 keeps. */
+static void test_push_keeps_start_order(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	char *local = tu_path(f.root, "local.db");
+	tu_result r;
+	tu_harvestv(&r, NULL, NULL,
+		    (const char *const[]){"run", "--db", local, "--dir", f.root, "--label", "older",
+					  "--", "true", NULL});
+	expect_status(&r, 0, "the local run");
+	tu_result_free(&r);
+	hv(&r, &f, (const char *const[]){"run", "--dir", f.root, "--label", "newer", "--", "true",
+					  NULL});
+	expect_status(&r, 0, "the live run");
+	tu_result_free(&r);
+	tu_harvestv(&r, NULL, NULL,
+		    (const char *const[]){"history", "push", "--db", local, "--to", f.db, NULL});
+	expect_status(&r, 0, "history push");
+	tu_result_free(&r);
+	/* the pushed run has the higher id */
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.runs WHERE label = 'older'::bytea AND"
+			       " id > (SELECT id FROM harvest.runs WHERE label = 'newer'::bytea)"),
+			 1);
+	tj_value *v = hv_json(&f, (const char *const[]){"history", "runs", NULL});
+	assert_int_equal(tj_len(v), 2);
+	assert_string_equal(tj_str(tj_get(tj_at(v, 0), "label"), NULL), "newer");
+	assert_string_equal(tj_str(tj_get(tj_at(v, 1), "label"), NULL), "older");
+	tj_free(v);
+	v = hv_json(&f, (const char *const[]){"history", "runs", "--limit", "1", NULL});
+	assert_string_equal(tj_str(tj_get(tj_at(v, 0), "label"), NULL), "newer");
+	tj_free(v);
+	v = hv_json(&f, (const char *const[]){"history", "prune", "--keep-runs", "1", NULL});
+	tj_free(v);
+	v = hv_json(&f, (const char *const[]){"history", "runs", NULL});
+	assert_int_equal(tj_len(v), 1);
+	assert_string_equal(tj_str(tj_get(tj_at(v, 0), "label"), NULL), "newer");
+	tj_free(v);
+	free(local);
+	fx_close(&f);
+}
+
 static void test_push_missing_local(void **state)
 {
 	(void)state;
@@ -1022,6 +1067,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_second_signal_healthy_server, tu_cleanup),
 		cmocka_unit_test_teardown(test_collect_fd_minimum, tu_cleanup),
 		cmocka_unit_test_teardown(test_mime_cache_db, tu_cleanup),
+		cmocka_unit_test_teardown(test_push_keeps_start_order, tu_cleanup),
 		cmocka_unit_test_teardown(test_push_missing_local, tu_cleanup),
 		cmocka_unit_test_teardown(test_other_scheme, tu_cleanup),
 	};
