@@ -1106,7 +1106,9 @@ static hv_status pg_run_finish(hv_store *st, int64_t run_id, const hv_run_end *e
 			       size_t n_artifacts)
 {
 	int rc = HV_OK;
-	bool was_open = false;
+	/* Until the end is written, the run is taken to be open: a BEGIN that failed (its lock
+	 * waited on a prune past the statement timeout) leaves it so, and it is ended below. */
+	bool was_open = true;
 	{ /* the transaction */
 		/* See the top of the file: prune waits for this transaction. Both in one round
 		 * trip (the simple protocol takes several statements). */

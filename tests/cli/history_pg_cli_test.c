@@ -12,6 +12,7 @@
 #include "tu_pg.h"
 
 #include <fcntl.h>
+#include <libpq-fe.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -213,6 +214,39 @@ static void test_kill_writers(void **state)
 
 /* Prune --keep-runs 0 in a loop while writers record a content they all share: no artifact
  * that says its content is stored ever lacks it. */
+/* A run whose recording waits on a prune's lock past its timeout is ended as not_recorded
+ * (the connection is fine), not left in progress: the lock's timeout is lowered to 1 s for
+ * this database, and a session holds prune's lock meanwhile. */
+static void test_lock_timeout_ends_the_run(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	tu_result r;
+	hv(&r, &f, (const char *const[]){"run", "--dir", f.root, "--", "true", NULL});
+	expect_status(&r, 0, "a first run (the schema)");
+	tu_result_free(&r);
+	tu_pg_exec(f.db, "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET lock_timeout = %L',"
+			 " current_database(), '1s'); END $$");
+	PGconn *holder = PQconnectdb(f.db);
+	assert_int_equal(PQstatus(holder), CONNECTION_OK);
+	PGresult *res = PQexec(holder, "BEGIN; LOCK TABLE harvest.contents IN SHARE ROW EXCLUSIVE MODE");
+	assert_int_equal(PQresultStatus(res), PGRES_COMMAND_OK);
+	PQclear(res);
+	hv(&r, &f, (const char *const[]){"run", "--dir", f.root, "--host", "sbx-lock", "--shell",
+					  "--", "echo x > x.txt", NULL});
+	expect_status(&r, 125, "a run whose recording waited on prune's lock");
+	tu_result_free(&r);
+	res = PQexec(holder, "ROLLBACK");
+	PQclear(res);
+	PQfinish(holder);
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.runs WHERE host = 'sbx-lock'"), 1);
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.runs WHERE host = 'sbx-lock' AND"
+			       " ended_at_ns IS NOT NULL AND end_reason = 'not_recorded'"),
+			 1);
+	fx_close(&f);
+}
+
 static void test_prune_racing_writers(void **state)
 {
 	(void)state;
@@ -1052,6 +1086,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_fleet_writers, tu_cleanup),
 		cmocka_unit_test_teardown(test_kill_writers, tu_cleanup),
+		cmocka_unit_test_teardown(test_lock_timeout_ends_the_run, tu_cleanup),
 		cmocka_unit_test_teardown(test_prune_racing_writers, tu_cleanup),
 		cmocka_unit_test_teardown(test_unreachable, tu_cleanup),
 		cmocka_unit_test_teardown(test_not_harvests_schema, tu_cleanup),
