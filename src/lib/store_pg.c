@@ -1618,6 +1618,19 @@ static hv_status prune_tx(hv_store *st, const hv_prune_opts *opts, hv_prune_resu
 		rc = pg_exec(st, "CREATE TEMP TABLE prune_shas ON COMMIT DROP AS SELECT DISTINCT"
 				 " sha256 FROM harvest.artifacts WHERE run_id IN"
 				 " (SELECT id FROM prune_runs)", NULL, "cannot prune");
+	/* Pushed runs keep their origin's mark, per database pushed from ('pruned HOST
+	 * IDENTITY' in harvest.meta: the highest local id pruned), so that a push of that
+	 * database again does not bring them back. A database's ids follow its starts, so the
+	 * runs below a pruned one are older and pruned by the same rule. */
+	if (rc == HV_OK)
+		rc = pg_exec(st, "INSERT INTO harvest.meta(key, value) SELECT 'pruned ' || o.prefix,"
+				 " max(o.local)::text FROM (SELECT regexp_replace(origin, ' [^ ]*$', '')"
+				 " AS prefix, substring(origin from ' ([0-9]+)[^ ]*$')::bigint AS local"
+				 " FROM harvest.runs WHERE id IN (SELECT id FROM prune_runs)"
+				 " AND origin IS NOT NULL) o WHERE o.local IS NOT NULL GROUP BY o.prefix"
+				 " ON CONFLICT (key) DO UPDATE SET value = greatest("
+				 "harvest.meta.value::bigint, excluded.value::bigint)::text",
+			     NULL, "cannot prune");
 	if (rc == HV_OK)
 		rc = pg_exec(st, "DELETE FROM harvest.runs WHERE id IN (SELECT id FROM prune_runs)",
 			     NULL, "cannot prune");
@@ -1773,6 +1786,9 @@ static hv_status push_one(hv_store *st, hv_store *dst, const char *identity, con
 	hv_buf origin = {0};
 	hv_buf_printf(&origin, "%s %s %lld", r->host ? r->host : dst->pg->host, identity,
 		      (long long)r->run_id);
+	char pruned_key[512];
+	snprintf(pruned_key, sizeof(pruned_key), "pruned %s %s", r->host ? r->host : dst->pg->host,
+		 identity);
 	if (origin.failed || !origin.data) {
 		hv_buf_free(&origin);
 		return hv_error_set(HV_ENOMEM, "out of memory");
@@ -1782,7 +1798,32 @@ static hv_status push_one(hv_store *st, hv_store *dst, const char *identity, con
 		rc = pg_exec(dst, "LOCK TABLE harvest.contents IN ROW EXCLUSIVE MODE", NULL,
 			     "cannot push");
 	int64_t id = 0;
-	if (rc == HV_OK) {
+	/* Two tries: the origin, then, when the fleet holds that origin for a run that began at
+	 * another time, the origin with this run's start. That is a copy of this database (a
+	 * sandbox image made with a history in it: both copies have its identity and number
+	 * their runs alike); each copy's run is pushed once, under an origin its next push
+	 * makes again. */
+	for (int attempt = 0; rc == HV_OK && attempt < 2 && !id; attempt++) {
+		if (attempt == 1) {
+			pgp p = {0};
+			p_text(&p, origin.data);
+			p_int(&p, r->started_at_ns);
+			PGresult *res = pg_run(dst, "SELECT 1 FROM harvest.runs WHERE origin = $1 AND"
+						    " started_at_ns <> $2", &p, "cannot push");
+			if (!res) {
+				rc = hv_error_last_status();
+				break;
+			}
+			bool other = PQntuples(res) == 1;
+			PQclear(res);
+			if (!other)
+				break; /* this run, pushed before */
+			hv_buf_printf(&origin, "@%lld", (long long)r->started_at_ns);
+			if (origin.failed) {
+				rc = hv_error_set(HV_ENOMEM, "out of memory");
+				break;
+			}
+		}
 		pgp p = {0};
 		p_text(&p, r->host ? r->host : dst->pg->host);
 		p_bytes(&p, r->label, r->label_len);
@@ -1790,8 +1831,15 @@ static hv_status push_one(hv_store *st, hv_store *dst, const char *identity, con
 		p_bytes(&p, r->dir, r->dir_len);
 		p_int(&p, r->started_at_ns);
 		p_text(&p, origin.data);
+		/* Not when the fleet pruned this database's runs up to this one (prune keeps the
+		 * mark, below): pushing again must not bring pruned runs back. */
+		p_text(&p, pruned_key);
+		p_int(&p, r->run_id);
 		PGresult *res = pg_run(dst, "INSERT INTO harvest.runs(host, label, command, dir,"
-					    " started_at_ns, origin) VALUES ($1, $2, $3, $4, $5, $6)"
+					    " started_at_ns, origin) SELECT $1, $2, $3, $4, $5, $6"
+					    " WHERE NOT EXISTS (SELECT 1 FROM harvest.meta WHERE key = $7"
+					    " AND CASE WHEN value ~ '^[0-9]+$' THEN value::bigint >= $8"
+					    " END)"
 					    " ON CONFLICT (origin) DO NOTHING RETURNING id", &p,
 				       "cannot push");
 		if (!res)

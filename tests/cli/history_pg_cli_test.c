@@ -969,6 +969,75 @@ static void test_push_keeps_start_order(void **state)
 	fx_close(&f);
 }
 
+static int64_t pushed(const char *local, const char *to)
+{
+	tu_result r;
+	tu_harvestv(&r, NULL, NULL,
+		    (const char *const[]){"history", "push", "--db", local, "--to", to, NULL});
+	expect_status(&r, 0, "history push");
+	tj_value *v = tj_parse(r.out, r.out_len);
+	assert_non_null(v);
+	int64_t n = tj_int(tj_get(v, "pushed"));
+	tj_free(v);
+	tu_result_free(&r);
+	return n;
+}
+
+static void local_run(const char *local, const char *dir, const char *label)
+{
+	tu_result r;
+	tu_harvestv(&r, NULL, NULL,
+		    (const char *const[]){"run", "--db", local, "--dir", dir, "--label", label,
+					  "--host", "sandbox-1", "--", "true", NULL});
+	expect_status(&r, 0, "a local run");
+	tu_result_free(&r);
+}
+
+/* Pushing again after the fleet pruned pushed runs does not bring them back; two copies of one
+ * database (a sandbox image made with a history in it) number their runs alike under one
+ * identity, and each copy's runs are pushed, once. */
+static void test_push_after_prune_and_copies(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	char *local = tu_path(f.root, "local.db");
+	for (int i = 0; i < 4; i++)
+		local_run(local, f.root, "early");
+	assert_int_equal(pushed(local, f.db), 4);
+	tj_value *v = hv_json(&f, (const char *const[]){"history", "prune", "--keep-runs", "1", NULL});
+	tj_free(v);
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.runs"), 1);
+	assert_int_equal(pushed(local, f.db), 0);
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.runs"), 1);
+	local_run(local, f.root, "late");
+	assert_int_equal(pushed(local, f.db), 1);
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.runs"), 2);
+
+	/* The copies: one database, a run in it, then copied twice and run in each. */
+	char *tpl = tu_path(f.root, "tpl.db"), *a = tu_path(f.root, "a.db"),
+	     *b = tu_path(f.root, "b.db");
+	local_run(tpl, f.root, "template");
+	char cmd[8192];
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s' && cp '%s' '%s'", tpl, a, tpl, b);
+	assert_int_equal(system(cmd), 0);
+	local_run(a, f.root, "from-a");
+	local_run(b, f.root, "from-b");
+	assert_int_equal(pushed(a, f.db), 2);     /* the template's run and a's */
+	assert_int_equal(pushed(b, f.db), 1);     /* b's: the template's is the same run */
+	assert_int_equal(pushed(a, f.db), 0);
+	assert_int_equal(pushed(b, f.db), 0);
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.runs WHERE label = 'from-a'::bytea"), 1);
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.runs WHERE label = 'from-b'::bytea"), 1);
+	assert_int_equal(q(&f, "SELECT count(*) FROM harvest.runs WHERE label = 'template'::bytea"),
+			 1);
+	free(tpl);
+	free(a);
+	free(b);
+	free(local);
+	fx_close(&f);
+}
+
 static void test_push_missing_local(void **state)
 {
 	(void)state;
@@ -1103,6 +1172,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_collect_fd_minimum, tu_cleanup),
 		cmocka_unit_test_teardown(test_mime_cache_db, tu_cleanup),
 		cmocka_unit_test_teardown(test_push_keeps_start_order, tu_cleanup),
+		cmocka_unit_test_teardown(test_push_after_prune_and_copies, tu_cleanup),
 		cmocka_unit_test_teardown(test_push_missing_local, tu_cleanup),
 		cmocka_unit_test_teardown(test_other_scheme, tu_cleanup),
 	};
