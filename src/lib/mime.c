@@ -496,7 +496,7 @@ void hvm_magic_buffers(hv_magic *m, size_t k, const void *const *bufs, const siz
 			b.bytes += n;
 			continue;
 		}
-		const char *t;
+		const char *t = NULL;
 		hv_status rc = hv_magic_buffer(m, bufs[i], lens[i], fds[i], paths[i], &t);
 		buffer_result(rc, t, &types[i], &rcs[i], &errs[i]);
 	}

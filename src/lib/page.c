@@ -562,10 +562,12 @@ static size_t esc_end(const char *s, size_t len, size_t i, size_t *ps, size_t *p
 		if (k < len && s[k] != '\n')
 			j = k + (s[k] == '\a' ? 1 : 2);
 	} else {
-		/* ESC, intermediates, a final byte: ESC c, ESC =, ESC ( B ... */
+		/* ESC, intermediates, a final byte: ESC c, ESC =, ESC ( B ... A control character
+		 * (a newline, another ESC) is no final byte: the ESC alone goes, and what follows
+		 * is kept (a line that ended in a stray ESC keeps its newline). */
 		while (j < len && (unsigned char)s[j] >= 0x20 && (unsigned char)s[j] <= 0x2f)
 			j++;
-		if (j < len)
+		if (j < len && (unsigned char)s[j] >= 0x30 && (unsigned char)s[j] <= 0x7e)
 			j++;
 	}
 	return j;
@@ -1158,10 +1160,18 @@ static void page_artifact(pw *w, const hv_artifact_row *a)
 		puts_(w, ";base64,");
 		put_base64(w, data, len);
 		puts_(w, "\"></div>");
-	} else if (v == V_TABLE) {
-		put_table(w, (const char *)data, len, sep);
-	} else if (v == V_TEXT) {
-		put_lines(w, (const char *)data, len);
+	} else if (v == V_TABLE || v == V_TEXT) {
+		if (v == V_TABLE)
+			put_table(w, (const char *)data, len, sep);
+		else
+			put_lines(w, (const char *)data, len);
+		/* Its start is shown; the whole of a file too large to embed is fetched. */
+		if (len > w->embed_max && w->recorded) {
+			puts_(w, "<p class=\"note\">The whole file (over ");
+			put_size(w, w->embed_max);
+			puts_(w, "): </p>");
+			put_get_command(w, a);
+		}
 	} else {
 		/* octet-stream whatever the type: the browser saves it and never renders it */
 		puts_(w, "<a class=\"dl\" download=\"");
@@ -1380,16 +1390,23 @@ static void page_outputs(pw *w, const hv_run_row *r)
 	if (!r->command_json)
 		return;
 	puts_(w, "<h2 id=\"output\">Output</h2>\n");
+	if (!r->ended) {
+		/* Nothing of it is known yet: not "empty", which it may not be. */
+		puts_(w, "<p class=\"note\">The run has not ended: its output and the files it "
+			 "produced are recorded when it does.</p>\n");
+		return;
+	}
 	page_stream(w, "stdout", r->stdout_data, r->stdout_len, r->stdout_truncated);
 	page_stream(w, "stderr", r->stderr_data, r->stderr_len, r->stderr_truncated);
 }
 
-static void page_artifacts_title(pw *w, uint64_t n)
+static void page_artifacts_title(pw *w, uint64_t n, bool ended)
 {
 	putf(w, "<h2 id=\"artifacts\">Artifacts <span class=\"count\">%llu</span></h2>\n",
 	     (unsigned long long)n);
 	if (n == 0)
-		puts_(w, "<p class=\"note\">No files were produced.</p>\n");
+		puts_(w, ended ? "<p class=\"note\">No files were produced.</p>\n"
+			       : "<p class=\"note\">None yet: the run has not ended.</p>\n");
 }
 
 int hv_page_write_file(void *file, const void *data, size_t len)
@@ -1446,7 +1463,7 @@ hv_status hv_page_write_collection(const hv_run_row *run, const hv_collection *c
 	size_t n = c ? c->n_files : 0;
 	page_head(w, run, o, n);
 	page_outputs(w, run);
-	page_artifacts_title(w, n);
+	page_artifacts_title(w, n, run->ended || !run->command_json);
 	hv_status rc = HV_OK;
 	for (size_t i = 0; i < n && rc == HV_OK; i++) {
 		const hv_output_file *f = &c->files[i];
@@ -1568,7 +1585,7 @@ hv_status hv_page_write_run(hv_store *st, int64_t run_id, const hv_page_opts *o,
 	page_head(w, r, &with_host, (size_t)r->artifacts);
 	free(host);
 	page_outputs(w, r);
-	page_artifacts_title(w, r->artifacts);
+	page_artifacts_title(w, r->artifacts, r->ended || !r->command_json);
 	/* one artifact (and its content) at a time: the iterator reads row by row */
 	hv_artifact_filter af = {.run_id = run_id, .with_content = true};
 	hv_artifact_iter *ai;

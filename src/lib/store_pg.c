@@ -48,6 +48,8 @@ struct hvpg {
 	PGconn *c;
 	char *where;        /* the URI with its password masked: for messages */
 	bool have_schema;   /* false: a read-only open of a database without harvest's schema */
+	int64_t version;    /* the schema's version: older than ours only in a read-only open
+	                     * (a writer upgrades it), whose queries leave out what it lacks */
 	int silence_ms;     /* a wait with nothing from the server for this long is given up */
 	const atomic_bool *outer; /* another handle's interrupt flag that stops this one too */
 	char lost[160];     /* why the connection was given up and closed (c is then NULL) */
@@ -650,8 +652,10 @@ hv_status hvst_pg_open(hv_store *st, const char *uri)
 	int rc = schema_version(st, &v, false);
 	if (rc == HV_OK && !st->readonly && v < HV_STORE_PG_SCHEMA_VERSION)
 		rc = migrate(st);
-	if (rc == HV_OK)
+	if (rc == HV_OK) {
 		pg->have_schema = !st->readonly || v > 0;
+		pg->version = st->readonly ? v : HV_STORE_PG_SCHEMA_VERSION;
+	}
 	return rc;
 }
 
@@ -1187,7 +1191,9 @@ static hv_status pg_runs(hv_store *st, const hv_run_filter *f, hv_run_iter **out
 				" r.end_reason, r.host");
 	if (f->with_output)
 		hv_buf_append_str(&sql, ", r.stdout_truncated, r.stderr_truncated, r.skipped,"
-					" r.stdout, r.stderr, r.deleted");
+					" r.stdout, r.stderr, ");
+	if (f->with_output) /* runs.deleted: version 2 */
+		hv_buf_append_str(&sql, st->pg->version >= 2 ? "r.deleted" : "NULL::text");
 	hv_buf_append_str(&sql, " FROM harvest.runs r WHERE true");
 	if (f->run_id) {
 		p_int(&p, f->run_id);
@@ -1366,7 +1372,9 @@ static hv_status pg_artifacts(hv_store *st, const hv_artifact_filter *f,
 	hv_buf sql = {0}, marr = {0}, nlike = {0};
 	pgp p = {0};
 	hv_buf_append_str(&sql, "SELECT a.id, a.run_id, a.path, a.name, a.mime_type, a.size,"
-				" a.sha256, a.recorded_at_ns, a.content_stored, a.change");
+				" a.sha256, a.recorded_at_ns, a.content_stored, ");
+	/* artifacts.change: version 2 */
+	hv_buf_append_str(&sql, st->pg->version >= 2 ? "a.change" : "NULL::text");
 	if (f->with_content)
 		hv_buf_append_str(&sql, ", c.bytes");
 	hv_buf_append_str(&sql, " FROM harvest.artifacts a");

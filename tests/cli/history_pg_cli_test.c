@@ -680,6 +680,44 @@ static void test_newer_schema(void **state)
 	fx_close(&f);
 }
 
+/* A history at schema version 1 (before runs.deleted and artifacts.change), as an older
+ * harvest left it: the read-only commands read it as it is (its runs have no deleted list,
+ * its artifacts no change), and the next writer upgrades it. */
+static void test_older_schema_read(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	tu_result r;
+	hv(&r, &f, (const char *const[]){"run", "--dir", f.root, "--shell", "--",
+					 "echo one > o1.txt", NULL});
+	expect_status(&r, 0, "first run");
+	tu_result_free(&r);
+	tu_pg_exec(f.db, "ALTER TABLE harvest.runs DROP COLUMN deleted;"
+			 "ALTER TABLE harvest.artifacts DROP COLUMN change;"
+			 "UPDATE harvest.meta SET value = '1' WHERE key = 'schema_version'");
+	tj_value *v = hv_json(&f, (const char *const[]){"history", "artifacts", NULL});
+	assert_int_equal(tj_len(v), 1);
+	assert_string_equal(tj_str(tj_get(tj_at(v, 0), "name"), NULL), "o1.txt");
+	tj_free(v);
+	v = hv_json(&f, (const char *const[]){"history", "show", "1", NULL});
+	assert_int_equal(tj_len(tj_get(v, "output_files")), 1);
+	tj_free(v);
+	char *tar = tu_path(f.root, "r.tar");
+	hv(&r, &f, (const char *const[]){"history", "get", "--run", "1", "-o", tar, NULL});
+	expect_status(&r, 0, "history get --run of a version 1 history");
+	tu_result_free(&r);
+	free(tar);
+	assert_int_equal(q(&f, "SELECT value::int FROM harvest.meta WHERE key = 'schema_version'"),
+			 1); /* reading changed nothing */
+	hv(&r, &f, (const char *const[]){"run", "--dir", f.root, "--", "true", NULL});
+	expect_status(&r, 0, "a writer");
+	tu_result_free(&r);
+	assert_int_equal(q(&f, "SELECT value::int FROM harvest.meta WHERE key = 'schema_version'"),
+			 2);
+	fx_close(&f);
+}
+
 /* First-time writers at once: one creates the schema, the others wait for it (advisory
  * lock) and use it. */
 static void test_first_writers_race(void **state)
@@ -1160,6 +1198,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_unreachable, tu_cleanup),
 		cmocka_unit_test_teardown(test_not_harvests_schema, tu_cleanup),
 		cmocka_unit_test_teardown(test_newer_schema, tu_cleanup),
+		cmocka_unit_test_teardown(test_older_schema_read, tu_cleanup),
 		cmocka_unit_test_teardown(test_no_rights, tu_cleanup),
 		cmocka_unit_test_teardown(test_first_writers_race, tu_cleanup),
 		cmocka_unit_test_teardown(test_push_twice, tu_cleanup),

@@ -225,6 +225,27 @@ static void test_200_lines(void **state)
 	free(txt);
 }
 
+/* A run that has not ended: its output and files are not known yet, not "empty" or "none". */
+static void test_not_ended(void **state)
+{
+	(void)state;
+	hv_run_row r = {.run_id = 9, .command_json = "[\"sleep\",\"4\"]", .dir = "/", .dir_len = 1,
+			.started_at_ns = INT64_C(1764547200000000000), .duration_ms = -1};
+	char *p = page_of(&r, NULL, 0, NULL);
+	assert_non_null(strstr(p, "<span class=\"badge warn\">not finished</span>"));
+	assert_non_null(strstr(p, "The run has not ended: its output and the files it produced"));
+	assert_non_null(strstr(p, "None yet: the run has not ended."));
+	assert_null(strstr(p, "empty"));
+	assert_null(strstr(p, "No files were produced."));
+	free(p);
+	r.ended = true;
+	r.ended_at_ns = r.started_at_ns + 1;
+	p = page_of(&r, NULL, 0, NULL);
+	assert_non_null(strstr(p, "No files were produced."));
+	assert_null(strstr(p, "has not ended"));
+	free(p);
+}
+
 static void test_ansi(void **state)
 {
 	(void)state;
@@ -252,6 +273,15 @@ static void test_ansi(void **state)
 	assert_non_null(strstr(p, "<span class=\"badge bad\">exit 2</span>"));
 	assert_non_null(strstr(p, "<span class=\"badge warn\">not recorded</span>"));
 	assert_no_script(p);
+	free(p);
+	/* A stray ESC before a newline or before another escape goes alone: the newline stays,
+	 * and the next sequence is read (its colour applied, not shown as "[31m"). */
+	static const char stray[] = "line1\x1b\nline2\nline3\x1b\x1b[31mred\x1b[0m\n";
+	r.stdout_data = stray;
+	r.stdout_len = sizeof(stray) - 1;
+	p = page_of(&r, NULL, 0, NULL);
+	if (!strstr(p, "<pre class=\"term\">line1\nline2\nline3<span class=\"c1\">red</span>\n</pre>"))
+		fail_msg("stray ESC: %s", strstr(p, "line1") ? strstr(p, "line1") : p);
 	free(p);
 	/* An OSC that is not ended on its line (no BEL, no ESC \\) loses its introducer only:
 	 * what follows it is shown, never hidden (a title set, then the rest of the output). */
@@ -550,6 +580,25 @@ static void test_embed_cap(void **state)
 	assert_null(strstr(p, "data:image/png"));
 	free(p);
 
+	/* A text or CSV file over the cap: its start is shown, and the command fetches it all. */
+	char lines[300];
+	for (size_t i = 0; i < sizeof(lines); i++)
+		lines[i] = i % 10 == 9 ? '\n' : 'a';
+	art texts[] = {{"log.txt", "text/plain", lines, sizeof(lines)},
+		       {"t.csv", "text/csv", lines, sizeof(lines)},
+		       {"short.txt", "text/plain", lines, 50}};
+	p = page_of(NULL, texts, 3, &o);
+	assert_non_null(strstr(p, "<pre>aaaaaaaaa\naaaaaaaaa\n"));
+	for (size_t i = 0; i < 2; i++) {
+		tu_sha256_hex(lines, sizeof(lines), sha);
+		snprintf(want, sizeof(want), "harvest history get %s -o &#39;%s&#39;", sha,
+			 texts[i].path);
+		if (!strstr(p, want))
+			fail_msg("no %s in the page", want);
+	}
+	assert_null(strstr(p, "-o &#39;short.txt&#39;"));
+	free(p);
+
 	/* not recorded: no command to offer */
 	hv_run_row r = {.command_json = NULL, .dir = "/d", .dir_len = 2, .ended = true,
 			.duration_ms = -1};
@@ -677,6 +726,7 @@ int main(void)
 		cmocka_unit_test(test_csv),
 		cmocka_unit_test(test_csv_first_50_rows),
 		cmocka_unit_test(test_200_lines),
+		cmocka_unit_test(test_not_ended),
 		cmocka_unit_test(test_ansi),
 		cmocka_unit_test(test_bytes),
 		cmocka_unit_test(test_bidi_controls),
