@@ -37,6 +37,8 @@
 #ifndef HARVEST_RUN_H
 #define HARVEST_RUN_H
 
+#include <signal.h>
+
 #include "types.h"
 
 #ifdef __cplusplus
@@ -87,6 +89,10 @@ typedef struct hv_run_opts {
 	                             * child's own status; readable already when the command
 	                             * would start, it is not started (HV_ECHILD). A self-pipe
 	                             * written by a SIGINT handler fits here. */
+	const volatile sig_atomic_t *cancel_signal; /* NULL, or where the handler that writes
+	                             * cancel_fd stores the signal it caught: the group is sent
+	                             * that signal first instead of SIGTERM (as timeout(1) passes
+	                             * on a SIGINT), SIGKILL 2 s later; 0 or no signal: SIGTERM */
 } hv_run_opts;
 
 /* What a run gave. Filled by hv_run(); release with hv_run_result_free(). */
@@ -116,7 +122,8 @@ typedef struct hv_run_result {
 } hv_run_result;
 
 /* Fills opts with the defaults: no argv, no timeout, 16 MiB kept per stream, stdin from
- * /dev/null, linger 2 s, no cancel descriptor, descendants out of the group left alone. */
+ * /dev/null, linger 2 s, no cancel descriptor (nor signal), descendants out of the group left
+ * alone. */
 HV_EXTERN void hv_run_opts_init(hv_run_opts *opts);
 
 /* HV_OK when assignment is KEY=VALUE with KEY matching ^[A-Za-z_][A-Za-z0-9_]*$, else

@@ -179,6 +179,9 @@ typedef struct hv_artifact_in {
  * normally and everything was recorded). */
 /* The process that recorded it was gone before it ended (killed): set by the store. */
 #define HV_END_INTERRUPTED "interrupted"
+/* The command was ended early by its caller (harvest got SIGINT, SIGTERM or SIGHUP; a library
+ * caller's hv_run_opts.cancel_fd): what it produced until then is recorded. */
+#define HV_END_CANCELLED "cancelled"
 /* The command ran, but recording what it produced failed (disk full, lock busy): the run is
  * ended with no artifacts, and its ExecutionResult must not claim a run_id. */
 #define HV_END_NOT_RECORDED "not_recorded"

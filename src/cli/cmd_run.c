@@ -57,8 +57,9 @@ static const char run_usage[] =
 	"  --format F              jsonl (default: events, then the result), json (the result)\n"
 	"                          or html (the run and its files as one self-contained page)\n"
 	"  --case C                snake (default) or camel (the TypeScript SDK's shapes)\n"
-	"SIGINT, SIGTERM or SIGHUP ends COMMAND as a timeout does, and the run is still recorded;\n"
-	"a second one stops waiting for a PostgreSQL server that does not answer (1 s).\n"
+	"SIGINT, SIGTERM or SIGHUP is passed on to COMMAND's process group (SIGKILL 2 s later),\n"
+	"and the run is still recorded, as \"cancelled\"; a second one stops waiting for a\n"
+	"PostgreSQL server that does not answer (1 s).\n"
 	"Exit status: the command's; 128+N when killed by signal N; 124 timeout; 126 not\n"
 	"executable; 127 not found; 125 harvest itself failed (reason on stderr).\n";
 
@@ -285,6 +286,7 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 		sigaction(SIGTERM, &sa, NULL);
 		sigaction(SIGHUP, &sa, NULL);
 		eo.run.cancel_fd = cancel_pipe[0];
+		eo.run.cancel_signal = &cancel_signal;
 	}
 	signal(SIGPIPE, SIG_IGN);
 

@@ -222,6 +222,7 @@ static hv_status execute(hv_store *st, const char *dir, const hv_execute_opts *o
 		.has_exit_code = true,
 		.exit_code = r->exit_code,
 		.timed_out = r->timed_out,
+		.end_reason = r->cancelled ? HV_END_CANCELLED : NULL,
 		.duration_ms = (int64_t)r->duration_ms,
 		.stdout_data = r->stdout_data,
 		.stdout_len = r->stdout_len,

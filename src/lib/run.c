@@ -989,16 +989,21 @@ static void end_leftovers(runner *r)
 	}
 }
 
-/* Starts ending the process group: SIGTERM now (SIGCONT so a stopped process receives it, as
+/* Starts ending the process group: sig now (SIGCONT so a stopped process receives it, as
  * timeout(1) does), SIGKILL after the grace period. */
-static void start_kill(runner *r, int64_t now)
+static void start_kill_with(runner *r, int64_t now, int sig)
 {
 	if (r->kill_phase != 0)
 		return;
-	signal_group(r, SIGTERM);
+	signal_group(r, sig);
 	signal_group(r, SIGCONT);
 	r->kill_phase = 1;
 	r->next_kill = now + HV_RUN_KILL_GRACE_MS;
+}
+
+static void start_kill(runner *r, int64_t now)
+{
+	start_kill_with(r, now, SIGTERM);
 }
 
 static bool pipes_open(const runner *r)
@@ -1143,7 +1148,12 @@ static hv_status run_loop(runner *r)
 			leader_exited(r, now);
 		if (i_cancel >= 0 && (pf[i_cancel].revents & (ready | POLLNVAL))) {
 			r->cancelled = true;
-			start_kill(r, now);
+			/* The signal the caller caught, passed on (a Ctrl-C reaches the command as
+			 * SIGINT: a Python program gets its KeyboardInterrupt); SIGTERM otherwise. */
+			int sig = r->opts->cancel_signal ? *r->opts->cancel_signal : 0;
+			start_kill_with(r, now, sig > 0 && sig < SIGRTMIN && sig != SIGKILL && sig != SIGSTOP
+					       ? sig
+					       : SIGTERM);
 		}
 		if (i_watch >= 0 && pf[i_watch].revents && !r->on_watch(r->watch_ctx))
 			r->watch_fd = -1;

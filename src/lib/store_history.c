@@ -555,7 +555,7 @@ static hv_status sq_run_finish(hv_store *st, int64_t run_id, const hv_run_end *e
 		else
 			hvst_tx_rollback(st);
 	}
-	if (rc != HV_OK && was_open && !end->end_reason)
+	if (rc != HV_OK && was_open && !hvst_end_not_recorded(end))
 		end_not_recorded(st, run_id, end);
 	return rc;
 }

@@ -10,7 +10,7 @@
 #include "store_backend.h"
 
 #include <stdatomic.h>
-
+#include <string.h>
 
 /* How long a statement waits for another connection's lock. */
 #define ST_BUSY_TIMEOUT_MS 10000
@@ -107,6 +107,12 @@ char *hvst_owner_self(void);
  * same PID namespace, and that boot is over or that process (pid with that start time) no
  * longer exists. Unknown is never gone. */
 bool hvst_owner_gone(const char *self, const char *owner);
+/* Whether end already says the run was not recorded (then a failed recording of it needs no
+ * second try at saying so). */
+static inline bool hvst_end_not_recorded(const hv_run_end *end)
+{
+	return end->end_reason && !strcmp(end->end_reason, HV_END_NOT_RECORDED);
+}
 /* Ends the unended runs whose owner is gone (end_reason "interrupted"), in one transaction
  * when there are any. */
 hv_status hvst_reap_interrupted(hv_store *st);

@@ -1134,7 +1134,7 @@ static hv_status pg_run_finish(hv_store *st, int64_t run_id, const hv_run_end *e
 		else
 			pg_rollback(st);
 	}
-	if (rc != HV_OK && was_open && !end->end_reason && PQstatus(st->pg->c) == CONNECTION_OK) {
+	if (rc != HV_OK && was_open && !hvst_end_not_recorded(end) && PQstatus(st->pg->c) == CONNECTION_OK) {
 		/* Ended with none of its artifacts, and saying so; best effort. */
 		hv_error_saved saved;
 		hv_error_save(&saved);

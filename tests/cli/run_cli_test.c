@@ -1326,10 +1326,11 @@ static void test_collect_failure_after_run(void **state)
 }
 
 /* sig to harvest (group: to its whole process group, as a terminal's Ctrl-C or timeout(1)
- * sends it) ends the command like a timeout would (its process group gets SIGTERM), but the
- * run is still collected, printed and recorded; the status is the command's (killed by the
- * SIGTERM harvest sends its process group, of its own: 143), and timed_out stays false. libmagic's worker, in harvest's process group, is not
- * the command's: the file made is typed by it, not given octet-stream. */
+ * sends it) is passed on to the command's process group, as timeout(1) passes it on, and the
+ * run is still collected, printed and recorded, as "cancelled"; the status is the command's
+ * (killed by that signal: 128 + sig), and timed_out stays false. libmagic's worker, in
+ * harvest's process group, is not the command's: the file made is typed by it, not given
+ * octet-stream. */
 static void check_signal_ends_the_run(int sig, bool group)
 {
 	fixture f;
@@ -1364,13 +1365,14 @@ static void check_signal_ends_the_run(int sig, bool group)
 	r.err = tu_read_file(err, &r.err_len);
 	assert_non_null(r.out);
 	assert_non_null(r.err);
-	if (status != 128 + SIGTERM)
-		fail_msg("exit %d, expected %d: %s", status, 128 + SIGTERM, r.err);
+	if (status != 128 + sig)
+		fail_msg("exit %d, expected %d: %s", status, 128 + sig, r.err);
 	assert_null(strstr(r.err, "libmagic worker"));
 	events ev;
 	parse_events(&ev, &r, false);
-	assert_int_equal(tj_int(tj_get(ev.result, "exit_code")), 128 + SIGTERM);
+	assert_int_equal(tj_int(tj_get(ev.result, "exit_code")), 128 + sig);
 	assert_false(tj_bool(tj_get(ev.result, "timed_out")));
+	assert_bytes(tj_get(ev.result, "end_reason"), "cancelled", 9);
 	assert_bytes(tj_get(ev.result, "stdout"), "hi\n", 3);
 	check_output(find_output(ev.result, "output_files", "started.txt"), f.d, "started.txt",
 		     "text/plain", "mime_type");
@@ -1380,7 +1382,8 @@ static void check_signal_ends_the_run(int sig, bool group)
 	tj_value *runs = history_runs(&f);
 	assert_int_equal(tj_len(runs), 1);
 	assert_int_equal(tj_int(tj_get(tj_at(runs, 0), "run_id")), id);
-	assert_int_equal(tj_int(tj_get(tj_at(runs, 0), "exit_code")), 128 + SIGTERM);
+	assert_int_equal(tj_int(tj_get(tj_at(runs, 0), "exit_code")), 128 + sig);
+	assert_bytes(tj_get(tj_at(runs, 0), "end_reason"), "cancelled", 9);
 	assert_int_equal(tj_int(tj_get(tj_at(runs, 0), "artifacts")), 1);
 	tj_free(runs);
 	free(out);

@@ -1099,14 +1099,17 @@ static void *cancel_once_started(void *arg)
 	return NULL;
 }
 
-static void test_cancel_fd_ends_the_run(void **state)
+/* A cancel while the command runs ends it with the signal *sig (opts.cancel_signal; NULL: none
+ * given), expecting the command to die of expect. */
+static void check_cancel(const volatile sig_atomic_t *sig, int expect)
 {
-	(void)state;
 	int p[2];
 	assert_int_equal(pipe(p), 0);
 	hv_run_opts opts;
 	hv_run_opts_init(&opts);
+	assert_null(opts.cancel_signal);
 	opts.cancel_fd = p[0];
+	opts.cancel_signal = sig;
 	collector c = {0};
 	hv_run_result res;
 	char *dir = tu_mkdtemp();
@@ -1122,7 +1125,8 @@ static void test_cancel_fd_ends_the_run(void **state)
 		fail_msg("the command did not start in 30 s: no %s", cw.started);
 	assert_true(res.cancelled);
 	assert_false(res.timed_out);
-	assert_int_equal(res.exit_code, 128 + SIGTERM);
+	assert_int_equal(res.exit_code, 128 + expect);
+	assert_int_equal(res.term_signal, expect);
 	assert_true(res.duration_ms < 5000); /* not the sleep's 10 s */
 	hv_run_result_free(&res);
 	collector_free(&c);
@@ -1131,6 +1135,30 @@ static void test_cancel_fd_ends_the_run(void **state)
 	free((char *)cw.started);
 	tu_rmrf(dir);
 	free(dir);
+}
+
+static void test_cancel_fd_ends_the_run(void **state)
+{
+	(void)state;
+	check_cancel(NULL, SIGTERM);
+}
+
+/* The signal the caller caught is the one passed on (as timeout(1) does); one that cannot be
+ * caught, or no signal, gives SIGTERM (the grace period before SIGKILL stays). */
+static void test_cancel_signal_passed_on(void **state)
+{
+	(void)state;
+	static volatile sig_atomic_t sig;
+	sig = SIGINT;
+	check_cancel(&sig, SIGINT);
+	sig = SIGHUP;
+	check_cancel(&sig, SIGHUP);
+	sig = 0;
+	check_cancel(&sig, SIGTERM);
+	sig = SIGKILL;
+	check_cancel(&sig, SIGTERM);
+	sig = SIGRTMIN + 1;
+	check_cancel(&sig, SIGTERM);
 }
 
 /* Cancelled before it began (a SIGINT while the caller still prepared the run): the command
@@ -1657,6 +1685,7 @@ int main(void)
 		cmocka_unit_test(test_cwd_honoured),
 		cmocka_unit_test(test_child_inherits_no_descriptors_or_signal_state),
 		cmocka_unit_test(test_cancel_fd_ends_the_run),
+		cmocka_unit_test(test_cancel_signal_passed_on),
 		cmocka_unit_test(test_cancel_fd_before_start),
 		cmocka_unit_test(test_callback_failure_stops_the_run),
 		cmocka_unit_test(test_shell_argv),
