@@ -91,6 +91,8 @@ static void putf(pw *w, const char *fmt, ...)
 enum {
 	ESC_NAME = 0,   /* a name on one line: every control character as \xNN */
 	ESC_PRE = 1,    /* text in <pre>: newlines and tabs kept, CR of CRLF dropped */
+	ESC_FILE = 2,   /* a name to save a download under (a download attribute): a backslash
+	                 * kept as one, each character that would be \xNN as one '_' */
 };
 
 /* Whether the UTF-8 character at s (k bytes) reorders the text around it: the bidirectional
@@ -156,6 +158,13 @@ static void put_text(pw *w, const char *s, size_t len, int mode)
 			} else {
 				step = k;
 			}
+		}
+		if (rep == hex && mode == ESC_FILE) {
+			put(w, s + run, i - run);
+			puts_(w, "_");
+			i += c1 ? c1 : 1;
+			run = i;
+			continue;
 		}
 		if (rep) {
 			put(w, s + run, i - run);
@@ -1175,7 +1184,7 @@ static void page_artifact(pw *w, const hv_artifact_row *a)
 	} else {
 		/* octet-stream whatever the type: the browser saves it and never renders it */
 		puts_(w, "<a class=\"dl\" download=\"");
-		put_name(w, a->name, a->name_len);
+		put_text(w, a->name, a->name_len, ESC_FILE);
 		puts_(w, "\" href=\"data:application/octet-stream;base64,");
 		put_base64(w, data, len);
 		puts_(w, "\">\xe2\xac\x87 Download ");
