@@ -446,20 +446,22 @@ static void put_command(pw *w, const char *json)
 /* ---- ANSI colour codes -------------------------------------------------------------------- */
 
 typedef struct sgr {
-	int fg;          /* -1 default, 0..15 */
+	int fg, bg;      /* -1 default, 0..15 */
 	bool bold, dim, italic, underline;
 } sgr;
 
+#define SGR_RESET ((sgr){.fg = -1, .bg = -1})
+
 static bool sgr_plain(const sgr *g)
 {
-	return g->fg < 0 && !g->bold && !g->dim && !g->italic && !g->underline;
+	return g->fg < 0 && g->bg < 0 && !g->bold && !g->dim && !g->italic && !g->underline;
 }
 
 static void sgr_apply(sgr *g, const char *params, size_t len)
 {
 	size_t i = 0;
 	if (len == 0) {
-		*g = (sgr){.fg = -1};
+		*g = SGR_RESET;
 		return;
 	}
 	while (i <= len) {
@@ -474,7 +476,7 @@ static void sgr_apply(sgr *g, const char *params, size_t len)
 		if (!any)
 			v = 0;
 		if (v == 0)
-			*g = (sgr){.fg = -1};
+			*g = SGR_RESET;
 		else if (v == 1)
 			g->bold = true;
 		else if (v == 2)
@@ -495,8 +497,15 @@ static void sgr_apply(sgr *g, const char *params, size_t len)
 			g->fg = v - 90 + 8;
 		else if (v == 39)
 			g->fg = -1;
+		else if (v >= 40 && v <= 47)
+			g->bg = v - 40;
+		else if (v >= 100 && v <= 107)
+			g->bg = v - 100 + 8;
+		else if (v == 49)
+			g->bg = -1;
 		else if (v == 38 || v == 48) {
-			/* 256-colour and RGB forms: their arguments are skipped, not shown */
+			/* 256-colour and RGB forms: the first 16 of the 256 are the 16 colours;
+			 * other colours' arguments are skipped, not shown */
 			size_t save = i;
 			int sub = 0, n = 0;
 			if (i < len && (params[i] == ';' || params[i] == ':')) {
@@ -511,10 +520,19 @@ static void sgr_apply(sgr *g, const char *params, size_t len)
 			int skip = n ? (sub == 5 ? 1 : sub == 2 ? 3 : 0) : 0;
 			if (!n)
 				i = save;
+			bool first = true;
 			for (; skip > 0 && i < len; skip--) {
 				i++; /* the separator */
-				while (i < len && params[i] >= '0' && params[i] <= '9')
+				int c = 0;
+				size_t from = i;
+				while (i < len && params[i] >= '0' && params[i] <= '9') {
+					if (c < 1000)
+						c = c * 10 + (params[i] - '0');
 					i++;
+				}
+				if (first && sub == 5 && i > from && c < 16)
+					*(v == 38 ? &g->fg : &g->bg) = c;
+				first = false;
 			}
 		}
 		if (i >= len)
@@ -531,6 +549,10 @@ static void sgr_open(pw *w, const sgr *g)
 	const char *sep = "";
 	if (g->fg >= 0) {
 		putf(w, "c%d", g->fg);
+		sep = " ";
+	}
+	if (g->bg >= 0) {
+		putf(w, "%sg%d", sep, g->bg);
 		sep = " ";
 	}
 	if (g->bold)
@@ -604,7 +626,7 @@ static size_t tail_start(const char *data, size_t len, size_t tail)
 /* Terminal output: SGR colours become spans, every other escape sequence is dropped. */
 static void put_terminal(pw *w, const char *s, size_t len)
 {
-	sgr g = {.fg = -1};
+	sgr g = SGR_RESET;
 	size_t i = 0, run = 0;
 	while (i < len) {
 		if (s[i] != '\x1b') {
@@ -680,6 +702,10 @@ static const char page_css[] =
 	".c0,.c8{color:var(--t0)}.c1,.c9{color:var(--t1)}.c2,.c10{color:var(--t2)}"
 	".c3,.c11{color:var(--t3)}.c4,.c12{color:var(--t4)}.c5,.c13{color:var(--t5)}"
 	".c6,.c14{color:var(--t6)}.c7,.c15{color:var(--t7)}\n"
+	".g0,.g8{background:var(--t0)}.g1,.g9{background:var(--t1)}"
+	".g2,.g10{background:var(--t2)}.g3,.g11{background:var(--t3)}"
+	".g4,.g12{background:var(--t4)}.g5,.g13{background:var(--t5)}"
+	".g6,.g14{background:var(--t6)}.g7,.g15{background:var(--t7)}\n"
 	".art{padding:0;overflow:hidden}\n"
 	".art>header{padding:12px 16px;border-bottom:1px solid var(--line)}\n"
 	".art h3{font-size:15px;font-weight:600;word-break:break-all}\n"

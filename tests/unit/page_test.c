@@ -283,6 +283,18 @@ static void test_ansi(void **state)
 	if (!strstr(p, "<pre class=\"term\">line1\nline2\nline3<span class=\"c1\">red</span>\n</pre>"))
 		fail_msg("stray ESC: %s", strstr(p, "line1") ? strstr(p, "line1") : p);
 	free(p);
+	/* Backgrounds (40-47, 100-107, 49), and the first 16 of the 256 colours in both places;
+	 * another of the 256, and an RGB colour, leave the text as it was. */
+	static const char bg[] = "\x1b[41mA\x1b[49m \x1b[38;5;2;48;5;9mB\x1b[0m "
+				 "\x1b[38;5;200mC\x1b[48;2;1;2;3mD\x1b[103mE\x1b[m\n";
+	r.stdout_data = bg;
+	r.stdout_len = sizeof(bg) - 1;
+	p = page_of(&r, NULL, 0, NULL);
+	if (!strstr(p, "<pre class=\"term\"><span class=\"g1\">A</span> <span class=\"c2 g9\">B</span>"
+		       " CD<span class=\"g11\">E</span>\n</pre>"))
+		fail_msg("backgrounds: %s", strstr(p, "term") ? strstr(p, "term") : p);
+	assert_non_null(strstr(p, ".g1,.g9{background:var(--t1)}"));
+	free(p);
 	/* An OSC that is not ended on its line (no BEL, no ESC \\) loses its introducer only:
 	 * what follows it is shown, never hidden (a title set, then the rest of the output). */
 	static const char osc[] = "before \x1b]0;x\nrm -rf / was here\nSECRET\n\x1bPq";
