@@ -18,12 +18,20 @@
  * the file whose detection failed. */
 #define MEMO_FAILED '\x01'
 
+/* The smallest first read: a file of the kernel's (/proc/sys) whose size says 0 gives all its
+ * bytes to the first read, and nothing to the next, which comes at an offset it does not
+ * serve; asked for one byte, "4\t2\t30\n" would be read as "4". */
+#define READ_FIRST_MIN 4096u
+
 /* Reads all of fd (a regular file of expected size) into a new buffer, at most max bytes:
  * HV_OK, HV_WARN when it holds more than max, HV_EIO on a read error. */
 static hv_status read_all(int fd, uint64_t expect, uint64_t max, const char *path,
 			  unsigned char **out, size_t *len)
 {
-	size_t cap = (size_t)(expect < max ? expect : max) + 1;
+	uint64_t want = (expect < max ? expect : max) + 1;
+	if (want < READ_FIRST_MIN)
+		want = max < READ_FIRST_MIN ? max + 1 : READ_FIRST_MIN;
+	size_t cap = (size_t)want;
 	unsigned char *buf = malloc(cap);
 	if (!buf)
 		return hv_error_set(HV_ENOMEM, "out of memory");

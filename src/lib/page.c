@@ -1220,8 +1220,9 @@ static void page_artifact(pw *w, const hv_artifact_row *a)
 	puts_(w, "</div></article>\n");
 }
 
-/* The skipped list as the history keeps it: [{"path","reason","size","error"?}...]. */
-static void page_skipped_json(pw *w, const char *json)
+/* The skipped list as the history keeps it: [{"path","reason","size","error"?}...], under a
+ * heading that counts total; w NULL: only counted. Returns how many entries were read. */
+static size_t skipped_rows(pw *w, const char *json, size_t total)
 {
 	const char *p = json ? json : "[]", *end = p + strlen(p);
 	sbuf key = {0}, path = {0}, reason = {0}, err = {0};
@@ -1271,11 +1272,12 @@ static void page_skipped_json(pw *w, const char *json)
 		p = skip_ws(p + 1, end);
 		if (p < end && *p == ',')
 			p = skip_ws(p + 1, end);
-		if (n++ == 0)
-			puts_(w, "<h2 id=\"skipped\">Skipped</h2>\n<div class=\"card table list\">"
-				 "<table><thead><tr><th>Path</th><th>Reason</th><th>Size</th>"
-				 "</tr></thead><tbody>\n");
-		if (n > SKIPPED_ROWS)
+		if (n++ == 0 && w)
+			putf(w, "<h2 id=\"skipped\">Skipped <span class=\"count\">%zu</span></h2>\n"
+				"<div class=\"card table list\"><table><thead><tr><th>Path</th>"
+				"<th>Reason</th><th>Size</th></tr></thead><tbody>\n",
+			     total);
+		if (!w || n > SKIPPED_ROWS)
 			continue; /* counted, for the row that says how many more */
 		puts_(w, "<tr><td class=\"mono\">");
 		put_name(w, path.p ? path.p : "", path.n);
@@ -1297,15 +1299,21 @@ static void page_skipped_json(pw *w, const char *json)
 		}
 		puts_(w, "</td></tr>\n");
 	}
-	if (n > SKIPPED_ROWS)
+	if (w && n > SKIPPED_ROWS)
 		putf(w, "<tr><td colspan=\"3\" class=\"note\">and %zu more (the JSON result lists "
 			"them all)</td></tr>\n", n - SKIPPED_ROWS);
-	if (n)
+	if (w && n)
 		puts_(w, "</tbody></table></div>\n");
 	free(key.p);
 	free(path.p);
 	free(reason.p);
 	free(err.p);
+	return n;
+}
+
+static void page_skipped_json(pw *w, const char *json)
+{
+	skipped_rows(w, json, skipped_rows(NULL, json, 0));
 }
 
 static void page_deleted_begin(pw *w, size_t n)

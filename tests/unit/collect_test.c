@@ -642,6 +642,44 @@ static void test_spool_file_grows(void **state)
 	cfree(c);
 }
 
+/* The kernel's files that say their size is 0 (/proc/sys) give all their bytes to the first
+ * read only: with contents spooled, kept in memory or left out, each is read whole, so its
+ * size and digest are those of its bytes (asked for one byte, "256\n" was collected as "2"). */
+static void test_proc_sys_files(void **state)
+{
+	(void)state;
+	const char *dir = "/proc/sys/kernel/random";
+	char path[256], bytes[4096];
+	snprintf(path, sizeof(path), "%s/poolsize", dir);
+	int fd = open(path, O_RDONLY);
+	if (fd < 0)
+		fail_msg("%s: %s (the test needs /proc/sys)", path, strerror(errno));
+	ssize_t n = read(fd, bytes, sizeof(bytes));
+	close(fd);
+	assert_true(n > 1);
+	char want[65];
+	tu_sha256_hex((const unsigned char *)bytes, (size_t)n, want);
+	for (int mode = 0; mode < 3; mode++) {
+		hv_collect_opts o;
+		hv_collect_opts_init(&o);
+		o.no_cache = true;
+		o.no_content = mode == 1;
+		o.spool_content = mode == 2;
+		hv_collection *c = collect_st(NULL, dir, &o);
+		const hv_output_file *x = find_file(c, "poolsize");
+		assert_non_null(x);
+		if (x->size != (uint64_t)n)
+			fail_msg("mode %d: poolsize collected as %llu bytes, read as %zd", mode,
+				 (unsigned long long)x->size, n);
+		assert_string_equal(x->sha256, want);
+		assert_string_equal(x->mime_type, "text/plain");
+		const hv_output_file *id = find_file(c, "boot_id");
+		assert_non_null(id);
+		assert_int_equal(id->size, 37); /* a UUID and its newline */
+		cfree(c);
+	}
+}
+
 static void test_collect_errors(void **state)
 {
 	fx *f = *state;
@@ -2881,6 +2919,7 @@ int main(void)
 		cmocka_unit_test(test_free_fds),
 		cmocka_unit_test_setup_teardown(test_spool_content, tu_fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_spool_file_grows, tu_fx_setup, teardown),
+		cmocka_unit_test(test_proc_sys_files),
 		cmocka_unit_test_setup_teardown(test_collect_errors, tu_fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_null_opts_are_defaults, tu_fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_since_other_directory, tu_fx_setup, teardown),
