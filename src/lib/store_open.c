@@ -234,12 +234,28 @@ static int parent_dir_writable(const char *path)
 	return ok;
 }
 
+/* Whether path is a file no one may write (chmod a-w), its permission bits in *mode: read-only
+ * for root too, whom access(2) lets write anything, since its owner made it so (rm(1) takes
+ * such a file to be protected). */
+static bool write_protected(const char *path, unsigned *mode)
+{
+	struct stat sb;
+	if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode) || (sb.st_mode & 0222))
+		return false;
+	*mode = (unsigned)(sb.st_mode & 07777);
+	return true;
+}
+
 /* A writing open needs the file and its directory (for -wal, -shm) writable. Checked before
  * SQLite opens anything, so a read-only database gets a clear message and stays untouched. */
 static hv_status check_writable_location(const char *path)
 {
 	if (faccessat(AT_FDCWD, path, R_OK | W_OK, AT_EACCESS) != 0)
 		return hv_error_set(HV_EDB, "%s: read-only database (%s)", path, strerror(errno));
+	unsigned mode;
+	if (write_protected(path, &mode))
+		return hv_error_set(HV_EDB, "%s: read-only database (mode %04o: no one may write it)",
+				    path, mode);
 	int ok = parent_dir_writable(path);
 	if (ok < 0)
 		return hv_error_set(HV_ENOMEM, "out of memory");
@@ -530,7 +546,9 @@ static bool needs_immutable(const char *path)
 	/* Another user's database in a directory this one may write: a plain read-only open
 	 * would create -wal and -shm files there, owned by this user and left behind, which
 	 * the owner's next write could not use. */
-	if (parent_dir_writable(path) > 0 && faccessat(AT_FDCWD, path, W_OK, AT_EACCESS) == 0)
+	unsigned mode;
+	if (parent_dir_writable(path) > 0 && faccessat(AT_FDCWD, path, W_OK, AT_EACCESS) == 0 &&
+	    !write_protected(path, &mode))
 		return false;
 	size_t n = strlen(path);
 	char *wal = malloc(n + 5);
