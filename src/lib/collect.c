@@ -479,8 +479,8 @@ static hv_status job_finish(struct collector *k, struct hvc_job *j)
 		return add_skipped(k, &e, "error", true, j->len, j->error);
 	/* A new answer is cached; one cached without the digest (by `harvest mime`) gets it now,
 	 * so a later --no-content collect need not open the file. */
-	if ((j->detected || !j->cached_sha[0]) && !j->warning && !o->no_cache && k->st &&
-	    !k->cache_lost) {
+	if ((j->detected || !j->cached_sha[0]) && !j->warning && !j->untyped && !o->no_cache &&
+	    k->st && !k->cache_lost) {
 		cache_read_release(k);
 		hv_store_mime_put_sha(k->st, &j->fs, k->fingerprint, j->raw, j->sha);
 	}
@@ -490,7 +490,7 @@ static hv_status job_finish(struct collector *k, struct hvc_job *j)
 	}
 	/* The worker's fallback (it died or hung on the file) is octet-stream as it stands: the
 	 * name cannot vouch for bytes libmagic never finished, as harvest mime answers it too. */
-	if (j->warning)
+	if (j->warning || j->untyped)
 		type = j->raw;
 	else
 		hv_mime_refine(NULL, e.name, j->raw, &type);
@@ -546,14 +546,28 @@ static hv_status open_job(struct collector *k, const hv_entry *e, struct hvc_job
 		if (k->magic_fd2 >= 0)
 			close(k->magic_fd2);
 		k->magic_fd = k->magic_fd2 = -1;
-		k->magic_status = hv_magic_open(&k->magic, NULL, 0) == HV_OK ? 1 : -1;
-		if (k->magic_status < 0)
-			return HV_EIO;
-		k->fingerprint = hv_magic_fingerprint(k->magic);
-	} else if (k->magic_status < 0) {
-		return HV_EIO;
+		hv_status mrc = hv_magic_open(&k->magic, NULL, 0);
+		k->magic_status = mrc == HV_OK ? 1 : -1;
+		if (mrc == HV_ENOMEM)
+			return mrc;
+		if (mrc != HV_OK) {
+			/* No detector at all (libmagic or libseccomp missing, no worker process
+			 * allowed: ulimit -u): the files are still collected, contents and digests
+			 * whole, typed octet-stream, as for a worker that died on one, and said
+			 * once. A produced file is never dropped because its detector failed. */
+			k->c->warnings++;
+			char *msg = NULL;
+			if (asprintf(&msg, "%s: every file is typed application/octet-stream",
+				     hv_error_last()) < 0)
+				return hv_error_set(HV_ENOMEM, "out of memory");
+			hvc_warn(o, msg);
+			free(msg);
+			hv_error_clear();
+		} else {
+			k->fingerprint = hv_magic_fingerprint(k->magic);
+		}
 	}
-	bool cache = !o->no_cache && k->st && !k->cache_lost;
+	bool cache = !o->no_cache && k->st && !k->cache_lost && k->magic_status > 0;
 	if (o->no_content && !j->racy && cache) {
 		cache_read_hold(k);
 		int rc = hv_store_mime_lookup_sha(k->st, &e->lst, k->fingerprint, &j->raw,

@@ -126,6 +126,7 @@ struct hvc_job {
 	bool cached_hit;      /* --no-content and the cache knew type and digest: no read */
 	char cached_sha[65];  /* the cache's digest of this file, "" if none */
 	char *warning;        /* libmagic's worker died or hung on it: typed octet-stream */
+	bool untyped;         /* no detector could be had for this collect: octet-stream */
 	int fd;
 	hv_stat fs;           /* fstat of fd */
 	char *raw;            /* libmagic's answer: from the cache, or detected by the read */

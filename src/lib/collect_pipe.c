@@ -364,6 +364,14 @@ static void jobs_read(struct hvc_job **js, size_t n, const struct hvc_pipe *p, h
 		struct hvc_job *j = js[i];
 		if (!job_load(j, p, magic))
 			continue;
+		if (!magic) {
+			/* The loop's, when no detector could be had (said once by the collect) */
+			j->raw = strdup("application/octet-stream");
+			j->untyped = true;
+			if (!j->raw)
+				j->outcome = HVC_READ_NOMEM;
+			continue;
+		}
 		for (size_t e = 0; e < k && !later[i]; e++)
 			later[i] = strcmp(js[at[e]]->sha, j->sha) == 0;
 		if (later[i])

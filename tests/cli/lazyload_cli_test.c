@@ -420,11 +420,24 @@ static void test_detect_libs_missing(void **state)
 	expect_one_line(&r, "libharvest-no-such-magic.so", "mime, libmagic missing");
 	assert_int_equal(r.out_len, 0);
 	tu_result_free(&r);
-	tu_harvest(&r, "collect", "--db", db, "--no-content", tree, NULL);
+	/* collect still collects, each file whole and typed octet-stream, and says why once. */
+	tu_harvest(&r, "collect", "--db", db, tree, NULL);
 	assert_int_equal(r.status, 1);
 	expect_one_line(&r, "cannot load libmagic.so.1: ", "collect, libmagic missing");
-	assert_int_equal(r.out_len, 0);
+	expect_one_line(&r, ": every file is typed application/octet-stream",
+			"collect, libmagic missing");
+	if (!strstr(r.out, "\"path\":\"a.txt\",\"mime_type\":\"application/octet-stream\",\"size\":6,"
+			   "\"sha256\":\"") ||
+	    !strstr(r.out, "\"content\":\"YWxwaGEK\""))
+		fail_msg("collect without libmagic: %s", r.out);
 	tu_result_free(&r);
+	/* With libmagic back, the same file is typed as it is. */
+	unsetenv("HARVEST_TEST_LIBMAGIC");
+	tu_harvest(&r, "collect", "--db", db, "--no-content", tree, NULL);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "\"path\":\"a.txt\",\"mime_type\":\"text/plain\""));
+	tu_result_free(&r);
+	assert_int_equal(setenv("HARVEST_TEST_LIBMAGIC", "libharvest-no-such-magic.so", 1), 0);
 	/* A library without libmagic's functions: the missing symbol is named. */
 	assert_int_equal(setenv("HARVEST_TEST_LIBMAGIC", "libz.so.1", 1), 0);
 	tu_harvest(&r, "mime", "--db", db, file, NULL);
