@@ -152,8 +152,11 @@ HV_EXTERN void hv_mime_opts_init(hv_mime_opts *opts);
  * regular one is opened O_RDONLY|O_NOFOLLOW|O_NONBLOCK|O_CLOEXEC, checked again with fstat (a
  * file swapped for a FIFO is named, never read), detected and, unless opts->raw, refined.
  * Returns HV_OK when every path was answered; HV_WARN when some were not (their results carry
- * the error; hv_error_last() says how many); a negative status on a fatal failure (no
- * results). opts NULL: the defaults. Memory grows with n: feed a long list in chunks. */
+ * the error; hv_error_last() says how many), also when no detector can be had with the
+ * default database (libmagic or libseccomp missing, no worker process allowed): each path
+ * libmagic would have to read then carries that reason; a negative status on a fatal failure
+ * (no results), among them opts->database failing to load. opts NULL: the defaults. Memory
+ * grows with n: feed a long list in chunks. */
 HV_EXTERN hv_status hv_mime_detect_paths(const char *const *paths, size_t n, const hv_mime_opts *opts,
 			       hv_mime_result **results);
 HV_EXTERN void hv_mime_results_free(hv_mime_result *results, size_t n);

@@ -731,6 +731,22 @@ hv_status hvm_detect_regular(const char *const *paths, size_t n, const hv_mime_o
  * for the rest (SQLite's files, the spawner's socket, a walk's directories). */
 enum { DETECT_FDS_PER_THREAD = 2, DETECT_FDS_KEPT = 8 };
 
+/* The results of b's n paths into *results: HV_WARN when some could not be examined. */
+static hv_status detect_end(batch *b, size_t n, hv_mime_result **results)
+{
+	if (atomic_load(&b->oom)) {
+		hv_mime_results_free(b->results, n);
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	}
+	size_t failed = 0;
+	for (size_t i = 0; i < n; i++)
+		failed += b->results[i].status != HV_OK;
+	*results = b->results;
+	if (failed)
+		return hv_error_set(HV_WARN, "%zu of %zu paths could not be examined", failed, n);
+	return HV_OK;
+}
+
 static hv_status detect(const char *const *paths, size_t n, const hv_mime_opts *opts,
 			bool regular, hv_mime_result **results)
 {
@@ -765,8 +781,29 @@ static hv_status detect(const char *const *paths, size_t n, const hv_mime_opts *
 		hvm_spawner_prepare();
 	hv_magic *m;
 	if ((rc = hv_magic_open(&m, opts->database, opts->extra_flags)) != HV_OK) {
-		free(b.results);
-		return rc;
+		if (rc == HV_ENOMEM || rc == HV_EUSAGE || opts->database) {
+			free(b.results);
+			return rc;
+		}
+		/* No detector (libmagic missing, no worker allowed; a database the caller named
+		 * that does not load is the caller's to fix): each path is still looked
+		 * at, so what needs no libmagic is answered (empty files, directories, devices)
+		 * and what cannot be opened says why; the others get the reason, each naming its
+		 * file, as a `mime DIR` gives it. */
+		char *why = strdup(hv_error_last());
+		if (!why) {
+			free(b.results);
+			return hv_error_set(HV_ENOMEM, "out of memory");
+		}
+		for (size_t i = 0; i < n && !atomic_load(&b.oom); i++) {
+			int fd = detect_open(&b, i);
+			if (fd < 0)
+				continue;
+			close(fd);
+			record_error(&b, i, hv_error_set(rc, "%s", why));
+		}
+		free(why);
+		return detect_end(&b, n, results);
 	}
 
 	size_t threads = (size_t)(opts->threads ? opts->threads : hv_default_threads());
@@ -807,18 +844,7 @@ static hv_status detect(const char *const *paths, size_t n, const hv_mime_opts *
 		pthread_join(tids[t], NULL);
 	free(tids);
 	hv_magic_close(m);
-
-	if (atomic_load(&b.oom)) {
-		hv_mime_results_free(b.results, n);
-		return hv_error_set(HV_ENOMEM, "out of memory");
-	}
-	size_t failed = 0;
-	for (size_t i = 0; i < n; i++)
-		failed += b.results[i].status != HV_OK;
-	*results = b.results;
-	if (failed)
-		return hv_error_set(HV_WARN, "%zu of %zu paths could not be examined", failed, n);
-	return HV_OK;
+	return detect_end(&b, n, results);
 }
 
 void hv_mime_results_free(hv_mime_result *results, size_t n)

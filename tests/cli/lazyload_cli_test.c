@@ -420,6 +420,26 @@ static void test_detect_libs_missing(void **state)
 	expect_one_line(&r, "libharvest-no-such-magic.so", "mime, libmagic missing");
 	assert_int_equal(r.out_len, 0);
 	tu_result_free(&r);
+	/* Several paths: each one libmagic would read names the reason; an empty file is still
+	 * answered, a missing one says so. */
+	char *empty = tu_path(f.root, "empty"), *missing = tu_path(f.root, "missing");
+	tu_write(f.root, "empty", "", 0);
+	tu_harvest(&r, "mime", "--no-cache", "--format", "text", file, empty, missing, NULL);
+	assert_int_equal(r.status, 1);
+	char want[8192];
+	snprintf(want, sizeof(want), "harvest: %s: cannot detect MIME types: cannot load libmagic.so.1: ",
+		 file);
+	if (!strstr(r.err, want))
+		fail_msg("mime, libmagic missing, several paths: '%s'", r.err);
+	snprintf(want, sizeof(want), "harvest: %s: No such file or directory\n", missing);
+	if (!strstr(r.err, want))
+		fail_msg("mime, libmagic missing, a missing path: '%s'", r.err);
+	snprintf(want, sizeof(want), "%s: inode/x-empty\n", empty);
+	if (strcmp(r.out, want) != 0)
+		fail_msg("mime, libmagic missing, an empty file: '%s'", r.out);
+	tu_result_free(&r);
+	free(empty);
+	free(missing);
 	/* collect still collects, each file whole and typed octet-stream, and says why once. */
 	tu_harvest(&r, "collect", "--db", db, tree, NULL);
 	assert_int_equal(r.status, 1);
