@@ -41,6 +41,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -110,7 +111,10 @@ bool hvm_isolation(void)
 
 /* Test-only faults, chosen by the first bytes of the file (so a test can mix good and bad
  * files in one run) and enabled by HARVEST_TEST_WORKER_FAULT=1 in builds with tests. */
-enum fault { FAULT_NONE, FAULT_CRASH, FAULT_HANG, FAULT_OPEN, FAULT_LIBC, FAULT_LINGER, FAULT_FAIL };
+enum fault {
+	FAULT_NONE, FAULT_CRASH, FAULT_HANG, FAULT_OPEN, FAULT_LIBC, FAULT_LINGER, FAULT_FAIL,
+	FAULT_SIGNAL
+};
 
 static enum fault fault_of(const unsigned char *b, size_t n)
 {
@@ -130,12 +134,17 @@ static enum fault fault_of(const unsigned char *b, size_t n)
 		return FAULT_LINGER;
 	if (memcmp(b + p, "FAIL", 4) == 0)
 		return FAULT_FAIL;
+	if (memcmp(b + p, "SGNL", 4) == 0)
+		return FAULT_SIGNAL;
 	return FAULT_NONE;
 }
 
 /* FAULT_LINGER: the file is answered, and the worker, once its caller has closed it, takes
  * 3 s to exit (a caller that waited for that exit would be seen waiting). */
 static bool linger_at_end;
+
+/* FAULT_SIGNAL: the worker's parent (the spawner), known before the filter. */
+static pid_t parent_pid;
 
 /* FAULT_FAIL: the file's answer is libmagic's failure (an error record, as when libmagic
  * returns NULL), the worker unharmed: what a caller does with a real error is testable. */
@@ -156,6 +165,13 @@ static void do_fault(enum fault f)
 			close(fd);
 		_exit(3); /* the filter failed to stop it: a distinct exit the test detects */
 	}
+	case FAULT_SIGNAL:
+		/* A signal to another process (signal 0: only asked, nothing sent) is refused
+		 * with EPERM, and the file is then typed; allowed, the worker exits 3, which the
+		 * test sees as a fault. */
+		if (syscall(SYS_tgkill, parent_pid, parent_pid, 0) == 0 || errno != EPERM)
+			_exit(3);
+		break;
 	case FAULT_LIBC: {
 		/* Not a fault: what libmagic may ask of libc on hostile bytes, which libc would
 		 * otherwise do lazily with an open (see prepare_libc); the file is then typed. */
@@ -186,8 +202,9 @@ static void do_fault(enum fault f)
 	}
 }
 
-/* The allowlist: what libmagic needs on loaded data, memory management, and the socket.
- * Anything else fails with EPERM; opening files, exec, and network kill the process. */
+/* The allowlist: what libmagic needs on loaded data, memory management, the socket, and a
+ * signal to itself. Anything else fails with EPERM; opening files, exec, and network kill the
+ * process. Installed by the worker itself, after the fork: getpid() is its own. */
 static int install_filter(void)
 {
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
@@ -203,7 +220,7 @@ static int install_filter(void)
 		SCMP_SYS(sendto),      SCMP_SYS(exit),          SCMP_SYS(exit_group),
 		SCMP_SYS(rt_sigreturn), SCMP_SYS(rt_sigprocmask), SCMP_SYS(rt_sigaction),
 		SCMP_SYS(futex),       SCMP_SYS(getpid),        SCMP_SYS(gettid),
-		SCMP_SYS(tgkill),      SCMP_SYS(clock_gettime), SCMP_SYS(getrandom),
+		SCMP_SYS(clock_gettime), SCMP_SYS(getrandom),
 		SCMP_SYS(fcntl),       SCMP_SYS(pause),         SCMP_SYS(nanosleep),
 		SCMP_SYS(clock_nanosleep), SCMP_SYS(sigaltstack), SCMP_SYS(sched_yield),
 		SCMP_SYS(sched_getaffinity), /* malloc counts the CPUs, else reads /sys */
@@ -220,6 +237,11 @@ static int install_filter(void)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, allow[i], 0);
 	for (size_t i = 0; rc == 0 && i < sizeof(kill) / sizeof(kill[0]); i++)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS, kill[i], 0);
+	/* A signal to itself only (abort() raises SIGABRT with tgkill): a worker libmagic's bytes
+	 * took over cannot signal the user's other processes (any process, for root's). */
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1,
+				      SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)getpid()));
 	if (rc == 0)
 		rc = seccomp_load(ctx);
 	seccomp_release(ctx);
@@ -379,6 +401,7 @@ static void child_main(int sock, magic_t loaded, const char *database, int flags
 	unsigned char *fds_out = malloc(HVM_WORKER_BATCH_MAX * (sizeof(struct ans) + FDS_ANSWER_MAX));
 	/* The database is loaded: from here on the filter refuses every open. */
 	prepare_libc();
+	parent_pid = getppid();
 	if (!msg || !fds_out || (!HV_UNDER_VALGRIND() && install_filter() != 0)) {
 		child_answer(sock, ANS_ERROR, 0, "cannot install the seccomp filter");
 		_exit(0);

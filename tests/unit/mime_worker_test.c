@@ -122,6 +122,36 @@ static void test_faults_replaced(void **state)
 	free(dir);
 }
 
+/* A worker may signal itself (abort) but no other process: asked whether it may signal its
+ * parent, it is refused (EPERM) and types the file. Under valgrind, which runs it without the
+ * filter, the signal is allowed and the worker's exit(3) is the fault seen. */
+static void test_signal_to_another_refused(void **state)
+{
+	(void)state;
+	char *dir = tu_mkdtemp();
+	tu_write(dir, "sgnl", "HARVEST-TEST-SGNL\n", 18);
+	char *path = tu_path(dir, "sgnl");
+	hv_mime_opts o;
+	hv_mime_opts_init(&o);
+	o.threads = 1;
+	o.raw = true;
+	hv_mime_result *r = NULL;
+	const char *paths[] = {path};
+	hv_status rc = hv_mime_detect_paths(paths, 1, &o, &r);
+	if (UNDER_VALGRIND()) {
+		assert_int_equal(rc, HV_WARN);
+		assert_non_null(strstr(r[0].error, "exited with status 3"));
+	} else {
+		if (rc != HV_OK)
+			fail_msg("%s", r && r[0].error ? r[0].error : hv_error_last());
+		assert_string_equal(r[0].mime_type, "text/plain");
+	}
+	hv_mime_results_free(r, 1);
+	free(path);
+	tu_rmrf(dir);
+	free(dir);
+}
+
 /* hv_mime_detect_dir's answers, by file name "fNN" (every one once). */
 struct dir_answers {
 	hv_mime_result r[64];
@@ -987,6 +1017,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_faults_replaced),
+		cmocka_unit_test(test_signal_to_another_refused),
 		cmocka_unit_test(test_faults_in_batches),
 		cmocka_unit_test(test_buffers_in_batches),
 		cmocka_unit_test(test_collect_batches),
