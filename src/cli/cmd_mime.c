@@ -316,6 +316,7 @@ static int read_list(const cli_common *c, const struct mime_list *l, char **buf,
 		cap = (size_t)fs.st_size + 1; /* + 1: the read that returns 0 has room */
 	char *b = hv_bulk_calloc(cap + 1);
 	int err = b ? 0 : ENOMEM;
+	bool nul = false;
 	while (!err) {
 		if (len == cap) {
 			char *nb = cap < SIZE_MAX / 4 ? realloc(b, cap * 2 + 1) : NULL;
@@ -333,12 +334,23 @@ static int read_list(const cli_common *c, const struct mime_list *l, char **buf,
 		if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) &&
 		    hv_fd_wait(fd, POLLIN) == 0)
 			continue;
-		if (got < 0)
+		if (got < 0) {
 			err = errno;
-		else if (got == 0)
+		} else if (got == 0) {
 			break;
-		else
-			len += (size_t)got;
+		} else if (l->sep && memchr(b + len, '\0', (size_t)got)) {
+			nul = true; /* said at once: not a list to read to its end */
+			break;
+		} else {
+			/* Empty paths (runs of separators) are dropped as they come: a list of
+			 * nothing else (--files0-from /dev/zero) never grows the buffer. */
+			char sep = l->sep;
+			size_t w = len;
+			for (size_t i = len; i < len + (size_t)got; i++)
+				if (b[i] != sep || (w > 0 && b[w - 1] != sep))
+					b[w++] = b[i];
+			len = w;
+		}
 	}
 	if (!std_in)
 		(void)close(fd); /* read only: everything was read, or err says why not */
@@ -348,7 +360,7 @@ static int read_list(const cli_common *c, const struct mime_list *l, char **buf,
 		free(b);
 		return cli_usage_error(c, "%s %s: %s", opt, l->name, strerror(err));
 	}
-	if (l->sep && memchr(b, '\0', len)) {
+	if (nul) {
 		free(b);
 		return cli_usage_error(c, "%s %s: a NUL byte: not a list of lines (--files0-from reads "
 					  "one of NUL-ended paths)",

@@ -1007,6 +1007,14 @@ static void test_files_from(void **state)
 	assert_int_equal(count_lines(r.err, r.err_len), 1);
 	assert_non_null(strstr(r.err, "a NUL byte"));
 	tu_result_free(&r);
+	/* An endless list of NULs as lines is refused at its first read, not read to its end
+	 * (it has none: this test would never finish). */
+	const char *a7[] = {"mime", "--no-cache", "-f", "/dev/zero", NULL};
+	tu_harvestv(&r, NULL, NULL, a7);
+	assert_int_equal(r.status, 2);
+	assert_int_equal(r.out_len, 0);
+	assert_non_null(strstr(r.err, "--files-from /dev/zero: a NUL byte"));
+	tu_result_free(&r);
 
 	/* A list longer than the first buffer, through a pipe (no size known ahead): the buffer
 	 * grows, and every line is answered, the last one without its newline too. */
