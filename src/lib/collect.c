@@ -485,8 +485,15 @@ static hv_status job_finish(struct collector *k, struct hvc_job *j)
 		hv_store_mime_put_sha(k->st, &j->fs, k->fingerprint, j->raw, j->sha);
 	}
 	if (j->warning) {
+		/* Named below the root, as the collect's other warnings are (the CLI shows DIR as
+		 * given there): "DIR/crash.txt: the libmagic worker was killed ...". */
 		k->c->warnings++;
-		hvc_warn(o, j->warning);
+		char *msg = NULL;
+		const char *root = strcmp(k->c->root, "/") ? k->c->root : "";
+		if (asprintf(&msg, "%s/%s", root, j->warning) < 0)
+			return hv_error_set(HV_ENOMEM, "out of memory");
+		hvc_warn(o, msg);
+		free(msg);
 	}
 	/* The worker's fallback (it died or hung on the file) is octet-stream as it stands: the
 	 * name cannot vouch for bytes libmagic never finished, as harvest mime answers it too. */

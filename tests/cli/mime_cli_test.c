@@ -1009,8 +1009,8 @@ static void test_files_from(void **state)
 	tu_result_free(&r);
 	/* An endless list of NULs as lines is refused at its first read, not read to its end
 	 * (it has none: this test would never finish). */
-	const char *a7[] = {"mime", "--no-cache", "-f", "/dev/zero", NULL};
-	tu_harvestv(&r, NULL, NULL, a7);
+	const char *a6z[] = {"mime", "--no-cache", "-f", "/dev/zero", NULL};
+	tu_harvestv(&r, NULL, NULL, a6z);
 	assert_int_equal(r.status, 2);
 	assert_int_equal(r.out_len, 0);
 	assert_non_null(strstr(r.err, "--files-from /dev/zero: a NUL byte"));
