@@ -28,6 +28,8 @@
 static hv_status read_all(int fd, uint64_t expect, uint64_t max, const char *path,
 			  unsigned char **out, size_t *len)
 {
+	if (max > SIZE_MAX / 4)
+		max = SIZE_MAX / 4; /* more than memory holds; and max + 1 never wraps */
 	uint64_t want = (expect < max ? expect : max) + 1;
 	if (want < READ_FIRST_MIN)
 		want = max < READ_FIRST_MIN ? max + 1 : READ_FIRST_MIN;
