@@ -69,6 +69,13 @@ static hv_status read_all(int fd, uint64_t expect, uint64_t max, const char *pat
 		free(buf);
 		return HV_WARN;
 	}
+	/* A small file read into the first read's page keeps only its bytes: a collection
+	 * holding 100,000 contents in memory holds their sizes, not 100,000 pages. */
+	if (cap - n > 64) {
+		unsigned char *p = realloc(buf, n + 1);
+		if (p)
+			buf = p;
+	}
 	*out = buf;
 	*len = n;
 	return HV_OK;
