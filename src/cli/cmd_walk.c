@@ -110,6 +110,23 @@ static int walk_opt(void *ctx, cli_common *c, int id, const char *v)
 	return rc;
 }
 
+/* Writes the 9 permission letters of ls -l for MODE into OUT[0..8] (not terminated). */
+static void mode_symbolic(unsigned mode, char out[9])
+{
+	static const char rwx[] = "rwx";
+	for (int i = 0; i < 9; i++)
+		out[i] = (mode & (0400u >> i)) ? rwx[i % 3] : '-';
+	/* the set-user-ID, set-group-ID and sticky bits take the execute letters */
+	static const struct { unsigned bit; int at; char with_x, without_x; } special[] = {
+		{04000, 2, 's', 'S'}, {02000, 5, 's', 'S'}, {01000, 8, 't', 'T'},
+	};
+	for (size_t k = 0; k < sizeof(special) / sizeof(special[0]); k++) {
+		char *c = &out[special[k].at];
+		if (mode & special[k].bit)
+			*c = *c == 'x' ? special[k].with_x : special[k].without_x;
+	}
+}
+
 static void print_text_entry(FILE *out, const hv_entry *e, const struct walk_cli *w)
 {
 	static const char type_chars[] = {'?', '-', 'd', 'l', 'p', 's', 'c', 'b'};
@@ -122,10 +139,11 @@ static void print_text_entry(FILE *out, const hv_entry *e, const struct walk_cli
 		char mtime[64] = "?";
 		if (e->have_lstat)
 			hv_format_time(e->lst.mtime_ns, mtime, sizeof(mtime));
-		/* an unknown mode is "????", never 0000, which a real mode can be */
-		char mode[8] = "????";
+		/* As ls -l spells it ("rw-r--r--", s/S and t/T for the set-id and sticky bits);
+		 * an unknown mode is "?????????", never "---------", which a real mode can be. */
+		char mode[10] = "?????????";
 		if (e->have_lstat)
-			snprintf(mode, sizeof(mode), "%04o", (unsigned)(e->lst.mode & 07777));
+			mode_symbolic(e->lst.mode, mode);
 		fprintf(out, "%c%s %12s %s ", type_chars[e->type], mode, size, mtime);
 	} else {
 		fprintf(out, "%c %12s ", type_chars[e->type], size);

@@ -88,10 +88,11 @@ hv_status hv_file_copy_to_fd(const char *path, int out_fd, const char *out_name)
 		close(fd);
 		return refuse_type(path, st.st_mode);
 	}
-	/* `harvest cat f >> f` would read its own output until the disk is full. */
+	/* `harvest cat f >> f` would read its own output until the disk is full. An empty f
+	 * (`cat f > f` truncated it) has nothing to copy and ends at once, as GNU cat lets it. */
 	struct stat ost;
-	if (fstat(out_fd, &ost) == 0 && S_ISREG(ost.st_mode) && ost.st_dev == st.st_dev &&
-	    ost.st_ino == st.st_ino) {
+	if (st.st_size > 0 && fstat(out_fd, &ost) == 0 && S_ISREG(ost.st_mode) &&
+	    ost.st_dev == st.st_dev && ost.st_ino == st.st_ino) {
 		close(fd);
 		return hv_error_set(HV_EIO, "%s: input file is output file", path);
 	}

@@ -729,7 +729,7 @@ static void test_unsearchable_dir(void **state)
 		size_t out_len, err_len;
 		int status = harvest_as_nobody(bin, args, &out, &out_len, &err, &err_len);
 		assert_int_equal(status, 0);
-		if (!strstr(out, "-???? ") || strstr(out, "0000 "))
+		if (!strstr(out, "-????????? ") || strstr(out, "---------- "))
 			fail_msg("ls --long --format text of unexamined entries: %s", out);
 		free(out);
 		free(err);
@@ -1241,6 +1241,62 @@ static void test_long(void **state)
 				assert_int_equal(rec->size, want[i].size);
 		}
 		tu_recs_free(&rs);
+		tu_result_free(&r);
+	}
+	/* The text format spells the mode as ls -l does, the set-id and sticky bits included. */
+	tu_write(root, "suid", "", 0);
+	tu_write(root, "sgid", "", 0);
+	tu_mkdir(root, "tmp");
+	tu_mkdir(root, "sticky");
+	static const struct {
+		const char *name;
+		mode_t mode;
+		const char *line;
+	} sym[] = {
+		{"suid", 04755, "\n-rwsr-xr-x "},  {"sgid", 02640, "\n-rw-r-S--- "},
+		{"tmp", 01777, "\ndrwxrwxrwt "},   {"sticky", 01754, "\ndrwxr-xr-T "},
+		{"d", 0750, "\ndrwxr-x--- "},      {"f", 0640, "\n-rw-r----- "},
+		{"l", 0, "\nlrwxrwxrwx "},         {"p", 0600, "\nprw------- "},
+	};
+	for (size_t i = 0; i < sizeof(sym) / sizeof(sym[0]); i++) {
+		char *p = tu_path(root, sym[i].name);
+		if (sym[i].mode)
+			assert_int_equal(chmod(p, sym[i].mode), 0);
+		free(p);
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		tu_result r;
+		tu_harvest(&r, pass ? "walk" : "ls", "--long", "--format", "text", root, NULL);
+		assert_clean(&r);
+		/* a newline before every line, the first one included, so each starts with one */
+		size_t n = r.out_len + 2;
+		char *text = malloc(n);
+		assert_non_null(text);
+		snprintf(text, n, "\n%s", r.out);
+		for (size_t i = 0; i < sizeof(sym) / sizeof(sym[0]); i++) {
+			/* the line of that name: " NAME" then "/" (a directory), " -> " or its end */
+			bool found = false;
+			for (const char *at = strstr(text, sym[i].line); at && !found;
+			     at = strstr(at + 1, sym[i].line)) {
+				const char *end = strchr(at + 1, '\n');
+				size_t len = end ? (size_t)(end - at) : strlen(at);
+				char *line = strndup(at + 1, len - 1);
+				assert_non_null(line);
+				char tail[64];
+				for (int k = 0; k < 3 && !found; k++) {
+					snprintf(tail, sizeof(tail), " %s%s", sym[i].name,
+						 k == 0 ? "" : k == 1 ? "/" : " -> ");
+					size_t tn = strlen(tail), ll = strlen(line);
+					found = k < 2 ? ll >= tn && strcmp(line + ll - tn, tail) == 0
+						      : strstr(line, tail) != NULL;
+				}
+				free(line);
+			}
+			if (!found)
+				fail_msg("%s --long --format text: no line '%s...' for %s in:\n%s",
+					 pass ? "walk" : "ls", sym[i].line + 1, sym[i].name, r.out);
+		}
+		free(text);
 		tu_result_free(&r);
 	}
 	free(f);
