@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -120,6 +121,7 @@ struct scratch {
 	unsigned char *learn;
 	const char **miss;
 	size_t *miss_index;
+	unsigned char *owner_reads; /* per path: owner_may_read() of its lstat */
 };
 
 /* Places an array of n elements of size bytes at the first 16-byte boundary at or after *off:
@@ -138,7 +140,7 @@ static bool scratch_take(size_t *off, size_t n, size_t size, size_t *at)
 static bool scratch_alloc(struct scratch *sc, size_t n)
 {
 	memset(sc, 0, sizeof(*sc));
-	size_t m = n ? n : 1, off = 0, at[8];
+	size_t m = n ? n : 1, off = 0, at[9];
 	bool ok = scratch_take(&off, m, sizeof(hv_stat), &at[0]) &&
 		  scratch_take(&off, m, sizeof(hvst_mime_hit), &at[1]) &&
 		  scratch_take(&off, m, sizeof(hvst_mime_key), &at[2]) &&
@@ -146,7 +148,8 @@ static bool scratch_alloc(struct scratch *sc, size_t n)
 		  scratch_take(&off, m, sizeof(char *), &at[4]) &&
 		  scratch_take(&off, m, 1, &at[5]) &&
 		  scratch_take(&off, m, sizeof(const char *), &at[6]) &&
-		  scratch_take(&off, m, sizeof(size_t), &at[7]);
+		  scratch_take(&off, m, sizeof(size_t), &at[7]) &&
+		  scratch_take(&off, m, 1, &at[8]);
 	char *b = ok ? hv_bulk_calloc(off) : NULL;
 	if (!b)
 		return false;
@@ -159,7 +162,44 @@ static bool scratch_alloc(struct scratch *sc, size_t n)
 	sc->learn = (unsigned char *)(b + at[5]);
 	sc->miss = (const char **)(void *)(b + at[6]);
 	sc->miss_index = (size_t *)(void *)(b + at[7]);
+	sc->owner_reads = (unsigned char *)(b + at[8]);
 	return true;
+}
+
+/* The user ID an lstat shows for an owner unmapped in the caller's user namespace (the
+ * kernel's default overflowuid). */
+#define OVERFLOW_UID 65534
+
+/* Whether a file that lstat says is owned by euid is surely the caller's: not when euid is
+ * the overflow ID and the caller is in a user namespace (one whose uid_map is not the whole
+ * identity map), where a file of any unmapped owner shows that ID too. */
+static bool uid_is_callers(uid_t euid)
+{
+	if (euid != OVERFLOW_UID)
+		return true;
+	char map[128];
+	int fd = open("/proc/self/uid_map", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t got = read(fd, map, sizeof(map) - 1);
+	close(fd);
+	if (got <= 0)
+		return false;
+	map[got] = '\0';
+	unsigned long inside, outside, count;
+	char extra;
+	return sscanf(map, "%lu %lu %lu %c", &inside, &outside, &count, &extra) == 3 &&
+	       inside == 0 && outside == 0 && count == 4294967295UL;
+}
+
+/* True when a file's lstat alone says the caller may read it: a regular file of the caller's
+ * effective user with the owner's read bit set. The kernel grants its owner what those bits
+ * grant (no ACL entry applies to the owner), so faccessat would answer the same, and a warm
+ * run makes one path lookup per file, not two. Anyone else (a group, a named user of an ACL,
+ * root by its capabilities) is asked of faccessat. */
+static bool owner_may_read(const struct stat *s, uid_t euid, bool uid_sure)
+{
+	return uid_sure && S_ISREG(s->st_mode) && s->st_uid == euid && (s->st_mode & S_IRUSR);
 }
 
 /* lstats NULL: each path is lstat'ed here; else its lstat (or errnos' errno) is the caller's.
@@ -201,6 +241,8 @@ static hv_status detect_cached(hv_store *st, const char *const *paths, const str
 	size_t n_miss = 0, n_keys = 0;
 	int overall = HV_OK;
 	bool began = false;
+	uid_t euid = geteuid();
+	bool uid_sure = uid_is_callers(euid);
 	if (!res || !have_scratch) {
 		rc = hv_error_set(HV_ENOMEM, "out of memory");
 		goto done;
@@ -231,6 +273,7 @@ static hv_status detect_cached(hv_store *st, const char *const *paths, const str
 			continue;
 		}
 		HV_STAT_FROM(&s, &stats[i]);
+		sc.owner_reads[i] = owner_may_read(&s, euid, uid_sure);
 		const char *name = base_name(paths[i]);
 		keys[n_keys++] = (hvst_mime_key){.s = &stats[i], .name = name,
 						 .name_len = strlen(name), .out = &hits[i]};
@@ -243,7 +286,8 @@ static hv_status detect_cached(hv_store *st, const char *const *paths, const str
 	for (size_t k = 0; rc == HV_OK && k < n_keys; k++) {
 		size_t i = key_index[k];
 		hvst_mime_hit *hit = &hits[i];
-		if ((hit->refined || hit->raw) && faccessat(AT_FDCWD, paths[i], R_OK, AT_EACCESS) != 0) {
+		if ((hit->refined || hit->raw) && !sc.owner_reads[i] &&
+		    faccessat(AT_FDCWD, paths[i], R_OK, AT_EACCESS) != 0) {
 			/* A cached answer is given only to a caller who could read the file, as a
 			 * miss is: the cache, shared by its users, tells no one the type of a file
 			 * they may not read, and --no-cache changes no answer. */

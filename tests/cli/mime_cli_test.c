@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -637,6 +638,64 @@ static void chmod_db(const char *db)
 		snprintf(p, sizeof(p), "%s%s", db, sfx[i]);
 		chmod(p, 0666);
 	}
+}
+
+/* A cached answer goes to a file's owner by the owner's read bit alone, as the kernel
+ * decides: nobody's own 0400 file is answered from the cache, its own 0044 and 0000 files are
+ * not (the group and other bits grant the owner nothing), whatever root cached for them. */
+static void test_cache_owner_bits(void **state)
+{
+	(void)state;
+	if (geteuid() != 0)
+		skip(); /* the files must be nobody's, cached by root first */
+	struct passwd *pw = getpwnam("nobody");
+	uid_t uid = pw ? pw->pw_uid : 65534;
+	gid_t gid = pw ? pw->pw_gid : 65534;
+	char *root = tu_mkdtemp();
+	assert_int_equal(chmod(root, 0777), 0);
+	char *db = tu_path(root, "h.db");
+	static const struct {
+		const char *name;
+		mode_t mode;
+		bool answered;
+	} f[] = {{"r.png", 0400, true}, {"go.png", 0044, false}, {"none.png", 0000, false}};
+	char *paths[3];
+	for (size_t i = 0; i < 3; i++) {
+		tu_write(root, f[i].name, png_bytes, sizeof(png_bytes));
+		paths[i] = tu_path(root, f[i].name);
+		assert_int_equal(chown(paths[i], uid, gid), 0);
+		assert_int_equal(chmod(paths[i], f[i].mode), 0);
+	}
+	struct timespec nap = {2, 300 * 1000 * 1000};
+	nanosleep(&nap, NULL); /* more than 2 s old when cached */
+	tu_result r;
+	const char *args[] = {"mime", "--db", db, paths[0], paths[1], paths[2], NULL};
+	tu_harvestv(&r, NULL, NULL, args);
+	if (r.status != 0)
+		fail_msg("root: exit %d: %s", r.status, r.err);
+	tu_result_free(&r);
+	chmod_db(db);
+	/* Every answer comes from the cache: a worker asked would crash and say so. */
+	setenv("HARVEST_TEST_WORKER_FAULT", "1", 1);
+	tu_harvest_as_nobody(&r, NULL, args);
+	unsetenv("HARVEST_TEST_WORKER_FAULT");
+	print_message("as nobody: exit %d\nstdout: %sstderr: %s", r.status, r.out, r.err);
+	assert_int_equal(r.status, 1);
+	assert_int_equal(count_lines(r.err, r.err_len), 2);
+	for (size_t i = 0; i < 3; i++) {
+		char line[4200];
+		snprintf(line, sizeof(line), "harvest: %s: Permission denied\n", paths[i]);
+		bool denied = strstr(r.err, line) != NULL;
+		bool answered = strstr(r.out, paths[i]) && strstr(r.out, "image/png");
+		if (answered != f[i].answered || denied == f[i].answered)
+			fail_msg("%s (mode %04o, nobody's own): answered %d, denied %d; stdout: %s"
+				 "stderr: %s",
+				 f[i].name, (unsigned)f[i].mode, answered, denied, r.out, r.err);
+		free(paths[i]);
+	}
+	tu_result_free(&r);
+	free(db);
+	free(root);
 }
 
 /* Files old enough to be cached are answered from the cache without libmagic (a worker that
@@ -1598,6 +1657,7 @@ int main(void)
 		cmocka_unit_test(test_missing_path),
 		cmocka_unit_test(test_many_arguments_lstat_in_slices),
 		cmocka_unit_test(test_cache_used),
+		cmocka_unit_test(test_cache_owner_bits),
 		cmocka_unit_test(test_cache_refinement_by_name),
 		cmocka_unit_test(test_output_formats),
 		cmocka_unit_test(test_usage_errors),
