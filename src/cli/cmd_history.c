@@ -4,8 +4,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -62,6 +64,8 @@ static const char history_usage[] =
 	"  show RUN_ID [--content]                             a run's ExecutionResult again\n"
 	"  show RUN_ID --format html                           the run as a self-contained page\n"
 	"  get ARTIFACT_ID|SHA256 [-o FILE] [--follow]         an artifact's stored bytes\n"
+	"            (SHA256: all 64 hex digits or a unique start of at least 4 with a letter,\n"
+	"            or sha256:HEX; digits alone are an ARTIFACT_ID)\n"
 	"            (-o -: stdout; a device or FIFO FILE is written into; a symlink FILE is\n"
 	"            refused unless --follow)\n"
 	"  get --run RUN_ID [-o FILE.tar|.tar.gz|.zip] [--follow]\n"
@@ -222,14 +226,76 @@ static int show_page(cli_common *c, hv_store *st, const char *arg)
 	return EXIT_DONE;
 }
 
+enum { SHA_PREFIX_MIN = 4 };
+
+/* The one recorded SHA-256 (64 hex digits, into full) that starts with prefix, as git takes
+ * an abbreviated hash: exit 1 when none does, 2 (a usage error) when several contents do. */
+static int resolve_sha_prefix(const cli_common *c, hv_store *st, const char *prefix,
+			      char full[65])
+{
+	hv_artifact_filter f = {.sha256 = prefix};
+	hv_artifact_iter *it;
+	if (hv_store_artifacts(st, &f, &it) != HV_OK) {
+		cli_error("%s", hv_error_last());
+		return EXIT_WARN;
+	}
+	full[0] = '\0';
+	bool several = false;
+	const hv_artifact_row *row;
+	hv_status s;
+	while (!several && (s = hv_artifact_iter_next(it, &row)) == HV_OK) {
+		if (!full[0])
+			snprintf(full, 65, "%s", row->sha256);
+		else if (strcasecmp(full, row->sha256) != 0)
+			several = true;
+	}
+	hv_artifact_iter_free(it);
+	if (!several && s != HV_DONE) {
+		cli_error("%s", hv_error_last());
+		return EXIT_WARN;
+	}
+	if (several)
+		return cli_usage_error(c, "SHA256: more than one recorded content starts with %s: "
+					  "give more digits",
+				       prefix);
+	if (!full[0]) {
+		cli_error("no artifact whose SHA-256 starts with %s", prefix);
+		return EXIT_WARN;
+	}
+	return EXIT_DONE;
+}
+
 static int get_artifact(cli_common *c, hv_store *st, struct history_cli *h, const char *arg)
 {
 	void *data = NULL;
 	size_t len = 0;
 	hv_status s;
-	size_t alen = strlen(arg);
-	if (alen == 64 && strspn(arg, "0123456789abcdefABCDEF") == 64) {
-		s = hv_store_content_get(st, arg, &data, &len);
+	/* "sha256:" before hex digits says they are a digest, or a prefix of one, even when all
+	 * are decimal digits; without it, digits alone are an artifact id. */
+	bool tagged = strncmp(arg, "sha256:", 7) == 0;
+	const char *hex = tagged ? arg + 7 : arg;
+	size_t alen = strlen(hex);
+	bool all_hex = alen > 0 && strspn(hex, "0123456789abcdefABCDEF") == alen;
+	bool digits = strspn(hex, "0123456789") == alen;
+	if (all_hex && alen > 64) {
+		return cli_usage_error(c, "SHA256: %zu hex digits, more than a SHA-256's 64", alen);
+	} else if (all_hex && alen == 64) {
+		s = hv_store_content_get(st, hex, &data, &len);
+	} else if (all_hex && (tagged || !digits)) {
+		if (alen < SHA_PREFIX_MIN)
+			return cli_usage_error(c, "SHA256: a prefix needs at least %d hex digits, not '%s'",
+					       SHA_PREFIX_MIN, hex);
+		char full[65];
+		int rc = resolve_sha_prefix(c, st, hex, full);
+		if (rc != EXIT_DONE)
+			return rc;
+		s = hv_store_content_get(st, full, &data, &len);
+	} else if (tagged) {
+		return cli_usage_error(c, "SHA256: expected hex digits after 'sha256:', not '%s'", hex);
+	} else if (!digits) {
+		return cli_usage_error(c, "expected an artifact id (a number) or a SHA-256 (hex digits, "
+					  "at least %d; all of it or its start), not '%s'",
+				       SHA_PREFIX_MIN, arg);
 	} else {
 		int64_t id;
 		if (parse_id(c, "ARTIFACT_ID", arg, &id) != 0)

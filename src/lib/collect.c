@@ -294,6 +294,7 @@ struct collector {
 	int magic_fd;     /* held for libmagic until then (it needs one to load), or -1 */
 	int magic_fd2;    /* and a second: an isolated detector's socket pair takes two */
 	bool spool_tried; /* spool_content: the temporary file was made (or could not be) */
+	bool spool_fail_warned; /* the spool's failure (hvc_spool_failed) was warned of */
 	/* Without a walk (a change set): the current entry's directory and name, and count. */
 	int dir_fd;
 	const char *name;
@@ -440,9 +441,46 @@ static void spool_start(struct collector *k, struct hvc_pipe *p)
 
 /* Finishes the head job, in walk order: the limits, the cache, the collection. Returns
  * HV_OK or a fatal status. */
+/* Warns of "ROOT/BELOW" then SUFFIX, ROOT as given (the root "/" adds no second slash;
+ * BELOW empty names ROOT itself), and counts the warning. */
+static hv_status warn_below_root(struct collector *k, const char *root, const char *below,
+				 const char *suffix)
+{
+	const char *r = strcmp(root, "/") ? root : "";
+	char *msg = NULL;
+	if (asprintf(&msg, "%s%s%s%s", r, *below || !*r ? "/" : "", below, suffix) < 0)
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	k->c->warnings++;
+	hvc_warn(k->o, msg);
+	free(msg);
+	return HV_OK;
+}
+
+/* Says once that the spool failed (full): what comes after is kept in memory. As when no
+ * spool can be made, a notice, not a warning of the collect: nothing is lost. */
+static hv_status warn_spool_failed(struct collector *k)
+{
+	int err = hvc_spool_failed(k->c->spool);
+	if (!err || k->spool_fail_warned)
+		return HV_OK;
+	k->spool_fail_warned = true;
+	char *msg = NULL;
+	if (asprintf(&msg, "%s: the temporary file of the contents: %s (the rest kept in memory)",
+		     hvc_spool_dir(k->c->spool), strerror(err)) < 0)
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	hvc_warn(k->o, msg);
+	free(msg);
+	return HV_OK;
+}
+
 static hv_status job_finish(struct collector *k, struct hvc_job *j)
 {
 	const hv_collect_opts *o = k->o;
+	if (k->c->spool && !k->spool_fail_warned) {
+		hv_status rc = warn_spool_failed(k);
+		if (rc != HV_OK)
+			return rc;
+	}
 	hv_entry e = {0};
 	e.path = j->path;
 	e.path_len = j->path_len;
@@ -487,13 +525,9 @@ static hv_status job_finish(struct collector *k, struct hvc_job *j)
 	if (j->warning) {
 		/* Named below the root, as the collect's other warnings are (the CLI shows DIR as
 		 * given there): "DIR/crash.txt: the libmagic worker was killed ...". */
-		k->c->warnings++;
-		char *msg = NULL;
-		const char *root = strcmp(k->c->root, "/") ? k->c->root : "";
-		if (asprintf(&msg, "%s/%s", root, j->warning) < 0)
-			return hv_error_set(HV_ENOMEM, "out of memory");
-		hvc_warn(o, msg);
-		free(msg);
+		hv_status rc = warn_below_root(k, k->c->root, j->warning, "");
+		if (rc != HV_OK)
+			return rc;
 	}
 	/* The worker's fallback (it died or hung on the file) is octet-stream as it stands: the
 	 * name cannot vouch for bytes libmagic never finished, as harvest mime answers it too. */
@@ -746,15 +780,9 @@ static hv_status warn_unread_before(struct collector *k, struct since *s, const 
 		if (s->before_warned[i])
 			return HV_OK;
 		s->before_warned[i] = true;
-		char *msg = NULL;
-		const char *root = strcmp(s->root, "/") ? s->root : "";
-		if (asprintf(&msg, "%s%s%s: not read when the snapshot was taken: the files below it "
-			     "are called created, new or not", root, n || !*root ? "/" : "", d) < 0)
-			return hv_error_set(HV_ENOMEM, "out of memory");
-		k->c->warnings++;
-		hvc_warn(k->o, msg);
-		free(msg);
-		return HV_OK;
+		return warn_below_root(k, s->root, d,
+				       ": not read when the snapshot was taken: the files below it are "
+				       "called created, new or not");
 	}
 	return HV_OK;
 }

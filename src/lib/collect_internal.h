@@ -207,6 +207,10 @@ hv_status hvc_spool_put(hv_content_spool *s, const void *data, size_t n, uint64_
 uint64_t hvc_spool_reserve(hv_content_spool *s, uint64_t n);
 hv_status hvc_spool_write(hv_content_spool *s, uint64_t off, const void *data, size_t n);
 hv_status hvc_spool_read(const hv_content_spool *s, uint64_t off, void *buf, size_t n);
+/* The errno of the first write to the spool that failed (no space, a quota), else 0: from
+ * then on contents are kept in memory, as when no spool could be made. */
+int hvc_spool_failed(const hv_content_spool *s);
+const char *hvc_spool_dir(const hv_content_spool *s);
 void hvc_spool_close(hv_content_spool *s);
 
 #endif

@@ -260,7 +260,8 @@ static bool job_load(struct hvc_job *j, const struct hvc_pipe *p, const hv_magic
 	struct spooled sp = {0};
 	int rc;
 	hv__test_hook_call(HV__HOOK_COLLECT_BEFORE_READ, j->path);
-	if (p->spool) {
+	bool to_memory = !p->spool || hvc_spool_failed(p->spool);
+	if (!to_memory) {
 		rc = read_to_spool(p->spool, j->fd, j->fs.size, o->max_file_bytes,
 				   hv_magic_bytes_max(magic), j->path, &sp, j->sha);
 		if (rc == HV_OK) {
@@ -270,10 +271,16 @@ static bool job_load(struct hvc_job *j, const struct hvc_pipe *p, const hv_magic
 			j->spooled = true;
 			j->spool_off = sp.off;
 			j->spool_len = sp.len;
+		} else if (rc == HV_EIO && hvc_spool_failed(p->spool)) {
+			/* The spool is full (or failed): this file and the rest are read into
+			 * memory, as without a spool, rather than lost (the collect warns once). */
+			to_memory = lseek(j->fd, 0, SEEK_SET) == 0;
+			if (!to_memory)
+				rc = hv_error_errno(HV_EIO, j->path, errno);
 		}
-	} else {
-		rc = read_all(j->fd, j->fs.size, o->max_file_bytes, j->path, &j->buf, &j->len);
 	}
+	if (to_memory)
+		rc = read_all(j->fd, j->fs.size, o->max_file_bytes, j->path, &j->buf, &j->len);
 	if (rc == HV_WARN) {
 		j->outcome = HVC_READ_TOO_LARGE;
 		return false;

@@ -118,6 +118,15 @@ static void warn_unexamined(const hv_collect_opts *opts, const char *root, const
 	free(msg);
 }
 
+/* The length of the directory part of a path below the root ("a/b" of "a/b/c"; 0, the root
+ * itself, for "c"). */
+static size_t parent_len(const char *path, size_t len)
+{
+	while (len > 0 && path[len - 1] != '/')
+		len--;
+	return len > 0 ? len - 1 : 0;
+}
+
 /* The walk of a snapshot taken at time at (ns): each entry, with its SHA-256 when racy. With
  * names, a file on a trusted file system is given named (no lstat, no digest). */
 static hv_status snapshot_walk(const char *root, const hv_collect_opts *opts, int64_t at,
@@ -146,6 +155,8 @@ static hv_status snapshot_walk(const char *root, const hv_collect_opts *opts, in
 	uint64_t count = 0;
 	const hv_entry *e;
 	hv_entry copy;
+	hv_buf last_unread = {0}; /* the directory last recorded for an entry not examined */
+	bool have_last = false;
 	while (rc == HV_OK && (rc = hv_walk_next(w, &e)) != HV_DONE) {
 		if (rc == HV_WARN) {
 			hvc_warn(opts, hv_error_last());
@@ -167,8 +178,20 @@ static hv_status snapshot_walk(const char *root, const hv_collect_opts *opts, in
 			 * walk next, which records it as not read. */
 			copy = *e;
 			if (hv__walk_lstat(w, &copy.lst) != 0) {
-				if (errno != ENOENT && e->type != HV_FT_DIR)
+				if (errno != ENOENT && e->type != HV_FT_DIR) {
 					warn_unexamined(opts, root, e->path, errno);
+					/* Its directory is recorded as not read (once), so a collect
+					 * since says why what is below it is called created. */
+					size_t plen = parent_len(e->path, e->path_len);
+					if (!have_last || last_unread.len != plen ||
+					    memcmp(last_unread.data, e->path, plen) != 0) {
+						hv_buf_truncate(&last_unread, 0);
+						have_last = true;
+						rc = hv_buf_append(&last_unread, e->path, plen);
+						if (rc == HV_OK)
+							rc = unread(ctx, e->path, plen);
+					}
+				}
 				continue;
 			}
 			copy.have_lstat = true;
@@ -201,6 +224,7 @@ static hv_status snapshot_walk(const char *root, const hv_collect_opts *opts, in
 	}
 	hv_walk_close(w);
 	free(t.dev_at);
+	hv_buf_free(&last_unread);
 	*entries = count;
 	return rc == HV_DONE ? HV_OK : rc;
 }

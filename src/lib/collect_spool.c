@@ -16,6 +16,8 @@
 struct hv_content_spool {
 	int fd;
 	uint64_t size; /* bytes written so far: the next content's offset */
+	int failed;    /* the errno of the first write that failed (atomic), else 0 */
+	char *dir;     /* where the file is, for messages */
 };
 
 /* An unnamed file in dir: O_TMPFILE where the file system has it, else a name removed at
@@ -45,7 +47,8 @@ hv_status hvc_spool_open(hv_content_spool **out)
 		return hv_error_set(HV_EIO, "%s: no temporary file for the contents (kept in memory): %s",
 				    dir, strerror(errno));
 	hv_content_spool *s = calloc(1, sizeof(*s));
-	if (!s) {
+	if (!s || !(s->dir = strdup(dir))) {
+		free(s);
 		close(fd);
 		return hv_error_set(HV_ENOMEM, "out of memory");
 	}
@@ -68,9 +71,12 @@ hv_status hvc_spool_write(hv_content_spool *s, uint64_t off, const void *data, s
 		ssize_t w = pwrite(s->fd, p + done, n - done, (off_t)(off + done));
 		if (w < 0 && errno == EINTR)
 			continue;
-		if (w <= 0)
-			return hv_error_errno(HV_EIO, "the temporary file of the contents",
-					      w < 0 ? errno : ENOSPC);
+		if (w <= 0) {
+			int err = w < 0 ? errno : ENOSPC, none = 0;
+			__atomic_compare_exchange_n(&s->failed, &none, err, false, __ATOMIC_RELAXED,
+						    __ATOMIC_RELAXED);
+			return hv_error_errno(HV_EIO, "the temporary file of the contents", err);
+		}
 		done += (size_t)w;
 	}
 	return HV_OK;
@@ -98,11 +104,22 @@ hv_status hvc_spool_read(const hv_content_spool *s, uint64_t off, void *buf, siz
 	return HV_OK;
 }
 
+int hvc_spool_failed(const hv_content_spool *s)
+{
+	return __atomic_load_n(&s->failed, __ATOMIC_RELAXED);
+}
+
+const char *hvc_spool_dir(const hv_content_spool *s)
+{
+	return s->dir;
+}
+
 void hvc_spool_close(hv_content_spool *s)
 {
 	if (!s)
 		return;
 	close(s->fd);
+	free(s->dir);
 	free(s);
 }
 

@@ -1263,6 +1263,83 @@ static void test_get(void **state)
 		expect_get(&f, sha_t, (const unsigned char *)"tiny", 4);
 	}
 
+	/* A SHA-256 may be shortened, as git's hashes are: a unique start of at least 4 hex
+	 * digits with a letter among them (digits alone are an artifact id), in either case, or
+	 * any start after "sha256:". */
+	{
+		size_t k = 4;
+		while (k < 64 && strspn(sha_t, "0123456789") >= k)
+			k++;
+		char pre[80], upper_pre[80], tagged[80], digits_only[80];
+		snprintf(pre, sizeof(pre), "%.*s", (int)k, sha_t);
+		for (size_t i = 0; i <= k; i++)
+			upper_pre[i] = (char)toupper((unsigned char)pre[i]);
+		snprintf(tagged, sizeof(tagged), "sha256:%.6s", sha_t);
+		expect_get(&f, pre, (const unsigned char *)"tiny", 4);
+		expect_get(&f, upper_pre, (const unsigned char *)"tiny", 4);
+		expect_get(&f, tagged, (const unsigned char *)"tiny", 4);
+		/* Two contents whose digests share their first 4 digits: that start is ambiguous
+		 * (exit 2, nothing written), one digit more is not. */
+		char a[16], b[16], ha[65], hb[65];
+		bool found = false;
+		static char seen_sha[4096][5];
+		for (int i = 0; i < 4096 && !found; i++) {
+			snprintf(a, sizeof(a), "p%d", i);
+			tu_sha256_hex(a, strlen(a), ha);
+			for (int m = 0; m < i && !found; m++) {
+				if (memcmp(seen_sha[m], ha, 4) != 0)
+					continue;
+				snprintf(b, sizeof(b), "p%d", m);
+				tu_sha256_hex(b, strlen(b), hb);
+				found = ha[4] != hb[4];
+			}
+			memcpy(seen_sha[i], ha, 4);
+			seen_sha[i][4] = '\0';
+		}
+		assert_true(found); /* 4,096 digests: a shared 16-bit start is all but certain */
+		tu_mkdir(f.root, "pre");
+		const char *extra[] = {"--shell", NULL};
+		char cmd_text[128];
+		snprintf(cmd_text, sizeof(cmd_text), "printf %s > a.txt; printf %s > b.txt", a, b);
+		const char *cmd[] = {cmd_text, NULL};
+		hv_run(&r, &f, "pre", NULL, extra, cmd);
+		expect_status(&r, 0, "run of two contents with one SHA-256 start");
+		tu_result_free(&r);
+		/* "sha256:" + the shared 4 digits: ambiguous even when they are all decimal */
+		snprintf(tagged, sizeof(tagged), "sha256:%.4s", ha);
+		hv(&r, NULL, "history", "get", tagged, "--db", f.db, NULL);
+		expect_status(&r, 2, "get of an ambiguous SHA-256 start");
+		assert_int_equal(r.out_len, 0);
+		expect_one_line_error(&r, "more than one recorded content starts with", tagged);
+		tu_result_free(&r);
+		snprintf(tagged, sizeof(tagged), "sha256:%.5s", ha);
+		expect_get(&f, tagged, (const unsigned char *)a, strlen(a));
+		snprintf(tagged, sizeof(tagged), "sha256:%.5s", hb);
+		expect_get(&f, tagged, (const unsigned char *)b, strlen(b));
+		/* No such start: exit 1, named; too short, or not hex: a usage error. */
+		snprintf(tagged, sizeof(tagged), "sha256:%.4s", sha_t);
+		tagged[7] = tagged[7] == 'f' ? '0' : 'f';
+		hv(&r, NULL, "history", "get", tagged, "--db", f.db, NULL);
+		if (r.status == 0)
+			print_message("(a recorded content starts with %s too)\n", tagged + 7);
+		else
+			expect_one_line_error(&r, "no artifact whose SHA-256 starts with", tagged);
+		tu_result_free(&r);
+		const char *bad_args[] = {"abc", "sha256:", "sha256:xyz", "sha256:12", "12ab-", NULL};
+		for (size_t i = 0; bad_args[i]; i++) {
+			hv(&r, NULL, "history", "get", bad_args[i], "--db", f.db, NULL);
+			expect_status(&r, 2, bad_args[i]);
+			assert_int_equal(r.out_len, 0);
+			tu_result_free(&r);
+		}
+		/* digits alone are an artifact id, though they start a recorded digest */
+		snprintf(digits_only, sizeof(digits_only), "9%s", "9999");
+		hv(&r, NULL, "history", "get", digits_only, "--db", f.db, NULL);
+		expect_status(&r, 1, digits_only);
+		expect_one_line_error(&r, "no artifact 99999", digits_only);
+		tu_result_free(&r);
+	}
+
 	/* Unknown ids and hashes: exit 1 with a message naming them, nothing on stdout. */
 	const char *unknown[] = {"9999",
 				 "0000000000000000000000000000000000000000000000000000000000000000"};

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
@@ -562,6 +563,50 @@ static void test_spool_content(void **state)
 	}
 	assert_content(c, "a.txt", "hello world\n");
 	cfree(c);
+
+	/* A place that fills up (a 64 KiB tmpfs; root only): the file that does not fit and the
+	 * rest are kept in memory after one warning, none lost; what fitted stays in the
+	 * temporary file. */
+	if (geteuid() != 0)
+		return;
+	char *small = rp(f, "../small");
+	assert_int_equal(mkdir(small, 0700), 0);
+	if (mount("none", small, "tmpfs", 0, "size=64k") != 0)
+		fail_msg("mount tmpfs: %s", strerror(errno));
+	tu_cleanup_umount(small);
+	old = getenv("TMPDIR") ? strdup(getenv("TMPDIR")) : NULL;
+	setenv("TMPDIR", small, 1);
+	warned = 0;
+	o.threads = 1; /* in walk order: a.txt and empty fit, sub/big.bin does not */
+	c = collect(f, &o);
+	if (old)
+		setenv("TMPDIR", old, 1);
+	else
+		unsetenv("TMPDIR");
+	free(old);
+	assert_int_equal(warned, 1);
+	assert_non_null(c->spool);
+	assert_int_equal(c->n_files, 5);
+	assert_int_equal(c->n_skipped, 0);
+	hv_collect_opts mo;
+	hv_collect_opts_init(&mo);
+	mo.no_cache = true;
+	mem = collect(f, &mo);
+	size_t spooled = 0;
+	for (size_t i = 0; i < c->n_files; i++) {
+		const hv_output_file *a = &mem->files[i], *b = &c->files[i];
+		assert_string_equal(a->path, b->path);
+		assert_string_equal(a->sha256, b->sha256);
+		spooled += b->spooled;
+		unsigned char *back = tu_xmalloc(b->content_len + 1);
+		assert_int_equal(hv_collection_content_read(c, b, 0, back, b->content_len), HV_OK);
+		assert_memory_equal(back, a->content, a->content_len);
+		free(back);
+	}
+	assert_true(spooled >= 1 && spooled < c->n_files);
+	cfree(mem);
+	cfree(c);
+	free(small);
 }
 
 struct grow {
@@ -2127,6 +2172,74 @@ static void test_unexamined_dir_as_nobody(void **state)
 	assert_int_equal(rc, 0);
 }
 
+/* A directory nobody can list but not search (0444) when the snapshot is taken: its files
+ * have no before-state in a stored snapshot. It warns of each and records the directory as
+ * not read, so a collect once it can be searched calls the files created and says why,
+ * rather than calling them created in silence. A snapshot in memory knows them by name
+ * (their ctimes say they are unchanged since): nothing is produced, nothing warned of. */
+static int nobody_unsearchable_files(void *arg)
+{
+	const fx *f = arg;
+	char *nx = rp(f, "nx");
+	nobody_run nr;
+	hv_mem_snapshot *mem = NULL;
+	hv_collection *c = NULL;
+	int64_t id = 0;
+	uint64_t entries = 0;
+	int ret = 0;
+	if (!nobody_begin(f, "nobody-unsearchable.db", &nr))
+		ret = 90;
+	else if (chmod(nx, 0444) != 0 ||
+		 hv_snapshot_take(nr.st, f->root, &nr.o, &id, &entries, NULL) != HV_OK ||
+		 hv_snapshot_take_mem(nr.st, f->root, &nr.o, &mem) != HV_OK ||
+		 nr.warned.n != 2 || !strstr(nr.warned.last, "/nx/q") ||
+		 chmod(nx, 0755) != 0)
+		ret = 91;
+	for (int stored = 0; !ret && stored < 2; stored++) {
+		nr.warned.n = 0;
+		nr.o.since_snapshot = id;
+		if ((stored ? hv_collect(nr.st, f->root, &nr.o, &c)
+			    : hv_collect_since_mem(nr.st, f->root, &nr.o, mem, &c)) != HV_OK)
+			ret = 92;
+		else if (stored && (c->n_files != 2 || strcmp(c->files[0].change, "created") != 0 ||
+				    strncmp(c->files[0].path, "nx/q", 4) != 0 || c->warnings != 1 ||
+				    nr.warned.n != 1 ||
+				    !strstr(nr.warned.last, "/nx: not read when the snapshot was taken: "
+							    "the files below it are called created, "
+							    "new or not")))
+			ret = 93;
+		else if (!stored && (c->n_files != 0 || c->warnings != 0 || nr.warned.n != 0))
+			ret = 94;
+		if (ret)
+			fprintf(stderr, "nobody (%s): %zu files, %d warnings (%s): %s\n",
+				stored ? "stored" : "memory", c ? c->n_files : 0, nr.warned.n,
+				nr.warned.last, hv_error_last());
+		hv_collection_free(c);
+		c = NULL;
+	}
+	(void)chmod(nx, 0755);
+	hv_mem_snapshot_free(mem);
+	nobody_end(&nr);
+	free(nx);
+	return ret;
+}
+
+static void test_unsearchable_files_as_nobody(void **state)
+{
+	fx *f = *state;
+	wr(f, "open.txt", "read both times\n");
+	mkd(f, "nx");
+	wr(f, "nx/q1.txt", "there all along\n");
+	wr(f, "nx/q2.txt", "and this\n");
+	char *p = rp(f, "nx");
+	assert_int_equal(lchown(p, 65534, 65534), 0); /* nobody may chmod it */
+	assert_int_equal(chmod(f->dir, 0777), 0);     /* where nobody makes its database */
+	int rc = tu_as_nobody(nobody_unsearchable_files, f);
+	assert_int_equal(chmod(p, 0755), 0);
+	free(p);
+	assert_int_equal(rc, 0);
+}
+
 /* ---- limits ------------------------------------------------------------------------------------ */
 
 static void fill(const fx *f, const char *rel, size_t n, char ch)
@@ -2948,6 +3061,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_unreadable_before_as_nobody, tu_fx_setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_unexamined_dir_as_nobody, tu_fx_setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_unsearchable_files_as_nobody, tu_fx_setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_limit_max_file_bytes, tu_fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_limit_max_files, tu_fx_setup, teardown),
