@@ -113,17 +113,24 @@ static int walk_opt(void *ctx, cli_common *c, int id, const char *v)
 /* Writes the 9 permission letters of ls -l for MODE into OUT[0..8] (not terminated). */
 static void mode_symbolic(unsigned mode, char out[9])
 {
-	static const char rwx[] = "rwx";
-	for (int i = 0; i < 9; i++)
-		out[i] = (mode & (0400u >> i)) ? rwx[i % 3] : '-';
+	static const char letters[] = "rwxrwxrwx";
+	for (int i = 0; i < 9; i++) {
+		out[i] = letters[i];
+		if (!(mode & (0400u >> i)))
+			out[i] = '-';
+	}
 	/* the set-user-ID, set-group-ID and sticky bits take the execute letters */
 	static const struct { unsigned bit; int at; char with_x, without_x; } special[] = {
 		{04000, 2, 's', 'S'}, {02000, 5, 's', 'S'}, {01000, 8, 't', 'T'},
 	};
 	for (size_t k = 0; k < sizeof(special) / sizeof(special[0]); k++) {
 		char *c = &out[special[k].at];
-		if (mode & special[k].bit)
-			*c = *c == 'x' ? special[k].with_x : special[k].without_x;
+		if (!(mode & special[k].bit))
+			continue;
+		if (*c == 'x')
+			*c = special[k].with_x;
+		else
+			*c = special[k].without_x;
 	}
 }
 

@@ -17,7 +17,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -186,10 +185,18 @@ static bool uid_is_callers(uid_t euid)
 	if (got <= 0)
 		return false;
 	map[got] = '\0';
-	unsigned long inside, outside, count;
-	char extra;
-	return sscanf(map, "%lu %lu %lu %c", &inside, &outside, &count, &extra) == 3 &&
-	       inside == 0 && outside == 0 && count == 4294967295UL;
+	/* one line, "0 0 4294967295" in columns */
+	unsigned long want[] = {0, 0, 4294967295UL};
+	const char *p = map;
+	for (size_t i = 0; i < 3; i++) {
+		char *end;
+		errno = 0;
+		unsigned long v = strtoul(p, &end, 10);
+		if (end == p || errno || v != want[i])
+			return false;
+		p = end;
+	}
+	return p[strspn(p, " \n")] == '\0';
 }
 
 /* True when a file's lstat alone says the caller may read it: a regular file of the caller's
