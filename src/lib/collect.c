@@ -439,8 +439,6 @@ static void spool_start(struct collector *k, struct hvc_pipe *p)
 	p->spool = k->c->spool;
 }
 
-/* Finishes the head job, in walk order: the limits, the cache, the collection. Returns
- * HV_OK or a fatal status. */
 /* Warns of "ROOT/BELOW" then SUFFIX, ROOT as given (the root "/" adds no second slash;
  * BELOW empty names ROOT itself), and counts the warning. */
 static hv_status warn_below_root(struct collector *k, const char *root, const char *below,
@@ -473,6 +471,8 @@ static hv_status warn_spool_failed(struct collector *k)
 	return HV_OK;
 }
 
+/* Finishes the head job, in walk order: the limits, the cache, the collection. Returns
+ * HV_OK or a fatal status. */
 static hv_status job_finish(struct collector *k, struct hvc_job *j)
 {
 	const hv_collect_opts *o = k->o;
