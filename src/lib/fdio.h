@@ -1,14 +1,33 @@
 /* Whole writes, and waits, on descriptors a caller may have left non-blocking (a pipe shared
  * with a Node.js parent gives EAGAIN, which is not an error for a writer that can wait): one
  * loop for the JSON writer, the file commands, `history get`, the stored-bytes writer and the
- * CLI's stdout. Not part of the public API. */
+ * CLI's stdout; and the one read of a small /proc file. Not part of the public API. */
 #ifndef HARVEST_FDIO_H
 #define HARVEST_FDIO_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stddef.h>
 #include <unistd.h>
+
+/* Reads a small file (of /proc, read in one call) into buf, NUL-terminated: its length, or -1
+ * with errno set when it cannot be opened or read. */
+static inline ssize_t hv_read_small(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, size - 1);
+	int err = errno;
+	close(fd);
+	if (n < 0) {
+		errno = err;
+		return -1;
+	}
+	buf[n] = '\0';
+	return n;
+}
 
 /* Waits until fd can be read (events POLLIN) or written (POLLOUT): 0, or -1 with errno set
  * when poll itself fails (then the caller fails too, rather than retry forever). */

@@ -10,6 +10,7 @@
 #include "harvest/mime.h"
 #include "harvest/store.h"
 #include "harvest/sys/store.h"
+#include "fdio.h"
 #include "internal.h"
 #include "mime_internal.h"
 #include "store_internal.h"
@@ -177,14 +178,8 @@ static bool uid_is_callers(uid_t euid)
 	if (euid != OVERFLOW_UID)
 		return true;
 	char map[128];
-	int fd = open("/proc/self/uid_map", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (hv_read_small("/proc/self/uid_map", map, sizeof(map)) <= 0)
 		return false;
-	ssize_t got = read(fd, map, sizeof(map) - 1);
-	close(fd);
-	if (got <= 0)
-		return false;
-	map[got] = '\0';
 	/* one line, "0 0 4294967295" in columns */
 	unsigned long want[] = {0, 0, 4294967295UL};
 	const char *p = map;

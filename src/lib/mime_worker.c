@@ -20,6 +20,7 @@
  * switches, about 27 us on this project's 2-core virtual machines against libmagic's few
  * hundred per file; a batch pays them once. */
 #include "dl_magic.h"
+#include "fdio.h"
 #include "internal.h"
 #include "mime_internal.h"
 #include "test_hook.h"
@@ -940,14 +941,8 @@ static bool worker_cpu(pid_t pid, char *state, int64_t *cpu_ms)
 {
 	char path[64], buf[1024];
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (hv_read_small(path, buf, sizeof(buf)) <= 0)
 		return false;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = '\0';
 	const char *p = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
 	if (!p || p[1] != ' ' || !p[2])
 		return false;

@@ -21,6 +21,7 @@
  * pidfd_open is missing) and reaped only at the very end: a zombie leader keeps its pid, and
  * with it the process group id, from being reused while we may still signal the group. */
 #include "harvest/run.h"
+#include "fdio.h"
 #include "internal.h"
 #include "run_internal.h"
 #include "utf8.h"
@@ -699,14 +700,8 @@ static bool proc_scan(proc_list *pl)
 			continue;
 		char path[64], buf[256];
 		snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-		int fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
+		if (hv_read_small(path, buf, sizeof(buf)) <= 0)
 			continue; /* gone meanwhile */
-		ssize_t n = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-		if (n <= 0)
-			continue;
-		buf[n] = '\0';
 		/* "pid (comm) state ppid ...": comm may hold anything, ')' included */
 		const char *rp = strrchr(buf, ')');
 		if (!rp || rp[1] != ' ' || !rp[2] || rp[3] != ' ')

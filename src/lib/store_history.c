@@ -1,4 +1,5 @@
 /* The history: runs, their artifacts, the deduplicated contents, queries and prune. */
+#include "fdio.h"
 #include "sha256.h"
 #include "store_internal.h"
 #include "utf8.h"
@@ -20,20 +21,6 @@
 
 /* ---- Owners ----------------------------------------------------------------------------- */
 
-/* Reads a small /proc file into buf (NUL-terminated): its length, or -1. */
-static ssize_t read_small(const char *path, char *buf, size_t size)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return -1;
-	ssize_t n = read(fd, buf, size - 1);
-	close(fd);
-	if (n < 0)
-		return -1;
-	buf[n] = '\0';
-	return n;
-}
-
 /* Field 22 of /proc/PID/stat, the start time in clock ticks since boot: with the pid, it names
  * one process (a reused pid has another start time). 0 when it cannot be read. The command
  * name (field 2) may hold spaces and parentheses: count from the last ')'. */
@@ -41,7 +28,7 @@ static unsigned long long proc_start_time(long pid)
 {
 	char path[64], buf[1024];
 	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-	if (read_small(path, buf, sizeof(buf)) <= 0)
+	if (hv_read_small(path, buf, sizeof(buf)) <= 0)
 		return 0;
 	const char *p = strrchr(buf, ')');
 	if (!p)
@@ -58,7 +45,7 @@ static unsigned long long proc_start_time(long pid)
 char *hvst_owner_self(void)
 {
 	char boot[64], ns[64], host[256];
-	ssize_t n = read_small("/proc/sys/kernel/random/boot_id", boot, sizeof(boot));
+	ssize_t n = hv_read_small("/proc/sys/kernel/random/boot_id", boot, sizeof(boot));
 	if (n <= 0)
 		return NULL;
 	boot[strcspn(boot, "\n")] = '\0';
