@@ -519,6 +519,8 @@ typedef struct batch {
 	const char *database;
 	int extra_flags;
 	bool regular; /* every path was just lstat'ed as a regular file: skip the lstat */
+	const hv_stat *const *expect; /* that lstat of each path, or NULL (hvm_detect_regular) */
+	unsigned char *moved;         /* set where the file opened is not expect's */
 	size_t chunk; /* files a thread takes at once: > 1, a sandboxed worker's batch */
 	hv_mime_result *results;
 	atomic_size_t next;
@@ -590,6 +592,8 @@ static int detect_open(batch *b, size_t i)
 		return -1;
 	}
 	if (S_ISREG(st.st_mode)) {
+		if (HV_UNLIKELY(hv__test_hook_active(HV__HOOK_MIME_BEFORE_OPEN)))
+			hv__test_hook_call(HV__HOOK_MIME_BEFORE_OPEN, path);
 		int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
 		if (fd < 0 && errno == ELOOP) {
 			detect_finish(b, i, HV_OK, "inode/symlink"); /* a symlink since the lstat */
@@ -603,6 +607,11 @@ static int detect_open(batch *b, size_t i)
 			record_error(b, i, hv_error_errno(HV_EIO, path, errno));
 			close(fd);
 			return -1;
+		}
+		if (b->expect) {
+			hv_stat opened;
+			HV_STAT_FROM(&st, &opened);
+			b->moved[i] = !hvm_same_state(&opened, b->expect[i]);
 		}
 		if (S_ISREG(st.st_mode) && st.st_size > 0)
 			return fd;
@@ -712,19 +721,21 @@ static void *batch_worker(void *arg)
 }
 
 static hv_status detect(const char *const *paths, size_t n, const hv_mime_opts *opts,
-			bool regular, hv_mime_result **results);
+			bool regular, const hv_stat *const *expect, unsigned char *moved,
+			hv_mime_result **results);
 
 hv_status hv_mime_detect_paths(const char *const *paths, size_t n, const hv_mime_opts *opts,
 			       hv_mime_result **results)
 {
 	HV_NEED((paths || n == 0) && results);
-	return detect(paths, n, opts, false, results);
+	return detect(paths, n, opts, false, NULL, NULL, results);
 }
 
 hv_status hvm_detect_regular(const char *const *paths, size_t n, const hv_mime_opts *opts,
+			     const hv_stat *const *expect, unsigned char *moved,
 			     hv_mime_result **results)
 {
-	return detect(paths, n, opts, true, results);
+	return detect(paths, n, opts, true, expect, moved, results);
 }
 
 /* Descriptors a detection thread holds (the file, its worker's socket), and those kept free
@@ -748,7 +759,8 @@ static hv_status detect_end(batch *b, size_t n, hv_mime_result **results)
 }
 
 static hv_status detect(const char *const *paths, size_t n, const hv_mime_opts *opts,
-			bool regular, hv_mime_result **results)
+			bool regular, const hv_stat *const *expect, unsigned char *moved,
+			hv_mime_result **results)
 {
 	hv_mime_opts defaults;
 	if (!opts) {
@@ -766,6 +778,8 @@ static hv_status detect(const char *const *paths, size_t n, const hv_mime_opts *
 		.database = opts->database,
 		.extra_flags = opts->extra_flags,
 		.regular = regular,
+		.expect = expect,
+		.moved = moved,
 	};
 	atomic_init(&b.next, 0);
 	atomic_init(&b.oom, false);

@@ -122,6 +122,8 @@ struct scratch {
 	const char **miss;
 	size_t *miss_index;
 	unsigned char *owner_reads; /* per path: owner_may_read() of its lstat */
+	const hv_stat **miss_stat;  /* per miss: its lstat, the state its answer is cached for */
+	unsigned char *moved;       /* per miss: the file opened was not in that state */
 };
 
 /* Places an array of n elements of size bytes at the first 16-byte boundary at or after *off:
@@ -140,7 +142,7 @@ static bool scratch_take(size_t *off, size_t n, size_t size, size_t *at)
 static bool scratch_alloc(struct scratch *sc, size_t n)
 {
 	memset(sc, 0, sizeof(*sc));
-	size_t m = n ? n : 1, off = 0, at[9];
+	size_t m = n ? n : 1, off = 0, at[11];
 	bool ok = scratch_take(&off, m, sizeof(hv_stat), &at[0]) &&
 		  scratch_take(&off, m, sizeof(hvst_mime_hit), &at[1]) &&
 		  scratch_take(&off, m, sizeof(hvst_mime_key), &at[2]) &&
@@ -149,7 +151,9 @@ static bool scratch_alloc(struct scratch *sc, size_t n)
 		  scratch_take(&off, m, 1, &at[5]) &&
 		  scratch_take(&off, m, sizeof(const char *), &at[6]) &&
 		  scratch_take(&off, m, sizeof(size_t), &at[7]) &&
-		  scratch_take(&off, m, 1, &at[8]);
+		  scratch_take(&off, m, 1, &at[8]) &&
+		  scratch_take(&off, m, sizeof(const hv_stat *), &at[9]) &&
+		  scratch_take(&off, m, 1, &at[10]);
 	char *b = ok ? hv_bulk_calloc(off) : NULL;
 	if (!b)
 		return false;
@@ -163,6 +167,8 @@ static bool scratch_alloc(struct scratch *sc, size_t n)
 	sc->miss = (const char **)(void *)(b + at[6]);
 	sc->miss_index = (size_t *)(void *)(b + at[7]);
 	sc->owner_reads = (unsigned char *)(b + at[8]);
+	sc->miss_stat = (const hv_stat **)(void *)(b + at[9]);
+	sc->moved = (unsigned char *)(b + at[10]);
 	return true;
 }
 
@@ -313,6 +319,7 @@ static hv_status detect_cached(hv_store *st, const char *const *paths, const str
 			res[i].status = HV_OK;
 			learn[i] = rfp ? LEARN_REFINEMENT : LEARN_NOTHING;
 		} else {
+			sc.miss_stat[n_miss] = &stats[i];
 			miss_index[n_miss] = i;
 			miss[n_miss++] = paths[i];
 		}
@@ -327,7 +334,8 @@ static hv_status detect_cached(hv_store *st, const char *const *paths, const str
 		hv_mime_opts raw_opts = o;
 		raw_opts.raw = st ? true : o.raw;
 		hv_mime_result *got = NULL;
-		rc = hvm_detect_regular(miss, n_miss, &raw_opts, &got);
+		rc = hvm_detect_regular(miss, n_miss, &raw_opts, st ? sc.miss_stat : NULL,
+					sc.moved, &got);
 		if (rc < 0)
 			goto done;
 		if (rc != HV_OK)
@@ -335,8 +343,11 @@ static hv_status detect_cached(hv_store *st, const char *const *paths, const str
 		for (size_t k = 0; k < n_miss; k++) {
 			size_t i = miss_index[k];
 			res[i] = got[k];
-			/* Only a real answer: a worker's octet-stream fallback is never cached. */
-			if (st && got[k].status == HV_OK && got[k].mime_type)
+			/* Only a real answer (a worker's octet-stream fallback is never cached), and
+			 * only for the file in the state it was looked up in: one opened after a
+			 * directory of its path was swapped, or the file replaced or written since
+			 * the lstat, would put another file's type under this file's key. */
+			if (st && got[k].status == HV_OK && got[k].mime_type && !sc.moved[k])
 				learn[i] = LEARN_RAW;
 		}
 		free(got); /* its strings moved into res */

@@ -8,7 +8,17 @@
 #include "harvest/walk.h"
 #include "internal.h"
 
+#include <stdbool.h>
+#include <sys/stat.h>
 #include <sys/types.h>
+
+/* Whether two hv_stats describe the same file in the same state: its type, device, inode,
+ * size, mtime and ctime (what a MIME cache entry is keyed and checked on). */
+static inline bool hvm_same_state(const hv_stat *a, const hv_stat *b)
+{
+	return (a->mode & S_IFMT) == (b->mode & S_IFMT) && a->dev == b->dev && a->ino == b->ino &&
+	       a->size == b->size && a->mtime_ns == b->mtime_ns && a->ctime_ns == b->ctime_ns;
+}
 
 /* The process-wide default refinement db ("/usr/share/mime"), parsed on the first call; later
  * calls, from any thread, get the same immutable db or the same error. */
@@ -25,8 +35,12 @@ const char *hvm_refine_fingerprint(void);
 hv_status hvm_magic_open_lazy(hv_magic **out, const char *database, int extra_flags);
 
 /* hv_mime_detect_paths() for paths the caller has just lstat'ed as regular files: each is
- * opened and fstat'ed (a swap since is still caught) but not lstat'ed again. */
+ * opened and fstat'ed (a swap since is still caught) but not lstat'ed again. With expect (the
+ * caller's lstat of each path), moved[i] is set when what was opened is not that file in that
+ * state (a directory of the path swapped, the file replaced or written since): its answer is
+ * right for the path now, but not for the lstat a cache would keep it under. */
 hv_status hvm_detect_regular(const char *const *paths, size_t n, const hv_mime_opts *opts,
+			     const hv_stat *const *expect, unsigned char *moved,
 			     hv_mime_result **results);
 
 /* ---- The isolated libmagic worker (mime_worker.c) ---- */

@@ -33,6 +33,9 @@ typedef enum hv__hook_point {
 	/* The archive writer, with a regular file's relative path, after its header (its size)
 	 * was written and before its bytes are copied (to make it grow or shrink meanwhile). */
 	HV__HOOK_ARCHIVE_AFTER_HEADER,
+	/* MIME detection of files given by path, with a path, after its lstat and right before
+	 * it opens it (to swap a directory of the path meanwhile). */
+	HV__HOOK_MIME_BEFORE_OPEN,
 	HV__HOOK_COUNT
 } hv__hook_point;
 

@@ -11,11 +11,13 @@
 #include "harvest/sys/store.h"
 #include "mime_internal.h"
 #include "store_internal.h"
+#include "test_hook.h"
 
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Enough rows for a table of well over 64 pages (a row holds ~300 bytes). */
 enum { FILES = 1500 };
@@ -80,10 +82,95 @@ static void test_large_batch_keeps_few_pages(void **state)
 	tu_corpus_free(c);
 }
 
+/* The swap of a directory of the path between the lstat (the cache key) and the open: the
+ * link dir/l leads to dir/a (a PNG at f) when the lstat is made and to dir/b (a PDF at f) when
+ * the file is opened. */
+struct swap {
+	const char *dir;
+	int swaps;
+};
+
+static void swap_link(void *ctx, const char *path)
+{
+	struct swap *s = ctx;
+	size_t len = strlen(path);
+	if (len < 6 || strcmp(path + len - 6, "/l/f.x") != 0)
+		return;
+	char *tmp = tu_path(s->dir, "l.new"), *link = tu_path(s->dir, "l");
+	assert_int_equal(symlink("b", tmp), 0);
+	assert_int_equal(rename(tmp, link), 0);
+	free(tmp);
+	free(link);
+	s->swaps++;
+}
+
+static const unsigned char png[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13,
+				    'I', 'H', 'D', 'R', 0, 0, 0, 1, 0, 0, 0, 1, 8, 6, 0, 0, 0};
+static const char pdf[] = "%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj\n<<>>\nendobj\ntrailer\n<<>>\n%%EOF\n";
+
+/* What was opened after such a swap is answered (it is what the path names now), but not
+ * cached under the key of the file the lstat found: a later lookup of that file by its own
+ * path gets its own type, not the other file's. */
+static void test_swap_before_open_not_cached(void **state)
+{
+	(void)state;
+	char *dir = tu_mkdtemp();
+	tu_mkdir(dir, "a");
+	tu_mkdir(dir, "b");
+	tu_write(dir, "a/f.x", png, sizeof(png));
+	tu_write(dir, "b/f.x", pdf, sizeof(pdf) - 1);
+	char *link = tu_path(dir, "l"), *via = tu_path(dir, "l/f.x"), *own = tu_path(dir, "a/f.x");
+	char *db = tu_path(dir, "cache.db");
+	assert_int_equal(symlink("a", link), 0);
+	sleep(3); /* past the 2 s rule, so an answer would be cached */
+
+	hv_mime_opts o;
+	hv_mime_opts_init(&o);
+	o.raw = true;
+	hv_store *st = NULL;
+	assert_int_equal(hv_store_open(&st, db, HV_STORE_NO_HISTORY), HV_OK);
+	struct swap sw = {.dir = dir};
+	hv__test_hook_set(HV__HOOK_MIME_BEFORE_OPEN, swap_link, &sw);
+	hv_mime_result *r = NULL;
+	const char *p1[] = {via};
+	assert_int_equal(hv_mime_detect_cached(st, p1, 1, &o, &r), HV_OK);
+	hv__test_hook_set(HV__HOOK_MIME_BEFORE_OPEN, NULL, NULL);
+	assert_int_equal(sw.swaps, 1);
+	assert_int_equal(r[0].status, HV_OK);
+	assert_string_equal(r[0].mime_type, "application/pdf"); /* what the path names now */
+	hv_mime_results_free(r, 1);
+
+	/* The PNG by its own path: its own type, whether looked up now or cached after. */
+	const char *p2[] = {own};
+	for (int round = 0; round < 2; round++) {
+		assert_int_equal(hv_mime_detect_cached(st, p2, 1, &o, &r), HV_OK);
+		assert_int_equal(r[0].status, HV_OK);
+		assert_string_equal(r[0].mime_type, "image/png");
+		hv_mime_results_free(r, 1);
+	}
+	/* ... and the second of those was a hit: the cache holds one row, the PNG's own. */
+	int64_t rows = 0;
+	assert_int_equal(hvst_query_int(st, "SELECT count(*) FROM mime_cache", &rows), HV_OK);
+	assert_int_equal(rows, 1);
+	unsigned loads = hvm_magic_loads();
+	assert_int_equal(hv_mime_detect_cached(st, p2, 1, &o, &r), HV_OK);
+	assert_string_equal(r[0].mime_type, "image/png");
+	assert_int_equal(hvm_magic_loads(), loads); /* answered without libmagic */
+	hv_mime_results_free(r, 1);
+	assert_int_equal(hv_store_close(st), HV_OK);
+	free(link);
+	free(via);
+	free(own);
+	free(db);
+	tu_rmrf(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_large_batch_keeps_few_pages),
+		cmocka_unit_test(test_swap_before_open_not_cached),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
