@@ -176,6 +176,9 @@ const char *hv__snapshot_unread(const struct hv_snapshot *sn, size_t *len);
  * default half the soft limit): for a caller that holds many files open while it walks, so the
  * cache leaves it the rest. */
 void hv__walk_cap_fds(struct hv_walk *w, int cap);
+/* The milliseconds the walk has waited so far for a descriptor to be given back (at most a
+ * few seconds in all: see hvw_open_evicting), for tests. */
+int hv__walk_fd_waited_ms(struct hv_walk *w);
 /* How many descriptors the process can still open (INT_MAX: too many to count under a high
  * limit); *limit gets the soft limit (collect.c). */
 int hv__free_fds(int *limit);

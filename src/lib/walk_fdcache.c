@@ -94,30 +94,46 @@ void hvw_cache_unpin(hv_walk *w, struct dnode *n)
 
 /* openat that, when the process is out of descriptors, closes cached ones and tries again.
  * When every cached descriptor is pinned, a patient caller (the consumer) waits for the
- * workers to unpin theirs, up to a few seconds; a worker gives up at once (EMFILE) and hands
- * the job back, so a passing shortage never becomes a lost directory. */
+ * workers to unpin theirs; a worker gives up at once and hands the job back, so a passing
+ * shortage never becomes a lost directory. The waits of a whole walk add up to FD_WAIT_MS at
+ * most, not so much per directory: a shortage that does not pass (descriptors the caller's
+ * other threads hold, the system's file table full) then costs each directory one failed
+ * open and its warning, with the error as openat gave it (EMFILE or ENFILE), not a stall. */
+enum { FD_WAIT_MS = 5000 };
+
 int hvw_open_evicting(hv_walk *w, int dirfd, const char *name, int flags, bool patient)
 {
-	for (int waited_ms = 0;;) {
+	for (;;) {
 		int fd = openat(dirfd, name, flags);
 		if (fd >= 0 || (errno != EMFILE && errno != ENFILE))
 			return fd;
+		int err = errno;
 		pthread_mutex_lock(&w->lock);
 		int closed = evict_fds(w, w->open_fds / 4 + 1);
 		/* Lower the cap, so the cache stops competing with the rest of the process. */
 		if (w->open_fds > 16)
 			w->fd_cap = w->open_fds;
+		bool wait = closed == 0 && patient && w->fd_waited_ms < FD_WAIT_MS;
+		if (wait)
+			w->fd_waited_ms++;
 		pthread_mutex_unlock(&w->lock);
 		if (closed == 0) {
-			if (!patient || waited_ms >= 5000) {
-				errno = EMFILE;
+			if (!wait) {
+				errno = err;
 				return -1;
 			}
 			struct timespec ms = {0, 1000000};
 			nanosleep(&ms, NULL);
-			waited_ms++;
 		}
 	}
+}
+
+int hv__walk_fd_waited_ms(hv_walk *w)
+{
+	pthread_mutex_lock(&w->lock);
+	int ms = w->fd_waited_ms;
+	pthread_mutex_unlock(&w->lock);
+	return ms;
 }
 
 int hvw_dir_open_flags(const struct dnode *n)

@@ -146,6 +146,7 @@ struct hv_walk {
 	/* The descriptor cache (guarded by lock). */
 	struct dnode *lru_head, *lru_tail;   /* head: most recently used */
 	int open_fds, fd_cap;
+	int fd_waited_ms;                    /* waits for a descriptor so far (hvw_open_evicting) */
 
 	/* Consumer state (touched by the consumer thread only). */
 	struct frame *frames;

@@ -10,6 +10,9 @@
 #include "harvest/walk.h"
 #include "test_hook.h"
 
+/* internal.h: the time a walk waited for descriptors */
+int hv__walk_fd_waited_ms(hv_walk *w);
+
 #include <dirent.h>
 #include <errno.h>
 #include <poll.h>
@@ -1587,6 +1590,73 @@ static void test_fd_pressure_batches(void **state)
 	free(base);
 }
 
+/* A shortage of descriptors that does not pass: every free descriptor taken by the caller
+ * (as its other threads might), after the walk opened its root. The root's listing comes out
+ * whole and each subdirectory is warned of, as openat failed (EMFILE); the walk waits for a
+ * descriptor a few seconds in all, not a few seconds per directory (a walk of a big tree would
+ * then never end). */
+static int exhausted_child(void *arg)
+{
+	const char *root = arg;
+	hv_walk_opts o;
+	opts_threads(&o, 1, HV_SORT_NAME);
+	hv_walk *w = NULL;
+	if (hv_walk_open(&w, root, &o) != HV_OK)
+		return 80;
+	while (dup(0) >= 0)
+		;
+	if (errno != EMFILE)
+		return 81;
+	size_t records = 0, warned = 0, emfile = 0;
+	for (;;) {
+		const hv_entry *e = NULL;
+		hv_status st = hv_walk_next(w, &e);
+		if (st == HV_DONE)
+			break;
+		if (st == HV_WARN) {
+			warned++;
+			emfile += strstr(hv_error_last(), ": Too many open files") != NULL;
+			continue;
+		}
+		if (st != HV_OK)
+			return 82;
+		records++;
+	}
+	int waited = hv__walk_fd_waited_ms(w);
+	hv_walk_close(w);
+	if (records != 12 || warned != 6 || emfile != 6) {
+		fprintf(stderr, "%zu records, %zu warnings (%zu EMFILE); want 12, 6, 6\n", records,
+			warned, emfile);
+		return 1;
+	}
+	if (waited > 5000) {
+		fprintf(stderr, "waited %d ms for descriptors in all; at most 5000\n", waited);
+		return 2;
+	}
+	return 0;
+}
+
+static void test_fd_shortage_that_lasts(void **state)
+{
+	(void)state;
+	char *base = tu_mkdtemp();
+	char *root = tu_path(base, "root");
+	mkdir_abs(root);
+	for (int i = 0; i < 6; i++) {
+		char rel[32];
+		snprintf(rel, sizeof(rel), "d%d", i);
+		tu_mkdir(root, rel);
+		snprintf(rel, sizeof(rel), "d%d/f", i);
+		write_self(root, rel);
+		snprintf(rel, sizeof(rel), "f%d", i);
+		write_self(root, rel);
+	}
+	assert_int_equal(run_child(exhausted_child, root), 0);
+	tu_rmrf(base);
+	free(root);
+	free(base);
+}
+
 /* Chains of directories, each level holding only the next: the consumer reaches every level
  * just as a worker claims it, and with HARVEST_TEST_WALK_SLOW_CLAIMS=1 a worker starts the
  * job while the consumer is between seeing it claimed and trying to take it (what a
@@ -2669,6 +2739,7 @@ int main(void)
 		cmocka_unit_test(test_fd_pressure_deep),
 		cmocka_unit_test(test_fd_pressure_wide),
 		cmocka_unit_test(test_fd_pressure_batches),
+		cmocka_unit_test(test_fd_shortage_that_lasts),
 		cmocka_unit_test(test_consumer_and_worker_race_for_claimed),
 		cmocka_unit_test(test_deep_chain_20000),
 		cmocka_unit_test(test_openat),
