@@ -87,6 +87,10 @@ typedef enum hv__test_switch {
 	 * later start fails as a fork under a process limit does (EAGAIN), so tests see detection
 	 * threads without a worker on any machine (root ignores RLIMIT_NPROC). */
 	HV__SWITCH_MIME_ONE_WORKER,
+	/* HARVEST_TEST_WALK_NO_DTYPE: the walker takes every directory entry's type as unknown,
+	 * as on a file system whose getdents64 gives none (ext2 without filetype, XFS with
+	 * ftype=0, some FUSE and network file systems). */
+	HV__SWITCH_WALK_NO_DTYPE,
 	HV__SWITCH_COUNT
 } hv__test_switch;
 

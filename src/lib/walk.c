@@ -236,8 +236,11 @@ hv_status hv_walk_next(hv_walk *w, const hv_entry **out)
 			w->warnings++;
 			w->pending_unread = !(r->flags & REC_GONE);
 			hv_buf_printf(&w->pending_warn,
-				      "%s: not entered: it cannot be examined (lstat failed)",
-				      message_path(w, w->path.data, w->path.len));
+				      "%s: not entered: it cannot be examined (lstat%s%s)%s",
+				      message_path(w, w->path.data, w->path.len),
+				      r->lerr == 255 ? " failed" : ": ",
+				      r->lerr == 255 ? "" : strerror(r->lerr),
+				      r->dtype == DT_UNKNOWN ? "; it may be a directory" : "");
 		} else if (d == DESCEND) {
 			struct dnode *c;
 			if (n->next_child < n->n_children &&
@@ -375,6 +378,7 @@ static hv_status walk_open(hv_walk **out, const char *root, const hv_walk_opts *
 	 * says every batch is blocked. */
 	w->assume_blocked = hv__test_switch_on(HV__SWITCH_WALK_BLOCKED);
 	w->slow_claims = hv__test_switch_on(HV__SWITCH_WALK_SLOW_CLAIMS);
+	w->no_dtype = hv__test_switch_on(HV__SWITCH_WALK_NO_DTYPE);
 	w->max_workers = o.threads && !w->assume_blocked ? (int)n : MAX_GROWN_WORKERS;
 	/* One thread means no workers: the consumer reads every directory itself. Under the
 	 * lock, since a started worker may already add others. An empty root has nothing to

@@ -64,6 +64,7 @@ struct rec {
 	uint32_t target_len;
 	uint8_t dtype;
 	uint8_t flags;
+	uint8_t lerr;         /* the errno of a failed lstat (255: one above) */
 	uint64_t size;        /* st_size following symlinks */
 	uint64_t sdev, sino;  /* device and inode following symlinks (for follow's loop check) */
 	hv_stat lst;
@@ -134,6 +135,7 @@ struct hv_walk {
 	atomic_bool keeps_fds;      /* hv_walk_openat was called (see hvw_worker_main) */
 	bool assume_blocked;        /* test switch: treat every batch as blocked (test_hook.h) */
 	bool slow_claims;           /* test switch: widen a claimed job's window (test_hook.h) */
+	bool no_dtype;              /* test switch: every entry's type unknown (test_hook.h) */
 	bool names_only;            /* stat only directories (and unknown types): see REC_NAMES */
 	/* The root's file system is ext2/3/4, on device eof_dev: there a listing whose last
 	 * entry's d_off is the htree's end needs no further getdents64 (see hvw_read_dir). Set
@@ -165,8 +167,9 @@ struct hv_walk {
 	bool limit_hit, finished;
 };
 
-/* UNEXAMINED: a directory, says the listing, within the depth, whose lstat failed (its parent
- * can be read but not searched): listed, not entered, and warned of. */
+/* UNEXAMINED: a directory, says the listing, or an entry whose type the listing does not give,
+ * within the depth, whose lstat failed (its parent can be read but not searched): listed, not
+ * entered, and warned of, so that nothing below it is left out in silence. */
 enum descend { NO_DESCEND, DESCEND, LOOP, UNEXAMINED };
 
 /* ---- the descriptor cache (walk_fdcache.c) ---- */

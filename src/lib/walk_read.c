@@ -39,8 +39,13 @@ enum descend hvw_should_descend(const hv_walk *w, const struct dnode *n, const s
 	if (w->opts.max_depth >= 0 && n->depth + 1 >= w->opts.max_depth)
 		return NO_DESCEND;
 	if (!(r->flags & REC_HAVE_LSTAT))
-		/* lstat failed: nothing is known, nothing is entered, a directory is warned of */
-		return r->dtype == DT_DIR && !(r->flags & REC_NAMES) ? UNEXAMINED : NO_DESCEND;
+		/* lstat failed: nothing is known, nothing is entered, and a directory is warned of,
+		 * or what may be one (no type in the listing) unless it has gone since */
+		return !(r->flags & REC_NAMES) &&
+				       (r->dtype == DT_DIR ||
+					(r->dtype == DT_UNKNOWN && !(r->flags & REC_GONE)))
+			       ? UNEXAMINED
+			       : NO_DESCEND;
 	bool link = S_ISLNK(r->lst.mode);
 	if (link ? !(w->opts.follow && (r->flags & REC_STAT_DIR)) : !S_ISDIR(r->lst.mode))
 		return NO_DESCEND;
@@ -151,6 +156,7 @@ static void stat_entries(hv_walk *w, int dfd, struct listing *l)
 		if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
 			if (errno == ENOENT)
 				r->flags |= REC_GONE;
+			r->lerr = errno > 0 && errno < 255 ? (uint8_t)errno : 255;
 			continue;
 		}
 		r->flags |= REC_HAVE_LSTAT;
@@ -251,7 +257,8 @@ int hvw_read_dir(hv_walk *w, struct dnode *n, int pfd, char *dbuf, bool patient)
 				continue;
 			if (excluded(w, nm))
 				continue;
-			if (listing_add(l, nm, strlen(nm), d->d_type, d->d_ino) != 0) {
+			unsigned char type = HV_UNLIKELY(w->no_dtype) ? DT_UNKNOWN : d->d_type;
+			if (listing_add(l, nm, strlen(nm), type, d->d_ino) != 0) {
 				l->err = ENOMEM;
 				l->partial = true;
 				goto read_done;

@@ -15,6 +15,7 @@ static const char *const vars[HV__SWITCH_COUNT] = {
 	[HV__SWITCH_PG_SILENCE] = "HARVEST_TEST_PG_SILENCE",
 	[HV__SWITCH_MIME_DIR_LATE] = "HARVEST_TEST_MIME_DIR_LATE",
 	[HV__SWITCH_MIME_ONE_WORKER] = "HARVEST_TEST_MIME_ONE_WORKER",
+	[HV__SWITCH_WALK_NO_DTYPE] = "HARVEST_TEST_WALK_NO_DTYPE",
 };
 
 /* Runs first, so the library has not looked yet: the first call reads the environment. */

@@ -2326,12 +2326,24 @@ static int perm_child(void *arg)
 		if (!walk_run(&lg, pc->root, &o, NULL))
 			return 1;
 		/* b's record, then the warning naming it, then its siblings go on; r/e2, a
-		 * directory by its entry's type that cannot be examined, is warned of too. */
+		 * directory by its entry's type that cannot be examined, is warned of too, with
+		 * lstat's reason; so is an entry of no type in the listing (what may be a
+		 * directory), and not a file the listing calls one. */
 		bool e2_dir = pc->e2_type == HV_FT_DIR;
-		const char *const expect[] = {
+		bool unknown = pc->e1_type == HV_FT_UNKNOWN;
+		const char *const expect_typed[] = {
 			"a", "a/x", "b", "!W:/b: Permission denied", "c", "c/y", "r", "r/e1", "r/e2",
-			"!W:/r/e2: not entered: it cannot be examined (lstat failed)"};
-		if (!events_match(&lg, pc->root, expect, e2_dir ? 10 : 9, "unreadable directory"))
+			"!W:/r/e2: not entered: it cannot be examined (lstat: Permission denied)"};
+		const char *const expect_untyped[] = {
+			"a", "a/x", "b", "!W:/b: Permission denied", "c", "c/y", "r", "r/e1",
+			"!W:/r/e1: not entered: it cannot be examined (lstat: Permission denied); it "
+			"may be a directory",
+			"r/e2",
+			"!W:/r/e2: not entered: it cannot be examined (lstat: Permission denied); it "
+			"may be a directory"};
+		if (!(unknown ? events_match(&lg, pc->root, expect_untyped, 11, "unreadable directory")
+			      : events_match(&lg, pc->root, expect_typed, e2_dir ? 10 : 9,
+					     "unreadable directory")))
 			return 2;
 		const rec *b = recs_find(&lg.r, "b");
 		if (!b->have_stat || !b->is_dir || b->type != HV_FT_DIR)
@@ -2358,7 +2370,7 @@ static int perm_child(void *arg)
 			fprintf(stderr, "warning: %s\n", lg.warn[0]);
 			return 7;
 		}
-		if (lg.warnings != (e2_dir ? 2u : 1u))
+		if (lg.warnings != (unknown ? 3u : e2_dir ? 2u : 1u))
 			return 8;
 		walk_log_free(&lg);
 	}
@@ -2414,6 +2426,13 @@ static void test_unreadable_dirs_as_nobody(void **state)
 	int st = tu_as_nobody(perm_child, &pc);
 	if (st != 0)
 		fail_msg("as nobody: child exit %d", st);
+	/* And as on a file system whose listings give no types. */
+	set_switch("HARVEST_TEST_WALK_NO_DTYPE", "1");
+	perm_case untyped = {root, HV_FT_UNKNOWN, HV_FT_UNKNOWN};
+	st = tu_as_nobody(perm_child, &untyped);
+	set_switch("HARVEST_TEST_WALK_NO_DTYPE", NULL);
+	if (st != 0)
+		fail_msg("as nobody, no types in the listings: child exit %d", st);
 	free(ex);
 	free(b);
 	free(r);
