@@ -242,6 +242,11 @@ static int run_walk(cli_common *c, struct walk_cli *w, const char *root)
 			break;
 		}
 		cli_progress_update(&progress, hv_walk_count(walk), files, bytes);
+		/* Output that cannot be written (a full disk, a closed pipe whose SIGPIPE is
+		 * ignored) ends the walk: the rest of the tree would be read for nothing. The
+		 * error is said once, below. */
+		if (j ? hv_json_status(j) != HV_OK : ferror(stdout) != 0)
+			break;
 	}
 	cli_progress_end(&progress);
 	hv_walk_close(walk);

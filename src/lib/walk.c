@@ -202,9 +202,10 @@ hv_status hv_walk_next(hv_walk *w, const hv_entry **out)
 			 * under --max-entries N is complete. */
 			w->finished = true;
 			w->warnings++;
-			return hv_error_set(HV_WARN, "%s: stopped after %llu entries (--max-entries)",
+			return hv_error_set(HV_WARN, "%s: stopped after %llu %s (--max-entries)",
 					    message_path(w, NULL, 0),
-					    (unsigned long long)w->opts.max_entries);
+					    (unsigned long long)w->opts.max_entries,
+					    w->opts.max_entries == 1 ? "entry" : "entries");
 		}
 		size_t index = f->idx++;
 		const struct rec *r = &l->recs[index];

@@ -1474,6 +1474,26 @@ static void test_nonblocking_and_full_stdout(void **state)
 		assert_non_null(strstr(r.err, "harvest: standard output: No space left on device\n"));
 		tu_result_free(&r);
 	}
+	/* A write that fails ends the walk: a warning that the rest of the tree would give (a
+	 * link back to an ancestor, under --follow, after the files in name order) never comes,
+	 * and the write error is said once. */
+	char *zz = tu_path(root, "zz"), *loop = tu_path(root, "zz/loop");
+	assert_int_equal(mkdir(zz, 0755), 0);
+	assert_int_equal(symlink("..", loop), 0);
+	for (size_t k = 0; k < 3; k++) {
+		const char *argv[] = {"sh", "-c", "exec \"$@\" > /dev/full", "sh", HARVEST_BIN, "walk",
+				      "--follow", "--format", fmts[k], root, NULL};
+		tu_result r;
+		tu_run(&r, NULL, NULL, (char *const *)argv);
+		if (r.status != 1 || strstr(r.err, "leads back") ||
+		    !strstr(r.err, "No space left on device") ||
+		    strstr(strstr(r.err, "No space left on device") + 1, "No space left on device"))
+			fail_msg("walk --format %s > /dev/full: exit %d, stderr: %s", fmts[k], r.status,
+				 r.err);
+		tu_result_free(&r);
+	}
+	free(loop);
+	free(zz);
 }
 
 static void test_option_placement(void **state)
