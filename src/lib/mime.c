@@ -61,8 +61,10 @@ struct hv_magic {
 	hv_buf answer; /* the last answer, copied out of libmagic's buffer at once */
 };
 
-/* Appends "path:size:mtime_ns" of the file libmagic loads for one database component: like
- * libmagic's apprentice, "X.mgc" when it exists, else X itself (a source file or directory). */
+/* Appends "path:size:mtime_ns:ino:ctime_ns" of the file libmagic loads for one database
+ * component: like libmagic's apprentice, "X.mgc" when it exists, else X itself (a source file
+ * or directory). The inode and ctime as a file's cache key has them: a database rebuilt to the
+ * same size with its mtime put back (as some packaging tools do) is still another database. */
 static hv_status fingerprint_component(hv_buf *fp, const char *comp, size_t len)
 {
 	hv_buf p = {0};
@@ -78,9 +80,12 @@ static hv_status fingerprint_component(hv_buf *fp, const char *comp, size_t len)
 	}
 	if (rc == HV_OK) {
 		if (stat(p.data, &st) == 0)
-			rc = hv_buf_printf(fp, "%s:%lld:%lld", p.data, (long long)st.st_size,
-					   (long long)st.st_mtim.tv_sec * 1000000000LL +
-						   st.st_mtim.tv_nsec);
+			rc = hv_buf_printf(fp, "%s:%lld:%lld:%llu:%lld", p.data, (long long)st.st_size,
+					   (long long)hv_ns_from_timespec(st.st_mtim.tv_sec,
+									  st.st_mtim.tv_nsec),
+					   (unsigned long long)st.st_ino,
+					   (long long)hv_ns_from_timespec(st.st_ctim.tv_sec,
+									  st.st_ctim.tv_nsec));
 		else
 			rc = hv_buf_printf(fp, "%s:missing", p.data);
 	}
