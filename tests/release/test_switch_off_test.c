@@ -17,6 +17,7 @@ static const char *const vars[] = {
 	"HARVEST_TEST_CHANGES_READ_SLOW", "HARVEST_TEST_SNAPSHOT_LSTAT",
 	"HARVEST_TEST_PG_SILENCE",
 	"HARVEST_TEST_MIME_DIR_LATE",     "HARVEST_TEST_MIME_ONE_WORKER",
+	"HARVEST_TEST_WALK_NO_DTYPE",
 };
 
 static void test_every_switch_off(void **state)
