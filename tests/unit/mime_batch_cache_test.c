@@ -87,6 +87,7 @@ static void test_large_batch_keeps_few_pages(void **state)
  * the file is opened. */
 struct swap {
 	const char *dir;
+	const char *to; /* what dir/l is made to lead to */
 	int swaps;
 };
 
@@ -94,10 +95,10 @@ static void swap_link(void *ctx, const char *path)
 {
 	struct swap *s = ctx;
 	size_t len = strlen(path);
-	if (len < 6 || strcmp(path + len - 6, "/l/f.x") != 0)
+	if (len < 6 || strcmp(path + len - 2, ".x") != 0 || strncmp(path + len - 6, "/l/", 3) != 0)
 		return;
 	char *tmp = tu_path(s->dir, "l.new"), *link = tu_path(s->dir, "l");
-	assert_int_equal(symlink("b", tmp), 0);
+	assert_int_equal(symlink(s->to, tmp), 0);
 	assert_int_equal(rename(tmp, link), 0);
 	free(tmp);
 	free(link);
@@ -119,9 +120,12 @@ static void test_swap_before_open_not_cached(void **state)
 	tu_mkdir(dir, "b");
 	tu_write(dir, "a/f.x", png, sizeof(png));
 	tu_write(dir, "b/f.x", pdf, sizeof(pdf) - 1);
+	tu_write(dir, "a/g.x", png, sizeof(png));
+	tu_mkdir(dir, "c");
 	char *link = tu_path(dir, "l"), *via = tu_path(dir, "l/f.x"), *own = tu_path(dir, "a/f.x");
-	char *db = tu_path(dir, "cache.db");
+	char *db = tu_path(dir, "cache.db"), *c_g = tu_path(dir, "c/g.x");
 	assert_int_equal(symlink("a", link), 0);
+	assert_int_equal(symlink("../b/f.x", c_g), 0); /* c/g.x: a symlink where a/g.x is a file */
 	sleep(3); /* past the 2 s rule, so an answer would be cached */
 
 	hv_mime_opts o;
@@ -129,7 +133,7 @@ static void test_swap_before_open_not_cached(void **state)
 	o.raw = true;
 	hv_store *st = NULL;
 	assert_int_equal(hv_store_open(&st, db, HV_STORE_NO_HISTORY), HV_OK);
-	struct swap sw = {.dir = dir};
+	struct swap sw = {.dir = dir, .to = "b"};
 	hv__test_hook_set(HV__HOOK_MIME_BEFORE_OPEN, swap_link, &sw);
 	hv_mime_result *r = NULL;
 	const char *p1[] = {via};
@@ -152,6 +156,26 @@ static void test_swap_before_open_not_cached(void **state)
 	int64_t rows = 0;
 	assert_int_equal(hvst_query_int(st, "SELECT count(*) FROM mime_cache", &rows), HV_OK);
 	assert_int_equal(rows, 1);
+
+	/* A swap that leaves a symlink at the name: the path is answered as one, and the file
+	 * its lstat found (a/g.x) is not cached as a symlink. */
+	char *via_g = tu_path(dir, "l/g.x"), *own_g = tu_path(dir, "a/g.x");
+	assert_int_equal(unlink(link), 0);
+	assert_int_equal(symlink("a", link), 0);
+	sw.to = "c";
+	hv__test_hook_set(HV__HOOK_MIME_BEFORE_OPEN, swap_link, &sw);
+	const char *p3[] = {via_g};
+	assert_int_equal(hv_mime_detect_cached(st, p3, 1, &o, &r), HV_OK);
+	hv__test_hook_set(HV__HOOK_MIME_BEFORE_OPEN, NULL, NULL);
+	assert_int_equal(sw.swaps, 2);
+	assert_string_equal(r[0].mime_type, "inode/symlink");
+	hv_mime_results_free(r, 1);
+	const char *p4[] = {own_g};
+	assert_int_equal(hv_mime_detect_cached(st, p4, 1, &o, &r), HV_OK);
+	assert_string_equal(r[0].mime_type, "image/png");
+	hv_mime_results_free(r, 1);
+	free(via_g);
+	free(own_g);
 	unsigned loads = hvm_magic_loads();
 	assert_int_equal(hv_mime_detect_cached(st, p2, 1, &o, &r), HV_OK);
 	assert_string_equal(r[0].mime_type, "image/png");
@@ -162,6 +186,7 @@ static void test_swap_before_open_not_cached(void **state)
 	free(via);
 	free(own);
 	free(db);
+	free(c_g);
 	tu_rmrf(dir);
 	free(dir);
 }
