@@ -23,8 +23,10 @@
 	X(sqlite3_bind_parameter_index)                                                        \
 	X(sqlite3_bind_text)                                                                   \
 	X(sqlite3_bind_text64)                                                                 \
+	X(sqlite3_blob_bytes)                                                                  \
 	X(sqlite3_blob_close)                                                                  \
 	X(sqlite3_blob_open)                                                                   \
+	X(sqlite3_blob_read)                                                                   \
 	X(sqlite3_blob_write)                                                                  \
 	X(sqlite3_busy_timeout)                                                                \
 	X(sqlite3_changes)                                                                     \
@@ -83,8 +85,10 @@ int hv__sqlite_load(char *why, size_t cap);
 #define sqlite3_bind_parameter_index (hv__sqlite.sqlite3_bind_parameter_index)
 #define sqlite3_bind_text (hv__sqlite.sqlite3_bind_text)
 #define sqlite3_bind_text64 (hv__sqlite.sqlite3_bind_text64)
+#define sqlite3_blob_bytes (hv__sqlite.sqlite3_blob_bytes)
 #define sqlite3_blob_close (hv__sqlite.sqlite3_blob_close)
 #define sqlite3_blob_open (hv__sqlite.sqlite3_blob_open)
+#define sqlite3_blob_read (hv__sqlite.sqlite3_blob_read)
 #define sqlite3_blob_write (hv__sqlite.sqlite3_blob_write)
 #define sqlite3_busy_timeout (hv__sqlite.sqlite3_busy_timeout)
 #define sqlite3_changes (hv__sqlite.sqlite3_changes)

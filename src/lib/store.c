@@ -48,7 +48,7 @@ static const char *const stmt_sql[STMT__COUNT] = {
 			     " WHERE snapshot_id = ?1 AND parent = ?2 AND name = ?3",
 	[STMT_CONTENT_PUT] = "INSERT OR IGNORE INTO contents(sha256, size, bytes)"
 			     " VALUES (?1, ?2, ?3)",
-	[STMT_CONTENT_GET] = "SELECT bytes FROM contents WHERE sha256 = ?1",
+	[STMT_CONTENT_GET] = "SELECT rowid, length(bytes) FROM contents WHERE sha256 = ?1",
 	[STMT_ARTIFACT_PUT] = "INSERT INTO artifacts(run_id, path, name, mime_type, size, sha256,"
 			      " recorded_at_ns, content_stored, change)"
 			      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
@@ -139,6 +139,30 @@ hv_status hvst_check_integrity(hv_store *st, bool full)
 		const char *res = (const char *)sqlite3_column_text(q, 0);
 		if (!res || strcmp(res, "ok") != 0)
 			rc = hvst_check_failed(st, res);
+	}
+	sqlite3_finalize(q);
+	return rc;
+}
+
+hv_status hvst_check_table(hv_store *st, const char *table)
+{
+	char sql[64];
+	snprintf(sql, sizeof(sql), "PRAGMA quick_check(%s)", table);
+	sqlite3_stmt *q = NULL;
+	int src = sqlite3_prepare_v2(st->db, sql, -1, &q, NULL);
+	if (src != SQLITE_OK)
+		return hvst_db_error(st, src, "cannot check the database");
+	int rc = HV_OK;
+	/* The first line of the report: "ok" alone, or the first thing wrong. */
+	src = sqlite3_step(q);
+	if (src != SQLITE_ROW) {
+		rc = hvst_db_error(st, src, "cannot check the database");
+	} else {
+		const char *res = (const char *)sqlite3_column_text(q, 0);
+		if (!res || strcmp(res, "ok") != 0) {
+			st->damaged = true;
+			rc = hvst_check_failed(st, res);
+		}
 	}
 	sqlite3_finalize(q);
 	return rc;

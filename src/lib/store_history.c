@@ -352,9 +352,9 @@ static hv_status check_run_open(hv_store *st, int64_t run_id)
 		rc = sqlite3_column_int(q, 0) ? HV_OK
 					      : hv_error_set(HV_ENOTFOUND, "run %lld has already finished",
 							     (long long)run_id);
-	else if (src == SQLITE_DONE)
+	else if (src == SQLITE_DONE && (rc = hvst_check_table(st, "runs")) == HV_OK)
 		rc = hv_error_set(HV_ENOTFOUND, "no run %lld (pruned?)", (long long)run_id);
-	else
+	else if (src != SQLITE_DONE)
 		rc = hvst_db_error(st, src, "cannot finish the run");
 	sqlite3_finalize(q);
 	return rc;
@@ -448,7 +448,10 @@ static hv_status store_read_content(hv_store *st, const hv_artifact_in *a, const
 			     : SQLITE_OK;
 	if (src != SQLITE_OK) {
 		sqlite3_blob_close(blob);
-		return hvst_db_error(st, src, "cannot store a content");
+		/* The row was inserted a moment ago, in this transaction: "no such rowid" means
+		 * a damaged table hid it. */
+		return hvst_db_error(st, src == SQLITE_ERROR ? SQLITE_CORRUPT : src,
+				     "cannot store a content");
 	}
 	struct blob_put bp = {.st = st, .blob = blob};
 	int rc = hvst_artifact_pieces(a, sha, CONTENT_PIECE, blob_put_piece, &bp);
@@ -554,6 +557,8 @@ typedef struct sq_run_iter {
 	hv_store *st;
 	sqlite3_stmt *q;
 	bool with_output;
+	bool by_id;   /* the filter names one run */
+	bool stepped; /* a row has been read */
 	hv_run_row row;
 } sq_run_iter;
 
@@ -563,6 +568,7 @@ typedef struct sq_artifact_iter {
 	sqlite3_stmt *q;
 	bool with_content;
 	hv_artifact_row row;
+	char *content; /* row.content's bytes, until the next row */
 	/* The upper bound of the name pattern, alive as long as the statement (bound
 	 * SQLITE_STATIC). */
 	hv_buf name_hi;
@@ -629,6 +635,7 @@ static hv_status sq_runs(hv_store *st, const hv_run_filter *f, hv_run_iter **out
 	 * NOLINTNEXTLINE(clang-analyzer-core.NullDereference) */
 	it->st = st;
 	it->with_output = f->with_output;
+	it->by_id = f->run_id != 0;
 	bind_name(it->q, ":id", f->run_id);
 	bind_name(it->q, ":since", f->since_ns);
 	bind_name(it->q, ":limit", f->limit > INT64_MAX ? INT64_MAX : (int64_t)f->limit);
@@ -662,8 +669,13 @@ static hv_status sq_run_next(hv_run_iter *base, const hv_run_row **out)
 {
 	sq_run_iter *it = (sq_run_iter *)base;
 	int src = sqlite3_step(it->q);
-	if (src == SQLITE_DONE)
-		return HV_DONE;
+	bool first = !it->stepped;
+	it->stepped = true;
+	if (src == SQLITE_DONE) {
+		/* "no run N" only when the table is sound: a damaged page can hide the row. */
+		hv_status rc = first && it->by_id ? hvst_check_table(it->st, "runs") : HV_OK;
+		return rc == HV_OK ? HV_DONE : rc;
+	}
 	if (src != SQLITE_ROW)
 		return hvst_db_error(it->st, src, "cannot query the history");
 	sqlite3_stmt *q = it->q;
@@ -918,8 +930,9 @@ static hv_status sq_artifacts(hv_store *st, const hv_artifact_filter *f,
 			: hv_error_set(HV_ENOMEM, "out of memory");
 	hv_buf_append_str(&sql, "SELECT a.id, a.run_id, a.path, a.name, a.mime_type, a.size,"
 				" a.sha256, a.recorded_at_ns, a.content_stored, a.change");
+	/* (the content's row and length, not its bytes: read_blob reads them) */
 	if (f->with_content)
-		hv_buf_append_str(&sql, ", c.bytes");
+		hv_buf_append_str(&sql, ", c.rowid, length(c.bytes)");
 	/* INDEXED BY and the unary + steer SQLite to the plan chosen above. */
 	hv_buf_append_str(&sql, plan == PLAN_SCAN ? " FROM artifacts a INDEXED BY artifacts_run"
 						   : " FROM artifacts a");
@@ -970,9 +983,17 @@ static hv_status sq_mime_types(hv_store *st, hvst_mime_set *out)
 	return rc;
 }
 
+/* The bytes of the contents row rowid (bytes long), read with SQLite's incremental blob I/O
+ * straight into one malloc'd buffer of their size (+1 for a NUL), in CONTENT_PIECE pieces: the
+ * value is never also held whole by SQLite, as a column read of it is (and a query's sorter
+ * then copied it again: `history show --content` of a 100 MB content peaked at 234 MB). */
+static hv_status read_blob(hv_store *st, int64_t rowid, int64_t bytes, char **out, size_t *len);
+
 static hv_status sq_artifact_next(hv_artifact_iter *base, const hv_artifact_row **out)
 {
 	sq_artifact_iter *it = (sq_artifact_iter *)base;
+	free(it->content);
+	it->content = NULL;
 	int src = sqlite3_step(it->q);
 	if (src == SQLITE_DONE)
 		return HV_DONE;
@@ -991,12 +1012,15 @@ static hv_status sq_artifact_next(hv_artifact_iter *base, const hv_artifact_row 
 	a->recorded_at_ns = sqlite3_column_int64(q, 7);
 	a->content_stored = sqlite3_column_int(q, 8) != 0;
 	a->change = (const char *)sqlite3_column_text(q, 9);
-	if (it->with_content) {
-		a->content = col_bytes(q, 10, &a->content_len);
+	if (it->with_content && sqlite3_column_type(q, 10) != SQLITE_NULL) {
+		int rc = read_blob(it->st, sqlite3_column_int64(q, 10), sqlite3_column_int64(q, 11),
+				   &it->content, &a->content_len);
+		if (rc != HV_OK)
+			return rc;
+		a->content = it->content;
 		char what[48];
 		snprintf(what, sizeof(what), "artifact %lld", (long long)a->artifact_id);
-		int rc = a->content ? hvst_verify_content(a->content, a->content_len, a->sha256, what)
-				    : HV_OK;
+		rc = hvst_verify_content(a->content, a->content_len, a->sha256, what);
 		if (rc != HV_OK)
 			return rc;
 	}
@@ -1011,12 +1035,54 @@ static void sq_artifact_free(hv_artifact_iter *base)
 		return;
 	sqlite3_finalize(it->q);
 	hv_buf_free(&it->name_hi);
+	free(it->content);
 	free(it);
 }
 
 /* ---- Contents ----------------------------------------------------------------------------- */
 
 /* hv_store_content_get, naming the bytes what (NULL: by their digest) in a mismatch. */
+static hv_status read_blob(hv_store *st, int64_t rowid, int64_t bytes, char **out, size_t *len)
+{
+	if (bytes == 0) { /* (an empty blob cannot be opened) */
+		*out = calloc(1, 1);
+		*len = 0;
+		return *out ? HV_OK : hv_error_set(HV_ENOMEM, "out of memory");
+	}
+	sqlite3_blob *blob = NULL;
+	int src = sqlite3_blob_open(st->db, "main", "contents", "bytes", rowid, 0, &blob);
+	if (src != SQLITE_OK) {
+		sqlite3_blob_close(blob);
+		/* The row was found a moment ago, in this statement's read: gone now means a
+		 * damaged table (or a NULL or text value there, which harvest never writes). */
+		return hvst_db_error(st, src == SQLITE_ERROR ? SQLITE_CORRUPT : src,
+				     "cannot read a content");
+	}
+	size_t n = (size_t)sqlite3_blob_bytes(blob);
+	char *buf = malloc(n + 1);
+	if (!buf) {
+		sqlite3_blob_close(blob);
+		return hv_error_set(HV_ENOMEM, "out of memory");
+	}
+	hv_status rc = HV_OK;
+	for (size_t off = 0; rc == HV_OK && off < n;) {
+		size_t k = n - off < CONTENT_PIECE ? n - off : CONTENT_PIECE;
+		src = sqlite3_blob_read(blob, buf + off, (int)k, (int)off);
+		if (src != SQLITE_OK)
+			rc = hvst_db_error(st, src, "cannot read a content");
+		off += k;
+	}
+	sqlite3_blob_close(blob);
+	if (rc != HV_OK) {
+		free(buf);
+		return rc;
+	}
+	buf[n] = '\0';
+	*out = buf;
+	*len = n;
+	return HV_OK;
+}
+
 static hv_status content_get(hv_store *st, const char *sha256_hex, const char *what, void **data,
 			     size_t *len)
 {
@@ -1032,20 +1098,14 @@ static hv_status content_get(hv_store *st, const char *sha256_hex, const char *w
 	sqlite3_bind_text(q, 1, sha, 64, SQLITE_STATIC);
 	int src = sqlite3_step(q);
 	if (src == SQLITE_ROW) {
-		size_t n;
-		const char *p = col_bytes(q, 0, &n);
-		char *copy = malloc(n + 1);
-		if (!copy) {
-			rc = hv_error_set(HV_ENOMEM, "out of memory");
-		} else if ((rc = hvst_verify_content(p, n, sha, what ? what : sha)) != HV_OK) {
-			free(copy);
-		} else {
-			if (n)
-				memcpy(copy, p, n);
-			copy[n] = '\0';
-			*data = copy;
-			*len = n;
-		}
+		char *buf = NULL;
+		size_t n = 0;
+		/* (the statement stays open meanwhile: its read transaction covers the blob's) */
+		rc = read_blob(st, sqlite3_column_int64(q, 0), sqlite3_column_int64(q, 1), &buf, &n);
+		if (rc == HV_OK && (rc = hvst_verify_content(buf, n, sha, what ? what : sha)) != HV_OK)
+			free(buf);
+		else if (rc == HV_OK)
+			*data = buf, *len = n;
 	} else if (src == SQLITE_DONE) {
 		rc = hv_error_set(HV_ENOTFOUND, "%s: no stored content with this SHA-256", sha);
 	} else {
@@ -1071,9 +1131,9 @@ static hv_status sq_artifact_sha(hv_store *st, int64_t artifact_id, char sha[65]
 				  (long long)artifact_id);
 	else if (src == SQLITE_ROW)
 		snprintf(sha, 65, "%s", (const char *)sqlite3_column_text(q, 0));
-	else if (src == SQLITE_DONE)
+	else if (src == SQLITE_DONE && (rc = hvst_check_table(st, "artifacts")) == HV_OK)
 		rc = hv_error_set(HV_ENOTFOUND, "no artifact %lld", (long long)artifact_id);
-	else
+	else if (src != SQLITE_DONE)
 		rc = hvst_db_error(st, src, "cannot read an artifact");
 	sqlite3_finalize(q);
 	return rc;

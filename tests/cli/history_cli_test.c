@@ -2011,6 +2011,71 @@ static void test_corrupt_db(void **state)
 	fx_close(&f);
 }
 
+/* The root page of table in db, and the page size, read with sqlite3(1). */
+static void root_page(const char *db, const char *table, long *page, long *page_size)
+{
+	char sql[160];
+	snprintf(sql, sizeof(sql),
+		 "SELECT rootpage FROM sqlite_master WHERE name = '%s'; PRAGMA page_size;", table);
+	char *argv[] = {"sqlite3", (char *)db, sql, NULL};
+	tu_result r;
+	tu_run(&r, NULL, NULL, argv);
+	expect_status(&r, 0, "sqlite3 rootpage");
+	assert_int_equal(sscanf(r.out, "%ld %ld", page, page_size), 2);
+	tu_result_free(&r);
+	assert_true(*page > 1 && *page_size >= 512);
+}
+
+/* A page that is still a b-tree page, but whose cell pointers are garbage: SQLite reads it
+ * without complaint, and a lookup by key finds nothing there. "no run N" or "no artifact N"
+ * would then tell the user that a run was deleted when the file is damaged: a lookup that
+ * finds nothing checks its table (quick_check) before saying so. */
+static void test_damaged_cells_hide_rows(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_open(&f);
+	int64_t r1, r2;
+	make_db(&f, &r1, &r2);
+	static const char *const cases[][2] = {{"runs", "show"}, {"artifacts", "get"}};
+	for (size_t c = 0; c < 2; c++) {
+		long page, page_size;
+		root_page(f.db, cases[c][0], &page, &page_size);
+		size_t len;
+		unsigned char *bad = (unsigned char *)tu_read_file(f.db, &len);
+		assert_non_null(bad);
+		size_t off = (size_t)(page - 1) * (size_t)page_size;
+		assert_true(off + (size_t)page_size <= len);
+		/* after the 8-byte header of a leaf page: its cell pointers, then free space */
+		for (size_t i = 8; i < 8 + 200; i++)
+			bad[off + i] = (unsigned char)"\xde\xad\xbe\xef"[i % 4];
+		char *copy = tu_path(f.root, "cells.db");
+		tu_write(f.root, "cells.db", bad, len);
+		char id[32];
+		snprintf(id, sizeof(id), "%lld", (long long)(c == 0 ? r1 : 1));
+		const char *args[] = {"history", cases[c][1], id, "--db", copy, NULL};
+		tu_result r;
+		tu_harvestv(&r, NULL, NULL, args);
+		char w[96];
+		snprintf(w, sizeof(w), "history %s %s, %s's cells damaged", cases[c][1], id,
+			 cases[c][0]);
+		expect_status(&r, 1, w);
+		expect_one_line_error(&r, "database is corrupt", w);
+		assert_int_equal(r.out_len, 0);
+		tu_result_free(&r);
+		/* A run or an artifact that is not there, in a sound file, is still "no ...". */
+		const char *none[] = {"history", cases[c][1], "999", "--db", f.db, NULL};
+		tu_harvestv(&r, NULL, NULL, none);
+		expect_status(&r, 1, "an id never recorded");
+		expect_one_line_error(&r, c == 0 ? "no run 999" : "no artifact 999",
+				      "an id never recorded");
+		tu_result_free(&r);
+		free(copy);
+		free(bad);
+	}
+	fx_close(&f);
+}
+
 /* A harvest database with one b-tree page (of a table or index) overwritten: commands that do
  * not read that page may work; those that do fail with a one-line error; a command that fails
  * leaves the file exactly as it was (SPEC 5: a corrupt database is never modified), and so
@@ -3029,6 +3094,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_locked_database, tu_cleanup),
 		cmocka_unit_test_teardown(test_corrupt_db, tu_cleanup),
 		cmocka_unit_test_teardown(test_corrupt_page, tu_cleanup),
+		cmocka_unit_test_teardown(test_damaged_cells_hide_rows, tu_cleanup),
 		cmocka_unit_test_teardown(test_concurrent_runs, tu_cleanup),
 		cmocka_unit_test_teardown(test_kill_collect, tu_cleanup),
 		cmocka_unit_test_teardown(test_get_output_kinds, tu_cleanup),
