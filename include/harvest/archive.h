@@ -77,7 +77,8 @@ typedef struct hv_archive_stats {
  * HV_OK when complete; HV_WARN when something was skipped or changed (each was passed to
  * opts->warn); HV_ENOTDIR when root is missing or not a directory; HV_EIO when writing failed
  * (the message says why: "No space left on device", "Broken pipe") — out_fd then holds a
- * partial archive; HV_EUSAGE for bad options. stats may be NULL. */
+ * partial archive; HV_EUSAGE for bad options. opts may be NULL (the defaults of
+ * hv_archive_opts_init), and stats too. */
 HV_EXTERN hv_status hv_archive_dir(int out_fd, const char *root, const hv_archive_opts *opts,
 			 hv_archive_stats *stats);
 
@@ -91,7 +92,8 @@ HV_EXTERN hv_status hv_archive_dir(int out_fd, const char *root, const hv_archiv
  * or is longer than a zip name holds, about 64 KiB), and is never used as a member path;
  * "reserved": the path is MANIFEST.json itself. Each artifact left out is also
  * passed to opts->warn. HV_OK when every artifact was archived, HV_WARN when some were left
- * out, HV_ENOTFOUND when there is no such run, else a failure as hv_archive_dir. */
+ * out, HV_ENOTFOUND when there is no such run (any run_id below 1 included: 0 is not "every
+ * run" here), else a failure as hv_archive_dir. opts and stats may be NULL. */
 HV_EXTERN hv_status hv_archive_run(int out_fd, hv_store *st, int64_t run_id, const hv_archive_opts *opts,
 			 hv_archive_stats *stats);
 

@@ -37,8 +37,11 @@ HV_EXTERN void hv_json_buffer_reset(hv_json *j);
 /* Writes out what is buffered (fd writers). Returns HV_EIO on a write error (e.g. EPIPE);
  * the first write error is sticky and returned by every later flush. */
 HV_EXTERN hv_status hv_json_flush(hv_json *j);
-/* The sticky status: HV_OK, HV_EIO (a write error) or HV_ENOMEM (a buffer writer could not
- * grow). After an error the writer discards further output; calls remain safe. */
+/* The sticky status: HV_OK, HV_EIO (a write error), HV_ENOMEM (a buffer writer could not
+ * grow) or HV_EUSAGE (a NULL string, key or data of nonzero length was given to a call below;
+ * hv_json_cstring and hv_json_enum of NULL write null instead, and every call with a NULL
+ * writer does nothing). After an error the writer discards further output; calls remain
+ * safe. */
 HV_EXTERN hv_status hv_json_status(const hv_json *j);
 /* Bytes buffered and not yet written. */
 HV_EXTERN size_t hv_json_pending(const hv_json *j);

@@ -116,7 +116,8 @@ HV_EXTERN void hv_mime_db_close(hv_mime_db *db);
  *     while image/png named x.txt stays image/png;
  * is the answer, else raw_type. inode/... answers are never refined.
  * *type points to raw_type or to a string that lives as long as db (the default db lives
- * until exit). HV_ENOMEM/HV_EIO only when the default db cannot be loaded. */
+ * until exit); with no name or no raw_type (NULL or empty), raw_type as it is. HV_ENOMEM/HV_EIO
+ * only when the default db cannot be loaded; HV_EUSAGE when type is NULL. */
 HV_EXTERN hv_status hv_mime_refine(const hv_mime_db *db, const char *name, const char *raw_type,
 			 const char **type);
 

@@ -509,6 +509,11 @@ hv_status hv_archive_dir(int out_fd, const char *root, const hv_archive_opts *o,
 			 hv_archive_stats *stats)
 {
 	HV_NEED(root);
+	hv_archive_opts defaults;
+	if (!o) {
+		hv_archive_opts_init(&defaults);
+		o = &defaults;
+	}
 	hv_archive_stats local;
 	if (!stats)
 		stats = &local;
@@ -692,10 +697,18 @@ hv_status hv_archive_run(int out_fd, hv_store *st, int64_t run_id, const hv_arch
 			 hv_archive_stats *stats)
 {
 	HV_NEED(st);
+	hv_archive_opts defaults;
+	if (!o) {
+		hv_archive_opts_init(&defaults);
+		o = &defaults;
+	}
 	hv_archive_stats local;
 	if (!stats)
 		stats = &local;
 	memset(stats, 0, sizeof(*stats));
+	/* Run ids start at 1; a filter's 0 would mean every run. */
+	if (run_id < 1)
+		return hv_error_set(HV_ENOTFOUND, "no run %lld", (long long)run_id);
 	hv_run_filter rf = {.run_id = run_id, .limit = 1};
 	hv_run_iter *ri = NULL;
 	int rc = hv_store_runs(st, &rf, &ri);

@@ -221,6 +221,7 @@ hv_status hvc_check_fds(const char *dir, int extra, int *avail)
 
 hv_status hv_collect_check_fds(const char *dir, int extra)
 {
+	HV_NEED(dir);
 	int avail;
 	return hvc_check_fds(dir, extra > 0 ? extra : 0, &avail);
 }

@@ -69,6 +69,8 @@ hv_status hv_error_restore(const hv_error_saved *saved, hv_status status);
 struct hv_json;
 void hv__json_key_plain(struct hv_json *j, const char *key, size_t len);
 #define HV_JSON_KEY(j, lit) hv__json_key_plain((j), "" lit "", sizeof(lit) - 1)
+/* Makes j's status HV_EUSAGE (unless it failed already): a NULL argument to a record writer. */
+void hv__json_fail(struct hv_json *j);
 
 /* A growing byte buffer. Always NUL-terminated after the first append. */
 typedef struct hv_buf {

@@ -49,6 +49,28 @@ struct hv_json {
 };
 
 /* ---- output buffer ---------------------------------------------------------------- */
+/* A NULL writer is ignored, and a NULL string or data of nonzero length makes the writer's
+ * status HV_EUSAGE (output discarded from there, as after any failure): a caller's slip is
+ * reported by hv_json_flush/hv_json_status, never a crash. */
+#define J_NEED(j)                                                                                  \
+	do {                                                                                       \
+		if (HV_UNLIKELY(!(j)))                                                             \
+			return;                                                                    \
+	} while (0)
+#define J_NEED_DATA(j, p, len)                                                                     \
+	do {                                                                                       \
+		if (HV_UNLIKELY(!(p) && (len) > 0)) {                                              \
+			hv__json_fail(j);                                                          \
+			return;                                                                    \
+		}                                                                                  \
+	} while (0)
+
+void hv__json_fail(hv_json *j)
+{
+	if (j && j->status == HV_OK)
+		j->status = HV_EUSAGE;
+}
+
 
 hv_status hv_json_flush(hv_json *j)
 {
@@ -60,6 +82,8 @@ hv_status hv_json_flush(hv_json *j)
 		}
 	if (j->fd >= 0)
 		j->len = 0; /* written, or lost for good after an error */
+	if (j->status == HV_EUSAGE)
+		return hv_error_set(HV_EUSAGE, "JSON writer: a NULL string, key or data was given");
 	if (j->status != HV_OK)
 		return hv_error_errno(j->status, "write",
 				      j->status == HV_EIO ? j->write_errno : ENOMEM);
@@ -239,26 +263,31 @@ static void close_level(hv_json *j, char c)
 
 void hv_json_object_begin(hv_json *j)
 {
+	J_NEED(j);
 	open_level(j, '{');
 }
 
 void hv_json_object_end(hv_json *j)
 {
+	J_NEED(j);
 	close_level(j, '}');
 }
 
 void hv_json_array_begin(hv_json *j)
 {
+	J_NEED(j);
 	open_level(j, '[');
 }
 
 void hv_json_array_end(hv_json *j)
 {
+	J_NEED(j);
 	close_level(j, ']');
 }
 
 void hv_json_newline(hv_json *j)
 {
+	J_NEED(j);
 	put_char(j, '\n');
 	j->after_key = false;
 }
@@ -528,12 +557,18 @@ size_t hv_json_escape(const char *bytes, size_t len, char *out, size_t cap)
 
 void hv_json_string(hv_json *j, const char *bytes, size_t len)
 {
+	J_NEED(j);
+	J_NEED_DATA(j, bytes, len);
 	begin_value(j);
 	put_string(j, bytes, len);
 }
 
 void hv_json_cstring(hv_json *j, const char *s)
 {
+	if (!s) {
+		hv_json_null(j); /* no string: null, as a NULL column reads */
+		return;
+	}
 	hv_json_string(j, s, strlen(s));
 }
 
@@ -628,6 +663,8 @@ static __attribute__((noinline)) void key_general(hv_json *j, const char *snake_
 
 void hv_json_key(hv_json *j, const char *snake_key)
 {
+	J_NEED(j);
+	J_NEED_DATA(j, snake_key, 1);
 	if (HV_LIKELY(j->kase != HV_CASE_CAMEL)) {
 		/* The common case, once per member of every record: a key is a short literal with
 		 * nothing to escape. It is copied while its end is looked for (no strlen, no
@@ -698,6 +735,8 @@ void hv__json_key_plain(hv_json *j, const char *key, size_t len)
 
 void hv_json_key_null(hv_json *j, const char *snake_key)
 {
+	J_NEED(j);
+	J_NEED_DATA(j, snake_key, 1);
 	if (j->kase == HV_CASE_CAMEL)
 		return; /* unknown: the TypeScript records leave the member out */
 	hv_json_key(j, snake_key);
@@ -706,6 +745,11 @@ void hv_json_key_null(hv_json *j, const char *snake_key)
 
 void hv_json_enum(hv_json *j, const char *snake_value)
 {
+	J_NEED(j);
+	if (!snake_value) {
+		hv_json_null(j);
+		return;
+	}
 	begin_value(j);
 	put_name(j, snake_value);
 }
@@ -752,17 +796,20 @@ static void put_number(hv_json *j, bool negative, uint64_t magnitude)
 
 void hv_json_int(hv_json *j, int64_t v)
 {
+	J_NEED(j);
 	/* The magnitude in unsigned arithmetic: -INT64_MIN does not fit an int64_t. */
 	put_number(j, v < 0, v < 0 ? 0 - (uint64_t)v : (uint64_t)v);
 }
 
 void hv_json_uint(hv_json *j, uint64_t v)
 {
+	J_NEED(j);
 	put_number(j, false, v);
 }
 
 void hv_json_bool(hv_json *j, bool v)
 {
+	J_NEED(j);
 	begin_value(j);
 	char *o = room(j, 5);
 	memcpy(o, v ? "true" : "false", 5); /* "true" with its NUL: 5 bytes either way */
@@ -771,12 +818,15 @@ void hv_json_bool(hv_json *j, bool v)
 
 void hv_json_null(hv_json *j)
 {
+	J_NEED(j);
 	begin_value(j);
 	put_bytes(j, "null", 4);
 }
 
 void hv_json_raw(hv_json *j, const char *text, size_t len)
 {
+	J_NEED(j);
+	J_NEED_DATA(j, text, len);
 	begin_value(j);
 	put_bytes(j, text, len);
 }
@@ -818,6 +868,8 @@ static void base64_groups(hv_json *j, const unsigned char *s, size_t len)
 
 void hv_json_base64(hv_json *j, const void *data, size_t len)
 {
+	J_NEED(j);
+	J_NEED_DATA(j, data, len);
 	hv_json_base64_begin(j);
 	base64_groups(j, data, len);
 	hv_json_base64_end(j);
@@ -825,17 +877,21 @@ void hv_json_base64(hv_json *j, const void *data, size_t len)
 
 void hv_json_base64_begin(hv_json *j)
 {
+	J_NEED(j);
 	begin_value(j);
 	put_char(j, '"');
 }
 
 void hv_json_base64_part(hv_json *j, const void *data, size_t len)
 {
+	J_NEED(j);
+	J_NEED_DATA(j, data, len);
 	base64_groups(j, data, len);
 }
 
 void hv_json_base64_end(hv_json *j)
 {
+	J_NEED(j);
 	put_char(j, '"');
 }
 

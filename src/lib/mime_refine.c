@@ -704,6 +704,7 @@ static bool acceptable(const hv_mime_db *db, const char *cand, const char *raw)
 hv_status hv_mime_refine(const hv_mime_db *db, const char *name, const char *raw_type,
 			 const char **type)
 {
+	HV_NEED(type);
 	*type = raw_type;
 	/* Before the db: an answer no name can change needs no tables loaded. */
 	if (!raw_type || !*raw_type || !name || starts_with(raw_type, "inode/"))

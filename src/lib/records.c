@@ -9,6 +9,10 @@
 
 void hv_record_fileinfo(hv_json *j, const hv_entry *e, int flags)
 {
+	if (!j || !e) {
+		hv__json_fail(j);
+		return;
+	}
 	/* The keys of every walk record: plain literals, written without a scan. */
 	hv_json_object_begin(j);
 	HV_JSON_KEY(j, "name");
@@ -55,6 +59,10 @@ void hv_record_fileinfo(hv_json *j, const hv_entry *e, int flags)
 
 void hv_record_mime(hv_json *j, const char *path, size_t path_len, const char *mime_type)
 {
+	if (!j || (!path && path_len)) {
+		hv__json_fail(j);
+		return;
+	}
 	hv_json_object_begin(j);
 	hv_json_key(j, "path");
 	hv_json_string(j, path, path_len);
@@ -82,12 +90,13 @@ static hv_status output_file(hv_json *j, const hv_collection *c, const hv_output
 	hv_json_cstring(j, f->mime_type);
 	hv_json_key(j, "size");
 	hv_json_uint(j, f->size);
-	if (f->sha256[0]) {
-		hv_json_key(j, "sha256");
+	/* An OutputFile has the same members in either case: sha256 and content are null, not
+	 * left out, when they are not there (SPEC 1; only FileInfo leaves members out). */
+	hv_json_key(j, "sha256");
+	if (f->sha256[0])
 		hv_json_cstring(j, f->sha256);
-	} else {
-		hv_json_key_null(j, "sha256");
-	}
+	else
+		hv_json_null(j);
 	if (with_content && f->content) {
 		hv_json_key(j, "content");
 		hv_json_base64(j, f->content, f->content_len);
@@ -111,7 +120,8 @@ static hv_status output_file(hv_json *j, const hv_collection *c, const hv_output
 			return rc;
 		hv_json_base64_end(j);
 	} else {
-		hv_json_key_null(j, "content");
+		hv_json_key(j, "content");
+		hv_json_null(j);
 	}
 	if (f->change) {
 		hv_json_key(j, "change");
@@ -123,6 +133,7 @@ static hv_status output_file(hv_json *j, const hv_collection *c, const hv_output
 
 hv_status hv_record_output_file(hv_json *j, const hv_output_file *f, bool with_content)
 {
+	HV_NEED(j && f);
 	/* A spooled content is in its collection's temporary file, which f alone does not reach:
 	 * refused before anything is written, rather than written as "content": null (a file
 	 * that looks as if it had none). */
@@ -137,11 +148,16 @@ hv_status hv_record_output_file(hv_json *j, const hv_output_file *f, bool with_c
 hv_status hv_record_collection_file(hv_json *j, const hv_collection *c, size_t i,
 				    bool with_content)
 {
+	HV_NEED(j && c && i < c->n_files);
 	return output_file(j, c, &c->files[i], with_content);
 }
 
 void hv_record_skipped(hv_json *j, const hv_skipped_file *skipped, size_t n)
 {
+	if (!j || (!skipped && n)) {
+		hv__json_fail(j);
+		return;
+	}
 	hv_json_array_begin(j);
 	for (size_t i = 0; i < n; i++) {
 		const hv_skipped_file *s = &skipped[i];
@@ -167,6 +183,10 @@ void hv_record_skipped(hv_json *j, const hv_skipped_file *skipped, size_t n)
 
 void hv_record_deleted(hv_json *j, const hv_deleted_file *deleted, size_t n)
 {
+	if (!j || (!deleted && n)) {
+		hv__json_fail(j);
+		return;
+	}
 	hv_json_array_begin(j);
 	for (size_t i = 0; i < n; i++)
 		hv_json_string(j, deleted[i].path, deleted[i].path_len);
@@ -175,6 +195,7 @@ void hv_record_deleted(hv_json *j, const hv_deleted_file *deleted, size_t n)
 
 hv_status hv_record_collection_members(hv_json *j, const hv_collection *c, bool with_content)
 {
+	HV_NEED(j && c);
 	hv_json_key(j, "output_files");
 	hv_json_array_begin(j);
 	for (size_t i = 0; i < c->n_files; i++) {
@@ -204,6 +225,7 @@ static void id_member(hv_json *j, const char *key, int64_t id)
 hv_status hv_record_collection(hv_json *j, int64_t run_id, const hv_collection *c,
 			       bool with_content)
 {
+	HV_NEED(j && c);
 	hv_json_object_begin(j);
 	id_member(j, "run_id", run_id);
 	hv_status rc = hv_record_collection_members(j, c, with_content);
@@ -226,6 +248,10 @@ void hv_record_snapshot(hv_json *j, int64_t snapshot_id, const char *root, uint6
 
 void hv_record_stream_chunk(hv_json *j, hv_stream which, const char *data, size_t len)
 {
+	if (!j || (!data && len)) {
+		hv__json_fail(j);
+		return;
+	}
 	hv_json_object_begin(j);
 	hv_json_key(j, "type");
 	hv_json_enum(j, "stream_chunk");
@@ -266,6 +292,10 @@ static void raw_skipped(hv_json *j, const char *text)
 
 void hv_record_result_begin(hv_json *j, const hv_run_end *r)
 {
+	if (!j || !r) {
+		hv__json_fail(j);
+		return;
+	}
 	hv_json_object_begin(j);
 	hv_json_key(j, "type");
 	hv_json_enum(j, "execution_result");
@@ -285,6 +315,10 @@ void hv_record_result_begin(hv_json *j, const hv_run_end *r)
 
 void hv_record_result_end(hv_json *j, const hv_run_end *r, const hv_collection *c, int64_t run_id)
 {
+	if (!j || !r) {
+		hv__json_fail(j);
+		return;
+	}
 	hv_json_array_end(j);
 	hv_json_key(j, "skipped");
 	if (c) {
@@ -323,6 +357,7 @@ void hv_record_result_end(hv_json *j, const hv_run_end *r, const hv_collection *
 hv_status hv_record_result(hv_json *j, const hv_run_end *r, const hv_collection *c,
 			   int64_t run_id, bool with_content)
 {
+	HV_NEED(j && r);
 	hv_record_result_begin(j, r);
 	if (c) {
 		for (size_t i = 0; i < c->n_files; i++) {
@@ -381,6 +416,10 @@ static void time_member(hv_json *j, const char *key, bool has, int64_t ns)
 
 void hv_record_run_row(hv_json *j, const hv_run_row *r)
 {
+	if (!j || !r) {
+		hv__json_fail(j);
+		return;
+	}
 	hv_json_object_begin(j);
 	hv_json_key(j, "run_id");
 	hv_json_int(j, r->run_id);
@@ -438,6 +477,10 @@ static void artifact_type_fields(hv_json *j, const hv_artifact_row *a)
 
 void hv_record_artifact_row(hv_json *j, const hv_artifact_row *a)
 {
+	if (!j || !a) {
+		hv__json_fail(j);
+		return;
+	}
 	hv_json_object_begin(j);
 	hv_json_key(j, "artifact_id");
 	hv_json_int(j, a->artifact_id);
@@ -454,6 +497,10 @@ void hv_record_artifact_row(hv_json *j, const hv_artifact_row *a)
 
 void hv_record_manifest_artifact(hv_json *j, const hv_artifact_row *a, const char *reason)
 {
+	if (!j || !a) {
+		hv__json_fail(j);
+		return;
+	}
 	hv_json_object_begin(j);
 	hv_json_key(j, "path");
 	hv_json_string(j, a->path, a->path_len);
@@ -470,6 +517,10 @@ void hv_record_manifest_artifact(hv_json *j, const hv_artifact_row *a, const cha
 
 void hv_record_prune(hv_json *j, const hv_prune_result *r)
 {
+	if (!j || !r) {
+		hv__json_fail(j);
+		return;
+	}
 	hv_json_object_begin(j);
 	hv_json_key(j, "runs");
 	hv_json_uint(j, r->runs);
@@ -494,6 +545,8 @@ void hv_record_push(hv_json *j, uint64_t pushed)
 
 void hv_run_row_end(const hv_run_row *r, hv_run_end *out)
 {
+	if (!r || !out)
+		return; /* (nothing to read, or nowhere to write) */
 	*out = (hv_run_end){
 		.ended_at_ns = r->ended_at_ns,
 		.has_exit_code = r->has_exit_code,
@@ -536,6 +589,7 @@ static void output_file_of_row(const hv_artifact_row *a, hv_output_file *f)
 
 hv_status hv_record_history_result(hv_json *j, hv_store *st, int64_t run_id, bool with_content)
 {
+	HV_NEED(j && st);
 	/* Run ids start at 1, and a run_id of 0 in a filter means "any run". */
 	if (run_id < 1)
 		return hv_error_set(HV_ENOTFOUND, "no run %lld", (long long)run_id);
@@ -552,7 +606,7 @@ hv_status hv_record_history_result(hv_json *j, hv_store *st, int64_t run_id, boo
 			return hv_error_set(HV_ENOTFOUND, "no run %lld", (long long)run_id);
 		return rc;
 	}
-	hv_run_end end;
+	hv_run_end end = {0};
 	hv_run_row_end(r, &end);
 	hv_record_result_begin(j, &end);
 	hv_artifact_filter af = {.run_id = run_id, .with_content = with_content};

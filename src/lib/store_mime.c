@@ -344,7 +344,8 @@ hv_status hvst_mime_put_refined(hv_store *st, const hv_stat *s, const char *fing
 
 hv_status hv_store_flush(hv_store *st)
 {
-	if (!st || st->n_mime == 0)
+	HV_NEED(st);
+	if (st->n_mime == 0)
 		return HV_OK;
 	if (st->damaged) {
 		/* The file is corrupt (found by an earlier statement): a cache answer is not

@@ -911,6 +911,19 @@ static void test_camel_case(void **state)
 	free(err);
 	events_free(&ev);
 	tu_result_free(&r);
+	/* --no-content: an OutputFile keeps its members in camel case too, content null (SPEC
+	 * 1: "same keys in camelCase"; only FileInfo leaves unknown members out). */
+	hv_run(&r, &f, NULL, (const char *const[]){"--case", "camel", "--no-content", NULL},
+	       (const char *const[]){"sh", "-c", "echo again > g.txt", NULL});
+	assert_int_equal(r.status, 0);
+	parse_events(&ev, &r, true);
+	const tj_value *g = find_output(ev.result, "outputFiles", "g.txt");
+	assert_non_null(g);
+	assert_non_null(tj_get(g, "content"));
+	assert_true(tj_is_null(tj_get(g, "content")));
+	assert_int_equal(tj_type(tj_get(g, "sha256")), TJ_STRING);
+	events_free(&ev);
+	tu_result_free(&r);
 	fx_close(&f);
 }
 

@@ -706,6 +706,43 @@ static void test_run_archive(void **state)
 	assert_int_equal(hv_archive_run(fd, st, id + 100, &o, NULL), HV_ENOTFOUND);
 	assert_non_null(strstr(hv_error_last(), "no run "));
 	close(fd);
+	/* Run 0 is no run (a filter's 0 means every run: all their artifacts, archived as one),
+	 * and nothing is written for it. */
+	char *zero = tu_path(dir, "zero.tar");
+	fd = open(zero, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	assert_int_equal(hv_archive_run(fd, st, 0, &o, NULL), HV_ENOTFOUND);
+	assert_string_equal(hv_error_last(), "no run 0");
+	close(fd);
+	struct stat sb;
+	assert_int_equal(stat(zero, &sb), 0);
+	assert_int_equal(sb.st_size, 0);
+	/* NULL options are the defaults (a tar), as for the other calls taking options. */
+	fd = open(zero, O_WRONLY | O_TRUNC);
+	hv_archive_stats stats;
+	assert_int_equal(hv_archive_run(fd, st, id, NULL, &stats), HV_WARN);
+	close(fd);
+	assert_int_equal(stats.members, 3);
+	members m;
+	read_members(zero, &m);
+	assert_int_equal(m.n, 3);
+	assert_string_equal(m.v[0].path, "MANIFEST.json");
+	members_free(&m);
+	/* (the hooks the loop above set point into its scope) */
+	hv__test_hook_set(HV__HOOK_ARCHIVE_BEFORE_OPEN, NULL, NULL);
+	hv__test_hook_set(HV__HOOK_ARCHIVE_AFTER_HEADER, NULL, NULL);
+	char *sub = tu_path(dir, "sub");
+	assert_int_equal(mkdir(sub, 0755), 0);
+	tu_write(sub, "a.txt", "abc", 3);
+	fd = open(zero, O_WRONLY | O_TRUNC);
+	assert_int_equal(hv_archive_dir(fd, sub, NULL, &stats), HV_OK);
+	close(fd);
+	read_members(zero, &m);
+	const member *a = find(&m, "a.txt");
+	assert_non_null(a);
+	assert_memory_equal(a->data, "abc", 3);
+	members_free(&m);
+	free(sub);
+	free(zero);
 	assert_int_equal(hv_store_close(st), HV_OK);
 	free(db);
 }

@@ -129,6 +129,8 @@ static void test_files_and_archives(void **state)
 	REFUSED(hv_archive_format_from_name, NULL, &fmt);
 	REFUSED(hv_archive_dir, 1, NULL, NULL, NULL);
 	REFUSED(hv_archive_run, 1, NULL, 1, NULL, NULL);
+	REFUSED(hv_store_flush, NULL);
+	REFUSED(hv_collect_check_fds, NULL, 0);
 	hv_file_out *o = (hv_file_out *)&o;
 	REFUSED(hv_file_out_open, NULL, f, 0);
 	assert_int_equal(hv_file_out_fd(NULL), -1);
@@ -156,6 +158,53 @@ static void test_json(void **state)
 	assert_true(hv_json_pending(NULL) == 0);
 	assert_int_equal(hv_json_case(NULL), HV_CASE_SNAKE);
 	hv_json_free(NULL);
+	/* The void writers and record writers: a NULL writer does nothing; a NULL string, key or
+	 * record makes the writer's status HV_EUSAGE; a NULL C string or enum writes null. */
+	hv_json_object_begin(NULL);
+	hv_json_string(NULL, "x", 1);
+	hv_json_key(NULL, "k");
+	hv_json_base64(NULL, "x", 1);
+	hv_record_fileinfo(NULL, NULL, 0);
+	hv_record_output_file(NULL, NULL, false);
+	hv_error_clear();
+	hv_json *j;
+	assert_int_equal(hv_json_new_buffer(&j, HV_CASE_SNAKE), HV_OK);
+	hv_json_array_begin(j);
+	hv_json_cstring(j, NULL);
+	hv_json_enum(j, NULL);
+	hv_json_string(j, NULL, 0);
+	hv_json_array_end(j);
+	assert_int_equal(hv_json_status(j), HV_OK);
+	const char *text = hv_json_buffer(j, &len);
+	assert_int_equal(len, 14);
+	assert_memory_equal(text, "[null,null,\"\"]", 14);
+	hv_json_free(j);
+	for (int k = 0; k < 9; k++) {
+		assert_int_equal(hv_json_new_buffer(&j, HV_CASE_SNAKE), HV_OK);
+		hv_json_object_begin(j);
+		switch (k) {
+		case 0: hv_json_string(j, NULL, 3); break;
+		case 1: hv_json_key(j, NULL); break;
+		case 2: hv_json_raw(j, NULL, 4); break;
+		case 3: hv_json_base64(j, NULL, 4); break;
+		case 4: hv_record_fileinfo(j, NULL, 0); break;
+		case 5: REFUSED(hv_record_result, j, NULL, NULL, 0, false); break;
+		case 6: hv_record_run_row(j, NULL); break;
+		case 7: hv_record_stream_chunk(j, HV_STREAM_STDOUT, NULL, 2); break;
+		default: hv_json_key_null(j, NULL); break;
+		}
+		if (k != 5) {
+			assert_int_equal(hv_json_status(j), HV_EUSAGE);
+			/* and flush says why */
+			assert_int_equal(hv_json_flush(j), HV_EUSAGE);
+			assert_non_null(strstr(hv_error_last(), "NULL"));
+		}
+		hv_json_free(j);
+	}
+	hv_run_end e = {.exit_code = 7};
+	hv_run_row_end(NULL, &e);
+	assert_int_equal(e.exit_code, 7);
+	hv_run_row_end(NULL, NULL);
 }
 
 static void test_mime(void **state)

@@ -150,8 +150,9 @@ static void test_output_file(void **state)
 	j = new_buffer(HV_CASE_CAMEL);
 	hv_record_output_file(j, &f, false);
 	assert_json(j, "{\"name\":\"plot.png\",\"path\":\"figs/plot.png\",\"mimeType\":\"image/png\","
-		       "\"size\":3,\"sha256\":\"" SHA_A "\"}");
-	/* Against a snapshot: the change is known. No digest: null (snake) or left out. */
+		       "\"size\":3,\"sha256\":\"" SHA_A "\",\"content\":null}");
+	/* Against a snapshot: the change is known. No digest: null, in either case (an
+	 * OutputFile keeps its members in camel case, SPEC 1). */
 	f.change = "created";
 	f.sha256[0] = '\0';
 	f.content = NULL;
@@ -162,7 +163,7 @@ static void test_output_file(void **state)
 	j = new_buffer(HV_CASE_CAMEL);
 	hv_record_output_file(j, &f, true);
 	assert_json(j, "{\"name\":\"plot.png\",\"path\":\"figs/plot.png\",\"mimeType\":\"image/png\","
-		       "\"size\":3,\"change\":\"created\"}");
+		       "\"size\":3,\"sha256\":null,\"content\":null,\"change\":\"created\"}");
 }
 
 static void test_skipped_deleted(void **state)
@@ -278,7 +279,7 @@ static void test_result(void **state)
 	assert_json(j, "{\"type\":\"executionResult\",\"exitCode\":3,\"stdout\":\"out\","
 		       "\"stderr\":\"\",\"outputFiles\":[{\"name\":\"plot.png\","
 		       "\"path\":\"figs/plot.png\",\"mimeType\":\"image/png\",\"size\":3,"
-		       "\"sha256\":\"" SHA_A "\"}],"
+		       "\"sha256\":\"" SHA_A "\",\"content\":null}],"
 		       "\"skipped\":[{\"path\":\"l\",\"reason\":\"symlink\"}],"
 		       "\"deleted\":[],\"runId\":null,\"timedOut\":false,\"durationMs\":15,"
 		       "\"stdoutTruncated\":false,\"stderrTruncated\":true}");
