@@ -122,7 +122,8 @@ HV_EXTERN void hv_store_interrupt(hv_store *st);
 HV_EXTERN hv_status hv_store_flush(hv_store *st);
 
 /* Runs `PRAGMA integrity_check`: HV_OK when it says "ok", else HV_EDB with its report on one
- * line. */
+ * line, and from then on no MIME answer is written through st (as after SQLite reports the
+ * file corrupt); runs and artifacts are still recorded. */
 HV_EXTERN hv_status hv_store_integrity_check(hv_store *st);
 
 /* CLOCK_REALTIME in nanoseconds since the epoch, the clock of every time in the store. */

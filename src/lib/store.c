@@ -102,7 +102,9 @@ hv_status hvst_db_error(hv_store *st, int rc, const char *what)
 	}
 }
 
-hv_status hvst_check_failed(hv_store *st, const char *report)
+/* HV_EDB "<path>: database is corrupt (<report on one line>)", and no MIME answer is written
+ * to the file from then on, as for SQLite's own SQLITE_CORRUPT. */
+static hv_status check_failed(hv_store *st, const char *report)
 {
 	/* "*** in database main ***\nPage 3: ..." becomes "Page 3: ...; ...": one line. */
 	static const char banner[] = "*** in database main ***";
@@ -121,14 +123,19 @@ hv_status hvst_check_failed(hv_store *st, const char *report)
 		}
 	}
 	line[n] = '\0';
+	st->damaged = true;
 	return hv_error_set(HV_EDB, "%s: database is corrupt (%s)", st->path, line);
 }
 
-hv_status hvst_check_integrity(hv_store *st, bool full)
+hv_status hvst_check_integrity(hv_store *st, bool full, const char *table)
 {
+	/* The argument is the first line of the report: "ok" alone, or the first thing wrong.
+	 * A table name, when given, is one of harvest's own (never the user's). */
+	char sql[64];
+	snprintf(sql, sizeof(sql), "PRAGMA %s(%s)", full ? "integrity_check" : "quick_check",
+		 table ? table : "1");
 	sqlite3_stmt *q = NULL;
-	int src = sqlite3_prepare_v2(st->db, full ? "PRAGMA integrity_check(1)" :
-				     "PRAGMA quick_check(1)", -1, &q, NULL);
+	int src = sqlite3_prepare_v2(st->db, sql, -1, &q, NULL);
 	if (src != SQLITE_OK)
 		return hvst_db_error(st, src, "cannot check the database");
 	src = sqlite3_step(q);
@@ -138,31 +145,7 @@ hv_status hvst_check_integrity(hv_store *st, bool full)
 	} else {
 		const char *res = (const char *)sqlite3_column_text(q, 0);
 		if (!res || strcmp(res, "ok") != 0)
-			rc = hvst_check_failed(st, res);
-	}
-	sqlite3_finalize(q);
-	return rc;
-}
-
-hv_status hvst_check_table(hv_store *st, const char *table)
-{
-	char sql[64];
-	snprintf(sql, sizeof(sql), "PRAGMA quick_check(%s)", table);
-	sqlite3_stmt *q = NULL;
-	int src = sqlite3_prepare_v2(st->db, sql, -1, &q, NULL);
-	if (src != SQLITE_OK)
-		return hvst_db_error(st, src, "cannot check the database");
-	int rc = HV_OK;
-	/* The first line of the report: "ok" alone, or the first thing wrong. */
-	src = sqlite3_step(q);
-	if (src != SQLITE_ROW) {
-		rc = hvst_db_error(st, src, "cannot check the database");
-	} else {
-		const char *res = (const char *)sqlite3_column_text(q, 0);
-		if (!res || strcmp(res, "ok") != 0) {
-			st->damaged = true;
-			rc = hvst_check_failed(st, res);
-		}
+			rc = check_failed(st, res);
 	}
 	sqlite3_finalize(q);
 	return rc;

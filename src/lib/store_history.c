@@ -352,7 +352,7 @@ static hv_status check_run_open(hv_store *st, int64_t run_id)
 		rc = sqlite3_column_int(q, 0) ? HV_OK
 					      : hv_error_set(HV_ENOTFOUND, "run %lld has already finished",
 							     (long long)run_id);
-	else if (src == SQLITE_DONE && (rc = hvst_check_table(st, "runs")) == HV_OK)
+	else if (src == SQLITE_DONE && (rc = hvst_check_integrity(st, false, "runs")) == HV_OK)
 		rc = hv_error_set(HV_ENOTFOUND, "no run %lld (pruned?)", (long long)run_id);
 	else if (src != SQLITE_DONE)
 		rc = hvst_db_error(st, src, "cannot finish the run");
@@ -673,7 +673,9 @@ static hv_status sq_run_next(hv_run_iter *base, const hv_run_row **out)
 	it->stepped = true;
 	if (src == SQLITE_DONE) {
 		/* "no run N" only when the table is sound: a damaged page can hide the row. */
-		hv_status rc = first && it->by_id ? hvst_check_table(it->st, "runs") : HV_OK;
+		if (!first || !it->by_id)
+			return HV_DONE;
+		hv_status rc = hvst_check_integrity(it->st, false, "runs");
 		return rc == HV_OK ? HV_DONE : rc;
 	}
 	if (src != SQLITE_ROW)
@@ -1131,7 +1133,7 @@ static hv_status sq_artifact_sha(hv_store *st, int64_t artifact_id, char sha[65]
 				  (long long)artifact_id);
 	else if (src == SQLITE_ROW)
 		snprintf(sha, 65, "%s", (const char *)sqlite3_column_text(q, 0));
-	else if (src == SQLITE_DONE && (rc = hvst_check_table(st, "artifacts")) == HV_OK)
+	else if (src == SQLITE_DONE && (rc = hvst_check_integrity(st, false, "artifacts")) == HV_OK)
 		rc = hv_error_set(HV_ENOTFOUND, "no artifact %lld", (long long)artifact_id);
 	else if (src != SQLITE_DONE)
 		rc = hvst_db_error(st, src, "cannot read an artifact");
@@ -1345,7 +1347,7 @@ static hv_status sq_prune_history(hv_store *st, const hv_prune_opts *opts, hv_pr
 	/* A prune commits as it goes (see above), so a corrupt page met midway would leave it
 	 * half done; SPEC 5 wants a corrupt database untouched. So check first (reading only,
 	 * no lock: about 2 s for a million artifacts, against 15 s to prune half of them). */
-	rc = hvst_check_integrity(st, false);
+	rc = hvst_check_integrity(st, false, NULL);
 	if (rc == HV_OK)
 		rc = hvst_exec(st, "CREATE TEMP TABLE IF NOT EXISTS prune_runs(id INTEGER PRIMARY KEY);"
 			   "CREATE TEMP TABLE IF NOT EXISTS prune_shas(sha256 TEXT PRIMARY KEY);",

@@ -72,18 +72,13 @@ struct hv_store {
 /* Sets the last error from a SQLite failure ("<path>: <what>: <reason>") and returns the
  * status: HV_ENOMEM for SQLITE_NOMEM, else HV_EDB. */
 hv_status hvst_db_error(hv_store *st, int rc, const char *what);
-/* HV_EDB "<path>: database is corrupt (<report on one line>)", from a failed
- * integrity_check or quick_check. */
-hv_status hvst_check_failed(hv_store *st, const char *report);
-/* PRAGMA integrity_check (full) or quick_check: HV_OK when it says "ok", else HV_EDB naming
- * the first problem. */
-hv_status hvst_check_integrity(hv_store *st, bool full);
-/* A lookup of table by its key found nothing: HV_OK when quick_check of that table and its
- * indexes finds it sound (nothing is there, as said), else the store's corrupt error. A damaged
- * b-tree page can hide rows from a lookup without SQLite reporting it, and "no run 2" must not
- * be said of a run a damaged page hides. Only on that path, and only small tables (runs,
- * artifacts): the check reads the whole table. */
-hv_status hvst_check_table(hv_store *st, const char *table);
+/* PRAGMA integrity_check (full) or quick_check, of the whole file or of one table and its
+ * indexes: HV_OK when it says "ok", else HV_EDB "<path>: database is corrupt (<the first
+ * problem>)" and the store marked damaged. The one-table check is for a lookup by key that
+ * found nothing: a damaged b-tree page can hide rows from it without SQLite reporting it, and
+ * "no run 2" must not be said of a run a damaged page hides. It reads the whole table, so only
+ * on that path and only for small tables (runs, artifacts). */
+hv_status hvst_check_integrity(hv_store *st, bool full, const char *table);
 /* The cached statement `which`, prepared on first use (NULL and an error set on failure). */
 sqlite3_stmt *hvst_stmt(hv_store *st, enum st_stmt which);
 /* The first column of the first row of sql (a PRAGMA or a SELECT without parameters). */

@@ -350,7 +350,7 @@ static hv_status check_adopted(hv_store *st)
 	sqlite3_finalize(s);
 	if (src != SQLITE_ROW)
 		return hvst_db_error(st, src, "cannot read the database");
-	return wal ? HV_OK : hvst_check_integrity(st, true);
+	return wal ? HV_OK : hvst_check_integrity(st, true, NULL);
 }
 
 static hv_status db_open(hv_store *st, const char *file, int oflags)
@@ -884,7 +884,7 @@ const char *hv_store_path(const hv_store *st)
 hv_status hv_store_integrity_check(hv_store *st)
 {
 	HV_NEED(st);
-	return hvst_check_integrity(st, true);
+	return hvst_check_integrity(st, true, NULL);
 }
 
 /* The link count of the database file as SQLite holds it open (found among this process's
