@@ -2,6 +2,7 @@
 #ifndef HARVEST_H
 #define HARVEST_H
 
+#include "harvest/version.h"
 #include "harvest/common.h"
 #include "harvest/types.h"
 #include "harvest/json.h"

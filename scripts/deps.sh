@@ -8,12 +8,12 @@
 # of libarchive needs (install_test builds the example against libharvest.a); libpq-dev and
 # postgresql-15: the PostgreSQL history backend and the real server its tests start
 # (scripts/pg_fixture.sh); strace: changes_rename_test counts the system calls that read
-# directories in a run. Node and npm (the TypeScript adapter) are installed
+# directories in a run; g++: install_test compiles the installed headers as C++98 too. Node and npm (the TypeScript adapter) are installed
 # only when neither is on PATH: a newer Node already there is kept.
 HV_PACKAGES="cmake make gcc pkg-config libmagic-dev libmagic-mgc file libsqlite3-dev sqlite3
 libcmocka-dev libssl-dev libseccomp-dev shared-mime-info bfs time python3 clang-tidy cppcheck
 valgrind lcov python3-pytest libarchive-dev libarchive-tools unzip chromium python3-matplotlib
-libacl1-dev libzstd-dev liblz4-dev libpq-dev postgresql-15 strace"
+libacl1-dev libzstd-dev liblz4-dev libpq-dev postgresql-15 strace g++"
 
 hv_install_deps() {
 	local missing=()

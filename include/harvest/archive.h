@@ -27,7 +27,7 @@ extern "C" {
 typedef enum hv_archive_format {
 	HV_ARCHIVE_TAR = 0,  /* POSIX pax (ustar where it suffices) */
 	HV_ARCHIVE_TAR_GZ,   /* the same, gzip-compressed */
-	HV_ARCHIVE_ZIP,      /* zip, deflated, with zip64 where needed */
+	HV_ARCHIVE_ZIP       /* zip, deflated, with zip64 where needed */
 } hv_archive_format;
 
 /* The format a file name asks for by its extension: .tar, .tar.gz or .tgz, .zip (in any case).

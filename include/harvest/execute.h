@@ -15,7 +15,7 @@ extern "C" {
 typedef enum hv_changes_mode {
 	HV_CHANGES_AUTO = 0,  /* events when the process may use fanotify, else snapshot */
 	HV_CHANGES_EVENTS,    /* fanotify's events only: refused (HV_EIO) when unavailable */
-	HV_CHANGES_SNAPSHOT,  /* a snapshot in memory before the run, compared after it */
+	HV_CHANGES_SNAPSHOT   /* a snapshot in memory before the run, compared after it */
 } hv_changes_mode;
 
 typedef struct hv_execute_opts {

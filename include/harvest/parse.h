@@ -37,8 +37,9 @@ HV_EXTERN hv_status hv_parse_size(const char *text, uint64_t *out);
  * of range"), as it names no date. HV_EUSAGE for anything else. */
 HV_EXTERN hv_status hv_parse_time(const char *text, int64_t now_ns, int64_t *out_ns);
 
-/* Formats ns since the epoch as RFC 3339 UTC with nanoseconds ("2026-11-30T03:29:07.123456789Z")
- * into out (at least 40 bytes); returns the length. */
+/* Formats ns since the epoch as RFC 3339 UTC with nanoseconds ("2026-11-30T03:29:07.123456789Z",
+ * 30 characters) into out; returns the text's length, as snprintf does: out holds all of it
+ * when the length is less than cap, else its first cap - 1 characters (cap 0: nothing). */
 HV_EXTERN size_t hv_format_time(int64_t ns, char *out, size_t cap);
 
 #ifdef __cplusplus

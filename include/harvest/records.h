@@ -29,7 +29,7 @@ extern "C" {
 /* Flags of hv_record_fileinfo(). */
 enum {
 	HV_FILEINFO_PATH = 1 << 0, /* add "path", relative to the walked root (walk) */
-	HV_FILEINFO_LONG = 1 << 1, /* add "type", "mode", "mtime" and a symlink's "target" */
+	HV_FILEINFO_LONG = 1 << 1  /* add "type", "mode", "mtime" and a symlink's "target" */
 };
 
 /* {"name", ["path",] "is_dir", "size" [, "type", "mode", "mtime", "target"]}: is_dir and size

@@ -68,7 +68,7 @@ enum {
 	/* The history is not used (`--no-history`): a PostgreSQL one is not even connected to,
 	 * so a server that cannot be reached does not stop a command that records nothing. Only
 	 * the local file (MIME cache, snapshots) is opened. */
-	HV_STORE_NO_HISTORY = 1 << 1,
+	HV_STORE_NO_HISTORY = 1 << 1
 };
 
 /* The default path in *out (malloc'd, the caller frees): $HARVEST_DB when set and not empty,
@@ -331,7 +331,7 @@ HV_EXTERN hv_status hv_store_artifact_content(hv_store *st, int64_t artifact_id,
 /* Flags of hv_write_file(). */
 enum {
 	/* A symlink at path is followed (to an existing file); without it, it is refused. */
-	HV_WRITE_FOLLOW = 1 << 0,
+	HV_WRITE_FOLLOW = 1 << 0
 };
 
 /* Writes data to path without ever replacing what path is:

@@ -30,7 +30,7 @@ typedef enum hv_status {
 	HV_ENOMEM = -4,   /* out of memory */
 	HV_EDB = -5,      /* the database is not ours, corrupt, read-only or unusable */
 	HV_ECHILD = -6,   /* a child process could not be started */
-	HV_ENOTFOUND = -7, /* what was looked up does not exist: a run, an artifact, a snapshot,
+	HV_ENOTFOUND = -7  /* what was looked up does not exist: a run, an artifact, a snapshot,
 	                    * a stored content (hv_error_last() names it: "no run 7") */
 } hv_status;
 
@@ -57,7 +57,8 @@ HV_EXTERN hv_status hv_error_set(hv_status status, const char *fmt, ...)
 #endif
 	;
 
-/* The version string of libharvest, e.g. "0.1.0". */
+/* The version string of the libharvest the program runs with, e.g. "0.1.0"; HV_VERSION
+ * (version.h) is that of the headers it was built with. */
 HV_EXTERN const char *hv_version(void);
 
 /* The versions of the libraries libharvest runs with: libmagic as "5.44" ("unavailable" when

@@ -24,7 +24,7 @@ typedef enum hv_ftype {
 	HV_FT_FIFO,
 	HV_FT_SOCKET,
 	HV_FT_CHAR,
-	HV_FT_BLOCK,
+	HV_FT_BLOCK
 } hv_ftype;
 
 /* "file", "dir", "symlink", "fifo", "socket", "char", "block" or "unknown". */

@@ -298,9 +298,17 @@ size_t hv_format_time(int64_t ns, char *out, size_t cap)
 	}
 	time_t t = (time_t)secs;
 	struct tm tm;
-	if (!gmtime_r(&t, &tm))
-		return (size_t)snprintf(out, cap, "%s", "");
-	size_t n = strftime(out, cap, "%Y-%m-%dT%H:%M:%S", &tm);
-	int m = snprintf(out + n, cap - n, ".%09ldZ", frac);
-	return n + (size_t)(m > 0 ? m : 0);
+	/* Whole into a buffer of its own, then as much as fits (strftime writes nothing useful
+	 * to a buffer too short, and its 0 would hide the length). */
+	char text[64];
+	size_t n = 0;
+	if (gmtime_r(&t, &tm)) {
+		n = strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%S", &tm);
+		int m = snprintf(text + n, sizeof(text) - n, ".%09ldZ", frac);
+		n += (size_t)(m > 0 ? m : 0);
+	}
+	text[n] = '\0';
+	if (cap)
+		snprintf(out, cap, "%s", text);
+	return n;
 }

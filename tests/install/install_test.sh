@@ -6,7 +6,8 @@
 # tree and compares their output with the expected FileInfo lines, and checks the shared
 # library's boundary: its SONAME, and that `nm -D --defined-only` lists exactly the functions
 # the installed headers declare (a function declared without HV_EXTERN, or an internal one
-# exported, fails here), and that harvest.h includes every public header.
+# exported, fails here), and that harvest.h includes every public header, compiles without a
+# warning as C99 and as C++98 (-pedantic), and gives the library's version at compile time.
 #
 # usage: install_test.sh BUILD_DIR SOURCE_DIR SONAME [EXTRA_FLAGS]
 #   EXTRA_FLAGS: compiler and linker flags the library was built with that a program linking
@@ -85,6 +86,38 @@ if grep -nE '\btest_[a-z_]+|[Tt]ests only' "$inc"/harvest.h "$inc"/harvest/*.h "
 	cat "$tmp/hooks" >&2
 	fail "the public headers hold test hooks (see above)"
 fi
+
+# ---- the headers in another program's compiler: C99 and C++98, -pedantic, no warning ----
+cat >"$tmp/hdr.c" <<-'SRC'
+	#include <harvest.h>
+	#include <stdio.h>
+	#include <string.h>
+	#if !defined(HV_VERSION_NUMBER) || HV_VERSION_NUMBER < 1000
+	#error "no usable HV_VERSION_NUMBER"
+	#endif
+	int main(void)
+	{
+		/* The headers' version is the library's. */
+		printf("%s %s\n", HV_VERSION, hv_version());
+		return strcmp(HV_VERSION, hv_version()) != 0;
+	}
+SRC
+cp "$tmp/hdr.c" "$tmp/hdr.cc"
+cc -std=c99 -pedantic -Wall -Wextra -Werror $extra -I"$inc" -o "$tmp/hdr-c" "$tmp/hdr.c" \
+	-L"$libdir" -Wl,-rpath,"$libdir" -lharvest >"$tmp/hdr.log" 2>&1 || {
+	cat "$tmp/hdr.log" >&2
+	fail "the installed headers as C99 (-pedantic -Werror)"
+}
+c++ -std=c++98 -pedantic -Wall -Wextra -Werror -I"$inc" -fsyntax-only "$tmp/hdr.cc" \
+	>"$tmp/hdr.log" 2>&1 || {
+	cat "$tmp/hdr.log" >&2
+	fail "the installed headers as C++98 (-pedantic -Werror)"
+}
+got=$("$tmp/hdr-c") || fail "HV_VERSION and hv_version() differ: $got"
+case $got in
+[0-9]*.[0-9]*.[0-9]*" "[0-9]*.[0-9]*.[0-9]*) ;;
+*) fail "the version is '$got', not X.Y.Z" ;;
+esac
 
 # ---- a fixture tree and what walk_json must print for it ----
 t=$tmp/tree

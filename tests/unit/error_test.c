@@ -1,11 +1,14 @@
 /* The error model: HV_ENOTFOUND is a failure (negative) apart from HV_DONE, the end of an
  * iteration; the last error saved and restored around a cleanup that sets another keeps its
- * message (a long one included) and its status; errors are per thread. */
+ * message (a long one included) and its status; errors are per thread. The version of the
+ * headers (version.h) is the library's, and its parts spell it. */
 #include "testutil.h"
+#include "harvest/version.h"
 
 #include "internal.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -90,6 +93,21 @@ static void test_per_thread(void **state)
 	assert_int_equal(hv_error_last_status(), HV_ENOTFOUND);
 }
 
+static void test_version(void **state)
+{
+	(void)state;
+	char parts[64];
+	snprintf(parts, sizeof(parts), "%d.%d.%d", HV_VERSION_MAJOR, HV_VERSION_MINOR,
+		 HV_VERSION_PATCH);
+	assert_string_equal(parts, HV_VERSION);
+	assert_string_equal(hv_version(), HV_VERSION);
+	assert_int_equal(HV_VERSION_NUMBER,
+			 HV_VERSION_MAJOR * 1000000 + HV_VERSION_MINOR * 1000 + HV_VERSION_PATCH);
+#if HV_VERSION_NUMBER < 1000
+#error "HV_VERSION_NUMBER is not usable in #if"
+#endif
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -97,6 +115,7 @@ int main(void)
 		cmocka_unit_test(test_save_restore),
 		cmocka_unit_test(test_save_restore_long),
 		cmocka_unit_test(test_per_thread),
+		cmocka_unit_test(test_version),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -239,6 +239,21 @@ static void test_format_time(void **state)
 	expect_format(-NS / 2, "1969-12-31T23:59:59.500000000Z");
 	expect_format(INT64_MAX, "2262-04-11T23:47:16.854775807Z");
 	expect_format(INT64_MIN, "1677-09-21T00:12:43.145224192Z");
+	/* A buffer too short holds what fits, and the length is still the whole text's, as
+	 * snprintf gives it. */
+	const char *whole = "2026-11-30T03:29:07.123456789Z";
+	for (size_t cap = 0; cap <= 31; cap++) {
+		char buf[40];
+		memset(buf, 'X', sizeof(buf));
+		assert_int_equal(hv_format_time(NOW + 123456789, buf, cap), strlen(whole));
+		if (cap == 0) {
+			assert_int_equal(buf[0], 'X');
+			continue;
+		}
+		assert_int_equal(strlen(buf), cap - 1);
+		assert_memory_equal(buf, whole, cap - 1);
+		assert_int_equal(buf[cap], 'X');
+	}
 }
 
 /* ---- whole numbers and durations: one spelling, decimal digits ---- */
