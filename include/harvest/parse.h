@@ -41,6 +41,14 @@ HV_EXTERN hv_status hv_parse_time(const char *text, int64_t now_ns, int64_t *out
  * 30 characters) into out; returns the text's length, as snprintf does: out holds all of it
  * when the length is less than cap, else its first cap - 1 characters (cap 0: nothing). */
 HV_EXTERN size_t hv_format_time(int64_t ns, char *out, size_t cap);
+/* The same of a time as seconds and nanoseconds since the epoch (0 to 999999999), which reach
+ * any date a file system can hold (hv_stat's mtime_sec and mtime_nsec); a year past 9999 has
+ * more digits. A time gmtime_r cannot convert (a year beyond an int) gives "" and 0. */
+HV_EXTERN size_t hv_format_timespec(int64_t sec, long nsec, char *out, size_t cap);
+/* The same of an hv_stat's modification time (walk.h): mtime_ns, or where that is saturated
+ * (INT64_MIN or INT64_MAX) the exact mtime_sec and mtime_nsec. */
+struct hv_stat;
+HV_EXTERN size_t hv_format_mtime(const struct hv_stat *s, char *out, size_t cap);
 
 #ifdef __cplusplus
 }

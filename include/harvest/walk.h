@@ -38,8 +38,14 @@ typedef struct hv_stat {
 	uint64_t ino;
 	uint64_t size;
 	uint32_t mode;     /* st_mode: type and permission bits */
-	int64_t mtime_ns;  /* nanoseconds since the epoch */
-	int64_t ctime_ns;
+	int64_t mtime_ns;  /* nanoseconds since the epoch; outside what an int64 of them reaches
+	                    * (1677 to 2262) the nearest end, INT64_MIN or INT64_MAX */
+	int64_t ctime_ns;  /* the same, of the status change time */
+	/* The modification time exactly, read where mtime_ns is saturated (a file may be dated
+	 * 2300 by `touch -d`): seconds and nanoseconds. harvest fills them; a caller that fills an
+	 * hv_stat of its own may leave them 0 unless mtime_ns is at an end. */
+	int64_t mtime_sec;
+	uint32_t mtime_nsec;
 } hv_stat;
 
 /* One FileInfo record. Pointers are valid until the next hv_walk_next() or hv_walk_close(). */

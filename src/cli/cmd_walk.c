@@ -145,7 +145,7 @@ static void print_text_entry(FILE *out, const hv_entry *e, const struct walk_cli
 	if (w->long_fmt) {
 		char mtime[64] = "?";
 		if (e->have_lstat)
-			hv_format_time(e->lst.mtime_ns, mtime, sizeof(mtime));
+			hv_format_mtime(&e->lst, mtime, sizeof(mtime));
 		/* As ls -l spells it ("rw-r--r--", s/S and t/T for the set-id and sticky bits);
 		 * an unknown mode is "?????????", never "---------", which a real mode can be. */
 		char mode[10] = "?????????";

@@ -381,13 +381,8 @@ static hv_status copy_file(struct writer *wr, int fd, uint64_t size, const char 
 enum { ZIP_TIME_MIN = 315532800 /* 1980-01-01T00:00:00Z */ };
 #define ZIP_TIME_MAX INT64_C(4294967295)
 
-static void set_times(const struct writer *wr, struct archive_entry *ae, int64_t mtime_ns)
+static void set_times(const struct writer *wr, struct archive_entry *ae, int64_t sec, long nsec)
 {
-	int64_t sec = mtime_ns / 1000000000, nsec = mtime_ns % 1000000000;
-	if (nsec < 0) {
-		nsec += 1000000000;
-		sec--;
-	}
 	if (wr->zip && (sec < ZIP_TIME_MIN || sec > ZIP_TIME_MAX)) {
 		sec = sec < ZIP_TIME_MIN ? ZIP_TIME_MIN : ZIP_TIME_MAX;
 		nsec = 0;
@@ -434,8 +429,7 @@ static hv_status archive_file(struct writer *wr, hv_walk *w, const hv_entry *e, 
 		archive_entry_set_filetype(wr->entry, AE_IFREG);
 		archive_entry_set_perm(wr->entry, fst.st_mode & MODE_KEPT);
 		archive_entry_set_size(wr->entry, fst.st_size);
-		set_times(wr, wr->entry,
-			  hv_ns_from_timespec(fst.st_mtim.tv_sec, fst.st_mtim.tv_nsec));
+		set_times(wr, wr->entry, fst.st_mtim.tv_sec, fst.st_mtim.tv_nsec);
 		rc = entry_header(wr, e->path);
 		if (rc > 0 && HV_UNLIKELY(hv__test_hook_active(HV__HOOK_ARCHIVE_AFTER_HEADER)))
 			hv__test_hook_call(HV__HOOK_ARCHIVE_AFTER_HEADER, e->path);
@@ -471,7 +465,7 @@ static hv_status archive_entry_of_walk(struct writer *wr, hv_walk *w, const hv_e
 		entry_begin(wr, e->path, e->path_len);
 		archive_entry_set_filetype(wr->entry, AE_IFDIR);
 		archive_entry_set_perm(wr->entry, e->lst.mode & MODE_KEPT);
-		set_times(wr, wr->entry, e->lst.mtime_ns);
+		set_times(wr, wr->entry, e->lst.mtime_sec, (long)e->lst.mtime_nsec);
 		rc = entry_header(wr, e->path);
 		return rc < 0 ? rc : HV_OK;
 	case HV_FT_SYMLINK:
@@ -483,7 +477,7 @@ static hv_status archive_entry_of_walk(struct writer *wr, hv_walk *w, const hv_e
 		archive_entry_set_filetype(wr->entry, AE_IFLNK);
 		archive_entry_set_perm(wr->entry, 0777);
 		archive_entry_copy_symlink(wr->entry, e->target);
-		set_times(wr, wr->entry, e->lst.mtime_ns);
+		set_times(wr, wr->entry, e->lst.mtime_sec, (long)e->lst.mtime_nsec);
 		rc = entry_header(wr, e->path);
 		return rc < 0 ? rc : HV_OK;
 	default:
@@ -647,7 +641,13 @@ static hv_status write_member(struct writer *wr, const char *path, size_t path_l
 	archive_entry_set_filetype(wr->entry, AE_IFREG);
 	archive_entry_set_perm(wr->entry, 0644);
 	archive_entry_set_size(wr->entry, (la_int64_t)len);
-	set_times(wr, wr->entry, mtime_ns);
+	int64_t sec = mtime_ns / 1000000000;
+	long nsec = (long)(mtime_ns % 1000000000);
+	if (nsec < 0) {
+		nsec += 1000000000;
+		sec--;
+	}
+	set_times(wr, wr->entry, sec, nsec);
 	int rc = entry_header(wr, path);
 	if (rc <= 0)
 		return rc;

@@ -3,6 +3,7 @@
 #define HARVEST_INTERNAL_H
 
 #include "harvest/types.h"
+#include "harvest/walk.h"
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -127,7 +128,23 @@ static inline int64_t hv_ns_from_timespec(int64_t sec, long nsec)
 		(out)->mode = (st)->st_mode;                                                 \
 		(out)->mtime_ns = hv_ns_from_timespec((st)->st_mtim.tv_sec, (st)->st_mtim.tv_nsec); \
 		(out)->ctime_ns = hv_ns_from_timespec((st)->st_ctim.tv_sec, (st)->st_ctim.tv_nsec); \
+		(out)->mtime_sec = (int64_t)(st)->st_mtim.tv_sec;                            \
+		(out)->mtime_nsec = (uint32_t)(st)->st_mtim.tv_nsec;                         \
 	} while (0)
+
+/* Sets s's mtime from nanoseconds (a time read back from the database, where only they are
+ * kept): mtime_ns, and mtime_sec/mtime_nsec to match. */
+static inline void hv_stat_set_mtime_ns(hv_stat *s, int64_t ns)
+{
+	s->mtime_ns = ns;
+	s->mtime_sec = ns / 1000000000;
+	int64_t frac = ns % 1000000000;
+	if (frac < 0) {
+		s->mtime_sec--;
+		frac += 1000000000;
+	}
+	s->mtime_nsec = (uint32_t)frac;
+}
 
 /* SHA-256 (sha256.h) as 64 lower-case hex digits plus NUL: always HV_OK. */
 hv_status hv_sha256_hex(const void *data, size_t len, char hex[65]);

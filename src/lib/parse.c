@@ -287,6 +287,39 @@ hv_status hv_parse_time(const char *text, int64_t now_ns, int64_t *out_ns)
 	return parse_rfc3339(text, out_ns);
 }
 
+size_t hv_format_timespec(int64_t sec, long nsec, char *out, size_t cap)
+{
+	if (nsec < 0 || nsec > 999999999)
+		nsec = 0;
+	time_t t = (time_t)sec;
+	struct tm tm;
+	/* Whole into a buffer of its own, then as much as fits (strftime writes nothing useful
+	 * to a buffer too short, and its 0 would hide the length). */
+	char text[64];
+	size_t n = 0;
+	if (gmtime_r(&t, &tm)) {
+		n = strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%S", &tm);
+		int m = snprintf(text + n, sizeof(text) - n, ".%09ldZ", nsec);
+		n += (size_t)(m > 0 ? m : 0);
+	}
+	text[n] = '\0';
+	if (out && cap)
+		snprintf(out, cap, "%s", text);
+	return n;
+}
+
+size_t hv_format_mtime(const hv_stat *s, char *out, size_t cap)
+{
+	if (!s) {
+		if (out && cap)
+			out[0] = '\0';
+		return 0;
+	}
+	if (s->mtime_ns == INT64_MIN || s->mtime_ns == INT64_MAX)
+		return hv_format_timespec(s->mtime_sec, (long)s->mtime_nsec, out, cap);
+	return hv_format_time(s->mtime_ns, out, cap);
+}
+
 size_t hv_format_time(int64_t ns, char *out, size_t cap)
 {
 	/* Floor division without negating ns (which overflows at INT64_MIN). */
@@ -296,19 +329,5 @@ size_t hv_format_time(int64_t ns, char *out, size_t cap)
 		secs--;
 		frac += 1000000000;
 	}
-	time_t t = (time_t)secs;
-	struct tm tm;
-	/* Whole into a buffer of its own, then as much as fits (strftime writes nothing useful
-	 * to a buffer too short, and its 0 would hide the length). */
-	char text[64];
-	size_t n = 0;
-	if (gmtime_r(&t, &tm)) {
-		n = strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%S", &tm);
-		int m = snprintf(text + n, sizeof(text) - n, ".%09ldZ", frac);
-		n += (size_t)(m > 0 ? m : 0);
-	}
-	text[n] = '\0';
-	if (cap)
-		snprintf(out, cap, "%s", text);
-	return n;
+	return hv_format_timespec(secs, frac, out, cap);
 }

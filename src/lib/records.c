@@ -40,7 +40,7 @@ void hv_record_fileinfo(hv_json *j, const hv_entry *e, int flags)
 			hv_json_key(j, "mode");
 			hv_json_string(j, buf, n > 0 ? (size_t)n : 0);
 			hv_json_key(j, "mtime");
-			hv_json_string(j, buf, hv_format_time(e->lst.mtime_ns, buf, sizeof(buf)));
+			hv_json_string(j, buf, hv_format_mtime(&e->lst, buf, sizeof(buf)));
 		} else {
 			hv_json_key_null(j, "mode");
 			hv_json_key_null(j, "mtime");

@@ -68,9 +68,9 @@ static hv_status take_row(hv_store *st, sqlite3_stmt *q, int c, const hv_stat *s
 		.ino = s->ino,
 		.size = (uint64_t)sqlite3_column_int64(q, c + 1),
 		.mode = (uint32_t)sqlite3_column_int64(q, c + 0),
-		.mtime_ns = sqlite3_column_int64(q, c + 2),
 		.ctime_ns = sqlite3_column_int64(q, c + 3),
 	};
+	hv_stat_set_mtime_ns(&cached, sqlite3_column_int64(q, c + 2));
 	const char *fp = (const char *)sqlite3_column_text(q, c + 4);
 	const char *mime = (const char *)sqlite3_column_text(q, c + 5);
 	int64_t cached_at = sqlite3_column_int64(q, c + 6);

@@ -114,7 +114,7 @@ static void fill_stat(sqlite3_stmt *q, int col, hv_stat *s)
 	s->ino = (uint64_t)sqlite3_column_int64(q, col + 1);
 	s->size = (uint64_t)sqlite3_column_int64(q, col + 2);
 	s->mode = (uint32_t)sqlite3_column_int64(q, col + 3);
-	s->mtime_ns = sqlite3_column_int64(q, col + 4);
+	hv_stat_set_mtime_ns(s, sqlite3_column_int64(q, col + 4));
 	s->ctime_ns = sqlite3_column_int64(q, col + 5);
 }
 

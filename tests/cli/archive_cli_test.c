@@ -523,6 +523,57 @@ static void test_backslash_names_in_zip(void **s)
 
 /* ---- special files, a huge sparse file -------------------------------------------------- */
 
+/* A file dated 2300 (past what nanoseconds in an int64 reach) keeps its date in a tar, to the
+ * nanosecond, as tar keeps it; a zip, whose times (its 32-bit Unix time field) end in
+ * February 2106, holds its last time. */
+static void test_far_future_time(void **s)
+{
+	(void)s;
+	char *dir = tu_tmpdir();
+	tu_mkdir(dir, "t");
+	char *root = tu_path(dir, "t");
+	tu_write(root, "far", "x", 1);
+	char *f = tu_path(root, "far");
+	/* 2300-01-01T00:00:00.5Z */
+	struct timespec t[2] = {{10413792000, 500000000}, {10413792000, 500000000}};
+	assert_int_equal(utimensat(AT_FDCWD, f, t, 0), 0);
+	struct stat st;
+	assert_int_equal(stat(f, &st), 0);
+	if (st.st_mtim.tv_sec != t[1].tv_sec)
+		fail_msg("the test's file system cannot hold 2300-01-01 (mtime %lld): run the "
+			 "tests on ext4 with 256-byte inodes, XFS, Btrfs or tmpfs",
+			 (long long)st.st_mtim.tv_sec);
+	char *file = tu_path(dir, "t.tar");
+	tu_result r;
+	tu_harvest(&r, "archive", root, "-o", file, NULL);
+	assert_int_equal(r.status, 0);
+	tu_result_free(&r);
+	char *out = extract(dir, "x", "tar", file);
+	char *g = tu_path(out, "far");
+	assert_int_equal(stat(g, &st), 0);
+	if (st.st_mtim.tv_sec != t[1].tv_sec || st.st_mtim.tv_nsec != t[1].tv_nsec)
+		fail_msg("extracted mtime %lld.%09ld, archived %lld.%09ld",
+			 (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec,
+			 (long long)t[1].tv_sec, (long)t[1].tv_nsec);
+	free(g);
+	free(out);
+	free(file);
+	file = tu_path(dir, "t.zip");
+	tu_harvest(&r, "archive", "--format", "zip", root, "-o", file, NULL);
+	assert_int_equal(r.status, 0);
+	tu_result_free(&r);
+	char *argv[] = {"unzip", "-Z", "-T", file, NULL};
+	tu_run(&r, NULL, NULL, argv);
+	assert_int_equal(r.status, 0);
+	/* zipinfo -T: yyyymmdd.hhmmss, from the Unix time field */
+	if (!strstr(r.out, " 210602"))
+		fail_msg("zip listing: %s", r.out);
+	tu_result_free(&r);
+	free(file);
+	free(f);
+	free(root);
+}
+
 static void test_fifo_skipped(void **s)
 {
 	(void)s;
@@ -977,6 +1028,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_shared_stderr_lines_whole, tu_cleanup),
 		cmocka_unit_test_teardown(test_backslash_names_in_zip, tu_cleanup),
 		cmocka_unit_test_teardown(test_long_paths_in_zip, tu_cleanup),
+		cmocka_unit_test_teardown(test_far_future_time, tu_cleanup),
 		cmocka_unit_test_teardown(test_fifo_skipped, tu_cleanup),
 		cmocka_unit_test_teardown(test_sparse_5g_bounded_memory, tu_cleanup),
 		cmocka_unit_test_teardown(test_terminal_refused, tu_cleanup),

@@ -1162,6 +1162,37 @@ static void test_xdev(void **state)
 	free(mnt);
 }
 
+/* A file dated after 2262 (past what nanoseconds in an int64 reach: `touch -d 2300-01-01`, as
+ * untrusted code may) is shown with its own date by --long, in JSON and text, not 2262's. */
+static void test_long_far_future(void **state)
+{
+	(void)state;
+	char *root = tu_tmpdir();
+	tu_write(root, "far", "x", 1);
+	char *f = tu_path(root, "far");
+	/* 2300-01-01T00:00:00.5Z */
+	struct timespec t[2] = {{10413792000, 500000000}, {10413792000, 500000000}};
+	assert_int_equal(utimensat(AT_FDCWD, f, t, 0), 0);
+	struct stat st;
+	assert_int_equal(stat(f, &st), 0);
+	if (st.st_mtim.tv_sec != t[1].tv_sec)
+		fail_msg("the test's file system cannot hold 2300-01-01 (mtime %lld): run the "
+			 "tests on ext4 with 256-byte inodes, XFS, Btrfs or tmpfs",
+			 (long long)st.st_mtim.tv_sec);
+	tu_result r;
+	tu_harvest(&r, "ls", "--long", root, NULL);
+	assert_clean(&r);
+	if (!strstr(r.out, "\"mtime\":\"2300-01-01T00:00:00.500000000Z\""))
+		fail_msg("ls --long: %s", r.out);
+	tu_result_free(&r);
+	tu_harvest(&r, "walk", "--long", "--format", "text", root, NULL);
+	assert_clean(&r);
+	if (!strstr(r.out, " 2300-01-01T00:00:00.500000000Z far\n"))
+		fail_msg("walk --long --format text: %s", r.out);
+	tu_result_free(&r);
+	free(f);
+}
+
 static void test_long(void **state)
 {
 	(void)state;
@@ -1615,6 +1646,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_max_entries_exact, tu_cleanup),
 		cmocka_unit_test_teardown(test_xdev, tu_cleanup),
 		cmocka_unit_test_teardown(test_long, tu_cleanup),
+		cmocka_unit_test_teardown(test_long_far_future, tu_cleanup),
 		cmocka_unit_test_teardown(test_formats, tu_cleanup),
 		cmocka_unit_test_teardown(test_nonblocking_and_full_stdout, tu_cleanup),
 		cmocka_unit_test_teardown(test_option_placement, tu_cleanup),

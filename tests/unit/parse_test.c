@@ -239,6 +239,26 @@ static void test_format_time(void **state)
 	expect_format(-NS / 2, "1969-12-31T23:59:59.500000000Z");
 	expect_format(INT64_MAX, "2262-04-11T23:47:16.854775807Z");
 	expect_format(INT64_MIN, "1677-09-21T00:12:43.145224192Z");
+	/* Seconds and nanoseconds reach past 2262 (a file dated 2300) and before 1677. */
+	char far[64];
+	assert_int_equal(hv_format_timespec(10413792000, 500000000, far, sizeof(far)), 30);
+	assert_string_equal(far, "2300-01-01T00:00:00.500000000Z");
+	assert_int_equal(hv_format_timespec(-11676096000, 7, far, sizeof(far)), 30);
+	assert_string_equal(far, "1600-01-01T00:00:00.000000007Z");
+	assert_int_equal(hv_format_timespec(253402300800, 0, far, sizeof(far)), 31);
+	assert_string_equal(far, "10000-01-01T00:00:00.000000000Z");
+	/* An hv_stat's: mtime_ns where it is not saturated (a caller's own hv_stat may fill only
+	 * it), the exact seconds where it is. */
+	hv_stat st = {.mtime_ns = NOW + 123456789};
+	assert_int_equal(hv_format_mtime(&st, far, sizeof(far)), 30);
+	assert_string_equal(far, "2026-11-30T03:29:07.123456789Z");
+	st.mtime_ns = INT64_MAX;
+	st.mtime_sec = 10413792000;
+	st.mtime_nsec = 500000000;
+	assert_int_equal(hv_format_mtime(&st, far, sizeof(far)), 30);
+	assert_string_equal(far, "2300-01-01T00:00:00.500000000Z");
+	assert_int_equal(hv_format_mtime(NULL, far, sizeof(far)), 0);
+	assert_string_equal(far, "");
 	/* A buffer too short holds what fits, and the length is still the whole text's, as
 	 * snprintf gives it. */
 	const char *whole = "2026-11-30T03:29:07.123456789Z";
