@@ -23,3 +23,12 @@ int hv__seccomp_load(char *why, size_t cap)
 {
 	return hv__dl_load(&seccomp_lib, why, cap);
 }
+
+int hv__magic_load_whole(magic_t cookie, const char *database)
+{
+	if (hv__magic.magic_load(cookie, database) != 0)
+		return -1;
+	/* A load starts with no error: one set now, with an errno, is a part that could not be
+	 * read or mapped. */
+	return hv__magic.magic_error(cookie) && hv__magic.magic_errno(cookie) > 0 ? -1 : 0;
+}

@@ -56,6 +56,15 @@ extern struct hv__seccomp_api hv__seccomp;
 int hv__magic_load(char *why, size_t cap);
 int hv__seccomp_load(char *why, size_t cap);
 
+/* magic_load(cookie, database), and 0 only when no part of the list that exists failed to be
+ * read: libmagic's own load succeeds when any one part does, so with magic.mgc's map refused
+ * (`ulimit -v`: ENOMEM) it types with /etc/magic alone (text/plain, octet-stream for a GIF),
+ * says so only in magic_error(), and its answers would be cached as the database's. -1:
+ * magic_error(cookie) says why. As for file(1), a part that does not exist is no error, nor
+ * is one libmagic read but found malformed ("bad magic", "too small": no errno), which gives
+ * the same answers at every load. */
+int hv__magic_load_whole(magic_t cookie, const char *database);
+
 #ifndef HV_DL_MAGIC_IMPL
 #define magic_buffer (hv__magic.magic_buffer)
 #define magic_close (hv__magic.magic_close)

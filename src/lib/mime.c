@@ -141,7 +141,7 @@ static hv_status magic_load_now(hv_magic *m)
 						 m->bytes_max);
 		if (rc != HV_OK)
 			return rc;
-	} else if (magic_load(m->cookie, m->database) != 0) {
+	} else if (hv__magic_load_whole(m->cookie, m->database) != 0) {
 		const char *why = magic_error(m->cookie);
 		return hv_error_set(HV_EIO, "%s: %s", m->database, why ? why : "cannot load");
 	}

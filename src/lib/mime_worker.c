@@ -210,7 +210,7 @@ static int install_filter(void)
 {
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
 	if (!ctx)
-		return -1;
+		return -ENOMEM; /* libseccomp's one reason for no context */
 	static const int allow[] = {
 		SCMP_SYS(read),        SCMP_SYS(write),         SCMP_SYS(readv),
 		SCMP_SYS(writev),      SCMP_SYS(pread64),       SCMP_SYS(lseek),
@@ -296,14 +296,39 @@ static const char *answer_or_fault(const char *r)
 static const char *failure_text(magic_t cookie)
 {
 	const char *why = magic_error(cookie);
-	return why ? why : "libmagic failed";
+	return why ? why : "libmagic failed without saying why";
+}
+
+/* The errno of a failure: libmagic's, else the call's own when libmagic set no message (a
+ * malloc refused under `ulimit -v` leaves ENOMEM and nothing else), else 0. */
+static int failure_errno(magic_t cookie, int call_errno)
+{
+	int e = magic_errno(cookie);
+	if (e > 0)
+		return e;
+	return magic_error(cookie) ? 0 : call_errno;
+}
+
+/* libmagic's answer for bytes or a descriptor, errno cleared first (failure_errno). */
+static const char *type_bytes(magic_t cookie, const void *p, size_t len)
+{
+	errno = 0;
+	return magic_buffer(cookie, p, len);
+}
+
+static const char *type_fd(magic_t cookie, int fd)
+{
+	errno = 0;
+	return magic_descriptor(cookie, fd);
 }
 
 /* Appends one answer record (struct ans, then its text, cut at FDS_ANSWER_MAX) at *at. */
 static void child_record(unsigned char *out, size_t *at, magic_t cookie, const char *r)
 {
+	int call_errno = r ? 0 : errno; /* a test's fault has no errno of its own */
 	r = answer_or_fault(r);
-	struct ans a = {.kind = r ? ANS_OK : ANS_ERROR, .err = r ? 0 : magic_errno(cookie)};
+	struct ans a = {.kind = r ? ANS_OK : ANS_ERROR,
+			.err = r ? 0 : failure_errno(cookie, call_errno)};
 	if (!r)
 		r = failure_text(cookie);
 	size_t len = strlen(r);
@@ -315,11 +340,13 @@ static void child_record(unsigned char *out, size_t *at, magic_t cookie, const c
 
 static void child_reply(int sock, magic_t cookie, const char *r)
 {
+	int call_errno = r ? 0 : errno;
 	r = answer_or_fault(r);
 	if (r)
 		child_answer(sock, ANS_OK, 0, r);
 	else
-		child_answer(sock, ANS_ERROR, magic_errno(cookie), failure_text(cookie));
+		child_answer(sock, ANS_ERROR, failure_errno(cookie, call_errno),
+			     failure_text(cookie));
 }
 
 /* A new process's first libmagic answer costs several times its later ones: each page of the
@@ -368,12 +395,26 @@ static void child_bufs(int sock, magic_t cookie, const unsigned char *body, size
 		off += lens[i];
 		if (faults)
 			do_fault(fault_of(data, lens[i]));
-		child_record(out, &at, cookie, magic_buffer(cookie, data, lens[i]));
+		child_record(out, &at, cookie, type_bytes(cookie, data, lens[i]));
 	}
 	if (off != n)
 		_exit(0);
 	if (send(sock, out, at, MSG_NOSIGNAL) < 0)
 		_exit(0); /* the parent is gone */
+}
+
+/* A worker that cannot start says why, whole ("<database>: <libmagic's reason>", "libmagic
+ * worker: ..."), as its first answer, and ends. */
+static void start_failed(int sock, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+static void start_failed(int sock, const char *fmt, ...)
+{
+	char why[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	child_answer(sock, ANS_ERROR, 0, why);
+	_exit(0);
 }
 
 /* loaded: the database as the spawner loaded it before the fork (NULL: load it here). */
@@ -385,10 +426,9 @@ static void child_main(int sock, magic_t loaded, const char *database, int flags
 		cookie = NULL; /* load afresh with these flags */
 	if (!cookie)
 		cookie = magic_open(flags);
-	if (!cookie || (cookie != loaded && magic_load(cookie, database) != 0)) {
+	if (!cookie || (cookie != loaded && hv__magic_load_whole(cookie, database) != 0)) {
 		const char *why = cookie ? magic_error(cookie) : strerror(errno);
-		child_answer(sock, ANS_ERROR, 0, why ? why : "cannot load");
-		_exit(0);
+		start_failed(sock, "%s: %s", database, why ? why : "cannot load");
 	}
 	size_t bytes_max = 1024 * 1024;
 #ifdef MAGIC_PARAM_BYTES_MAX
@@ -403,10 +443,13 @@ static void child_main(int sock, magic_t loaded, const char *database, int flags
 	/* The database is loaded: from here on the filter refuses every open. */
 	prepare_libc();
 	parent_pid = getppid();
-	if (!msg || !fds_out || (!HV_UNDER_VALGRIND() && install_filter() != 0)) {
-		child_answer(sock, ANS_ERROR, 0, "cannot install the seccomp filter");
-		_exit(0);
-	}
+	if (!msg || !fds_out)
+		start_failed(sock, "libmagic worker: out of memory for its buffers (%zu bytes)",
+			     cap + HVM_WORKER_BATCH_MAX * (sizeof(struct ans) + FDS_ANSWER_MAX));
+	int frc = HV_UNDER_VALGRIND() ? 0 : install_filter();
+	if (frc != 0)
+		start_failed(sock, "libmagic worker: cannot install its seccomp filter (%s)",
+			     strerror(frc < 0 ? -frc : EINVAL));
 	if (warm)
 		warm_up(cookie);
 	/* "inherited": the database is the spawner's, loaded before the fork (for tests). */
@@ -451,7 +494,7 @@ static void child_main(int sock, magic_t loaded, const char *database, int flags
 					ssize_t h = pread(fds[k], head, sizeof(head), 0);
 					do_fault(fault_of(head, h > 0 ? (size_t)h : 0));
 				}
-				child_record(fds_out, &at, cookie, magic_descriptor(cookie, fds[k]));
+				child_record(fds_out, &at, cookie, type_fd(cookie, fds[k]));
 				close(fds[k]);
 			}
 			if (send(sock, fds_out, at, MSG_NOSIGNAL) < 0)
@@ -474,10 +517,10 @@ static void child_main(int sock, magic_t loaded, const char *database, int flags
 						     : fault_of(data, len));
 		}
 		if (rq.op == REQ_FD && fd >= 0) {
-			child_reply(sock, cookie, magic_descriptor(cookie, fd));
+			child_reply(sock, cookie, type_fd(cookie, fd));
 			close(fd);
 		} else if (rq.op == REQ_BUFFER) {
-			child_reply(sock, cookie, magic_buffer(cookie, data, len));
+			child_reply(sock, cookie, type_bytes(cookie, data, len));
 		} else if (rq.op == REQ_MAPPED && fd >= 0 && rq.len > 0) {
 			void *p = mmap(NULL, rq.len, PROT_READ, MAP_PRIVATE, fd, 0);
 			close(fd);
@@ -485,7 +528,7 @@ static void child_main(int sock, magic_t loaded, const char *database, int flags
 				child_answer(sock, ANS_ERROR, errno, "mmap");
 				continue;
 			}
-			child_reply(sock, cookie, magic_buffer(cookie, p, rq.len));
+			child_reply(sock, cookie, type_bytes(cookie, p, rq.len));
 			munmap(p, rq.len);
 		} else {
 			_exit(0);
@@ -610,7 +653,7 @@ static magic_t spawner_load(const char *database, const char *fingerprint, int f
 	if (zy_loaded)
 		magic_close(zy_loaded);
 	zy_loaded = magic_open(flags);
-	if (zy_loaded && magic_load(zy_loaded, database) != 0) {
+	if (zy_loaded && hv__magic_load_whole(zy_loaded, database) != 0) {
 		magic_close(zy_loaded);
 		zy_loaded = NULL;
 	}
@@ -1109,13 +1152,17 @@ static hv_status spawn_ready(hvm_worker *w)
 	if (r == 1)
 		memcpy(&a, w->msg, sizeof(a));
 	if (r != 1 || a.kind != ANS_OK) {
-		char why[160] = "";
+		/* The worker's own words, whole; else how it ended ("the libmagic worker was
+		 * killed by signal 9 (Killed)"). */
+		char why[600] = "";
 		if (r == 1) {
 			size_t l = n - sizeof(a) < sizeof(why) - 1 ? n - sizeof(a) : sizeof(why) - 1;
 			memcpy(why, w->msg + sizeof(a), l);
 			why[l] = '\0';
 		}
 		stop(w, r == 1 ? NULL : why, sizeof(why), r == 0);
+		if (r == 1)
+			return hv_error_set(HV_EIO, "%s", why);
 		return hv_error_set(HV_EIO, "%s: %s", w->database, why);
 	}
 	static const char inherited[] = "inherited";

@@ -1533,6 +1533,75 @@ static void test_bad_database(void **state)
 	trio_close(&t);
 }
 
+/* A part of the magic database list that exists but cannot be read or mapped (here a
+ * directory named X.mgc: ENODEV; under `ulimit -v` magic.mgc itself, ENOMEM): libmagic's own
+ * load still succeeds on the other parts and would type a PNG as octet-stream with exit 0,
+ * and the cache would keep that. harvest fails that load instead: `mime` names the part and
+ * exits 1, `collect` types every file octet-stream with one warning and exits 1, in the
+ * worker and in process, and nothing is cached. */
+static void test_database_part_unreadable(void **state)
+{
+	(void)state;
+	char *root = tu_tmpdir();
+	tu_mkdir(root, "out");
+	tu_mkdir(root, "m");
+	tu_mkdir(root, "m/part.mgc");
+	char *out = tu_path(root, "out");
+	tu_write(out, "pic", png_bytes, sizeof(png_bytes)); /* no extension to refine by */
+	char *pic = tu_path(out, "pic");
+	char *db = tu_path(root, "h.db");
+	struct timespec nap = {2, 300 * 1000 * 1000};
+	nanosleep(&nap, NULL); /* old enough to be cached, were an answer given */
+	char magic[4200];
+	snprintf(magic, sizeof(magic), "%s/m/part:/usr/share/misc/magic", root);
+	setenv("MAGIC", magic, 1);
+	for (int in_process = 0; in_process < 2; in_process++) {
+		if (in_process)
+			setenv("HARVEST_BENCH_MIME_IN_PROCESS", "1", 1);
+		tu_result r;
+		const char *args[] = {"mime", "--raw", "--db", db, pic, NULL};
+		tu_harvestv(&r, NULL, NULL, args);
+		print_message("mime (in process %d): exit %d\nstdout: %sstderr: %s", in_process,
+			      r.status, r.out, r.err);
+		assert_int_equal(r.status, 1);
+		assert_null(strstr(r.out, "octet-stream"));
+		assert_non_null(strstr(r.err, "part.mgc"));
+		assert_non_null(strstr(r.err, "No such device"));
+		assert_ptr_equal(memchr(r.err, '\n', r.err_len), r.err + r.err_len - 1);
+		tu_result_free(&r);
+		unsetenv("HARVEST_BENCH_MIME_IN_PROCESS");
+	}
+	tu_result r;
+	const char *cargs[] = {"collect", "--no-content", "--no-history", "--db", db, out, NULL};
+	tu_harvestv(&r, NULL, NULL, cargs);
+	print_message("collect: exit %d\nstdout: %sstderr: %s", r.status, r.out, r.err);
+	assert_int_equal(r.status, 1);
+	assert_non_null(strstr(r.out, "\"mime_type\":\"application/octet-stream\""));
+	assert_non_null(strstr(r.err, "part.mgc"));
+	assert_non_null(strstr(r.err, "every file is typed application/octet-stream"));
+	assert_ptr_equal(memchr(r.err, '\n', r.err_len), r.err + r.err_len - 1);
+	tu_result_free(&r);
+	unsetenv("MAGIC");
+	/* Nothing was cached. */
+	char *argv[] = {"sqlite3", db, "SELECT count(*) FROM mime_cache", NULL};
+	tu_run(&r, NULL, NULL, argv);
+	assert_int_equal(r.status, 0);
+	assert_string_equal(r.out, "0\n");
+	tu_result_free(&r);
+	/* A part that is not there is no error, as for file(1). */
+	snprintf(magic, sizeof(magic), "%s/m/absent:/usr/share/misc/magic", root);
+	setenv("MAGIC", magic, 1);
+	const char *aargs[] = {"mime", "--raw", "--no-cache", pic, NULL};
+	tu_harvestv(&r, NULL, NULL, aargs);
+	unsetenv("MAGIC");
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "image/png"));
+	tu_result_free(&r);
+	free(db);
+	free(pic);
+	free(out);
+}
+
 /* A cache damaged inside (its table's page, found at the first lookup, not at the open): mime
  * warns once, answers every file, as arguments and below a directory, without the cache, and
  * exits 1; the database is not written. */
@@ -1664,6 +1733,7 @@ int main(void)
 		cmocka_unit_test(test_threads_keep_input_order),
 		cmocka_unit_test(test_unreadable_directories),
 		cmocka_unit_test(test_bad_database),
+		cmocka_unit_test_teardown(test_database_part_unreadable, tu_cleanup),
 		cmocka_unit_test(test_damaged_cache),
 		cmocka_unit_test(test_write_error),
 		cmocka_unit_test(test_files_from),
