@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -52,6 +53,10 @@ static int stdout_done(int rc)
 
 int main(int argc, char **argv)
 {
+	/* A write past `ulimit -f` fails with EFBIG ("File too large"), reported as any write
+	 * error, instead of SIGXFSZ ending harvest unannounced (a spool, a database, an archive
+	 * or the output grown past the limit). A command `run` starts gets the default back. */
+	signal(SIGXFSZ, SIG_IGN);
 	cli_stdout_init();
 	if (argc < 2) {
 		usage(stderr);

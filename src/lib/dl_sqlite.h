@@ -59,6 +59,7 @@
 	X(sqlite3_result_null)                                                                 \
 	X(sqlite3_step)                                                                        \
 	X(sqlite3_stricmp)                                                                     \
+	X(sqlite3_system_errno)                                                                \
 	X(sqlite3_value_text)
 
 /* Each member has the type of a pointer to the function sqlite3.h declares. */
@@ -121,6 +122,7 @@ int hv__sqlite_load(char *why, size_t cap);
 #define sqlite3_result_null (hv__sqlite.sqlite3_result_null)
 #define sqlite3_step (hv__sqlite.sqlite3_step)
 #define sqlite3_stricmp (hv__sqlite.sqlite3_stricmp)
+#define sqlite3_system_errno (hv__sqlite.sqlite3_system_errno)
 #define sqlite3_value_text (hv__sqlite.sqlite3_value_text)
 #endif
 

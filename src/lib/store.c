@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 #include <time.h>
 
@@ -63,6 +64,7 @@ int64_t hv_store_now_ns(void)
 
 hv_status hvst_db_error(hv_store *st, int rc, const char *what)
 {
+	int call_errno = errno; /* first: the failed write's, for an I/O error (below) */
 	const char *path = st && st->path ? st->path : "database";
 	const char *raw = st && st->db ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc);
 	/* SQLite's message may quote bytes of a damaged file: keep the error on one line and
@@ -97,6 +99,19 @@ hv_status hvst_db_error(hv_store *st, int rc, const char *what)
 		return hv_error_set(HV_EDB, "%s: read-only database (%s)", path, msg);
 	case SQLITE_FULL:
 		return hv_error_set(HV_EDB, "%s: disk full (%s)", path, msg);
+	case SQLITE_IOERR: {
+		/* "disk I/O error" alone hides the reason the system gave: EFBIG past `ulimit
+		 * -f`, EIO, EROFS. SQLite keeps it for some failures; for a failed write it is
+		 * still errno here, and only a write's own reasons are taken from there. */
+		int err = st && st->db ? sqlite3_system_errno(st->db) : 0;
+		if (!err && (call_errno == EFBIG || call_errno == EIO || call_errno == EROFS ||
+			     call_errno == EDQUOT || call_errno == ENOSPC))
+			err = call_errno;
+		if (err)
+			return hv_error_set(HV_EDB, "%s: %s: %s (%s)", path, what, msg,
+					    strerror(err));
+		return hv_error_set(HV_EDB, "%s: %s: %s", path, what, msg);
+	}
 	default:
 		return hv_error_set(HV_EDB, "%s: %s: %s", path, what, msg);
 	}

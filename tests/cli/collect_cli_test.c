@@ -16,6 +16,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <signal.h>
 #include <unistd.h>
 
 /* A 1x1 PNG image. */
@@ -1538,6 +1539,57 @@ static void test_worker_crash_is_artifact(void **state)
 	free(root);
 }
 
+/* Under `ulimit -f` (RLIMIT_FSIZE) a write past the limit is an error with its reason, never
+ * SIGXFSZ ending harvest unannounced: the database's failed commit says "File too large", an archive too large leaves no file, and a command `run`
+ * starts gets the signal's default back (its own write past the limit ends it, 153). */
+static void test_file_size_limit(void **state)
+{
+	(void)state;
+	char *dir = tu_tmpdir();
+	tu_mkdir(dir, "out");
+	char *out = tu_path(dir, "out");
+	char *big = calloc(1, 300 << 10);
+	assert_non_null(big);
+	for (size_t i = 0; i < (300u << 10); i++)
+		big[i] = (char)(i * 2654435761u >> 24); /* incompressible enough, not text */
+	tu_write(out, "big.bin", big, 300 << 10);
+	free(big);
+	char *db = tu_path(dir, "h.db");
+	char *tar = tu_path(dir, "a.tar");
+	char script[8192];
+	/* 100 blocks of 1 KiB: the spool, the database's content and the archive pass it. */
+	snprintf(script, sizeof(script),
+		 "ulimit -f 100 && exec '%s' collect --db '%s' '%s'", HARVEST_BIN, db, out);
+	char *argv[] = {"sh", "-c", script, NULL};
+	tu_result r;
+	tu_run(&r, NULL, NULL, argv);
+	print_message("collect: exit %d\nstderr: %s", r.status, r.err);
+	assert_int_equal(r.status, 1); /* not 128 + SIGXFSZ */
+	assert_non_null(strstr(r.err, "cannot commit: disk I/O error (File too large)"));
+	assert_int_equal(r.out_len, 0); /* a recording that failed prints nothing, as documented */
+	tu_result_free(&r);
+	snprintf(script, sizeof(script), "ulimit -f 100 && exec '%s' archive -o '%s' '%s'",
+		 HARVEST_BIN, tar, out);
+	tu_run(&r, NULL, NULL, argv);
+	print_message("archive: exit %d\nstderr: %s", r.status, r.err);
+	assert_int_equal(r.status, 1);
+	assert_non_null(strstr(r.err, "File too large"));
+	assert_int_equal(access(tar, F_OK), -1);
+	tu_result_free(&r);
+	snprintf(script, sizeof(script),
+		 "ulimit -f 100 && exec '%s' run --no-history --dir '%s' -- "
+		 "sh -c 'head -c 200000 /dev/zero > made'",
+		 HARVEST_BIN, out);
+	tu_run(&r, NULL, NULL, argv);
+	print_message("run: exit %d\nstderr: %s", r.status, r.err);
+	assert_int_equal(r.status, 128 + SIGXFSZ);
+	assert_non_null(strstr(r.out, "\"exit_code\":153"));
+	tu_result_free(&r);
+	free(tar);
+	free(db);
+	free(out);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1559,6 +1611,7 @@ int main(void)
 		cmocka_unit_test(test_bad_arguments),
 		cmocka_unit_test(test_unreadable_subdir),
 		cmocka_unit_test_teardown(test_xdev, tu_cleanup),
+		cmocka_unit_test_teardown(test_file_size_limit, tu_cleanup),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
