@@ -93,6 +93,20 @@ void tu_make_young(const char *path)
 		fail_msg("utimensat %s: %s", path, strerror(errno));
 }
 
+void tu_make_far_future(const char *path)
+{
+	struct timespec t[2] = {{TU_FAR_FUTURE_SEC, 500000000}, {TU_FAR_FUTURE_SEC, 500000000}};
+	if (utimensat(AT_FDCWD, path, t, 0) != 0)
+		fail_msg("utimensat %s: %s", path, strerror(errno));
+	struct stat st;
+	if (stat(path, &st) != 0)
+		fail_msg("stat %s: %s", path, strerror(errno));
+	if (st.st_mtim.tv_sec != TU_FAR_FUTURE_SEC)
+		fail_msg("the test's file system cannot hold 2300-01-01 (mtime %lld): run the "
+			 "tests on ext4 with 256-byte inodes, XFS, Btrfs or tmpfs",
+			 (long long)st.st_mtim.tv_sec);
+}
+
 void tu_mkdir(const char *dir, const char *rel)
 {
 	char *p = tu_path(dir, rel);

@@ -35,6 +35,10 @@ void tu_write(const char *dir, const char *rel, const void *data, size_t len);
  * a loaded machine runs the test (writing it "just now" does not: the test may reach the
  * cache more than 2 s later). */
 void tu_make_young(const char *path);
+/* Dates path 2300-01-01T00:00:00.5Z (TU_FAR_FUTURE_SEC, and half a second), past what int64
+ * nanoseconds reach, and fails the test when its file system cannot hold that date. */
+#define TU_FAR_FUTURE_SEC 10413792000LL
+void tu_make_far_future(const char *path);
 /* Creates dir/rel as a directory (parents must exist). */
 void tu_mkdir(const char *dir, const char *rel);
 
