@@ -521,6 +521,23 @@ static char *frame_path(const struct rm *r, const char *name)
 	return b.data;
 }
 
+/* Out of descriptors (EMFILE under a low `ulimit -n`, ENFILE): closes the oldest frame's that
+ * is open but the top one's (frame_fd reopens it through ".." on the way back up), so the
+ * depth a removal reaches does not depend on the limit. True when one was closed. */
+static bool rm_relieve(struct rm *r, int err)
+{
+	if (err != EMFILE && err != ENFILE)
+		return false;
+	for (size_t i = 0; i + 1 < r->n; i++) {
+		if (r->f[i].fd >= 0) {
+			close(r->f[i].fd);
+			r->f[i].fd = -1;
+			return true;
+		}
+	}
+	return false;
+}
+
 static void rm_report(struct rm *r, const char *name, const char *reason)
 {
 	char *p = frame_path(r, name);
@@ -541,7 +558,10 @@ static int rm_scan(struct rm *r)
 	/* The pending list restarts: a rescan finds what is still there. */
 	hv_buf_truncate(&f->pending, 0);
 	f->next = 0;
-	int lfd = openat(f->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int lfd;
+	do
+		lfd = openat(f->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	while (lfd < 0 && rm_relieve(r, errno));
 	DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
 	if (!d) {
 		int e = errno;
@@ -623,7 +643,10 @@ static int frame_fd(struct rm *r, size_t i)
 {
 	if (r->f[i].fd >= 0)
 		return r->f[i].fd;
-	int fd = openat(r->f[i + 1].fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd;
+	do
+		fd = openat(r->f[i + 1].fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	while (fd < 0 && rm_relieve(r, errno));
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) != 0 || st.st_dev != r->f[i].dev || st.st_ino != r->f[i].ino) {
 		/* The directory was moved while we were below it: where ".." leads is not the
@@ -661,7 +684,10 @@ static int rm_enter(struct rm *r, struct frame *f)
 			hv__test_hook_call(HV__HOOK_REMOVE, p);
 		free(p);
 	}
-	int cfd = openat(f->fd, child, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int cfd;
+	do
+		cfd = openat(f->fd, child, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	while (cfd < 0 && rm_relieve(r, errno));
 	if (cfd >= 0)
 		return rm_push(r, child, cfd);
 	int e = errno;

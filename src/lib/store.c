@@ -79,13 +79,24 @@ hv_status hvst_db_error(hv_store *st, int rc, const char *what)
 	}
 	msg[k] = '\0';
 	switch (rc & 0xff) {
-	case SQLITE_NOMEM:
-		/* A damaged schema page makes SQLite report NOMEM too: name the file (and write
-		 * no more to it, as for a corrupt one). */
+	case SQLITE_NOMEM: {
+		/* Memory may really be short (`ulimit -v`, a large result held: SQLite may have
+		 * asked for tens of MiB at once), and then that is all it says. Else a damaged
+		 * schema page, which makes SQLite report NOMEM too: name the file, and write no
+		 * more to it, as for a corrupt one. The probe is address space only, never
+		 * touched; called through a volatile pointer, so the compiler cannot drop it as
+		 * an allocation nobody uses. */
+		void *(*volatile alloc)(size_t) = malloc;
+		void *probe = alloc(64u << 20);
+		bool short_of_memory = !probe;
+		free(probe);
+		if (short_of_memory)
+			return hv_error_set(HV_ENOMEM, "%s: %s: out of memory", path, what);
 		if (st)
 			st->damaged = true;
 		return hv_error_set(HV_EDB, "%s: %s: out of memory (is the database damaged?)",
 				    path, what);
+	}
 	case SQLITE_CORRUPT:
 	case SQLITE_NOTADB:
 		if (st)
@@ -99,12 +110,14 @@ hv_status hvst_db_error(hv_store *st, int rc, const char *what)
 		return hv_error_set(HV_EDB, "%s: read-only database (%s)", path, msg);
 	case SQLITE_FULL:
 		return hv_error_set(HV_EDB, "%s: disk full (%s)", path, msg);
-	case SQLITE_IOERR: {
-		/* "disk I/O error" alone hides the reason the system gave: EFBIG past `ulimit
-		 * -f`, EIO, EROFS. SQLite keeps it for some failures; for a failed write it is
-		 * still errno here, and only a write's own reasons are taken from there. */
+	case SQLITE_IOERR:
+	case SQLITE_CANTOPEN: {
+		/* "disk I/O error" and "unable to open database file" alone hide the reason the
+		 * system gave: EFBIG past `ulimit -f`, EIO, EROFS; EMFILE under a low `ulimit -n`.
+		 * SQLite keeps it for some failures; for a failed write it is still errno here,
+		 * and only a write's own reasons are taken from there. */
 		int err = st && st->db ? sqlite3_system_errno(st->db) : 0;
-		if (!err && (call_errno == EFBIG || call_errno == EIO || call_errno == EROFS ||
+		if (!err && (rc & 0xff) == SQLITE_IOERR && (call_errno == EFBIG || call_errno == EIO || call_errno == EROFS ||
 			     call_errno == EDQUOT || call_errno == ENOSPC))
 			err = call_errno;
 		if (err)

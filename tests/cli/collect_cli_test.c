@@ -1590,6 +1590,29 @@ static void test_file_size_limit(void **state)
 	free(out);
 }
 
+/* SQLite's "unable to open database file" carries the system's reason: under `ulimit -n 5`
+ * the healthy database is not suspected, "Too many open files" is named. */
+static void test_database_open_reason(void **state)
+{
+	(void)state;
+	char *dir = tu_tmpdir();
+	char *db = tu_path(dir, "h.db");
+	tu_result r;
+	tu_harvest(&r, "collect", "--db", db, dir, NULL);
+	assert_int_equal(r.status, 0);
+	tu_result_free(&r);
+	char script[8192];
+	snprintf(script, sizeof(script), "ulimit -n 5 && exec '%s' history runs --db '%s'",
+		 HARVEST_BIN, db);
+	char *argv[] = {"sh", "-c", script, NULL};
+	tu_run(&r, NULL, NULL, argv);
+	print_message("history runs under ulimit -n 5: exit %d, stderr: %s", r.status, r.err);
+	assert_int_equal(r.status, 1);
+	assert_non_null(strstr(r.err, "unable to open database file (Too many open files)\n"));
+	tu_result_free(&r);
+	free(db);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1612,6 +1635,7 @@ int main(void)
 		cmocka_unit_test(test_unreadable_subdir),
 		cmocka_unit_test_teardown(test_xdev, tu_cleanup),
 		cmocka_unit_test_teardown(test_file_size_limit, tu_cleanup),
+		cmocka_unit_test_teardown(test_database_open_reason, tu_cleanup),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

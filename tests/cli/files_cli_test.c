@@ -689,6 +689,34 @@ static void test_rm_deep_tree(void **state)
 	free(t);
 }
 
+/* Under a low `ulimit -n` the removal still reaches any depth: it closes the descriptors of
+ * the directories furthest up when it runs out (it used to keep 64, and failed at about the
+ * limit's depth with "Too many open files", removing nothing). */
+static void test_rm_deep_tree_few_descriptors(void **state)
+{
+	(void)state;
+	char *d = tu_tmpdir();
+	char path[4096];
+	int n = snprintf(path, sizeof(path), "%s/t", d);
+	for (int i = 0; i < 100; i++)
+		n += snprintf(path + n, sizeof(path) - (size_t)n, "/x");
+	char *argv0[] = {"mkdir", "-p", path, NULL};
+	tu_result r;
+	tu_run(&r, NULL, NULL, argv0);
+	assert_int_equal(r.status, 0);
+	tu_result_free(&r);
+	tu_write(path, "f", "f", 1);
+	char script[8192];
+	snprintf(script, sizeof(script), "ulimit -n 8 && exec '%s' rm -r '%s/t'", HARVEST_BIN, d);
+	char *argv[] = {"sh", "-c", script, NULL};
+	tu_run(&r, NULL, NULL, argv);
+	print_message("rm -r under ulimit -n 8: exit %d, stderr: %s", r.status, r.err);
+	assert_int_equal(r.status, 0);
+	assert_int_equal(r.err_len, 0);
+	tu_result_free(&r);
+	assert_false(exists(d, "t"));
+}
+
 static void test_permission_denied_as_nobody(void **state)
 {
 	char *d = tu_tmpdir();
@@ -810,6 +838,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_rm_tree_with_links_out, tu_cleanup),
 		cmocka_unit_test_teardown(test_rm_refusals, tu_cleanup),
 		cmocka_unit_test_teardown(test_rm_deep_tree, tu_cleanup),
+		cmocka_unit_test_teardown(test_rm_deep_tree_few_descriptors, tu_cleanup),
 		cmocka_unit_test_teardown(test_permission_denied_as_nobody, tu_cleanup),
 		cmocka_unit_test(test_usage_and_help),
 	};

@@ -290,8 +290,8 @@ static void test_tree_formats(void **state)
 	}
 }
 
-/* mtimes: pax tar keeps any that harvest's nanosecond times hold (to 2262: later ones are
- * that end), nanoseconds included, whatever the name (not only where a pax header is needed
+/* mtimes: pax tar keeps any, 2300 (past what int64 nanoseconds reach) too, nanoseconds
+ * included, whatever the name (not only where a pax header is needed
  * for something else); zip stores one outside its range (1980 to 2106-02-07T06:28:15Z) as the
  * nearest it can hold, never wrapped around, in whole seconds. */
 static void test_times(void **state)
@@ -307,7 +307,7 @@ static void test_times(void **state)
 		{"y1979", 315532799, 315532799, 315532800},
 		{"y2030", 1893456000, 1893456000, 1893456000},
 		{"y2100", 4102444800, 4102444800, 4102444800},
-		{"y2300", 10413792000, INT64_MAX / 1000000000, 4294967295},
+		{"y2300", 10413792000, 10413792000, 4294967295},
 	};
 	enum { N = sizeof(t) / sizeof(t[0]) };
 	const hv_archive_format fmts[] = {HV_ARCHIVE_TAR, HV_ARCHIVE_ZIP};
