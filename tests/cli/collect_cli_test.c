@@ -1556,31 +1556,22 @@ static void test_file_size_limit(void **state)
 	free(big);
 	char *db = tu_path(dir, "h.db");
 	char *tar = tu_path(dir, "a.tar");
-	char script[8192];
 	/* 100 blocks of 1 KiB: the spool, the database's content and the archive pass it. */
-	snprintf(script, sizeof(script),
-		 "ulimit -f 100 && exec '%s' collect --db '%s' '%s'", HARVEST_BIN, db, out);
-	char *argv[] = {"sh", "-c", script, NULL};
 	tu_result r;
-	tu_run(&r, NULL, NULL, argv);
+	tu_harvest_limited(&r, "-f 100", "collect", "--db", db, out, NULL);
 	print_message("collect: exit %d\nstderr: %s", r.status, r.err);
 	assert_int_equal(r.status, 1); /* not 128 + SIGXFSZ */
 	assert_non_null(strstr(r.err, "cannot commit: disk I/O error (File too large)"));
 	assert_int_equal(r.out_len, 0); /* a recording that failed prints nothing, as documented */
 	tu_result_free(&r);
-	snprintf(script, sizeof(script), "ulimit -f 100 && exec '%s' archive -o '%s' '%s'",
-		 HARVEST_BIN, tar, out);
-	tu_run(&r, NULL, NULL, argv);
+	tu_harvest_limited(&r, "-f 100", "archive", "-o", tar, out, NULL);
 	print_message("archive: exit %d\nstderr: %s", r.status, r.err);
 	assert_int_equal(r.status, 1);
 	assert_non_null(strstr(r.err, "File too large"));
 	assert_int_equal(access(tar, F_OK), -1);
 	tu_result_free(&r);
-	snprintf(script, sizeof(script),
-		 "ulimit -f 100 && exec '%s' run --no-history --dir '%s' -- "
-		 "sh -c 'head -c 200000 /dev/zero > made'",
-		 HARVEST_BIN, out);
-	tu_run(&r, NULL, NULL, argv);
+	tu_harvest_limited(&r, "-f 100", "run", "--no-history", "--dir", out, "--", "sh", "-c",
+			   "head -c 200000 /dev/zero > made", NULL);
 	print_message("run: exit %d\nstderr: %s", r.status, r.err);
 	assert_int_equal(r.status, 128 + SIGXFSZ);
 	assert_non_null(strstr(r.out, "\"exit_code\":153"));
@@ -1601,15 +1592,7 @@ static void test_database_open_reason(void **state)
 	tu_harvest(&r, "collect", "--db", db, dir, NULL);
 	assert_int_equal(r.status, 0);
 	tu_result_free(&r);
-	char script[8192];
-	/* Descriptors the test inherited (valgrind's step leaves some open) are closed first:
-	 * the limit is on descriptor numbers. */
-	snprintf(script, sizeof(script),
-		 "exec 3<&- 4<&- 5<&- 6<&- 7<&- 8<&- 9<&-; ulimit -n 5 && exec '%s' history runs "
-		 "--db '%s'",
-		 HARVEST_BIN, db);
-	char *argv[] = {"sh", "-c", script, NULL};
-	tu_run(&r, NULL, NULL, argv);
+	tu_harvest_limited(&r, "-n 5", "history", "runs", "--db", db, NULL);
 	print_message("history runs under ulimit -n 5: exit %d, stderr: %s", r.status, r.err);
 	assert_int_equal(r.status, 1);
 	assert_non_null(strstr(r.err, "unable to open database file (Too many open files)\n"));

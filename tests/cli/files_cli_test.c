@@ -706,14 +706,9 @@ static void test_rm_deep_tree_few_descriptors(void **state)
 	assert_int_equal(r.status, 0);
 	tu_result_free(&r);
 	tu_write(path, "f", "f", 1);
-	char script[8192];
-	/* Descriptors the test inherited (valgrind's step leaves some open) are closed first:
-	 * the limit is on descriptor numbers. */
-	snprintf(script, sizeof(script),
-		 "exec 3<&- 4<&- 5<&- 6<&- 7<&- 8<&- 9<&-; ulimit -n 8 && exec '%s' rm -r '%s/t'",
-		 HARVEST_BIN, d);
-	char *argv[] = {"sh", "-c", script, NULL};
-	tu_run(&r, NULL, NULL, argv);
+	char *t = P(d, "t");
+	tu_harvest_limited(&r, "-n 8", "rm", "-r", t, NULL);
+	free(t);
 	print_message("rm -r under ulimit -n 8: exit %d, stderr: %s", r.status, r.err);
 	assert_int_equal(r.status, 0);
 	assert_int_equal(r.err_len, 0);

@@ -856,20 +856,15 @@ static void test_fd_limit(void **state)
 		{"--threads", "4", "--sort", "none", NULL},
 	};
 	for (size_t v = 0; v < 3; v++) {
-		const char *argv[16];
+		const char *args[16];
 		size_t n = 0;
-		argv[n++] = "sh";
-		argv[n++] = "-c";
-		argv[n++] = "ulimit -n 16 && exec \"$@\"";
-		argv[n++] = "sh";
-		argv[n++] = HARVEST_BIN;
-		argv[n++] = "walk";
+		args[n++] = "walk";
 		for (size_t i = 0; variants[v][i]; i++)
-			argv[n++] = variants[v][i];
-		argv[n++] = root;
-		argv[n] = NULL;
+			args[n++] = variants[v][i];
+		args[n++] = root;
+		args[n] = NULL;
 		tu_result r;
-		tu_run(&r, NULL, NULL, (char *const *)argv);
+		tu_harvest_limitedv(&r, "-n 16", args);
 		if (r.status != 0 || r.err_len != 0)
 			fail_msg("walk %s %s with 16 descriptors: exit %d, stderr: %.500s", variants[v][0],
 				 variants[v][1], r.status, r.err);
@@ -977,23 +972,19 @@ static void test_swap_race(void **state)
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		if ((double)ts.tv_sec + ts.tv_nsec / 1e9 - start > 6.0 && runs >= 30)
 			break;
-		const char *argv[16];
+		const char *args[16];
 		size_t n = 0;
 		bool few_fds = runs % 2 == 1; /* evictions: directories are reopened mid-walk */
-		if (few_fds) {
-			argv[n++] = "sh";
-			argv[n++] = "-c";
-			argv[n++] = "ulimit -n 12 && exec \"$@\"";
-			argv[n++] = "sh";
-		}
-		argv[n++] = HARVEST_BIN;
-		argv[n++] = "walk";
+		args[n++] = "walk";
 		for (size_t i = 0; variants[runs % 3][i]; i++)
-			argv[n++] = variants[runs % 3][i];
-		argv[n++] = root;
-		argv[n] = NULL;
+			args[n++] = variants[runs % 3][i];
+		args[n++] = root;
+		args[n] = NULL;
 		tu_result r;
-		tu_run(&r, NULL, NULL, (char *const *)argv);
+		if (few_fds)
+			tu_harvest_limitedv(&r, "-n 12", args);
+		else
+			tu_harvestv(&r, NULL, NULL, args);
 		if (r.status != 0 && r.status != 1) {
 			fail_msg("walk during swaps: exit %d, stderr: %.500s", r.status, r.err);
 		}

@@ -246,17 +246,55 @@ void tu_harvestv(tu_result *r, const char *cwd, const char *stdin_data, const ch
 	free(argv);
 }
 
+/* The NULL-terminated variadic arguments from arg on, into args (256 slots). */
+static void gather_args(const char **args, const char *arg, va_list ap)
+{
+	size_t n = 0;
+	for (const char *a = arg; a && n < 255; a = va_arg(ap, const char *))
+		args[n++] = a;
+	args[n] = NULL;
+}
+
 void tu_harvest(tu_result *r, const char *arg, ...)
 {
 	const char *args[256];
-	size_t n = 0;
 	va_list ap;
 	va_start(ap, arg);
-	for (const char *a = arg; a && n < 255; a = va_arg(ap, const char *))
-		args[n++] = a;
+	gather_args(args, arg, ap);
 	va_end(ap);
-	args[n] = NULL;
 	tu_harvestv(r, NULL, NULL, args);
+}
+
+void tu_harvest_limitedv(tu_result *r, const char *limit, const char *const *args)
+{
+	size_t n = 0;
+	while (args[n])
+		n++;
+	char script[256];
+	int len = snprintf(script, sizeof(script),
+			   "exec 3<&- 4<&- 5<&- 6<&- 7<&- 8<&- 9<&-; ulimit %s && exec \"$@\"", limit);
+	assert_true(len > 0 && (size_t)len < sizeof(script));
+	char **argv = calloc(n + 6, sizeof(*argv));
+	assert_non_null(argv);
+	argv[0] = "sh";
+	argv[1] = "-c";
+	argv[2] = script;
+	argv[3] = "sh";
+	argv[4] = (char *)HARVEST_BIN;
+	for (size_t i = 0; i < n; i++)
+		argv[i + 5] = (char *)args[i];
+	tu_run(r, NULL, NULL, argv);
+	free(argv);
+}
+
+void tu_harvest_limited(tu_result *r, const char *limit, const char *arg, ...)
+{
+	const char *args[256];
+	va_list ap;
+	va_start(ap, arg);
+	gather_args(args, arg, ap);
+	va_end(ap);
+	tu_harvest_limitedv(r, limit, args);
 }
 
 void tu_result_free(tu_result *r)

@@ -57,6 +57,12 @@ void tu_run(tu_result *r, const char *cwd, const char *stdin_data, char *const a
 void tu_harvest(tu_result *r, const char *arg, ...);
 /* The same with an argument vector (without argv[0]). */
 void tu_harvestv(tu_result *r, const char *cwd, const char *stdin_data, const char *const *args);
+/* Runs the built harvest binary under `ulimit <limit>` (say "-n 5" or "-f 100"), through sh,
+ * with descriptors 3 to 9 closed first: a limit on descriptors counts numbers, and the test's
+ * own parent (valgrind's step) may have left some open. */
+void tu_harvest_limited(tu_result *r, const char *limit, const char *arg, ...);
+/* The same with an argument vector (without argv[0]). */
+void tu_harvest_limitedv(tu_result *r, const char *limit, const char *const *args);
 void tu_result_free(tu_result *r);
 
 /* A test's scratch directory with a tree to work on and a store beside it, outside the
