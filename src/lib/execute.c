@@ -3,6 +3,7 @@
 #include "harvest/json.h"
 #include "harvest/sys/store.h"
 #include "changes.h"
+#include "collect_internal.h"
 #include "internal.h"
 #include "mime_internal.h"
 #include "run_internal.h"
@@ -162,6 +163,13 @@ static hv_status execute(hv_store *st, const char *dir, const hv_execute_opts *o
 	int64_t recorded_start_ns = 0; /* the start the history records, when it does */
 	if (rc == HV_OK && !o->no_history)
 		rc = need_store(&st, o, NULL);
+	/* What the run will need is checked with everything before it open, so a process short
+	 * of descriptors is refused before a history row is begun for a command that could not
+	 * have started (it was left "not recorded"). */
+	_Static_assert(HVR_RUN_FDS >= HVC_WALK_FDS, "the run's need covers the walk's");
+	int avail;
+	if (rc == HV_OK)
+		rc = hvc_check_fds(root, HVR_RUN_FDS - HVC_WALK_FDS, &avail);
 	if (rc == HV_OK && !o->no_history) {
 		command = hv_argv_json(o->run.argv);
 		hv_run_start start = {.label = o->label, .command_json = command, .dir = root,

@@ -12,6 +12,12 @@ hv_status hv__run_watched(const hv_run_opts *opts, hv_run_chunk_fn on_chunk, voi
 			  hv_run_result *out, int watch_fd, bool (*on_watch)(void *),
 			  void *watch_ctx);
 
+/* The descriptors a run needs free before its command starts, at the most: its working
+ * directory, stdin (a pipe's two ends when it is given data), and three pipes (stdout, stderr,
+ * the child's report of a failed exec). Once the command runs, the child's ends are closed and
+ * a pidfd opened: 4. What comes after the run (the walk, a libmagic worker) needs fewer. */
+#define HVR_RUN_FDS 9
+
 /* How many times this process read every process's entry in /proc to find a run's
  * descendants: for tests of when a run needs to (see nothing_left in run.c). */
 unsigned long hvr_proc_scans(void);

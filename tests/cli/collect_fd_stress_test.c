@@ -321,6 +321,21 @@ static int64_t snapshot_entries(const char *path, int limit)
 	return n;
 }
 
+/* A run refused for want of descriptors is refused before its history row is begun: the
+ * history holds no run ended "not recorded" (one used to be left for each such refusal). */
+static void check_nothing_begun(const char *db, int limit)
+{
+	tu_result r;
+	tu_harvest(&r, "history", "runs", "--db", db, NULL);
+	if (r.status != 0)
+		fail_msg("history runs after the run at limit %d: exit %d: %s", limit, r.status,
+			 r.err);
+	if (memmem(r.out, r.out_len, "not_recorded", 12))
+		fail_msg("run at limit %d was refused after its history row was begun: %s", limit,
+			 r.out);
+	tu_result_free(&r);
+}
+
 /* The limits tried: every one from 11 to 24 (where the shortage is), then a few up to 64. */
 static const int limits[] = {11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 22, 24, 32, 48, 64};
 
@@ -394,6 +409,7 @@ static void test_limits(void **state)
 			/* Not enough for its pipes: harvest's own failure, said on one line. */
 			assert_int_equal(rc, 125);
 			check_one_line(err, "run", L);
+			check_nothing_begun(t.db, L);
 		}
 		unlink(made_paths[0]);
 		unlink(made_paths[1]);
