@@ -524,11 +524,15 @@ int cmd_collect(int argc, char **argv)
 		rc = s == HV_ENOTFOUND ? EXIT_USAGE : cli_exit_status(s);
 	} else {
 		int64_t run_id = 0;
+		/* Ended when the walk did: the history and the page give the same times. */
+		int64_t ended_ns = hv_store_now_ns();
 		if (!k.cc.no_history) {
-			/* Started when the collect did, as its page says. */
+			/* Started when the collect did, as its page says. A collect has no duration
+			 * (null, as for a command that did not end): it ran no command. */
 			hv_run_start start = {.label = k.cc.label, .dir = col->root, .host = k.cc.host,
 					      .started_at_ns = started_ns};
-			if (hv_collection_record(st, col, &start, NULL, &run_id) != HV_OK) {
+			hv_run_end end = {.ended_at_ns = ended_ns, .duration_ms = -1};
+			if (hv_collection_record(st, col, &start, &end, &run_id) != HV_OK) {
 				cli_error("%s", hv_error_last());
 				rc = EXIT_WARN;
 				run_id = 0;
@@ -539,7 +543,6 @@ int cmd_collect(int argc, char **argv)
 		cli_warn_skipped(&c, pos[0], col, &k.cc.opts);
 		hv_json *j = c.format == FMT_HTML ? NULL : cli_json_stdout(&c);
 		if (c.format == FMT_HTML) {
-			int64_t ended_ns = hv_store_now_ns();
 			hv_run_row row = {
 				.run_id = run_id,
 				.label = k.cc.label,
@@ -549,7 +552,7 @@ int cmd_collect(int argc, char **argv)
 				.started_at_ns = started_ns,
 				.ended = true,
 				.ended_at_ns = ended_ns,
-				.duration_ms = (ended_ns - started_ns) / 1000000,
+				.duration_ms = -1,
 				.host = k.cc.host,
 			};
 			if (cli_page_print(&c, &row, col) != 0)

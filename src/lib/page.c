@@ -42,6 +42,7 @@ typedef struct pw {
 	int err;          /* errno of the first failed write; nothing is written after it */
 	uint64_t embed_max;
 	bool recorded;    /* the run is in the history: `history get` can fetch its contents */
+	int64_t run_id;   /* its id there (0: not recorded) */
 	const char *db;   /* hv_page_opts.db: the --db of the get command, or NULL */
 	bool mute;        /* output is dropped (the columns of a CSV record past CSV_COLS) */
 	uint64_t written; /* bytes of the page so far */
@@ -406,6 +407,26 @@ static bool json_scalar(const char **pp, const char *end, const char **v, size_t
 
 static void put_shell_word(pw *w, const char *s, size_t len);
 
+/* Whether the plain word s, first on a line, is not read by bash as a command's name: a
+ * reserved word (`time -f %e true` would be bash's own `time`), or NAME=VALUE, an assignment
+ * before the command. Quoted, either is the command's name again. */
+static bool shell_keyword_or_assignment(const char *s, size_t len)
+{
+	static const char *const reserved[] = {"case", "coproc", "do",	   "done",  "elif",
+					       "else", "esac",	 "fi",	   "for",   "function",
+					       "if",   "in",	 "select", "then",  "time",
+					       "until", "while"};
+	for (size_t i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++)
+		if (strlen(reserved[i]) == len && !memcmp(reserved[i], s, len))
+			return true;
+	/* NAME=: a letter or '_', then letters, digits or '_', then '=' */
+	size_t i = 0;
+	while (i < len && (s[i] == '_' || (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+			   (i > 0 && s[i] >= '0' && s[i] <= '9')))
+		i++;
+	return i > 0 && i < len && s[i] == '=';
+}
+
 /* The command as a line a shell reads back into the same argv: each argument of the JSON
  * array, plain words as they are, the others quoted as put_shell_word() does. */
 static void put_command(pw *w, const char *json)
@@ -416,7 +437,7 @@ static void put_command(pw *w, const char *json)
 	bool ok = p < end && *p == '[';
 	if (ok)
 		p = skip_ws(p + 1, end);
-	bool first = true;
+	bool first = true, first_word = true;
 	while (ok && p < end && *p != ']') {
 		if (!json_string(&p, end, &b)) {
 			ok = false;
@@ -430,6 +451,9 @@ static void put_command(pw *w, const char *json)
 			plain = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 				       "_./:=@%+,-",
 				       b.p[i]) != NULL && b.p[i] != '\0';
+		if (plain && first_word)
+			plain = !shell_keyword_or_assignment(b.p, b.n);
+		first_word = false;
 		if (plain)
 			put_name(w, b.p, b.n);
 		else
@@ -972,7 +996,7 @@ static size_t utf8_cut(const char *s, size_t k, size_t m)
 static void put_table(pw *w, const char *s, size_t len, char sep)
 {
 	puts_(w, "<div class=\"table\"><table>");
-	size_t i = 0, rows = 0;
+	size_t i = 0, rows = 0, unclosed = 0; /* the record (from 1) whose quote is left open */
 	if (len >= 3 && !memcmp(s, "\xef\xbb\xbf", 3))
 		i = 3;
 	while (i < len && (s[i] == '\n' || s[i] == '\r'))
@@ -1000,8 +1024,10 @@ static void put_table(pw *w, const char *s, size_t len, char sep)
 							 utf8_cut(s + st, k, CSV_CELL_MAX - shown),
 							 ESC_PRE);
 					shown += k;
-					if (i >= len)
+					if (i >= len) {
+						unclosed = rows + 1;
 						break;
+					}
 					if (i + 1 < len && s[i + 1] == '"') {
 						if (shown++ < CSV_CELL_MAX)
 							puts_(w, "&quot;");
@@ -1042,6 +1068,9 @@ static void put_table(pw *w, const char *s, size_t len, char sep)
 	puts_(w, "</tbody></table></div>");
 	if (i < len)
 		putf(w, "<p class=\"note\">The first %zu rows are shown.</p>", rows);
+	else if (unclosed)
+		putf(w, "<p class=\"note\">Record %zu opens a quote that is never closed: the rest "
+			"of the file is its last cell.</p>", unclosed);
 }
 
 static void put_lines(pw *w, const char *s, size_t len)
@@ -1114,27 +1143,34 @@ static void put_shell_word(pw *w, const char *s, size_t len)
 	puts_(w, "&#39;");
 }
 
+/* "--db DB " of a command the page suggests, when the page was given its database. */
+static void put_db_option(pw *w)
+{
+	if (!w->db)
+		return;
+	/* A URI's password is not written into a page that may be shared; a file's path is
+	 * written as it is (its bytes, whatever they are). */
+	char masked[4096];
+	const char *db = w->db;
+	if (hvst_is_pg_uri(db)) {
+		hvst_mask_secret(db, masked, sizeof(masked));
+		db = masked;
+	}
+	puts_(w, "--db ");
+	put_shell_word(w, db, strlen(db));
+	puts_(w, " ");
+}
+
 static void put_get_command(pw *w, const hv_artifact_row *a)
 {
 	puts_(w, "<code class=\"cmd\">harvest history get ");
-	if (w->db) {
-		/* A URI's password is not written into a page that may be shared; a file's path
-		 * is written as it is (its bytes, whatever they are). */
-		char masked[4096];
-		const char *db = w->db;
-		if (hvst_is_pg_uri(db)) {
-			hvst_mask_secret(db, masked, sizeof(masked));
-			db = masked;
-		}
-		puts_(w, "--db ");
-		put_shell_word(w, db, strlen(db));
-		puts_(w, " ");
-	}
+	put_db_option(w);
 	if (a->artifact_id > 0)
 		putf(w, "%lld", (long long)a->artifact_id);
 	else
 		puts_(w, a->sha256);
-	puts_(w, " -o ");
+	/* `-o -` is standard output: a file named "-" is saved as ./- */
+	puts_(w, a->name_len == 1 && a->name[0] == '-' ? " -o ./" : " -o ");
 	put_shell_word(w, a->name, a->name_len);
 	puts_(w, "</code>");
 }
@@ -1222,6 +1258,20 @@ static void page_artifact(pw *w, const hv_artifact_row *a)
 
 /* The skipped list as the history keeps it: [{"path","reason","size","error"?}...], under a
  * heading that counts total; w NULL: only counted. Returns how many entries were read. */
+/* The line that ends a list cut short: where the rest is (the page is all a --format html
+ * command prints, so "the JSON result" would be nowhere). */
+static void put_more(pw *w, size_t more)
+{
+	putf(w, "and %zu more: ", more);
+	if (w->run_id > 0) {
+		puts_(w, "<code class=\"cmd\">harvest history show ");
+		put_db_option(w);
+		putf(w, "%lld</code> lists them all", (long long)w->run_id);
+	} else {
+		puts_(w, "the same command with <code>--format json</code> lists them all");
+	}
+}
+
 static size_t skipped_rows(pw *w, const char *json, size_t total)
 {
 	const char *p = json ? json : "[]", *end = p + strlen(p);
@@ -1299,9 +1349,11 @@ static size_t skipped_rows(pw *w, const char *json, size_t total)
 		}
 		puts_(w, "</td></tr>\n");
 	}
-	if (w && n > SKIPPED_ROWS)
-		putf(w, "<tr><td colspan=\"3\" class=\"note\">and %zu more (the JSON result lists "
-			"them all)</td></tr>\n", n - SKIPPED_ROWS);
+	if (w && n > SKIPPED_ROWS) {
+		puts_(w, "<tr><td colspan=\"3\" class=\"note\">");
+		put_more(w, n - SKIPPED_ROWS);
+		puts_(w, "</td></tr>\n");
+	}
 	if (w && n)
 		puts_(w, "</tbody></table></div>\n");
 	free(key.p);
@@ -1329,8 +1381,9 @@ static void page_deleted_begin(pw *w, size_t n)
 static void page_deleted_path(pw *w, const char *path, size_t len)
 {
 	if (w->deleted_shown == DELETED_ROWS) {
-		putf(w, "<li class=\"note\">and %zu more (the JSON result lists them all)</li>",
-		     w->deleted_total - DELETED_ROWS);
+		puts_(w, "<li class=\"note\">");
+		put_more(w, w->deleted_total - DELETED_ROWS);
+		puts_(w, "</li>");
 		w->deleted_shown++;
 	}
 	if (w->deleted_shown > DELETED_ROWS)
@@ -1503,6 +1556,7 @@ hv_status hv_page_write_collection(const hv_run_row *run, const hv_collection *c
 		return hv_error_set(HV_ENOMEM, "out of memory");
 	pw_init(w, o, fn, ctx);
 	w->recorded = run->run_id > 0;
+	w->run_id = run->run_id;
 	size_t n = c ? c->n_files : 0;
 	page_head(w, run, o, n);
 	page_outputs(w, run);
@@ -1617,6 +1671,7 @@ hv_status hv_page_write_run(hv_store *st, int64_t run_id, const hv_page_opts *o,
 	}
 	pw_init(w, o, fn, ctx);
 	w->recorded = true;
+	w->run_id = run_id;
 	/* The host the run was recorded on (--host, else the hostname), else, for runs recorded
 	 * before hosts were, the one its owner names. */
 	hv_page_opts with_host = *o;

@@ -185,20 +185,28 @@ static void test_collect_html(void **state)
 	tu_result_free(&r);
 
 	/* --host is the host the run is recorded on: the page and history show's say it, and
-	 * both start the run when the collect started. */
+	 * both start and end the run when the collect did; neither gives a duration (a collect
+	 * has none in the history: it ran no command). */
 	tu_harvest(&r, "collect", "--db", f->db, "--format", "html", "--host", "box<7>", f->tree,
 		   NULL);
 	assert_int_equal(r.status, 0);
 	assert_non_null(strstr(r.out, "<dt>Host</dt><dd>box&lt;7&gt;</dd>"));
 	const char *at = strstr(r.out, "Started</dt><dd>");
 	assert_non_null(at);
-	char started[64];
-	snprintf(started, sizeof(started), "%.40s", at);
+	char started[64], ended[64];
+	snprintf(started, sizeof(started), "%.46s", at);
+	at = strstr(r.out, "Ended</dt><dd>");
+	assert_non_null(at);
+	snprintf(ended, sizeof(ended), "%.44s", at);
+	assert_null(strstr(r.out, "<dt>Duration</dt>"));
 	tu_result_free(&r);
 	tu_harvest(&r, "history", "show", "3", "--db", f->db, "--format", "html", NULL);
 	assert_int_equal(r.status, 0);
 	assert_non_null(strstr(r.out, "<dt>Host</dt><dd>box&lt;7&gt;</dd>"));
 	assert_non_null(strstr(r.out, started));
+	if (!strstr(r.out, ended))
+		fail_msg("the collect's page said %s; history show's does not", ended);
+	assert_null(strstr(r.out, "<dt>Duration</dt>"));
 	tu_result_free(&r);
 }
 
@@ -229,7 +237,9 @@ static void test_skipped_rows(void **state)
 		for (const char *p = r.out; (p = strstr(p, "<tr><td class=\"mono\">f")); p++)
 			rows++;
 		assert_int_equal(rows, 1000);
-		assert_non_null(strstr(r.out, ">and 2 more (the JSON result lists them all)</td>"));
+		/* The page is all that was printed: the rest are in the run's history. */
+		assert_non_null(strstr(r.out, ">and 2 more: <code class=\"cmd\">harvest history show --db "));
+		assert_non_null(strstr(r.out, "h.db&#39; 1</code> lists them all</td>"));
 	}
 	tu_result_free(&r);
 	free(many);

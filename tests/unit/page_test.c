@@ -141,6 +141,26 @@ static void test_hostile_names(void **state)
 	assert_non_null(strstr(p, "<code>printf $&#39;a\\\\tb|\\\\n&#39; &#39;it&#39;\\&#39;&#39;s&#39; "
 				  "$&#39;l\\x0am&#39;</code>"));
 	free(p);
+	/* First on the line, a reserved word or NAME=VALUE is not a command's name to bash
+	 * (`time -f %e true` would be its own `time`): quoted there, plain elsewhere. */
+	static const char *const first[][2] = {
+		{"[\"time\",\"-f\",\"%e\",\"true\"]", "<code>&#39;time&#39; -f %e true</code>"},
+		{"[\"a=b\",\"printf\",\"X\"]", "<code>&#39;a=b&#39; printf X</code>"},
+		{"[\"_9=\"]", "<code>&#39;_9=&#39;</code>"},
+		{"[\"if\",\"x\"]", "<code>&#39;if&#39; x</code>"},
+		{"[\"function\"]", "<code>&#39;function&#39;</code>"},
+		{"[\"echo\",\"time\",\"a=b\",\"if\"]", "<code>echo time a=b if</code>"},
+		{"[\"timex\",\"9a=b\"]", "<code>timex 9a=b</code>"},
+		{"[\"9a=b\"]", "<code>9a=b</code>"},
+		{"[\"=x\"]", "<code>=x</code>"},
+	};
+	for (size_t i = 0; i < sizeof(first) / sizeof(first[0]); i++) {
+		r.command_json = first[i][0];
+		p = page_of(&r, NULL, 0, NULL);
+		if (!strstr(p, first[i][1]))
+			fail_msg("%s: no %s in the page", first[i][0], first[i][1]);
+		free(p);
+	}
 }
 
 static void test_no_script_whatever_the_artifacts(void **state)
@@ -387,8 +407,8 @@ static void test_bounds(void **state)
 	hv_page_opts go = {.deleted = gone, .n_deleted = GONE};
 	p = page_of(NULL, NULL, 0, &go);
 	assert_non_null(strstr(p, "Deleted <span class=\"count\">1005</span>"));
-	assert_non_null(strstr(p, "<li>g0999</li><li class=\"note\">and 5 more (the JSON result "
-				  "lists them all)</li></ul>"));
+	assert_non_null(strstr(p, "<li>g0999</li><li class=\"note\">and 5 more: <code "
+				  "class=\"cmd\">harvest history show 7</code> lists them all</li></ul>"));
 	assert_null(strstr(p, "g1000"));
 	free(p);
 	free(gone);
@@ -496,6 +516,31 @@ static void test_deleted(void **state)
 	assert_null(strstr(s.p, "old.csv"));
 	free(s.p);
 
+	/* Past 1,000 paths (test_bounds counts them), one line says where the rest are: the
+	 * page is all a --format html command prints, so the run's `history show` (with the
+	 * page's --db), or the same command as JSON when the run is not recorded. */
+	hv_deleted_file *many = tu_xmalloc(1003 * sizeof(*many));
+	for (size_t i = 0; i < 1003; i++)
+		many[i] = (hv_deleted_file){.path = (char *)"g", .path_len = 1};
+	hv_collection m = {.root = (char *)"/tmp/out", .compared = true, .deleted = many,
+			   .n_deleted = 1003};
+	for (int recorded = 0; recorded < 2; recorded++) {
+		r.run_id = recorded ? 12 : 0;
+		hv_page_opts mo = {.db = recorded ? "/srv/h.db" : NULL};
+		s = (sink){0};
+		assert_int_equal(hv_page_write_collection(&r, &m, &mo, sink_write, &s), HV_OK);
+		const char *want = recorded ? "<li class=\"note\">and 3 more: <code class=\"cmd\">harvest "
+					      "history show --db &#39;/srv/h.db&#39; 12</code> lists "
+					      "them all</li>"
+					    : "<li class=\"note\">and 3 more: the same command with "
+					      "<code>--format json</code> lists them all</li>";
+		if (!strstr(s.p, want))
+			fail_msg("no %s in the page", want);
+		free(s.p);
+	}
+	free(many);
+	r.run_id = 0;
+
 	c.compared = false; /* not compared: nothing is known deleted */
 	s = (sink){0};
 	assert_int_equal(hv_page_write_collection(&r, &c, NULL, sink_write, &s), HV_OK);
@@ -519,8 +564,17 @@ static void test_csv_edges(void **state)
 		{"mac.csv", "text/csv", "k,v\rp,1\rq,2\r", 0},
 		{"cut.csv", "text/csv", cell, 0},
 		{"none.bin", "application/octet-stream", "", 0},
+		{"open.csv", "text/csv", "a,b\n1,2\n\"x,y\nz\n", 0},
 	};
-	char *p = page_of(NULL, a, 4, NULL);
+	char *p = page_of(NULL, a, 5, NULL);
+	/* A quote never closed runs to the end, and the page says so (once: the other files'
+	 * quotes are closed). */
+	const char *open = strstr(p, "<h3>open.csv</h3>");
+	assert_non_null(open);
+	assert_non_null(strstr(open, "<tr><td>x,y\nz\n</td></tr>\n</tbody></table></div><p class=\"note\">"
+				     "Record 3 opens a quote that is never closed: the rest of the file "
+				     "is its last cell.</p>"));
+	assert_ptr_equal(strstr(p, "opens a quote"), strstr(open, "opens a quote"));
 	assert_non_null(strstr(p, "<thead><tr><th>name</th><th>n</th></tr></thead><tbody>\n"
 				  "<tr><td>a</td><td>1</td></tr>"));
 	assert_non_null(strstr(p, "<thead><tr><th>k</th><th>v</th></tr></thead><tbody>\n"
@@ -622,6 +676,14 @@ static void test_embed_cap(void **state)
 			fail_msg("no %s in the page", want);
 	}
 	assert_null(strstr(p, "-o &#39;short.txt&#39;"));
+	free(p);
+	/* `-o -` would be standard output: a file named "-" is saved as ./- */
+	art dash[] = {{"d/-", "application/pdf", big, sizeof(big)}};
+	p = page_of(NULL, dash, 1, &o);
+	tu_sha256_hex(big, sizeof(big), sha);
+	snprintf(want, sizeof(want), "harvest history get %s -o ./&#39;-&#39;</code>", sha);
+	if (!strstr(p, want))
+		fail_msg("no %s in the page", want);
 	free(p);
 
 	/* not recorded: no command to offer */
