@@ -133,8 +133,10 @@ HV_EXTERN hv_status hv_run_check_env(const char *assignment);
 /* HV_OK when lang matches ^[A-Za-z0-9._+-]+$ (an interpreter name, run without a shell). */
 HV_EXTERN hv_status hv_run_check_language(const char *lang);
 
-/* argv for `--shell`: {"sh", "-c", script, NULL}. Pointers into script are kept, not copied. */
-HV_EXTERN hv_status hv_run_argv_shell(const char *argv[4], const char *script);
+/* argv for `--shell`: {"/bin/sh", "-c", script, NULL}, or {"/bin/sh", "-c", "--", script, NULL}
+ * when script starts with '-' or '+' (sh would take it for options). The shell is /bin/sh
+ * whatever PATH opts.env gives the command. script itself is kept, not copied. */
+HV_EXTERN hv_status hv_run_argv_shell(const char *argv[5], const char *script);
 
 /* argv for `--language LANG`: {lang, NULL} after hv_run_check_language(); the source code
  * goes in opts.stdin_data or comes from opts.stdin_fd. */

@@ -236,7 +236,7 @@ static int run_main(cli_common *c, struct run_cli *r, char **pos, int npos)
 			      .no_history = r->cc.no_history, .changes = r->changes};
 	hv_run_opts_init(&eo.run);
 	eo.collect = r->cc.opts;
-	const char *argv_shell[4], *argv_lang[2];
+	const char *argv_shell[5], *argv_lang[2];
 	if (r->shell) {
 		hv_run_argv_shell(argv_shell, pos[0]);
 		eo.run.argv = argv_shell;

@@ -118,15 +118,20 @@ hv_status hv_run_check_language(const char *lang)
 	return HV_OK;
 }
 
-hv_status hv_run_argv_shell(const char *argv[4], const char *script)
+hv_status hv_run_argv_shell(const char *argv[5], const char *script)
 {
 	HV_NEED(argv);
 	if (!script)
 		return hv_error_set(HV_EUSAGE, "--shell needs a command string");
-	argv[0] = "sh";
-	argv[1] = "-c";
-	argv[2] = script;
-	argv[3] = NULL;
+	/* The system's shell whatever PATH the command is given (PATH=/opt/bin is for the
+	 * command's own lookups); "--" before a script sh would take for options ("-x"). */
+	size_t n = 0;
+	argv[n++] = "/bin/sh";
+	argv[n++] = "-c";
+	if (script[0] == '-' || script[0] == '+')
+		argv[n++] = "--";
+	argv[n++] = script;
+	argv[n] = NULL;
 	return HV_OK;
 }
 

@@ -285,6 +285,32 @@ static void test_exit_codes(void **state)
 	assert_bytes(tj_get(ev.result, "stdout"), "2\n", 2);
 	events_free(&ev);
 	tu_result_free(&r);
+	/* The shell is /bin/sh whatever PATH the command gets (that PATH is for the command's
+	 * own lookups: it used to make `sh` itself not found, 127), and a script starting with
+	 * '-' or '+' is a command, not sh's options ("-c requires an argument", 2). */
+	hv_run(&r, &f, NULL, (const char *const[]){"--shell", "--env", "PATH=/nonexistent-hv", NULL},
+	       (const char *const[]){"echo \"$PATH\"; -hv42x; +hv42y", NULL});
+	assert_int_equal(r.status, 127);
+	parse_events(&ev, &r, false);
+	assert_bytes(tj_get(ev.result, "stdout"), "/nonexistent-hv\n", 16);
+	size_t elen;
+	const char *e = tj_str(tj_get(ev.result, "stderr"), &elen);
+	print_message("stderr: %s", e);
+	assert_non_null(strstr(e, "-hv42x: not found"));
+	assert_non_null(strstr(e, "+hv42y: not found"));
+	events_free(&ev);
+	tu_result_free(&r);
+	for (int i = 0; i < 2; i++) {
+		hv_run(&r, &f, NULL, (const char *const[]){"--shell", NULL},
+		       (const char *const[]){i ? "+hv42y" : "-hv42x", NULL});
+		assert_int_equal(r.status, 127);
+		parse_events(&ev, &r, false);
+		e = tj_str(tj_get(ev.result, "stderr"), &elen);
+		if (!strstr(e, i ? "+hv42y: not found" : "-hv42x: not found"))
+			fail_msg("--shell -- %s: stderr: %s", i ? "+hv42y" : "-hv42x", e);
+		events_free(&ev);
+		tu_result_free(&r);
+	}
 	free(ne);
 	fx_close(&f);
 }

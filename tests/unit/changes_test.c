@@ -59,7 +59,7 @@ static void test_events_outside_dirs_not_resolved(void **state)
 			     "for i in $(seq 1 40); do mkdir '%s'/d$i && echo x > '%s'/d$i/f; done;"
 			     " echo made > produced.txt",
 			     real, real) > 0);
-	const char *argv[4];
+	const char *argv[5];
 	hv_execute_opts o;
 	memset(&o, 0, sizeof(o));
 	hv_run_opts_init(&o.run);

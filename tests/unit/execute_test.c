@@ -57,7 +57,7 @@ static hv_status on_chunk(void *ctx, hv_stream which, const char *data, size_t l
 	return HV_OK;
 }
 
-static void opts_sh(hv_execute_opts *o, const char *argv[4], const char *script)
+static void opts_sh(hv_execute_opts *o, const char *argv[5], const char *script)
 {
 	hv_execute_opts_init(o);
 	assert_int_equal(hv_run_argv_shell(argv, script), HV_OK);
@@ -122,7 +122,7 @@ static void test_execute_produces(void **state)
 	wr(f, "keep.txt", "untouched\n");
 	tu_mkdir(f->root, "d");
 	wr(f, "d/keep2.txt", "untouched too\n");
-	const char *argv[4];
+	const char *argv[5];
 	hv_execute_opts o;
 	opts_sh(&o, argv,
 		"printf new > new.txt && mkdir -p d/e && printf '{\"a\": 1}\\n' > d/e/n.json && "
@@ -253,7 +253,7 @@ static void test_execute_produces(void **state)
 static void test_execute_no_history(void **state)
 {
 	fx *f = *state;
-	const char *argv[4];
+	const char *argv[5];
 	hv_execute_opts o;
 	opts_sh(&o, argv, "printf x > x.txt");
 	o.no_history = true;
@@ -277,7 +277,7 @@ static void test_execute_no_history(void **state)
 static void test_execute_missing_dir(void **state)
 {
 	fx *f = *state;
-	const char *argv[4];
+	const char *argv[5];
 	hv_execute_opts o;
 	opts_sh(&o, argv, "printf x > /dev/null");
 	hv_execution ex;
@@ -330,7 +330,7 @@ static void test_execute_timeout(void **state)
 	/* Timed out: exit code 124, timed_out in the result and the history, and what the
 	 * command wrote before it was stopped is still collected. */
 	fx *f = *state;
-	const char *argv[4];
+	const char *argv[5];
 	hv_execute_opts o;
 	opts_sh(&o, argv, "printf early > early.txt; echo started; exec sleep 30");
 	o.run.timeout_ms = 1500; /* long enough for a loaded machine to start the shell */
@@ -412,7 +412,7 @@ static void test_execute_db_inside_dir(void **state)
 	char *db = tu_path(f->root, "harvest.db");
 	hv_store *st;
 	assert_int_equal(hv_store_open(&st, db, 0), HV_OK);
-	const char *argv[4];
+	const char *argv[5];
 	hv_execute_opts o;
 	opts_sh(&o, argv, "printf a > a.txt && printf j > harvest.db-journal.txt");
 	hv_execution ex;
@@ -479,7 +479,7 @@ static hv_status failing_chunk(void *ctx, hv_stream which, const char *data, siz
 static void test_execute_callback_failure(void **state)
 {
 	fx *f = *state;
-	const char *argv[4];
+	const char *argv[5];
 	hv_execute_opts o;
 	opts_sh(&o, argv, "printf x > x.txt; echo out; exec sleep 30");
 	hv_execution ex;
@@ -513,7 +513,7 @@ static void test_execute_callback_failure(void **state)
 static void test_execute_collect_failure(void **state)
 {
 	fx *f = *state;
-	const char *argv[4];
+	const char *argv[5];
 	hv_execute_opts o;
 	opts_sh(&o, argv, "cd .. && rm -rf root && exit 4");
 	char *real = realpath(f->root, NULL); /* as the message names it */
@@ -567,7 +567,7 @@ static void test_execute_cache_optional(void **state)
 	const hv_changes_mode modes[] = {HV_CHANGES_AUTO, HV_CHANGES_SNAPSHOT};
 	for (size_t m = 0; m < 2; m++) {
 		for (int optional = 0; optional < 2; optional++) {
-			const char *argv[4];
+			const char *argv[5];
 			hv_execute_opts o;
 			char script[64];
 			snprintf(script, sizeof(script), "printf 'a,b\\n' > t%zu%d.csv", m, optional);

@@ -116,7 +116,7 @@ static hv_status run_with(const char *const *argv, hv_run_opts *opts_in, collect
 
 static hv_status run_sh(const char *script, hv_run_opts *opts, collector *c, hv_run_result *res)
 {
-	const char *argv[4];
+	const char *argv[5];
 	assert_int_equal(hv_run_argv_shell(argv, script), HV_OK);
 	return run_with(argv, opts, c, res);
 }
@@ -1491,12 +1491,20 @@ static void test_out_of_descriptors(void **state)
 static void test_shell_argv(void **state)
 {
 	(void)state;
-	const char *argv[4];
+	const char *argv[5];
 	assert_int_equal(hv_run_argv_shell(argv, "echo a | tr a b"), HV_OK);
-	assert_string_equal(argv[0], "sh");
+	assert_string_equal(argv[0], "/bin/sh");
 	assert_string_equal(argv[1], "-c");
 	assert_string_equal(argv[2], "echo a | tr a b");
 	assert_null(argv[3]);
+	/* a script sh would read as options comes after "--" */
+	for (int i = 0; i < 2; i++) {
+		const char *s = i ? "+x" : "-x";
+		assert_int_equal(hv_run_argv_shell(argv, s), HV_OK);
+		assert_string_equal(argv[2], "--");
+		assert_string_equal(argv[3], s);
+		assert_null(argv[4]);
+	}
 	assert_int_equal(hv_run_argv_shell(argv, NULL), HV_EUSAGE);
 	assert_string_equal(hv_stream_name(HV_STREAM_STDOUT), "stdout");
 	assert_string_equal(hv_stream_name(HV_STREAM_STDERR), "stderr");

@@ -336,7 +336,7 @@ def test_cancel_ends_the_group_and_records_the_run(make, tmp_path):
     assert settle(lambda: group_members(pids[0])) == []
     runs = json.loads(subprocess.check_output([HARVEST, "history", "runs", "--db", str(db), "--label", "cancelled-run"]))
     assert len(runs) == 1
-    assert runs[0]["command"] == ["sh", "-c", 'sleep 300 & echo "$$ $!"; wait']
+    assert runs[0]["command"] == ["/bin/sh", "-c", 'sleep 300 & echo "$$ $!"; wait']
 
 
 def pgrep(pattern):

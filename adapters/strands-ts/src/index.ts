@@ -141,6 +141,16 @@ export const limits = {
 };
 // A lone UTF-16 surrogate: what listFiles returns for a byte of a name that is not UTF-8.
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+const LONE_SURROGATES = new RegExp(LONE_SURROGATE.source, 'g');
+
+/**
+ * Output as a well-formed string: harvest escapes a byte of stdout or stderr that is not UTF-8 as
+ * a lone surrogate (\udcXX), which a model's API may refuse in a request; it becomes U+FFFD, as
+ * the SDK's own sandboxes decode such bytes.
+ */
+function wellFormed(text: unknown): string {
+  return typeof text === 'string' ? text.replace(LONE_SURROGATES, '\ufffd') : '';
+}
 
 const IMAGE_FORMATS: Record<string, 'png' | 'jpeg' | 'gif' | 'webp'> = {
   'image/png': 'png',
@@ -216,6 +226,8 @@ function toResult(raw: Record<string, unknown>): HarvestExecutionResult {
   return {
     ...raw,
     type: 'executionResult',
+    stdout: wellFormed(raw.stdout),
+    stderr: wellFormed(raw.stderr),
     outputFiles: files.map((f) => ({ ...f, content: toBytes(f.content) })),
   } as unknown as HarvestExecutionResult;
 }
@@ -381,7 +393,7 @@ export class HarvestSandbox extends Sandbox {
         return;
       }
       if (event.type === 'streamChunk') {
-        events.push({ type: 'streamChunk', data: event.data as string, streamType: event.streamType as 'stdout' | 'stderr' });
+        events.push({ type: 'streamChunk', data: wellFormed(event.data), streamType: event.streamType as 'stdout' | 'stderr' });
       } else if (event.type === 'executionResult') {
         result = event;
       }
@@ -600,8 +612,8 @@ export class HarvestSandbox extends Sandbox {
         required: ['command'],
       },
       callback: async (input: unknown) => {
-        const { command, timeout } = input as { command: string; timeout?: number };
-        return toolResult(await runForTool(() => sandbox.execute(command, { timeout: timeout ?? 120 })));
+        const { command, timeout } = toolInput('harvest_shell', input, ['command'], []);
+        return toolResult(await runForTool(() => sandbox.execute(command!, { timeout: timeout ?? 120 })));
       },
     });
     const code = new FunctionTool({
@@ -620,14 +632,51 @@ export class HarvestSandbox extends Sandbox {
         required: ['code', 'language'],
       },
       callback: async (input: unknown) => {
-        const { code: source, language, timeout } = input as { code: string; language: string; timeout?: number };
+        const { code: source, language, timeout } = toolInput('harvest_code', input, ['code'], ['language']);
         return toolResult(
-          await runForTool(() => sandbox.executeCode(source, language, { timeout: timeout ?? 120 })),
+          await runForTool(() => sandbox.executeCode(source!, language!, { timeout: timeout ?? 120 })),
         );
       },
     });
     return [shell, code];
   }
+}
+
+/**
+ * A tool's input, checked as the SDK's own tools check theirs: the model gets an error naming
+ * the field it got wrong, never a run of the command `undefined` or a timeout of "abc" seconds.
+ * `strings` must be strings, `names` non-empty strings; `timeout`, when given, a positive number
+ * of seconds.
+ */
+function toolInput(
+  tool: string,
+  input: unknown,
+  strings: string[],
+  names: string[],
+): { command?: string; code?: string; language?: string; timeout?: number } {
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) {
+    throw new Error(`${tool}: the input must be an object`);
+  }
+  const given = input as Record<string, unknown>;
+  for (const key of strings) {
+    if (typeof given[key] !== 'string') throw new Error(`${tool}: '${key}' must be a string`);
+  }
+  for (const key of names) {
+    if (typeof given[key] !== 'string' || given[key] === '') {
+      throw new Error(`${tool}: '${key}' must be a non-empty string`);
+    }
+  }
+  const timeout = given.timeout;
+  if (timeout !== undefined && timeout !== null &&
+      (typeof timeout !== 'number' || !Number.isFinite(timeout) || timeout <= 0)) {
+    throw new Error(`${tool}: 'timeout' must be a positive number of seconds`);
+  }
+  return {
+    command: given.command as string | undefined,
+    code: given.code as string | undefined,
+    language: given.language as string | undefined,
+    timeout: (timeout ?? undefined) as number | undefined,
+  };
 }
 
 async function runForTool(run: () => Promise<HarvestExecutionResult>): Promise<HarvestExecutionResult> {

@@ -110,4 +110,26 @@ describe('Agent with a HarvestSandbox', () => {
     assert.match(text(t), /timed out/);
     assert.match(text(t), /"output":"partial\\n"/);
   });
+
+  it('refuses a tool input the model got wrong, naming the field, and runs nothing', async () => {
+    const dir = tmpdir();
+    const { agent } = await agentOn(dir);
+    const wrong = [
+      ['harvest_shell', {}, /'command' must be a string/],
+      ['harvest_shell', { command: 'touch ran', timeout: 'abc' }, /'timeout' must be a positive number/],
+      ['harvest_shell', { command: 'touch ran', timeout: 0 }, /'timeout' must be a positive number/],
+      ['harvest_shell', { command: 'touch ran', timeout: -1 }, /'timeout' must be a positive number/],
+      ['harvest_code', { code: 'open("ran", "w")' }, /'language' must be a non-empty string/],
+      ['harvest_code', { code: 'open("ran", "w")', language: '' }, /'language' must be a non-empty string/],
+      ['harvest_code', { language: 'python3' }, /'code' must be a string/],
+    ];
+    for (const [tool, input, why] of wrong) {
+      const r = await agent.tool[tool].invoke(input);
+      assert.equal(r.status, 'error', `${tool} ${JSON.stringify(input)}: ${text(r)}`);
+      assert.match(text(r), why);
+    }
+    assert.deepStrictEqual(fs.readdirSync(dir), []);
+    const ok = await agent.tool.harvest_shell.invoke({ command: 'echo fine', timeout: 5 });
+    assert.equal(ok.status, 'success', text(ok));
+  });
 });
