@@ -44,7 +44,7 @@ static const char run_usage[] =
 	"                          exit status 124\n"
 	"  --env KEY=VALUE         add to the environment (repeatable); inherited HARVEST_*\n"
 	"                          variables reach the command only this way\n"
-	"  --shell                 COMMAND is one string for sh -c\n"
+	"  --shell                 COMMAND is one string for /bin/sh -c\n"
 	"  --language LANG         stream source code from stdin to the interpreter LANG on\n"
 	"                          its stdin (no shell)\n"
 	"  --max-output-bytes SIZE keep at most SIZE of each stream in the result (default\n"

@@ -702,7 +702,7 @@ static void test_runs(void **state)
 		{id4, "\"alpha\"", "[\"sh\",\"-c\",\"exit 5\"]", "d4", "5", 0},
 		{id3, "\"beta\"", "null", "d3", "null", 3},
 		{id2, "null", "[\"python3\"]", "d2", "0", 2},
-		{id1, "\"alpha\"", "[\"sh\",\"-c\",\"echo 1 > one.txt\"]", "d1", "0", 1},
+		{id1, "\"alpha\"", "[\"/bin/sh\",\"-c\",\"echo 1 > one.txt\"]", "d1", "0", 1},
 	};
 	tj_value *list = history_json(&f, "runs", NULL);
 	assert_int_equal(tj_len(list), 4);
